@@ -1,0 +1,107 @@
+# Thin wrapper over CMake.  See docs/building.md.
+#   make                 release build into build/
+#   make test            deps check, format check, release + ASan/UBSan builds,
+#                        ctest in both, install check, then scripts/test-python.sh
+#   make demo            build and run the demo (examples/seed.c, else examples/mlp.c)
+#   make bench           build and run bench/ (bench/run.sh if it exists)
+#   make install PREFIX=dir
+#   make format | format-check | clean
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= 2
+PREFIX     ?= /usr/local
+CMAKE      ?= cmake
+CTEST      ?= ctest
+CLANG_FORMAT ?= clang-format
+
+MAKEFLAGS += --no-print-directory
+ROOT := $(abspath .)
+export JITGRAD_BUILD_DIR := $(ROOT)/$(BUILD)
+export JITGRAD_ASAN_BUILD_DIR := $(ROOT)/$(ASAN_BUILD)
+export JITGRAD_PYTHON ?= /usr/bin/python3
+
+# Our C sources (no build trees, virtualenvs or caches).
+FORMAT_FILES = $(shell find include src tests examples bench python \
+	\( -name 'build*' -o -name '.venv' -o -name 'venv' -o -name '__pycache__' \
+	   -o -name '.pytest_cache' -o -name '*.egg-info' \) -prune -o \
+	-type f \( -name '*.c' -o -name '*.h' \) -print 2>/dev/null | sort)
+
+DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
+DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
+
+.PHONY: all build asan deps-build deps-test test test-c test-asan install-check \
+	test-python demo bench install format format-check clean
+
+all: build
+
+deps-build:
+	@bash scripts/deps.sh build
+
+deps-test:
+	@bash scripts/deps.sh test
+
+$(BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(BUILD)
+
+$(ASAN_BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(ASAN_BUILD) -DJITGRAD_SANITIZE=ON -DJITGRAD_BUILD_BENCH=OFF
+
+build: $(BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD) -j$(JOBS)
+
+asan: $(ASAN_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(ASAN_BUILD) -j$(JOBS)
+
+test: deps-test
+	$(MAKE) format-check
+	$(MAKE) build
+	$(MAKE) test-c
+	$(MAKE) asan
+	$(MAKE) test-asan
+	$(MAKE) install-check
+	$(MAKE) test-python
+
+test-c:
+	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS)
+
+test-asan:
+	cd $(ASAN_BUILD) && \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	$(CTEST) --output-on-failure -j$(JOBS)
+
+# Installs into a scratch prefix and builds the tutorial through pkg-config,
+# against the shared library and against the static one.
+install-check: build
+	bash scripts/install-check.sh $(BUILD)
+
+test-python:
+	@if [ -f scripts/test-python.sh ]; then bash scripts/test-python.sh; \
+	else echo "test-python: scripts/test-python.sh not present, skipped"; fi
+
+demo: deps-build
+	@test -n "$(DEMO_SRC)" || { echo "demo: no examples/seed.c or examples/mlp.c yet" >&2; exit 1; }
+	$(MAKE) build
+	cd $(BUILD) && JITGRAD_CACHE_DIR=$(ROOT)/$(BUILD)/jg-cache $(ROOT)/$(DEMO_BIN)
+
+bench: deps-build
+	$(MAKE) build
+	@if [ -f bench/run.sh ]; then bash bench/run.sh; \
+	else for b in $(BUILD)/bench/*; do \
+		[ -x "$$b" ] && [ -f "$$b" ] || continue; \
+		echo "== $$b"; "$$b" || exit 1; \
+	done; fi
+
+install: build
+	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check:
+	@if [ -n "$(strip $(FORMAT_FILES))" ]; then \
+		$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES); fi
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,226 @@
+/* jitgrad — tensors, reverse-mode autograd, custom differentiable functions
+ * and a tracing graph compiler, in C11.
+ *
+ * Tutorial (this block is compiled and run by the test suite):
+ *
+ * BEGIN TUTORIAL
+ * #include <jitgrad.h>
+ * #include <stdio.h>
+ *
+ * int main(void) {
+ *     jg_scope_push();                       // temporaries below die at pop
+ *     int64_t shape[] = {3};
+ *     float xs[] = {1, 2, 3};
+ *     jg_tensor *x = jg_tensor_new(JG_F32, 1, shape, xs);
+ *     jg_set_requires_grad(x, true);         // a leaf we want d/dx for
+ *     jg_tensor *y = jg_sum(jg_mul(x, x));   // y = sum(x*x)
+ *     if (!y || jg_backward(y, NULL, 0) < 0) {
+ *         fprintf(stderr, "error: %s\n", jg_last_error());
+ *         return 1;
+ *     }
+ *     float g[3];
+ *     jg_copy_to(jg_grad(x), g, sizeof g);   // dy/dx = 2x
+ *     printf("y=%g grad=[%g %g %g]\n", jg_item(y), g[0], g[1], g[2]);
+ *     jg_scope_pop();                        // releases x, x*x and y
+ *     return g[2] == 6.0f ? 0 : 1;
+ * }
+ * END TUTORIAL
+ *
+ * Conventions
+ *  - Every function that returns a jg_tensor* returns a NEW reference (or
+ *    NULL after setting the thread's error, see jg_last_error()).  While a
+ *    scope is open the innermost scope owns that reference too and releases it
+ *    at jg_scope_pop() unless jg_keep() moved it out; with no scope open the
+ *    caller releases it with jg_release().
+ *  - Functions returning int return >= 0 on success and -1 on error.
+ *  - Bad input never changes state: a failed call leaves every tensor, every
+ *    .grad and every cache as it was.
+ *  - Tensors, scopes, the grad mode and the error are per thread; a tensor is
+ *    not to be used by two threads at once.
+ */
+#ifndef JITGRAD_H
+#define JITGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct jg_tensor jg_tensor;     /* reference counted */
+typedef struct jg_ctx jg_ctx;           /* a custom function call's context */
+typedef struct jg_compiled jg_compiled; /* a compiled program and its cache */
+
+typedef enum { JG_F32, JG_F64, JG_I64 } jg_dtype;
+#define JG_MAX_DIMS 8
+#define JG_MAX_OUTPUTS 16
+
+/* ---- errors ---- */
+const char *jg_last_error(void); /* this thread's last message; "" if none */
+void jg_clear_error(void);
+/* Sets this thread's error (printf-style) and returns -1: for callbacks
+ * (custom forward/backward, programs) that fail. */
+int jg_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- lifetime ---- */
+jg_tensor *jg_retain(jg_tensor *t);
+void jg_release(jg_tensor *t);
+void jg_scope_push(void);
+void jg_scope_pop(void);
+jg_tensor *jg_keep(jg_tensor *t); /* no scope open: returns t unchanged */
+
+/* ---- creation and access ---- */
+jg_tensor *jg_tensor_new(jg_dtype dtype, int ndim, const int64_t *shape,
+                         const void *data); /* data NULL: zeros */
+jg_tensor *jg_full(jg_dtype dtype, int ndim, const int64_t *shape, double value);
+jg_tensor *jg_scalar(jg_dtype dtype, double value); /* a 0-d tensor */
+/* Normal(0, 1) by Box-Muller over a counter-based generator (SplitMix64):
+ * the same seed gives the same sequence on every machine and run. */
+jg_tensor *jg_randn(jg_dtype dtype, int ndim, const int64_t *shape);
+jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape); /* U[0,1) */
+void jg_manual_seed(uint64_t seed);
+
+jg_dtype jg_dtype_of(const jg_tensor *t);
+const char *jg_dtype_name(jg_dtype dtype); /* "float32", "float64", "int64" */
+int jg_ndim(const jg_tensor *t);
+const int64_t *jg_shape(const jg_tensor *t);
+const int64_t *jg_strides(const jg_tensor *t); /* in elements */
+int64_t jg_storage_offset(const jg_tensor *t); /* in elements */
+int64_t jg_numel(const jg_tensor *t);
+bool jg_is_contiguous(const jg_tensor *t);
+bool jg_same_storage(const jg_tensor *a, const jg_tensor *b);
+uint64_t jg_version(const jg_tensor *t);                     /* bumped by every in-place op */
+int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes); /* row-major */
+double jg_item(const jg_tensor *t); /* one-element tensors; NaN + error otherwise */
+/* Address of element [0,...,0] (strides apply); NULL + error for a traced
+ * (symbolic) tensor, whose values do not exist yet. */
+void *jg_data(jg_tensor *t);
+/* "f32[2, 3]": a short description for messages; writes at most n bytes. */
+int jg_describe(const jg_tensor *t, char *buf, size_t n);
+
+/* ---- autograd ---- */
+void jg_set_requires_grad(jg_tensor *t, bool on);
+bool jg_requires_grad(const jg_tensor *t);
+bool jg_is_leaf(const jg_tensor *t);
+/* "MulBackward0" for a tensor made by an op that records history; NULL for
+ * leaves. */
+const char *jg_grad_fn_name(const jg_tensor *t);
+jg_tensor *jg_grad(const jg_tensor *t); /* BORROWED; NULL while no gradient */
+void jg_clear_grad(jg_tensor *t);
+int jg_set_grad(jg_tensor *t, jg_tensor *grad); /* shape and dtype must match */
+#define JG_RETAIN_GRAPH 1u
+#define JG_CREATE_GRAPH 2u
+int jg_backward(jg_tensor *root, jg_tensor *grad /* NULL: root is a scalar */, unsigned flags);
+/* Gradients of outputs w.r.t. inputs without touching any .grad (PyTorch's
+ * torch.autograd.grad).  grad_outputs may be NULL (all outputs scalar) or hold
+ * NULL entries.  results[i] is a new reference, or NULL when inputs[i] is
+ * unreachable and allow_unused is set (otherwise that is an error). */
+#define JG_ALLOW_UNUSED 4u
+int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const *grad_outputs,
+                     int n_inputs, jg_tensor *const *inputs, unsigned flags, jg_tensor **results);
+bool jg_set_grad_enabled(bool on); /* returns the previous mode */
+bool jg_is_grad_enabled(void);
+
+/* ---- ops (all broadcast like NumPy) ---- */
+jg_tensor *jg_add(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_sub(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_mul(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_div(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_neg(jg_tensor *a);
+jg_tensor *jg_exp(jg_tensor *a);
+jg_tensor *jg_log(jg_tensor *a);
+jg_tensor *jg_tanh(jg_tensor *a);
+jg_tensor *jg_relu(jg_tensor *a);
+jg_tensor *jg_sigmoid(jg_tensor *a);
+jg_tensor *jg_sqrt(jg_tensor *a);
+jg_tensor *jg_pow_scalar(jg_tensor *a, double exponent);
+jg_tensor *jg_add_scalar(jg_tensor *a, double s);
+jg_tensor *jg_mul_scalar(jg_tensor *a, double s);
+jg_tensor *jg_sum(jg_tensor *a); /* all elements -> 0-d */
+/* Sum over the listed dims (negative counts from the end). */
+jg_tensor *jg_sum_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+jg_tensor *jg_mean(jg_tensor *a);
+jg_tensor *jg_mean_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+/* Max over one dim: values (a's dtype) and i64 indices (first maximum). */
+int jg_max_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices);
+jg_tensor *jg_matmul(jg_tensor *a, jg_tensor *b); /* 1-D, 2-D and batched */
+jg_tensor *jg_reshape(jg_tensor *a, int ndim,
+                      const int64_t *shape); /* view when possible; one -1 allowed */
+jg_tensor *jg_slice(jg_tensor *a, int dim, int64_t start, int64_t end); /* a view */
+jg_tensor *jg_transpose(jg_tensor *a, int dim0, int dim1);              /* a view */
+jg_tensor *jg_permute(jg_tensor *a, const int *perm);                   /* a view */
+jg_tensor *jg_expand(jg_tensor *a, int ndim, const int64_t *shape);     /* a view; -1 keeps */
+jg_tensor *jg_contiguous(jg_tensor *a); /* a itself (new reference) when already contiguous */
+jg_tensor *jg_clone(jg_tensor *a);      /* a contiguous copy that records history */
+jg_tensor *jg_detach(jg_tensor *a);     /* shares storage, no history */
+jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype); /* records history */
+jg_tensor *jg_softmax(jg_tensor *a, int dim);
+jg_tensor *jg_log_softmax(jg_tensor *a, int dim);
+/* Mean cross entropy of [N, C] logits against i64 class targets [N]. */
+jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target);
+
+/* in place: return 0 or -1; bump the storage's version counter; refuse, as
+ * PyTorch does, a leaf that requires grad while grad mode is on */
+int jg_add_(jg_tensor *a, jg_tensor *b);
+int jg_sub_(jg_tensor *a, jg_tensor *b);
+int jg_mul_(jg_tensor *a, jg_tensor *b);
+int jg_mul_scalar_(jg_tensor *a, double s);
+int jg_zero_(jg_tensor *a);
+int jg_copy_(jg_tensor *dst, jg_tensor *src); /* src broadcast to dst */
+
+/* ---- gradcheck: central finite differences in f64 ----
+ * fn maps inputs to one output; every f64 input that requires grad is
+ * checked.  Returns 0 when analytic and numeric Jacobians agree to
+ * atol + rtol*|numeric|, -1 with a message naming input and element. */
+typedef jg_tensor *(*jg_gradcheck_fn)(void *user, int n_inputs, jg_tensor *const *inputs);
+int jg_gradcheck(jg_gradcheck_fn fn, void *user, int n_inputs, jg_tensor *const *inputs, double eps,
+                 double atol, double rtol);
+
+/* ---- custom differentiable functions ---- */
+typedef struct jg_function {
+    const char *name;
+    int (*forward)(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);
+    int (*backward)(jg_ctx *ctx, int n_outputs, jg_tensor *const *grad_outputs, int n_inputs,
+                    jg_tensor **grad_inputs);
+    void *user; /* anything the callbacks need */
+} jg_function;
+
+int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
+             size_t args_size, jg_tensor **outputs);
+
+int jg_ctx_save_for_backward(jg_ctx *ctx, int n, jg_tensor *const *tensors);
+jg_tensor *jg_ctx_saved(jg_ctx *ctx, int i); /* BORROWED */
+int jg_ctx_n_saved(const jg_ctx *ctx);
+bool jg_ctx_needs_input_grad(const jg_ctx *ctx, int slot);
+const void *jg_ctx_args(const jg_ctx *ctx);
+size_t jg_ctx_args_size(const jg_ctx *ctx);
+void jg_ctx_mark_non_differentiable(jg_ctx *ctx, jg_tensor *output);
+void jg_ctx_set_materialize_grads(jg_ctx *ctx, bool on);
+const jg_function *jg_ctx_function(const jg_ctx *ctx);
+void jg_ctx_set_state(jg_ctx *ctx, void *state, void (*free_state)(void *));
+void *jg_ctx_state(const jg_ctx *ctx);
+
+/* ---- compile ---- */
+typedef int (*jg_program_fn)(void *user, const void *args, int n_inputs, jg_tensor *const *inputs,
+                             jg_tensor **outputs);
+
+typedef struct jg_compile_options {
+    const char *backend; /* "interp" (default when NULL) or "c" */
+    bool fullgraph;      /* fail instead of falling back to eager */
+    bool verify;         /* also run eagerly and fail on any gradient mismatch */
+} jg_compile_options;
+
+jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *opts);
+int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_inputs,
+                     jg_tensor *const *inputs, jg_tensor **outputs);
+void jg_compiled_free(jg_compiled *c);
+char *jg_compiled_graph(const jg_compiled *c, int entry);
+int jg_compiled_entries(const jg_compiled *c);
+int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,15 @@
+/* The backward engine (autograd/engine.c). */
+#ifndef JG_AUTOGRAD_ENGINE_H
+#define JG_AUTOGRAD_ENGINE_H
+
+#include "core/tensor.h"
+
+/* Runs backward from roots (root_grads may be NULL or hold NULLs for scalar
+ * roots).  Without captures, accumulates into leaves' .grad once everything
+ * has succeeded.  With captures, writes the gradient reaching each
+ * capture[c] into captured[c] (new reference, NULL if none; all NULL on
+ * entry) and touches no .grad. */
+int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
+                  unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured);
+
+#endif

@@ -1,0 +1,352 @@
+/* Custom differentiable functions, with PyTorch's autograd.Function
+ * semantics: one edge per input SLOT (the same tensor in two slots gets two
+ * edges, and the engine sums both slots' gradients into it), NULL gradients
+ * contribute nothing, returned gradients are validated like PyTorch's engine
+ * validates them. */
+#include "autograd/function.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+jg_trace_apply_fn jg_trace_apply_hook;
+
+typedef struct {
+    jg_node base;
+    jg_ctx *ctx;
+    char name[96];
+} fn_node;
+
+/* ------------------------------------------------------------------ ctx */
+
+jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
+                   size_t args_size) {
+    jg_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return jg_errorf_null("out of memory in jg_apply");
+    ctx->fn = fn;
+    ctx->n_inputs = n_inputs;
+    ctx->materialize_grads = true;
+    ctx->needs_input_grad = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof(bool));
+    ctx->in_meta = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof(jg_meta));
+    ctx->args = malloc(args_size ? args_size : 1);
+    if (!ctx->needs_input_grad || !ctx->in_meta || !ctx->args) {
+        jg_ctx_free(ctx);
+        return jg_errorf_null("out of memory in jg_apply");
+    }
+    if (args_size)
+        memcpy(ctx->args, args, args_size);
+    ctx->args_size = args_size;
+    for (int i = 0; i < n_inputs; i++) {
+        ctx->needs_input_grad[i] = jg_grad_mode && inputs[i]->requires_grad;
+        jg_meta_of(inputs[i], &ctx->in_meta[i]);
+    }
+    return ctx;
+}
+
+void jg_ctx_free(jg_ctx *ctx) {
+    if (!ctx)
+        return;
+    for (int i = 0; i < ctx->n_saved; i++)
+        jg_saved_free(&ctx->saved[i]);
+    free(ctx->saved);
+    if (ctx->free_state)
+        ctx->free_state(ctx->state);
+    free(ctx->needs_input_grad);
+    free(ctx->in_meta);
+    free(ctx->args);
+    free(ctx);
+}
+
+int jg_ctx_save_for_backward(jg_ctx *ctx, int n, jg_tensor *const *tensors) {
+    if (!ctx)
+        return jg_errorf("jg_ctx_save_for_backward: ctx is NULL");
+    if (ctx->in_backward || ctx->node)
+        return jg_errorf("jg_ctx_save_for_backward can only be called from forward");
+    if (n < 0 || (n > 0 && !tensors))
+        return jg_errorf("jg_ctx_save_for_backward: bad tensor list");
+    jg_saved *s = calloc((size_t)(n ? n : 1), sizeof *s);
+    if (!s)
+        return jg_errorf("out of memory in jg_ctx_save_for_backward");
+    for (int i = 0; i < n; i++)
+        jg_saved_init(&s[i], tensors[i]); /* NULL entries allowed, as None in PyTorch */
+    /* Like PyTorch, a second call replaces what the first saved. */
+    for (int i = 0; i < ctx->n_saved; i++)
+        jg_saved_free(&ctx->saved[i]);
+    free(ctx->saved);
+    ctx->saved = s;
+    ctx->n_saved = n;
+    return 0;
+}
+
+int jg_ctx_n_saved(const jg_ctx *ctx) {
+    return ctx ? ctx->n_saved : 0;
+}
+
+jg_tensor *jg_ctx_saved(jg_ctx *ctx, int i) {
+    if (!ctx)
+        return jg_errorf_null("jg_ctx_saved: ctx is NULL");
+    if (i < 0 || i >= ctx->n_saved)
+        return jg_errorf_null("jg_ctx_saved: index %d out of range (%d tensors saved)", i,
+                              ctx->n_saved);
+    if (!ctx->node) /* forward: no history to re-attach yet */
+        return ctx->saved[i].t;
+    if (!ctx->saved[i].t && !ctx->node->saved_released)
+        return NULL; /* a NULL that was saved */
+    jg_tensor *t = jg_saved_unpack(&ctx->saved[i], ctx->node, ctx->create_graph);
+    if (!t && !ctx->saved_failed) {
+        /* like PyTorch's exception: the backward fails even if the callback
+         * does not check */
+        ctx->saved_failed = true;
+        snprintf(ctx->saved_error, sizeof ctx->saved_error, "%s", jg_last_error());
+    }
+    return t;
+}
+
+bool jg_ctx_needs_input_grad(const jg_ctx *ctx, int slot) {
+    return ctx && slot >= 0 && slot < ctx->n_inputs && ctx->needs_input_grad[slot];
+}
+
+const void *jg_ctx_args(const jg_ctx *ctx) {
+    return ctx && ctx->args_size ? ctx->args : NULL;
+}
+
+size_t jg_ctx_args_size(const jg_ctx *ctx) {
+    return ctx ? ctx->args_size : 0;
+}
+
+void jg_ctx_mark_non_differentiable(jg_ctx *ctx, jg_tensor *output) {
+    if (ctx && output && ctx->n_non_diff < JG_MAX_OUTPUTS)
+        ctx->non_diff[ctx->n_non_diff++] = output;
+}
+
+void jg_ctx_set_materialize_grads(jg_ctx *ctx, bool on) {
+    if (ctx)
+        ctx->materialize_grads = on;
+}
+
+const jg_function *jg_ctx_function(const jg_ctx *ctx) {
+    return ctx ? ctx->fn : NULL;
+}
+
+void jg_ctx_set_state(jg_ctx *ctx, void *state, void (*free_state)(void *)) {
+    if (!ctx)
+        return;
+    if (ctx->free_state && ctx->state != state)
+        ctx->free_state(ctx->state);
+    ctx->state = state;
+    ctx->free_state = free_state;
+}
+
+void *jg_ctx_state(const jg_ctx *ctx) {
+    return ctx ? ctx->state : NULL;
+}
+
+/* -------------------------------------------------------------- forward */
+
+static const char *fn_name(const jg_function *fn) {
+    return fn->name ? fn->name : "Function";
+}
+
+int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
+                            jg_tensor **outputs) {
+    const jg_function *fn = ctx->fn;
+    jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    jg_clear_error();
+    jg_scope_push();
+    bool prev = jg_set_grad_enabled(false);
+    int n = fn->forward(ctx, n_inputs, inputs, outs);
+    jg_set_grad_enabled(prev);
+    int rc = n;
+    if (n < 0) {
+        if (!jg_last_error()[0])
+            jg_errorf("%s.forward failed without an error message", fn_name(fn));
+        rc = -1;
+    } else if (n < 1 || n > JG_MAX_OUTPUTS) {
+        rc = jg_errorf("%s.forward returned %d outputs; expected between 1 and %d", fn_name(fn), n,
+                       JG_MAX_OUTPUTS);
+    } else {
+        for (int i = 0; i < n && rc >= 0; i++)
+            if (!outs[i])
+                rc = jg_errorf("%s.forward returned %d outputs but output %d is NULL", fn_name(fn),
+                               n, i);
+    }
+    for (int i = 0; i < n && rc >= 0; i++) {
+        jg_tensor *o = outs[i];
+        bool shared = o->grad_fn || o->requires_grad;
+        for (int k = 0; k < n_inputs && !shared; k++)
+            shared = inputs[k] == o;
+        for (int k = 0; k < i && !shared; k++)
+            shared = outs[k] == o;
+        /* An output that is an input (or already has history) becomes a new
+         * alias, so attaching this call's history does not rewrite it. */
+        outputs[i] = shared ? jg_alias_no_history(o) : jg_retain(o);
+        if (!outputs[i]) {
+            for (int k = 0; k < i; k++)
+                jg_release(outputs[k]);
+            rc = -1;
+        }
+    }
+    if (rc >= 0) {
+        /* saved outputs would form a cycle node -> saved -> output -> node */
+        for (int s = 0; s < ctx->n_saved; s++)
+            for (int i = 0; i < n; i++)
+                if (ctx->saved[s].t && ctx->saved[s].t == outs[i] && ctx->saved[s].output_nr < 0)
+                    jg_saved_mark_output(&ctx->saved[s], i);
+        for (int k = 0; k < ctx->n_non_diff; k++) {
+            bool found = false;
+            for (int i = 0; i < n; i++)
+                if (ctx->non_diff[k] == outs[i]) {
+                    ctx->non_diff[k] = outputs[i];
+                    found = true;
+                }
+            if (!found)
+                ctx->non_diff[k] = NULL;
+        }
+    }
+    jg_scope_pop();
+    return rc;
+}
+
+/* ------------------------------------------------------------- backward */
+
+int jg_function_run_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
+                             jg_tensor *const *gout, jg_tensor **gin) {
+    const jg_function *fn = ctx->fn;
+    char bw_name[96];
+    snprintf(bw_name, sizeof bw_name, "%sBackward", fn_name(fn));
+    if (!fn->backward)
+        return jg_errorf("function %s is not differentiable: it has no backward", bw_name);
+    jg_tensor *g[JG_MAX_OUTPUTS];
+    for (int i = 0; i < n_out; i++) {
+        g[i] = gout[i];
+        if (!g[i] && ctx->materialize_grads &&
+            !(g[i] = jg_full(out_meta[i].dtype, out_meta[i].ndim, out_meta[i].shape, 0.0)))
+            return -1;
+    }
+    int n_in = ctx->n_inputs;
+    for (int i = 0; i < n_in; i++)
+        gin[i] = NULL;
+    jg_clear_error();
+    ctx->in_backward = true;
+    ctx->saved_failed = false;
+    int got = fn->backward(ctx, n_out, g, n_in, gin);
+    ctx->in_backward = false;
+    if (ctx->saved_failed)
+        return jg_errorf("%s", ctx->saved_error);
+    if (got < 0) {
+        if (!jg_last_error()[0])
+            jg_errorf("%s failed without an error message", bw_name);
+        return -1;
+    }
+    if (got != n_in)
+        return jg_errorf("function %s returned an incorrect number of gradients (expected %d, "
+                         "got %d)",
+                         bw_name, n_in, got);
+    for (int i = 0; i < n_in; i++) {
+        if (!gin[i])
+            continue;
+        if (!ctx->needs_input_grad[i]) {
+            gin[i] = NULL; /* the slot's tensor does not require grad: dropped */
+            continue;
+        }
+        if (jg_grad_validate(bw_name, i, &ctx->in_meta[i], &gin[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- eager node */
+
+static int fn_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+    fn_node *f = (fn_node *)n;
+    f->ctx->create_graph = create_graph;
+    return jg_function_run_backward(f->ctx, n->n_out, n->out_meta, gout, gin);
+}
+
+static void fn_release_saved(jg_node *n) {
+    jg_ctx *ctx = ((fn_node *)n)->ctx;
+    for (int i = 0; i < ctx->n_saved; i++)
+        jg_saved_free(&ctx->saved[i]);
+}
+
+static void fn_destroy(jg_node *n) {
+    jg_ctx_free(((fn_node *)n)->ctx);
+}
+
+static const char *fn_node_name(const jg_node *n) {
+    return ((const fn_node *)n)->name;
+}
+
+static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name};
+
+int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
+             size_t args_size, jg_tensor **outputs) {
+    if (!fn || !fn->forward)
+        return jg_errorf("jg_apply: function or its forward is NULL");
+    if (n_inputs < 0 || (n_inputs > 0 && !inputs))
+        return jg_errorf("jg_apply(%s): bad input list", fn_name(fn));
+    if (!outputs)
+        return jg_errorf("jg_apply(%s): outputs is NULL", fn_name(fn));
+    if (args_size && !args)
+        return jg_errorf("jg_apply(%s): args is NULL but args_size is %zu", fn_name(fn), args_size);
+    bool symbolic = false;
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs[i])
+            return jg_errorf("jg_apply(%s): input %d is NULL", fn_name(fn), i);
+        symbolic |= inputs[i]->sym != NULL;
+    }
+    if (symbolic) {
+        if (!jg_trace_apply_hook)
+            return jg_errorf("jg_apply(%s): symbolic input outside a trace", fn_name(fn));
+        return jg_trace_apply_hook(fn, n_inputs, inputs, args, args_size, outputs);
+    }
+    jg_ctx *ctx = jg_ctx_new(fn, n_inputs, inputs, args, args_size);
+    if (!ctx)
+        return -1;
+    jg_tensor *outs[JG_MAX_OUTPUTS];
+    int n = jg_function_run_forward(ctx, n_inputs, inputs, outs);
+    if (n < 0) {
+        jg_ctx_free(ctx);
+        return -1;
+    }
+    bool any_grad = false;
+    for (int i = 0; i < n_inputs; i++)
+        any_grad |= ctx->needs_input_grad[i];
+    if (!any_grad) {
+        jg_ctx_free(ctx);
+    } else {
+        fn_node *f = (fn_node *)jg_node_alloc(sizeof(fn_node), &fn_vt, n_inputs, n);
+        if (!f) {
+            for (int i = 0; i < n; i++)
+                jg_release(outs[i]);
+            jg_ctx_free(ctx);
+            return -1;
+        }
+        f->ctx = ctx;
+        snprintf(f->name, sizeof f->name, "%sBackward", fn_name(fn));
+        for (int i = 0; i < n_inputs; i++)
+            jg_node_set_edge(&f->base, i, inputs[i]);
+        f->base.has_saved = ctx->n_saved > 0;
+        for (int i = 0; i < n; i++) {
+            bool diff = true;
+            for (int k = 0; k < ctx->n_non_diff; k++)
+                diff &= ctx->non_diff[k] != outs[i];
+            if (diff)
+                jg_node_set_outputs(&f->base, 1, &outs[i]);
+            else
+                jg_meta_of(outs[i], &f->base.out_meta[i]);
+        }
+        /* jg_node_set_outputs numbers outputs from 0: fix output_nr and metas */
+        for (int i = 0; i < n; i++) {
+            jg_meta_of(outs[i], &f->base.out_meta[i]);
+            if (outs[i]->grad_fn == &f->base)
+                outs[i]->output_nr = i;
+        }
+        ctx->node = &f->base;
+        jg_node_release(&f->base); /* the outputs hold it */
+    }
+    for (int i = 0; i < n; i++)
+        outputs[i] = jg_scope_track(outs[i]);
+    return n;
+}

@@ -1,0 +1,53 @@
+/* Custom differentiable functions (jg_function / jg_apply): the context and
+ * the hook the tracer installs to capture calls into a graph. */
+#ifndef JG_AUTOGRAD_FUNCTION_H
+#define JG_AUTOGRAD_FUNCTION_H
+
+#include "autograd/node.h"
+
+struct jg_ctx {
+    const jg_function *fn;
+    void *args;
+    size_t args_size;
+    int n_inputs;
+    bool *needs_input_grad; /* per slot */
+    jg_meta *in_meta;       /* per slot: what a returned gradient must fit */
+    jg_saved *saved;
+    int n_saved;
+    bool materialize_grads;
+    bool in_backward;
+    bool saved_failed; /* a jg_ctx_saved call failed: the backward fails too */
+    char saved_error[512];
+    bool create_graph; /* of the backward now running */
+    jg_node *node;     /* the call's autograd node (NULL while forward runs) */
+    jg_tensor *non_diff[JG_MAX_OUTPUTS];
+    int n_non_diff;
+    void *state;
+    void (*free_state)(void *);
+};
+
+/* Makes a context for a call of fn (args copied); NULL + error. */
+jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
+                   size_t args_size);
+void jg_ctx_free(jg_ctx *ctx);
+
+/* Runs fn->forward with grad mode off inside a scope and returns its outputs
+ * as new references (aliases where the callback returned an input or a
+ * tensor with history).  Returns the output count or -1. */
+int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
+                            jg_tensor **outputs);
+/* Runs fn->backward for per-output gradients gout (NULL = none; materialised
+ * as zeros of out_meta unless the callback turned that off) and validates
+ * the per-slot results into gin (borrowed from the current scope; NULL for
+ * "no contribution").  Shared by the eager node and by compiled graphs that
+ * call the callbacks at run time. */
+int jg_function_run_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
+                             jg_tensor *const *gout, jg_tensor **gin);
+
+/* Set by the tracer: captures a jg_apply whose inputs include symbolic
+ * tensors.  Same contract as jg_apply. */
+typedef int (*jg_trace_apply_fn)(const jg_function *fn, int n_inputs, jg_tensor *const *inputs,
+                                 const void *args, size_t args_size, jg_tensor **outputs);
+extern jg_trace_apply_fn jg_trace_apply_hook;
+
+#endif

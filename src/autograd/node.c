@@ -1,0 +1,211 @@
+/* Nodes, edges, saved tensors and the gradient accumulation rule. */
+#include "autograd/node.h"
+
+#include "ops/optable.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local uint64_t next_seq = 1;
+
+static void node_destroy(jg_node *n) {
+    n->vt->destroy(n);
+    for (int i = 0; i < n->n_next; i++) {
+        jg_node_release(n->next[i].fn);
+        jg_release(n->next[i].leaf);
+    }
+    free(n);
+}
+
+__attribute__((constructor)) static void autograd_init(void) {
+    jg_autograd_init();
+}
+
+void jg_autograd_init(void) {
+    jg_hooks.node_destroy = node_destroy;
+}
+
+jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out) {
+    size_t base = (size + 15) & ~(size_t)15;
+    size_t edges = (size_t)n_next * sizeof(jg_edge);
+    jg_node *n = calloc(1, base + edges + (size_t)n_out * sizeof(jg_meta));
+    if (!n)
+        return jg_errorf_null("out of memory allocating an autograd node");
+    n->refcount = 1;
+    n->vt = vt;
+    n->seq = next_seq++;
+    n->n_next = n_next;
+    n->next = (jg_edge *)((char *)n + base);
+    n->n_out = n_out;
+    n->out_meta = (jg_meta *)((char *)n + base + edges);
+    return n;
+}
+
+void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t) {
+    jg_edge *e = &n->next[slot];
+    if (!t || !t->requires_grad)
+        return;
+    if (t->grad_fn) {
+        jg_node_retain(t->grad_fn);
+        e->fn = t->grad_fn;
+        e->nr = t->output_nr;
+    } else {
+        e->leaf = jg_retain(t);
+    }
+}
+
+void jg_node_set_outputs(jg_node *n, int n_outputs, jg_tensor *const *outputs) {
+    for (int i = 0; i < n_outputs; i++) {
+        jg_tensor *t = outputs[i];
+        jg_meta_of(t, &n->out_meta[i]);
+        if (!jg_dtype_is_float(t->dtype))
+            continue; /* integer outputs (indices) are never differentiable */
+        jg_node_retain(n);
+        jg_node_release(t->grad_fn);
+        t->grad_fn = n;
+        t->output_nr = i;
+        t->requires_grad = true;
+    }
+}
+
+bool jg_any_requires_grad(int n, jg_tensor *const *in) {
+    if (!jg_grad_mode)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->requires_grad)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------ accumulate */
+
+int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
+    if (!g)
+        return 0;
+    if (!*acc) {
+        *acc = g;
+        return 0;
+    }
+    jg_tensor *sum = jg_keep(jg_add(*acc, g));
+    jg_release(g);
+    if (!sum)
+        return -1;
+    jg_release(*acc);
+    *acc = sum;
+    return 0;
+}
+
+int jg_slots_accumulate(int n_slots, const int *slot_map, jg_tensor *const *slot_grads,
+                        int n_sources, jg_tensor **sums) {
+    for (int s = 0; s < n_slots; s++) {
+        if (!slot_grads[s])
+            continue;
+        int src = slot_map[s];
+        JG_ASSERT(src >= 0 && src < n_sources);
+        if (jg_grad_accumulate(&sums[src], jg_retain(slot_grads[s])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Is `from` broadcastable to `to` (so sum_to(to -> from) recovers it)? */
+static bool expandable(const jg_meta *from, const jg_meta *to) {
+    if (from->ndim > to->ndim)
+        return false;
+    for (int i = 0; i < from->ndim; i++) {
+        int64_t f = from->shape[from->ndim - 1 - i], t = to->shape[to->ndim - 1 - i];
+        if (f != t && f != 1)
+            return false;
+    }
+    return true;
+}
+
+int jg_grad_validate(const char *fn_name, int slot, const jg_meta *expect, jg_tensor **g) {
+    jg_meta got;
+    jg_meta_of(*g, &got);
+    got.dtype = expect->dtype;
+    if (!jg_meta_equal(&got, expect)) {
+        if (!expandable(expect, &got)) {
+            char gs[160], es[160];
+            jg_format_shape(gs, sizeof gs, got.ndim, got.shape);
+            jg_format_shape(es, sizeof es, expect->ndim, expect->shape);
+            return jg_errorf("Function %s returned an invalid gradient at index %d - got %s but "
+                             "expected shape compatible with %s",
+                             fn_name, slot, gs, es);
+        }
+        jg_tensor *r = jg_sum_to(*g, expect->ndim, expect->shape);
+        if (!r)
+            return -1;
+        *g = r;
+    }
+    if ((*g)->dtype != expect->dtype) {
+        jg_tensor *r = jg_to_dtype(*g, expect->dtype);
+        if (!r)
+            return -1;
+        *g = r;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------- saved tensors */
+
+jg_tensor *jg_alias_no_history(jg_tensor *t) {
+    jg_tensor *a = jg_tensor_view_of(t, t->ndim, t->shape, t->stride, t->offset);
+    if (a)
+        a->is_view = t->is_view;
+    return a;
+}
+
+void jg_saved_init(jg_saved *s, jg_tensor *t) {
+    s->t = jg_retain(t);
+    s->version = t && t->storage ? t->storage->version : 0;
+    s->output_nr = -1;
+}
+
+void jg_saved_mark_output(jg_saved *s, int nr) {
+    jg_tensor *a = jg_alias_no_history(s->t);
+    if (!a)
+        jg_fatal("out of memory saving an output for backward");
+    jg_release(s->t);
+    s->t = a;
+    s->output_nr = nr;
+}
+
+jg_tensor *jg_saved_unpack(jg_saved *s, jg_node *owner, bool create_graph) {
+    if (!s->t)
+        return jg_errorf_null("%s", JG_SAVED_FREED_MSG);
+    jg_tensor *t = s->t;
+    if (t->storage && t->storage->version != s->version) {
+        char d[96], made[128] = "";
+        jg_describe(t, d, sizeof d);
+        if (s->output_nr >= 0)
+            snprintf(made, sizeof made, ", which is output %d of %s,", s->output_nr,
+                     owner->vt->name(owner));
+        else if (t->grad_fn)
+            snprintf(made, sizeof made, ", which is output %d of %s,", t->output_nr,
+                     t->grad_fn->vt->name(t->grad_fn));
+        return jg_errorf_null("one of the variables needed for gradient computation has been "
+                              "modified by an inplace operation: [%.3s %s]%s is at version %llu; "
+                              "expected version %llu instead",
+                              d, d + 3, made, (unsigned long long)t->storage->version,
+                              (unsigned long long)s->version);
+    }
+    if (s->output_nr >= 0 && create_graph && jg_dtype_is_float(t->dtype)) {
+        /* double backward must see the output with its history: this node */
+        jg_tensor *a = jg_alias_no_history(t);
+        if (!a)
+            return NULL;
+        jg_node_retain(owner);
+        a->grad_fn = owner;
+        a->output_nr = s->output_nr;
+        a->requires_grad = true;
+        return jg_scope_track(a);
+    }
+    return t;
+}
+
+void jg_saved_free(jg_saved *s) {
+    jg_release(s->t);
+    s->t = NULL;
+}

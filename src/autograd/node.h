@@ -1,0 +1,102 @@
+/* Autograd graph nodes and edges, and the pieces every node kind shares:
+ * saved tensors and the per-slot gradient routing rule. */
+#ifndef JG_AUTOGRAD_NODE_H
+#define JG_AUTOGRAD_NODE_H
+
+#include "core/tensor.h"
+
+/* Where the gradient of one input SLOT goes: into gradient input `nr` of node
+ * `fn`, or into the .grad of `leaf`; both NULL when the slot's tensor needs no
+ * gradient.  A tensor filling several slots has several edges to the same
+ * place; their gradients are summed there (see jg_grad_accumulate). */
+typedef struct jg_edge {
+    jg_node *fn;
+    int nr;
+    jg_tensor *leaf; /* retained */
+} jg_edge;
+
+typedef struct jg_node_vt {
+    /* Computes per-slot input gradients gin[0..n_next) (new references or NULL)
+     * from output gradients gout[0..n_out) (NULL = no gradient reached that
+     * output).  Runs inside a scope, with grad mode == create_graph. */
+    int (*apply)(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph);
+    /* Frees what only backward needs (after a backward without
+     * JG_RETAIN_GRAPH). */
+    void (*release_saved)(jg_node *n);
+    /* Frees the node's own resources (not the edges; the caller does). */
+    void (*destroy)(jg_node *n);
+    const char *(*name)(const jg_node *n);
+} jg_node_vt;
+
+struct jg_node {
+    int64_t refcount; /* must stay first: core releases nodes by it */
+    const jg_node_vt *vt;
+    uint64_t seq; /* creation order; the engine runs later nodes first */
+    int n_out;    /* forward outputs = gradients this node receives */
+    jg_meta *out_meta;
+    int n_next; /* input slots */
+    jg_edge *next;
+    bool has_saved;      /* holds tensors that backward frees */
+    bool saved_released; /* ... and they were freed */
+};
+
+/* Allocates a node of `size` bytes (a struct starting with jg_node) with
+ * room for its edges and output metadata; refcount 1. */
+jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out);
+/* Points slot `slot` of n at tensor t (its grad_fn, or itself if a leaf that
+ * requires grad). */
+void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t);
+/* Makes outputs[0..n) the outputs of n: grad_fn, output_nr, requires_grad and
+ * the node's output metadata. */
+void jg_node_set_outputs(jg_node *n, int n_outputs, jg_tensor *const *outputs);
+/* Registers core's destroy hook (called once at library load). */
+void jg_autograd_init(void);
+
+/* ---- the accumulation rule (eager engine and graph autodiff share it) ----
+ * *acc += g, where NULL means "nothing yet": the first contribution is taken
+ * as is, later ones are added with jg_add (so it records history under create
+ * graph, and records IR nodes while tracing).  Consumes the reference to g. */
+int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g);
+/* Sums per-slot gradients into per-source accumulators: slot s adds into
+ * sums[slot_map[s]]; NULL slot gradients add nothing, so a source whose slots
+ * are all NULL stays NULL.  Borrowed slot_grads; sums get new references. */
+int jg_slots_accumulate(int n_slots, const int *slot_map, jg_tensor *const *slot_grads,
+                        int n_sources, jg_tensor **sums);
+/* Makes a gradient fit its input as PyTorch's engine does: sums a broadcast
+ * shape down, casts a different dtype; errors otherwise with "function
+ * <fn_name> returned an invalid gradient at index <slot> - got [..] but
+ * expected shape compatible with [..]".  Consumes *g, replaces it. */
+int jg_grad_validate(const char *fn_name, int slot, const jg_meta *expect, jg_tensor **g);
+
+/* ---- saved tensors ---- */
+typedef struct jg_saved {
+    jg_tensor *t;     /* retained; for an output of the owner: an alias without history */
+    uint64_t version; /* storage version when saved */
+    int output_nr;    /* >= 0: t is that output of the owner node */
+} jg_saved;
+
+void jg_saved_init(jg_saved *s, jg_tensor *t);
+/* Turns a saved tensor that is output `nr` of `owner` into the no-history
+ * form (breaking the owner -> saved -> owner cycle). */
+void jg_saved_mark_output(jg_saved *s, int nr);
+/* The tensor to use in backward (borrowed, valid during the node's apply);
+ * NULL + PyTorch's message if it was modified in place or freed. */
+jg_tensor *jg_saved_unpack(jg_saved *s, jg_node *owner, bool create_graph);
+void jg_saved_free(jg_saved *s);
+
+#define JG_SAVED_FREED_MSG                                                                         \
+    "Trying to backward through the graph a second time (or directly access saved tensors after "  \
+    "they have already been freed). Saved intermediate values of the graph are freed when you "    \
+    "call backward or jg_autograd_grad. Specify JG_RETAIN_GRAPH if you need to backward through "  \
+    "the graph a second time or if you need to access saved tensors after calling backward."
+
+/* The node built-in ops record (autograd/opnode.c). */
+int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
+                          jg_tensor *const *out);
+/* True if grad mode is on and some input requires grad. */
+bool jg_any_requires_grad(int n, jg_tensor *const *in);
+
+/* A fresh alias of t that shares storage and has no history. */
+jg_tensor *jg_alias_no_history(jg_tensor *t);
+
+#endif

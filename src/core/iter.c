@@ -1,0 +1,124 @@
+/* Strided iteration and the generic dtype-converting copy. */
+#include "core/iter.h"
+
+#include <string.h>
+
+void jg_iter_run(int ndim, const int64_t *shape, int nops, char *const *base,
+                 int64_t strides[][JG_MAX_DIMS], jg_inner_fn fn, void *ctx) {
+    int64_t shp[JG_MAX_DIMS];
+    int64_t st[JG_ITER_MAX_OPS][JG_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return;
+        if (shape[d] == 1)
+            continue; /* size-1 dims never move the pointers */
+        bool merge = nd > 0;
+        for (int k = 0; k < nops && merge; k++)
+            merge = st[k][nd - 1] == strides[k][d] * shape[d];
+        if (merge) {
+            shp[nd - 1] *= shape[d];
+            for (int k = 0; k < nops; k++)
+                st[k][nd - 1] = strides[k][d];
+        } else {
+            shp[nd] = shape[d];
+            for (int k = 0; k < nops; k++)
+                st[k][nd] = strides[k][d];
+            nd++;
+        }
+    }
+    char *ptrs[JG_ITER_MAX_OPS];
+    int64_t inner[JG_ITER_MAX_OPS];
+    for (int k = 0; k < nops; k++) {
+        ptrs[k] = base[k];
+        inner[k] = nd ? st[k][nd - 1] : 0;
+    }
+    if (nd <= 1) {
+        fn(ctx, nd ? shp[0] : 1, ptrs, inner);
+        return;
+    }
+    int64_t idx[JG_MAX_DIMS] = {0};
+    int64_t rows = 1;
+    for (int d = 0; d < nd - 1; d++)
+        rows *= shp[d];
+    for (int64_t r = 0; r < rows; r++) {
+        char *p[JG_ITER_MAX_OPS];
+        for (int k = 0; k < nops; k++)
+            p[k] = ptrs[k];
+        fn(ctx, shp[nd - 1], p, inner);
+        /* odometer increment over the outer dims */
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d]++;
+            for (int k = 0; k < nops; k++)
+                ptrs[k] += st[k][d];
+            if (idx[d] < shp[d])
+                break;
+            for (int k = 0; k < nops; k++)
+                ptrs[k] -= st[k][d] * shp[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+void jg_broadcast_strides(const jg_tensor *t, int out_ndim, const int64_t *out_shape,
+                          int64_t *strides_out) {
+    int64_t es = (int64_t)jg_dtype_size(t->dtype);
+    int lead = out_ndim - t->ndim;
+    for (int d = 0; d < out_ndim; d++) {
+        int sd = d - lead;
+        if (sd < 0 || t->shape[sd] == 1 || out_shape[d] == 1)
+            strides_out[d] = 0;
+        else
+            strides_out[d] = t->stride[sd] * es;
+    }
+}
+
+typedef struct {
+    jg_dtype dst, src;
+} copy_ctx;
+
+#define COPY_LOOP(TD, TS)                                                                          \
+    for (int64_t i = 0; i < n; i++)                                                                \
+        *(TD *)(p[0] + i * s[0]) = (TD) * (const TS *)(p[1] + i * s[1]);
+
+static void copy_inner(void *vctx, int64_t n, char **p, const int64_t *s) {
+    const copy_ctx *c = vctx;
+    if (c->dst == c->src) {
+        size_t es = jg_dtype_size(c->dst);
+        if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
+            memcpy(p[0], p[1], (size_t)n * es);
+            return;
+        }
+        if (es == 4) {
+            COPY_LOOP(uint32_t, uint32_t)
+        } else {
+            COPY_LOOP(uint64_t, uint64_t)
+        }
+        return;
+    }
+    switch (c->dst * 3 + c->src) {
+    case JG_F32 * 3 + JG_F64:
+        COPY_LOOP(float, double) break;
+    case JG_F32 * 3 + JG_I64:
+        COPY_LOOP(float, int64_t) break;
+    case JG_F64 * 3 + JG_F32:
+        COPY_LOOP(double, float) break;
+    case JG_F64 * 3 + JG_I64:
+        COPY_LOOP(double, int64_t) break;
+    case JG_I64 * 3 + JG_F32:
+        COPY_LOOP(int64_t, float) break;
+    case JG_I64 * 3 + JG_F64:
+        COPY_LOOP(int64_t, double) break;
+    default:
+        jg_fatal("copy: bad dtype pair");
+    }
+}
+
+void jg_copy_data(jg_tensor *dst, const jg_tensor *src) {
+    int64_t st[2][JG_MAX_DIMS];
+    jg_broadcast_strides(dst, dst->ndim, dst->shape, st[0]);
+    jg_broadcast_strides(src, dst->ndim, dst->shape, st[1]);
+    char *base[2] = {jg_tensor_ptr(dst), jg_tensor_ptr(src)};
+    copy_ctx c = {dst->dtype, src->dtype};
+    jg_iter_run(dst->ndim, dst->shape, 2, base, st, copy_inner, &c);
+}

@@ -1,0 +1,73 @@
+/* Random numbers: SplitMix64 as a counter-based generator, so a seed fixes
+ * the sequence on every machine; normals by Box-Muller. */
+#include "core/tensor.h"
+
+#include <math.h>
+
+static _Thread_local uint64_t rng_state = 0x853c49e6748fea9bULL;
+
+void jg_manual_seed(uint64_t seed) {
+    rng_state = seed;
+}
+
+static uint64_t next_u64(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double next_uniform(void) {
+    return (double)(next_u64() >> 11) * 0x1.0p-53;
+}
+
+static int check(const char *fn, jg_dtype dtype, int ndim, const int64_t *shape) {
+    if (dtype != JG_F32 && dtype != JG_F64)
+        return jg_errorf("%s: expected a floating dtype, got %s", fn,
+                         jg_dtype_valid((int)dtype) ? jg_dtype_name(dtype) : "an invalid dtype");
+    if (ndim < 0 || ndim > JG_MAX_DIMS)
+        return jg_errorf("%s: ndim must be between 0 and %d, got %d", fn, JG_MAX_DIMS, ndim);
+    if (ndim > 0 && !shape)
+        return jg_errorf("%s: shape is NULL for ndim %d", fn, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return jg_errorf("%s: negative dimension %lld at index %d", fn, (long long)shape[i], i);
+    return 0;
+}
+
+static void store(jg_tensor *t, int64_t i, double v) {
+    if (t->dtype == JG_F32)
+        ((float *)t->storage->data)[i] = (float)v;
+    else
+        ((double *)t->storage->data)[i] = v;
+}
+
+jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
+    if (check("jg_rand", dtype, ndim, shape) < 0)
+        return NULL;
+    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    for (int64_t i = 0; i < t->numel; i++)
+        store(t, i, next_uniform());
+    return jg_scope_track(t);
+}
+
+jg_tensor *jg_randn(jg_dtype dtype, int ndim, const int64_t *shape) {
+    if (check("jg_randn", dtype, ndim, shape) < 0)
+        return NULL;
+    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    const double two_pi = 6.283185307179586476925286766559;
+    for (int64_t i = 0; i < t->numel; i += 2) {
+        double u1 = 1.0 - next_uniform(); /* (0, 1]: log is finite */
+        double u2 = next_uniform();
+        double r = sqrt(-2.0 * log(u1));
+        store(t, i, r * cos(two_pi * u2));
+        if (i + 1 < t->numel)
+            store(t, i + 1, r * sin(two_pi * u2));
+    }
+    return jg_scope_track(t);
+}

@@ -1,0 +1,427 @@
+/* Tensors and storages: allocation, views, reference counting without
+ * recursion, scopes and the read accessors of the public API. */
+#include "core/iter.h"
+#include "core/tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+jg_core_hooks jg_hooks;
+_Thread_local bool jg_grad_mode = true;
+
+/* ---------------------------------------------------------------- storage */
+
+#define JG_STORAGE_HDR 64 /* header padded so data is 64-byte aligned */
+
+static jg_storage *storage_new(size_t nbytes) {
+    size_t total = JG_STORAGE_HDR + ((nbytes + 63) & ~(size_t)63);
+    jg_storage *s = aligned_alloc(64, total);
+    if (!s)
+        return NULL;
+    s->refcount = 1;
+    s->version = 0;
+    s->nbytes = nbytes;
+    s->data = (char *)s + JG_STORAGE_HDR;
+    return s;
+}
+
+static void storage_release(jg_storage *s) {
+    if (s && --s->refcount == 0)
+        free(s);
+}
+
+/* ------------------------------------------------- deferred destruction */
+
+/* Destroying a tensor releases its grad_fn, whose destruction releases the
+ * next nodes and saved tensors, and so on down a chain of any length.  Doing
+ * that recursively would overflow the C stack on long histories, so objects
+ * whose count drops to zero are pushed here and destroyed by one loop. */
+typedef struct {
+    void *obj;
+    bool is_node;
+} dead_obj;
+
+static _Thread_local dead_obj *dead_stack;
+static _Thread_local size_t dead_len, dead_cap;
+static _Thread_local bool draining;
+
+static void tensor_destroy(jg_tensor *t) {
+    storage_release(t->storage);
+    jg_release(t->grad);
+    jg_node_release(t->grad_fn);
+    free(t);
+}
+
+static void push_dead(void *obj, bool is_node) {
+    if (dead_len == dead_cap) {
+        size_t cap = dead_cap ? dead_cap * 2 : 64;
+        dead_obj *d = realloc(dead_stack, cap * sizeof *d);
+        if (!d)
+            jg_fatal("out of memory while releasing tensors");
+        dead_stack = d;
+        dead_cap = cap;
+    }
+    dead_stack[dead_len++] = (dead_obj){obj, is_node};
+}
+
+static void drain(void) {
+    if (draining)
+        return;
+    draining = true;
+    while (dead_len) {
+        dead_obj d = dead_stack[--dead_len];
+        if (d.is_node)
+            jg_hooks.node_destroy(d.obj);
+        else
+            tensor_destroy(d.obj);
+    }
+    draining = false;
+    if (dead_cap > 4096) { /* give back the memory of a freak long chain */
+        free(dead_stack);
+        dead_stack = NULL;
+        dead_cap = 0;
+    }
+}
+
+jg_tensor *jg_retain(jg_tensor *t) {
+    if (t)
+        t->refcount++;
+    return t;
+}
+
+void jg_release(jg_tensor *t) {
+    if (!t)
+        return;
+    JG_ASSERT(t->refcount > 0);
+    if (--t->refcount > 0)
+        return;
+    push_dead(t, false);
+    drain();
+}
+
+/* Nodes start with their refcount (see autograd/node.h). */
+typedef struct {
+    int64_t refcount;
+} node_head;
+
+void jg_node_retain(jg_node *n) {
+    if (n)
+        ((node_head *)n)->refcount++;
+}
+
+void jg_node_release(jg_node *n) {
+    if (!n)
+        return;
+    node_head *h = (node_head *)n;
+    JG_ASSERT(h->refcount > 0);
+    if (--h->refcount > 0)
+        return;
+    push_dead(n, true);
+    drain();
+}
+
+/* ----------------------------------------------------------------- scopes */
+
+static _Thread_local jg_tensor **scope_items;
+static _Thread_local size_t scope_len, scope_cap;
+static _Thread_local size_t *scope_starts;
+static _Thread_local size_t scope_depth, scope_starts_cap;
+
+void jg_scope_push(void) {
+    if (scope_depth == scope_starts_cap) {
+        size_t cap = scope_starts_cap ? scope_starts_cap * 2 : 16;
+        size_t *s = realloc(scope_starts, cap * sizeof *s);
+        if (!s)
+            jg_fatal("out of memory in jg_scope_push");
+        scope_starts = s;
+        scope_starts_cap = cap;
+    }
+    scope_starts[scope_depth++] = scope_len;
+}
+
+void jg_scope_pop(void) {
+    if (scope_depth == 0)
+        jg_fatal("jg_scope_pop without a matching jg_scope_push");
+    size_t start = scope_starts[--scope_depth];
+    while (scope_len > start)
+        jg_release(scope_items[--scope_len]);
+    if (scope_depth == 0 && scope_cap > 65536) {
+        free(scope_items);
+        scope_items = NULL;
+        scope_cap = 0;
+    }
+}
+
+jg_tensor *jg_scope_track(jg_tensor *t) {
+    if (!t || scope_depth == 0)
+        return t;
+    if (scope_len == scope_cap) {
+        size_t cap = scope_cap ? scope_cap * 2 : 256;
+        jg_tensor **it = realloc(scope_items, cap * sizeof *it);
+        if (!it)
+            jg_fatal("out of memory in a scope");
+        scope_items = it;
+        scope_cap = cap;
+    }
+    scope_items[scope_len++] = t;
+    return t;
+}
+
+jg_tensor *jg_keep(jg_tensor *t) {
+    if (!t || scope_depth == 0)
+        return t;
+    size_t start = scope_starts[scope_depth - 1];
+    for (size_t i = scope_len; i > start; i--) {
+        if (scope_items[i - 1] == t) {
+            scope_items[i - 1] = scope_items[scope_len - 1];
+            scope_len--;
+            return t;
+        }
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------- construction */
+
+int64_t jg_shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+static jg_tensor *tensor_struct(jg_dtype dtype, int ndim, const int64_t *shape) {
+    jg_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->refcount = 1;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->numel = jg_shape_numel(ndim, shape);
+    return t;
+}
+
+jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
+    jg_tensor *t = tensor_struct(dtype, ndim, shape);
+    if (!t)
+        return jg_errorf_null("out of memory allocating a tensor");
+    jg_contiguous_strides(ndim, shape, t->stride);
+    t->storage = storage_new((size_t)t->numel * jg_dtype_size(dtype));
+    if (!t->storage) {
+        free(t);
+        char shp[256];
+        jg_format_shape(shp, sizeof shp, ndim, shape);
+        return jg_errorf_null("out of memory allocating a %s tensor of shape %s",
+                              jg_dtype_name(dtype), shp);
+    }
+    return t;
+}
+
+jg_tensor *jg_tensor_view_of(jg_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset) {
+    jg_tensor *t = tensor_struct(src->dtype, ndim, shape);
+    if (!t)
+        return jg_errorf_null("out of memory allocating a view");
+    if (ndim)
+        memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    t->offset = offset;
+    t->storage = src->storage;
+    t->storage->refcount++;
+    t->is_view = true;
+    return t;
+}
+
+jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym) {
+    jg_tensor *t = tensor_struct(m->dtype, m->ndim, m->shape);
+    if (!t)
+        return jg_errorf_null("out of memory allocating a symbolic tensor");
+    jg_contiguous_strides(m->ndim, m->shape, t->stride);
+    t->sym = sym;
+    return t;
+}
+
+void jg_meta_of(const jg_tensor *t, jg_meta *m) {
+    m->dtype = t->dtype;
+    m->ndim = t->ndim;
+    memcpy(m->shape, t->shape, sizeof m->shape);
+    for (int i = t->ndim; i < JG_MAX_DIMS; i++)
+        m->shape[i] = 0;
+}
+
+bool jg_meta_equal(const jg_meta *a, const jg_meta *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+static int check_geometry(const char *fn, jg_dtype dtype, int ndim, const int64_t *shape) {
+    if (!jg_dtype_valid((int)dtype))
+        return jg_errorf("%s: invalid dtype %d", fn, (int)dtype);
+    if (ndim < 0 || ndim > JG_MAX_DIMS)
+        return jg_errorf("%s: ndim must be between 0 and %d, got %d", fn, JG_MAX_DIMS, ndim);
+    if (ndim > 0 && !shape)
+        return jg_errorf("%s: shape is NULL for ndim %d", fn, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return jg_errorf("%s: negative dimension %lld at index %d", fn, (long long)shape[i], i);
+    return 0;
+}
+
+jg_tensor *jg_tensor_new(jg_dtype dtype, int ndim, const int64_t *shape, const void *data) {
+    if (check_geometry("jg_tensor_new", dtype, ndim, shape) < 0)
+        return NULL;
+    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    if (data)
+        memcpy(t->storage->data, data, t->storage->nbytes);
+    else
+        memset(t->storage->data, 0, t->storage->nbytes);
+    return jg_scope_track(t);
+}
+
+static void fill(jg_tensor *t, double v) {
+    int64_t n = t->numel;
+    void *p = t->storage->data;
+    switch (t->dtype) {
+    case JG_F32:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)p)[i] = (float)v;
+        break;
+    case JG_F64:
+        for (int64_t i = 0; i < n; i++)
+            ((double *)p)[i] = v;
+        break;
+    case JG_I64:
+        for (int64_t i = 0; i < n; i++)
+            ((int64_t *)p)[i] = (int64_t)v;
+        break;
+    }
+}
+
+jg_tensor *jg_full(jg_dtype dtype, int ndim, const int64_t *shape, double value) {
+    if (check_geometry("jg_full", dtype, ndim, shape) < 0)
+        return NULL;
+    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    fill(t, value);
+    return jg_scope_track(t);
+}
+
+jg_tensor *jg_scalar(jg_dtype dtype, double value) {
+    return jg_full(dtype, 0, NULL, value);
+}
+
+/* -------------------------------------------------------------- accessors */
+
+jg_dtype jg_dtype_of(const jg_tensor *t) {
+    return t->dtype;
+}
+int jg_ndim(const jg_tensor *t) {
+    return t->ndim;
+}
+const int64_t *jg_shape(const jg_tensor *t) {
+    return t->shape;
+}
+const int64_t *jg_strides(const jg_tensor *t) {
+    return t->stride;
+}
+int64_t jg_storage_offset(const jg_tensor *t) {
+    return t->offset;
+}
+int64_t jg_numel(const jg_tensor *t) {
+    return t->numel;
+}
+uint64_t jg_version(const jg_tensor *t) {
+    return t->storage ? t->storage->version : 0;
+}
+
+bool jg_is_contiguous(const jg_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s)
+            return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+bool jg_same_storage(const jg_tensor *a, const jg_tensor *b) {
+    return a && b && a->storage && a->storage == b->storage;
+}
+
+int jg_check_concrete(const jg_tensor *t, const char *what) {
+    if (!t)
+        return jg_errorf("%s: tensor is NULL", what);
+    if (!t->sym)
+        return 0;
+    if (jg_hooks.on_symbolic_read)
+        jg_hooks.on_symbolic_read(t, what);
+    char d[64];
+    jg_describe(t, d, sizeof d);
+    return jg_errorf("%s: cannot read the values of a traced tensor %s: its data does not exist "
+                     "while jg_compile traces the program (data-dependent code cannot be captured "
+                     "in a graph)",
+                     what, d);
+}
+
+int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes) {
+    if (jg_check_concrete(t, "jg_copy_to") < 0)
+        return -1;
+    size_t need = (size_t)t->numel * jg_dtype_size(t->dtype);
+    if (!dst && need)
+        return jg_errorf("jg_copy_to: destination is NULL");
+    if (bytes != need) {
+        char d[64];
+        jg_describe(t, d, sizeof d);
+        return jg_errorf("jg_copy_to: destination holds %zu bytes but %s needs %zu", bytes, d,
+                         need);
+    }
+    jg_tensor tmp = *t; /* a contiguous tensor over dst, same dtype */
+    jg_storage st = {1, 0, need, dst};
+    tmp.storage = &st;
+    tmp.offset = 0;
+    jg_contiguous_strides(t->ndim, t->shape, tmp.stride);
+    jg_copy_data(&tmp, t);
+    return 0;
+}
+
+double jg_item(const jg_tensor *t) {
+    if (jg_check_concrete(t, "jg_item") < 0)
+        return NAN;
+    if (t->numel != 1) {
+        jg_errorf("a Tensor with %lld elements cannot be converted to Scalar", (long long)t->numel);
+        return NAN;
+    }
+    const char *p = jg_tensor_ptr(t);
+    switch (t->dtype) {
+    case JG_F32:
+        return *(const float *)p;
+    case JG_F64:
+        return *(const double *)p;
+    case JG_I64:
+        return (double)*(const int64_t *)p;
+    }
+    return NAN;
+}
+
+void *jg_data(jg_tensor *t) {
+    if (jg_check_concrete(t, "jg_data") < 0)
+        return NULL;
+    return jg_tensor_ptr(t);
+}

@@ -1,0 +1,101 @@
+/* Internal tensor, storage and error machinery shared by every layer. */
+#ifndef JG_CORE_TENSOR_H
+#define JG_CORE_TENSOR_H
+
+#include <jitgrad.h>
+#include <stdarg.h>
+
+typedef struct jg_node jg_node;
+typedef struct jg_sym jg_sym; /* a traced value; defined by src/trace */
+
+/* One allocation: this header, padding, then 64-byte aligned data. */
+typedef struct jg_storage {
+    int64_t refcount;
+    uint64_t version; /* bumped by in-place ops; checked by saved tensors */
+    size_t nbytes;
+    void *data;
+} jg_storage;
+
+struct jg_tensor {
+    int64_t refcount;
+    jg_dtype dtype;
+    int ndim;
+    int64_t shape[JG_MAX_DIMS];
+    int64_t stride[JG_MAX_DIMS]; /* in elements */
+    int64_t offset;              /* in elements */
+    int64_t numel;
+    jg_storage *storage; /* NULL for a symbolic (traced) tensor */
+    jg_sym *sym;         /* non-NULL for a symbolic tensor */
+    bool requires_grad;
+    bool is_view; /* shares storage with the tensor it was made from */
+    jg_tensor *grad;
+    jg_node *grad_fn; /* NULL for leaves */
+    int output_nr;    /* which output of grad_fn this tensor is */
+};
+
+/* Shape and dtype of a value without data: what shape rules compute. */
+typedef struct jg_meta {
+    jg_dtype dtype;
+    int ndim;
+    int64_t shape[JG_MAX_DIMS];
+} jg_meta;
+
+/* ---- errors ---- */
+/* Sets this thread's error (printf-style) and returns -1, so `return
+ * jg_errorf(...)` reads naturally. */
+int jg_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *jg_errorf_null(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Broken internal invariant: print and abort. */
+_Noreturn void jg_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define JG_ASSERT(c)                                                                               \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            jg_fatal("%s:%d: internal invariant failed: %s", __FILE__, __LINE__, #c);              \
+    } while (0)
+
+/* ---- dtypes ---- */
+size_t jg_dtype_size(jg_dtype d);
+bool jg_dtype_is_float(jg_dtype d);
+bool jg_dtype_valid(int d);
+jg_dtype jg_dtype_promote(jg_dtype a, jg_dtype b);
+/* "[2, 3]" */
+void jg_format_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+
+/* ---- tensors ---- */
+/* A new contiguous tensor with uninitialised data; not registered in a scope. */
+jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape);
+/* A new tensor struct viewing t's storage with the given geometry. */
+jg_tensor *jg_tensor_view_of(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset);
+/* Symbolic tensor: geometry only, no storage. */
+jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym);
+void jg_meta_of(const jg_tensor *t, jg_meta *m);
+bool jg_meta_equal(const jg_meta *a, const jg_meta *b);
+int64_t jg_shape_numel(int ndim, const int64_t *shape);
+void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+static inline char *jg_tensor_ptr(const jg_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)jg_dtype_size(t->dtype);
+}
+/* Register a new reference with the innermost scope (if any); returns t. */
+jg_tensor *jg_scope_track(jg_tensor *t);
+/* Error text "jg_item: ..." if t is symbolic; also notifies the tracer. */
+int jg_check_concrete(const jg_tensor *t, const char *what);
+
+/* ---- deferred release: frees long chains without recursion ---- */
+void jg_node_retain(jg_node *n);
+void jg_node_release(jg_node *n);
+
+/* ---- hooks installed by higher layers (data flows down; calls go up only
+ * through these) ---- */
+typedef struct jg_core_hooks {
+    /* Called when a symbolic tensor's values are read; `what` names the read. */
+    void (*on_symbolic_read)(const jg_tensor *t, const char *what);
+    /* Destroys a node (autograd layer). */
+    void (*node_destroy)(jg_node *n);
+} jg_core_hooks;
+extern jg_core_hooks jg_hooks;
+
+/* Grad mode (thread-local). */
+extern _Thread_local bool jg_grad_mode;
+
+#endif

@@ -1,0 +1,307 @@
+/* The public op functions: argument checks, attributes, then dispatch. */
+#include "ops/optable.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define UNARY(fn, OP)                                                                              \
+    jg_tensor *fn(jg_tensor *a) {                                                                  \
+        return jg_op1(JG_OP_##OP, NULL, a, NULL);                                                  \
+    }
+#define BINARY(fn, OP)                                                                             \
+    jg_tensor *fn(jg_tensor *a, jg_tensor *b) {                                                    \
+        return jg_op1(JG_OP_##OP, NULL, a, b);                                                     \
+    }
+#define SCALAR(fn, OP)                                                                             \
+    jg_tensor *fn(jg_tensor *a, double s) {                                                        \
+        jg_attrs at = {.s = s};                                                                    \
+        return jg_op1(JG_OP_##OP, &at, a, NULL);                                                   \
+    }
+
+BINARY(jg_add, ADD)
+BINARY(jg_sub, SUB)
+BINARY(jg_mul, MUL)
+BINARY(jg_div, DIV)
+UNARY(jg_neg, NEG)
+UNARY(jg_exp, EXP)
+UNARY(jg_log, LOG)
+UNARY(jg_tanh, TANH)
+UNARY(jg_relu, RELU)
+UNARY(jg_sigmoid, SIGMOID)
+UNARY(jg_sqrt, SQRT)
+SCALAR(jg_pow_scalar, POW_SCALAR)
+SCALAR(jg_add_scalar, ADD_SCALAR)
+SCALAR(jg_mul_scalar, MUL_SCALAR)
+BINARY(jg_matmul, MATMUL)
+UNARY(jg_clone, CLONE)
+
+jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype) {
+    if (!jg_dtype_valid((int)dtype))
+        return jg_errorf_null("jg_to_dtype: invalid dtype %d", (int)dtype);
+    jg_attrs at = {.dtype = dtype};
+    return jg_op1(JG_OP_TO_DTYPE, &at, a, NULL);
+}
+
+jg_tensor *jg_contiguous(jg_tensor *a) {
+    if (a && !a->sym && jg_is_contiguous(a))
+        return jg_scope_track(jg_retain(a));
+    return jg_clone(a);
+}
+
+jg_tensor *jg_detach(jg_tensor *a) {
+    if (!a)
+        return jg_errorf_null("jg_detach: tensor is NULL");
+    if (a->sym)
+        return jg_errorf_null("jg_detach: not supported on a traced tensor");
+    return jg_scope_track(jg_tensor_view_of(a, a->ndim, a->shape, a->stride, a->offset));
+}
+
+/* ---- reductions ---- */
+
+/* Normalises and checks a dim list into attrs (sorted, no repeats). */
+static int reduce_attrs(const char *fn, jg_tensor *a, int n_dims, const int *dims, bool keepdim,
+                        jg_attrs *at) {
+    if (!a)
+        return jg_errorf("%s: tensor is NULL", fn);
+    if (n_dims < 0 || (n_dims > 0 && !dims))
+        return jg_errorf("%s: bad dim list", fn);
+    bool seen[JG_MAX_DIMS] = {0};
+    for (int k = 0; k < n_dims; k++) {
+        int d = jg_wrap_dim(dims[k], a->ndim);
+        if (d < 0)
+            return -1;
+        if (a->ndim == 0)
+            continue;
+        if (seen[d])
+            return jg_errorf("dim %d appears multiple times in the list of dims", d);
+        seen[d] = true;
+    }
+    at->n = 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (seen[d])
+            at->i[at->n++] = d;
+    at->keepdim = keepdim;
+    return 0;
+}
+
+static jg_tensor *reduce_all(jg_opcode op, jg_tensor *a) {
+    if (!a)
+        return jg_errorf_null("%s(): argument 0 is NULL", jg_ops[op].name);
+    jg_attrs at = {0};
+    for (int d = 0; d < a->ndim; d++)
+        at.i[at.n++] = d;
+    return jg_op1(op, &at, a, NULL);
+}
+
+jg_tensor *jg_sum(jg_tensor *a) {
+    return reduce_all(JG_OP_SUM, a);
+}
+
+jg_tensor *jg_mean(jg_tensor *a) {
+    return reduce_all(JG_OP_MEAN, a);
+}
+
+jg_tensor *jg_sum_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
+    jg_attrs at = {0};
+    if (reduce_attrs("jg_sum_dims", a, n_dims, dims, keepdim, &at) < 0)
+        return NULL;
+    return jg_op1(JG_OP_SUM, &at, a, NULL);
+}
+
+jg_tensor *jg_mean_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
+    jg_attrs at = {0};
+    if (reduce_attrs("jg_mean_dims", a, n_dims, dims, keepdim, &at) < 0)
+        return NULL;
+    return jg_op1(JG_OP_MEAN, &at, a, NULL);
+}
+
+int jg_max_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices) {
+    if (!a || !values || !indices)
+        return jg_errorf("jg_max_dim: NULL argument");
+    int d = jg_wrap_dim(dim, a->ndim);
+    if (d < 0)
+        return -1;
+    jg_attrs at = {.n = 1, .keepdim = keepdim};
+    at.i[0] = d;
+    jg_tensor *out[2];
+    if (jg_op_call(JG_OP_MAX_DIM, &at, &a, out) < 0)
+        return -1;
+    *values = out[0];
+    *indices = out[1];
+    return 0;
+}
+
+/* ---- views ---- */
+
+jg_tensor *jg_reshape(jg_tensor *a, int ndim, const int64_t *shape) {
+    if (!a)
+        return jg_errorf_null("jg_reshape: tensor is NULL");
+    if (ndim < 0 || ndim > JG_MAX_DIMS || (ndim && !shape))
+        return jg_errorf_null("jg_reshape: bad shape (ndim %d)", ndim);
+    jg_attrs at = {.n = ndim};
+    int infer = -1;
+    int64_t known = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == -1) {
+            if (infer >= 0)
+                return jg_errorf_null("only one dimension can be inferred");
+            infer = d;
+        } else if (shape[d] < 0) {
+            return jg_errorf_null("invalid shape dimension %lld", (long long)shape[d]);
+        } else {
+            known *= shape[d];
+        }
+        at.i[d] = shape[d];
+    }
+    if (infer >= 0 && known != 0 && a->numel % known == 0)
+        at.i[infer] = a->numel / known;
+    if ((infer >= 0 && (known == 0 || a->numel % known != 0)) || (infer < 0 && known != a->numel)) {
+        char s[160];
+        jg_format_shape(s, sizeof s, ndim, shape);
+        return jg_errorf_null("shape '%s' is invalid for input of size %lld", s,
+                              (long long)a->numel);
+    }
+    return jg_op1(JG_OP_RESHAPE, &at, a, NULL);
+}
+
+jg_tensor *jg_permute(jg_tensor *a, const int *perm) {
+    if (!a || (a->ndim && !perm))
+        return jg_errorf_null("jg_permute: NULL argument");
+    jg_attrs at = {.n = a->ndim};
+    bool seen[JG_MAX_DIMS] = {0};
+    for (int d = 0; d < a->ndim; d++) {
+        int p = jg_wrap_dim(perm[d], a->ndim);
+        if (p < 0)
+            return NULL;
+        if (seen[p])
+            return jg_errorf_null("permute(): duplicate dims are not allowed.");
+        seen[p] = true;
+        at.i[d] = p;
+    }
+    return jg_op1(JG_OP_PERMUTE, &at, a, NULL);
+}
+
+jg_tensor *jg_transpose(jg_tensor *a, int dim0, int dim1) {
+    if (!a)
+        return jg_errorf_null("jg_transpose: tensor is NULL");
+    int d0 = jg_wrap_dim(dim0, a->ndim), d1 = d0 < 0 ? -1 : jg_wrap_dim(dim1, a->ndim);
+    if (d1 < 0)
+        return NULL;
+    int perm[JG_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++)
+        perm[d] = d;
+    if (a->ndim) {
+        perm[d0] = d1;
+        perm[d1] = d0;
+    }
+    return jg_permute(a, perm);
+}
+
+jg_tensor *jg_slice(jg_tensor *a, int dim, int64_t start, int64_t end) {
+    if (!a)
+        return jg_errorf_null("jg_slice: tensor is NULL");
+    if (a->ndim == 0)
+        return jg_errorf_null("slice() cannot be applied to a 0-dim tensor.");
+    int d = jg_wrap_dim(dim, a->ndim);
+    if (d < 0)
+        return NULL;
+    int64_t n = a->shape[d];
+    /* Python slice semantics: negative from the end, clamped to [0, n]. */
+    if (start < 0)
+        start += n;
+    if (end < 0)
+        end += n;
+    start = start < 0 ? 0 : start > n ? n : start;
+    end = end < start ? start : end > n ? n : end;
+    jg_attrs at = {.n = 3};
+    at.i[0] = d;
+    at.i[1] = start;
+    at.i[2] = end;
+    return jg_op1(JG_OP_SLICE, &at, a, NULL);
+}
+
+jg_tensor *jg_expand(jg_tensor *a, int ndim, const int64_t *shape) {
+    if (!a || (ndim && !shape))
+        return jg_errorf_null("jg_expand: NULL argument");
+    if (ndim < a->ndim || ndim > JG_MAX_DIMS) {
+        return jg_errorf_null("expand: the number of sizes provided (%d) must be greater or "
+                              "equal to the number of dimensions in the tensor (%d)",
+                              ndim, a->ndim);
+    }
+    jg_attrs at = {.n = ndim};
+    for (int d = 0; d < ndim; d++) {
+        int sd = d - (ndim - a->ndim);
+        int64_t cur = sd >= 0 ? a->shape[sd] : 1;
+        int64_t want = shape[d] == -1 && sd >= 0 ? cur : shape[d];
+        if (want < 0 || (cur != 1 && cur != want)) {
+            char s1[160], s2[160];
+            jg_format_shape(s1, sizeof s1, ndim, shape);
+            jg_format_shape(s2, sizeof s2, a->ndim, a->shape);
+            return jg_errorf_null("The expanded size of the tensor (%lld) must match the existing "
+                                  "size (%lld) at non-singleton dimension %d.  Target sizes: %s.  "
+                                  "Tensor sizes: %s",
+                                  (long long)want, (long long)cur, d, s1, s2);
+        }
+        at.i[d] = want;
+    }
+    return jg_op1(JG_OP_EXPAND, &at, a, NULL);
+}
+
+/* ---- softmax family ---- */
+
+static jg_tensor *dim_op(jg_opcode op, jg_tensor *a, int dim) {
+    if (!a)
+        return jg_errorf_null("%s(): argument 0 is NULL", jg_ops[op].name);
+    int d = jg_wrap_dim(dim, a->ndim);
+    if (d < 0)
+        return NULL;
+    jg_attrs at = {.n = 1};
+    at.i[0] = d;
+    return jg_op1(op, &at, a, NULL);
+}
+
+jg_tensor *jg_softmax(jg_tensor *a, int dim) {
+    return dim_op(JG_OP_SOFTMAX, a, dim);
+}
+
+jg_tensor *jg_log_softmax(jg_tensor *a, int dim) {
+    return dim_op(JG_OP_LOG_SOFTMAX, a, dim);
+}
+
+jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target) {
+    if (!logits || !target)
+        return jg_errorf_null("jg_cross_entropy: NULL argument");
+    if (logits->ndim != 2)
+        return jg_errorf_null("cross_entropy: expected 2-D logits [N, C], got %d-D", logits->ndim);
+    if (target->dtype != JG_I64)
+        return jg_errorf_null("expected scalar type Long but found %s",
+                              target->dtype == JG_F32 ? "Float" : "Double");
+    if (target->ndim != 1 || target->shape[0] != logits->shape[0])
+        return jg_errorf_null("Expected input batch_size (%lld) to match target batch_size "
+                              "(%lld).",
+                              (long long)logits->shape[0],
+                              (long long)(target->ndim ? target->shape[0] : 1));
+    jg_scope_push();
+    jg_tensor *lsm = jg_log_softmax(logits, 1);
+    jg_tensor *loss = lsm ? jg_op1(JG_OP_NLL_LOSS, NULL, lsm, target) : NULL;
+    jg_keep(loss);
+    jg_scope_pop();
+    return jg_scope_track(loss);
+}
+
+/* ---- helpers for VJP rules ---- */
+
+jg_tensor *jg_sum_to(jg_tensor *g, int ndim, const int64_t *shape) {
+    if (g->ndim == ndim && !memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim))
+        return g;
+    int lead = g->ndim - ndim;
+    JG_ASSERT(lead >= 0);
+    int dims[JG_MAX_DIMS], n = 0;
+    for (int d = 0; d < g->ndim; d++)
+        if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1))
+            dims[n++] = d;
+    jg_tensor *s = jg_sum_dims(g, n, dims, true);
+    if (!s)
+        return NULL;
+    return jg_reshape(s, ndim, shape);
+}

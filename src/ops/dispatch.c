@@ -1,0 +1,97 @@
+/* Eager dispatch: the one path every op call takes.  It promotes dtypes,
+ * applies the op's shape rule, then either hands a traced call to the tracer
+ * or runs the kernel and records autograd history. */
+#include "autograd/node.h"
+#include "ops/optable.h"
+
+#include <string.h>
+
+jg_trace_op_fn jg_trace_op_hook;
+
+static jg_dtype target_dtype(const jg_op_info *info, jg_tensor *const *in) {
+    jg_dtype d = in[0]->dtype;
+    if (info->flags & JG_OPF_PROMOTE)
+        for (int k = 1; k < info->n_in; k++)
+            d = jg_dtype_promote(d, in[k]->dtype);
+    if ((info->flags & JG_OPF_FLOAT) && d == JG_I64)
+        d = JG_F32;
+    return d;
+}
+
+int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
+    const jg_op_info *info = &jg_ops[op];
+    jg_tensor *in[4] = {0}, *casts[4] = {0};
+    bool symbolic = false;
+    for (int k = 0; k < info->n_in; k++) {
+        if (!in_arg[k])
+            return jg_errorf("%s(): argument %d is NULL", info->name, k);
+        in[k] = in_arg[k];
+        symbolic |= in[k]->sym != NULL;
+    }
+    /* Promotion goes through the to_dtype op, so it has a gradient too. */
+    if (info->flags & (JG_OPF_PROMOTE | JG_OPF_FLOAT)) {
+        jg_dtype d = target_dtype(info, in);
+        int n_cast = (info->flags & JG_OPF_PROMOTE) ? info->n_in : 1;
+        for (int k = 0; k < n_cast; k++) {
+            if (in[k]->dtype == d)
+                continue;
+            jg_attrs ca = {.dtype = d};
+            jg_tensor *c;
+            if (jg_op_call(JG_OP_TO_DTYPE, &ca, &in[k], &c) < 0)
+                goto fail;
+            in[k] = casts[k] = jg_keep(c);
+        }
+    }
+    jg_meta im[4], om[2];
+    for (int k = 0; k < info->n_in; k++)
+        jg_meta_of(in[k], &im[k]);
+    static const jg_attrs no_attrs;
+    if (!a)
+        a = &no_attrs;
+    if (info->infer(a, im, om) < 0)
+        goto fail;
+    int rc;
+    if (symbolic) {
+        if (!jg_trace_op_hook) {
+            jg_errorf("%s(): a symbolic tensor outside a trace", info->name);
+            goto fail;
+        }
+        rc = jg_trace_op_hook(op, a, in, om, out);
+    } else {
+        bool have_out = !(info->flags & JG_OPF_VIEW); /* views make their own */
+        if (have_out)
+            for (int k = 0; k < info->n_out; k++) {
+                out[k] = jg_tensor_alloc(om[k].dtype, om[k].ndim, om[k].shape);
+                if (!out[k]) {
+                    for (int j = 0; j < k; j++)
+                        jg_release(out[j]);
+                    goto fail;
+                }
+            }
+        rc = info->kernel(a, in, out);
+        if (rc == 0)
+            have_out = true;
+        if (rc == 0 && !(info->flags & JG_OPF_NONDIFF) && jg_any_requires_grad(info->n_in, in))
+            rc = jg_autograd_record_op(op, a, info->n_in, in, info->n_out, out);
+        if (rc < 0 && have_out)
+            for (int k = 0; k < info->n_out; k++)
+                jg_release(out[k]);
+    }
+    for (int k = 0; k < 4; k++)
+        jg_release(casts[k]);
+    if (rc < 0)
+        return -1;
+    for (int k = 0; k < info->n_out; k++)
+        jg_scope_track(out[k]);
+    return 0;
+fail:
+    for (int k = 0; k < 4; k++)
+        jg_release(casts[k]);
+    return -1;
+}
+
+jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1) {
+    jg_tensor *in[2] = {a0, a1}, *out[2];
+    JG_ASSERT(jg_ops[op].n_out == 1);
+    return jg_op_call(op, a, in, out) < 0 ? NULL : out[0];
+}

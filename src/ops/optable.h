@@ -1,0 +1,91 @@
+/* THE op table: one row per op.  Eager dispatch, autograd, the tracer, the IR
+ * printer, graph autodiff, the interpreter and the code generator all read
+ * these rows; adding an op means adding a row to ops.def plus its functions. */
+#ifndef JG_OPS_OPTABLE_H
+#define JG_OPS_OPTABLE_H
+
+#include "core/tensor.h"
+
+typedef enum {
+#define JG_OP(ID, name, bw_name, n_in, n_out, flags, infer, kernel, vjp, cexpr) JG_OP_##ID,
+#include "ops/ops.def"
+#undef JG_OP
+    JG_OP_COUNT
+} jg_opcode;
+
+/* Non-tensor operands of an op: dims, shapes, a scalar.  Plain data, compared
+ * with memcmp by CSE and guards, so always zero-initialise. */
+typedef struct jg_attrs {
+    int64_t i[JG_MAX_DIMS + 4]; /* dims / shape / perm / (dim, start, end, shape...) */
+    int n;                      /* entries of i[] in use */
+    double s;                   /* scalar operand */
+    int keepdim;
+    int dtype; /* target dtype of to_dtype */
+} jg_attrs;
+
+enum {
+    JG_OPF_ELEMENTWISE = 1u << 0, /* broadcasting map; has a C expression */
+    JG_OPF_VIEW = 1u << 1,        /* output aliases input 0's storage */
+    JG_OPF_SAVE_IN = 1u << 2,     /* VJP reads the inputs */
+    JG_OPF_SAVE_OUT = 1u << 3,    /* VJP reads the outputs */
+    JG_OPF_FLOAT = 1u << 4,       /* int64 inputs are promoted to float32 */
+    JG_OPF_PROMOTE = 1u << 5,     /* tensor inputs are promoted to one dtype */
+    JG_OPF_NONDIFF = 1u << 6,     /* no VJP: outputs never require grad */
+};
+
+/* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
+ * message on bad input. */
+typedef int (*jg_infer_fn)(const jg_attrs *a, const jg_meta *in, jg_meta *out);
+/* Eager kernel: outputs are allocated (contiguous) per the shape rule; inputs
+ * may be arbitrarily strided.  View ops instead return a new alias in out[0]. */
+typedef int (*jg_kernel_fn)(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out);
+/* VJP rule, written with jitgrad ops so it serves eager, traced and higher
+ * order backward alike.  in/out are the saved inputs/outputs (NULL where the
+ * op does not save them), meta the inputs' metadata, gout the output
+ * gradients (NULL = zero; at least one is set).  Writes gin[k] for each k
+ * with needs[k]: NULL for no contribution, else a tensor of in[k]'s shape and
+ * dtype that is BORROWED: owned by the scope the caller opened around the
+ * call, or one of the arguments.  Returns 0 or -1. */
+typedef int (*jg_vjp_fn)(const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in,
+                         jg_tensor *const *out, jg_tensor *const *gout, const bool *needs,
+                         jg_tensor **gin);
+
+typedef struct jg_op_info {
+    const char *name;    /* "add" */
+    const char *bw_name; /* "AddBackward0", as PyTorch names grad_fns */
+    int n_in, n_out;
+    unsigned flags;
+    jg_infer_fn infer;
+    jg_kernel_fn kernel;
+    jg_vjp_fn vjp;
+    const char *cexpr; /* elementwise ops: expression over a, b, s and type T */
+} jg_op_info;
+
+extern const jg_op_info jg_ops[JG_OP_COUNT];
+
+/* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
+ * kernel plus autograd recording.  Outputs are new references tracked by the
+ * innermost scope.  Returns 0 or -1. */
+int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, jg_tensor **out);
+
+/* Set by the tracer: records an op whose inputs include a symbolic tensor
+ * and makes symbolic outputs (new references, untracked). */
+typedef int (*jg_trace_op_fn)(jg_opcode op, const jg_attrs *a, jg_tensor *const *in,
+                              const jg_meta *out_meta, jg_tensor **out);
+extern jg_trace_op_fn jg_trace_op_hook;
+/* Single-output convenience: NULL on error. */
+jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1);
+
+/* Shared shape rules (ops/shape.c). */
+int jg_broadcast_shapes(const jg_meta *a, const jg_meta *b, jg_meta *out);
+int jg_infer_same(const jg_attrs *a, const jg_meta *in, jg_meta *out);
+int jg_infer_broadcast(const jg_attrs *a, const jg_meta *in, jg_meta *out);
+/* Normalises a possibly negative dim; -1 + PyTorch's message when out of
+ * range. */
+int jg_wrap_dim(int dim, int ndim);
+
+/* Sums g down to shape (for broadcasting VJPs): g itself when the shapes
+ * match, else a tensor owned by the current scope (call inside one). */
+jg_tensor *jg_sum_to(jg_tensor *g, int ndim, const int64_t *shape);
+
+#endif
