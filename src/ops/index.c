@@ -1,0 +1,233 @@
+/* gather(x, idx) along attrs.i[0] (PyTorch's torch.gather) and its adjoint
+ * scatter_add(src, idx): zeros of shape attrs.i[1..n) (n = 1 + ndim) with
+ * src[p] added at p with p[dim] replaced by idx[p].  Each one's VJP is the
+ * other, so gradients of any order exist.  As in PyTorch a 0-d tensor counts
+ * as one of shape [1] here.
+ *
+ * Unlike torch.scatter_add, the (internal) scatter_add op requires index and
+ * src to have the same shape, so that its VJP, a gather, has src's shape. */
+#include "ops/decls.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define VJP_ARGS                                                                                   \
+    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
+        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
+
+/* A 0-d shape as [1]: returns the number of dims (>= 1). */
+static int nonempty_shape(int ndim, const int64_t *shape, int64_t *s) {
+    if (ndim == 0) {
+        s[0] = 1;
+        return 1;
+    }
+    memcpy(s, shape, sizeof(int64_t) * (size_t)ndim);
+    return ndim;
+}
+
+static int check_dim(const char *fn, int64_t dim, int ndim) {
+    int nd = ndim ? ndim : 1;
+    if (dim < 0 || dim >= nd)
+        return jg_errorf("%s(): Dimension out of range (expected to be in range of [%d, %d], but "
+                         "got %lld)",
+                         fn, -nd, nd - 1, (long long)dim);
+    return 0;
+}
+
+int jg_infer_gather(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    const jg_meta *x = &in[0], *ix = &in[1];
+    if (a->n != 1 || check_dim("gather", a->i[0], x->ndim) < 0)
+        return a->n != 1 ? jg_errorf("gather(): expects one dim attribute") : -1;
+    if (ix->dtype != JG_I64)
+        return jg_errorf("gather(): Expected dtype int64 for index");
+    int64_t xs[JG_MAX_DIMS], is[JG_MAX_DIMS];
+    int xn = nonempty_shape(x->ndim, x->shape, xs), in_ = nonempty_shape(ix->ndim, ix->shape, is);
+    if (xn != in_)
+        return jg_errorf("Index tensor must have the same number of dimensions as input tensor");
+    for (int d = 0; d < xn; d++)
+        if (d != a->i[0] && is[d] > xs[d]) {
+            char s1[160], s2[160];
+            jg_format_shape(s1, sizeof s1, ix->ndim, ix->shape);
+            jg_format_shape(s2, sizeof s2, x->ndim, x->shape);
+            return jg_errorf("Size does not match at dimension %d expected index %s to be smaller "
+                             "than self %s apart from dimension %lld",
+                             d, s1, s2, (long long)a->i[0]);
+        }
+    out[0] = *ix;
+    out[0].dtype = x->dtype;
+    return 0;
+}
+
+int jg_infer_scatter_add(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    const jg_meta *src = &in[0], *ix = &in[1];
+    int ondim = a->n - 1;
+    if (ondim < 0 || ondim > JG_MAX_DIMS)
+        return jg_errorf("scatter_add(): bad attributes (n = %d)", a->n);
+    for (int d = 0; d < ondim; d++)
+        if (a->i[1 + d] < 0)
+            return jg_errorf("scatter_add(): negative output size %lld", (long long)a->i[1 + d]);
+    if (check_dim("scatter_add", a->i[0], ondim) < 0)
+        return -1;
+    if (ix->dtype != JG_I64)
+        return jg_errorf("scatter_add(): Expected dtype int64 for index");
+    int64_t os[JG_MAX_DIMS], ss[JG_MAX_DIMS], is[JG_MAX_DIMS];
+    int on = nonempty_shape(ondim, &a->i[1], os), sn = nonempty_shape(src->ndim, src->shape, ss),
+        in_ = nonempty_shape(ix->ndim, ix->shape, is);
+    if (in_ != on)
+        return jg_errorf("Index tensor must have the same number of dimensions as self tensor");
+    if (sn != in_ || memcmp(ss, is, sizeof(int64_t) * (size_t)sn)) {
+        char s1[160], s2[160];
+        jg_format_shape(s1, sizeof s1, ix->ndim, ix->shape);
+        jg_format_shape(s2, sizeof s2, src->ndim, src->shape);
+        return jg_errorf("scatter_add(): index %s and src %s must have the same shape", s1, s2);
+    }
+    for (int d = 0; d < on; d++)
+        if (d != a->i[0] && is[d] > os[d]) {
+            char s1[160], s2[160], s3[160];
+            jg_format_shape(s1, sizeof s1, ix->ndim, ix->shape);
+            jg_format_shape(s2, sizeof s2, ondim, &a->i[1]);
+            jg_format_shape(s3, sizeof s3, src->ndim, src->shape);
+            return jg_errorf("Expected index %s to be smaller than self %s apart from dimension "
+                             "%lld and to be smaller size than src %s",
+                             s1, s2, (long long)a->i[0], s3);
+        }
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = src->dtype;
+    out[0].ndim = ondim;
+    memcpy(out[0].shape, &a->i[1], sizeof(int64_t) * (size_t)ondim);
+    return 0;
+}
+
+/* Walks idx in row-major order; for each element calls the body with `xo`
+ * (element offset into the indexed tensor `x`, dim replaced by the index)
+ * and `vo` (element offset into the tensor `v` that has idx's shape).
+ * Fails with PyTorch's message on an index out of range. */
+typedef struct {
+    int nd, dim;
+    int64_t shape[JG_MAX_DIMS];                                   /* idx's (non-empty) shape */
+    int64_t ist[JG_MAX_DIMS], xst[JG_MAX_DIMS], vst[JG_MAX_DIMS]; /* element strides */
+    int64_t xsize;                                                /* x's size along dim */
+} walk;
+
+static void nonempty_strides(const jg_tensor *t, int64_t *st) {
+    if (t->ndim == 0)
+        st[0] = 0;
+    else
+        memcpy(st, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+static void walk_init(walk *w, int dim, const jg_tensor *idx, const jg_tensor *x,
+                      const jg_tensor *v) {
+    w->dim = dim;
+    w->nd = nonempty_shape(idx->ndim, idx->shape, w->shape);
+    nonempty_strides(idx, w->ist);
+    nonempty_strides(v, w->vst);
+    nonempty_strides(x, w->xst);
+    w->xsize = x->ndim ? x->shape[dim] : 1;
+}
+
+#define WALK(w, idx_base, BODY)                                                                    \
+    do {                                                                                           \
+        int64_t pos_[JG_MAX_DIMS] = {0}, total_ = 1;                                               \
+        for (int d_ = 0; d_ < (w).nd; d_++)                                                        \
+            total_ *= (w).shape[d_];                                                               \
+        for (int64_t e_ = 0; e_ < total_; e_++) {                                                  \
+            int64_t io_ = 0, xo = 0, vo = 0;                                                       \
+            for (int d_ = 0; d_ < (w).nd; d_++) {                                                  \
+                io_ += pos_[d_] * (w).ist[d_];                                                     \
+                vo += pos_[d_] * (w).vst[d_];                                                      \
+                if (d_ != (w).dim)                                                                 \
+                    xo += pos_[d_] * (w).xst[d_];                                                  \
+            }                                                                                      \
+            int64_t j_ = (idx_base)[io_];                                                          \
+            if (j_ < 0 || j_ >= (w).xsize)                                                         \
+                return jg_errorf("index %lld is out of bounds for dimension %d with size %lld",    \
+                                 (long long)j_, (w).dim, (long long)(w).xsize);                    \
+            xo += j_ * (w).xst[(w).dim];                                                           \
+            BODY;                                                                                  \
+            for (int d_ = (w).nd - 1; d_ >= 0; d_--) {                                             \
+                if (++pos_[d_] < (w).shape[d_])                                                    \
+                    break;                                                                         \
+                pos_[d_] = 0;                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+int jg_k_gather(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *x = in[0], *ix = in[1], *o = out[0];
+    walk w;
+    walk_init(&w, (int)a->i[0], ix, x, o);
+    const int64_t *ip = (const int64_t *)jg_tensor_ptr(ix);
+    switch (x->dtype) {
+    case JG_F32: {
+        const float *xp = (const float *)jg_tensor_ptr(x);
+        float *op = (float *)jg_tensor_ptr(o);
+        WALK(w, ip, op[vo] = xp[xo]);
+        break;
+    }
+    case JG_F64: {
+        const double *xp = (const double *)jg_tensor_ptr(x);
+        double *op = (double *)jg_tensor_ptr(o);
+        WALK(w, ip, op[vo] = xp[xo]);
+        break;
+    }
+    case JG_I64: {
+        const int64_t *xp = (const int64_t *)jg_tensor_ptr(x);
+        int64_t *op = (int64_t *)jg_tensor_ptr(o);
+        WALK(w, ip, op[vo] = xp[xo]);
+        break;
+    }
+    }
+    return 0;
+}
+
+int jg_k_scatter_add(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *src = in[0], *ix = in[1], *o = out[0];
+    memset(jg_tensor_ptr(o), 0, (size_t)o->numel * jg_dtype_size(o->dtype));
+    walk w;
+    walk_init(&w, (int)a->i[0], ix, o, src);
+    const int64_t *ip = (const int64_t *)jg_tensor_ptr(ix);
+    switch (o->dtype) {
+    case JG_F32: {
+        const float *sp = (const float *)jg_tensor_ptr(src);
+        float *op = (float *)jg_tensor_ptr(o);
+        WALK(w, ip, op[xo] += sp[vo]);
+        break;
+    }
+    case JG_F64: {
+        const double *sp = (const double *)jg_tensor_ptr(src);
+        double *op = (double *)jg_tensor_ptr(o);
+        WALK(w, ip, op[xo] += sp[vo]);
+        break;
+    }
+    case JG_I64: {
+        const int64_t *sp = (const int64_t *)jg_tensor_ptr(src);
+        int64_t *op = (int64_t *)jg_tensor_ptr(o);
+        WALK(w, ip, op[xo] += sp[vo]);
+        break;
+    }
+    }
+    return 0;
+}
+
+/* gather_backward: zeros(self.sizes()).scatter_add_(dim, index, grad). */
+int jg_vjp_gather(VJP_ARGS) {
+    (void)out, (void)needs;
+    const jg_meta *m = &meta[0];
+    jg_attrs sa = {.n = 1 + m->ndim};
+    sa.i[0] = a->i[0];
+    memcpy(&sa.i[1], m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    gin[0] = jg_op1(JG_OP_SCATTER_ADD, &sa, gout[0], in[1]);
+    gin[1] = NULL; /* indices are not differentiable */
+    return gin[0] ? 0 : -1;
+}
+
+/* scatter_add's src gradient: grad.gather(dim, index). */
+int jg_vjp_scatter_add(VJP_ARGS) {
+    (void)meta, (void)out, (void)needs;
+    jg_attrs ga = {.n = 1};
+    ga.i[0] = a->i[0];
+    gin[0] = jg_op1(JG_OP_GATHER, &ga, gout[0], in[1]);
+    gin[1] = NULL;
+    return gin[0] ? 0 : -1;
+}

@@ -1,0 +1,301 @@
+/* Reductions: sum, mean (attrs.i[0..n) = sorted reduced dims, n == 0 means
+ * every dim; attrs.keepdim) and max over one dim (attrs.i[0]) with the index
+ * of the first maximum.
+ *
+ * Summation order: every output element accumulates its inputs sequentially,
+ * in row-major order of the input, in the input's own dtype (f32 sums in
+ * f32).  That is not PyTorch's cascade summation, but it is one fixed order
+ * that the naive reference in the tests and a compiled loop reproduce bit for
+ * bit. */
+#include "core/iter.h"
+#include "ops/decls.h"
+
+#include <string.h>
+
+#define VJP_ARGS                                                                                   \
+    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
+        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
+
+static const char *torch_dtype_name(jg_dtype d) {
+    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
+}
+
+/* Which dims of an ndim-d input attrs reduce (n == 0: all). */
+static int reduced_mask(const jg_attrs *a, int ndim, bool *mask) {
+    memset(mask, 0, sizeof(bool) * JG_MAX_DIMS);
+    if (a->n < 0 || a->n > (ndim ? ndim : 1))
+        return jg_errorf("reduce: bad dim list (%d dims for a %d-d input)", a->n, ndim);
+    if (a->n == 0) {
+        for (int d = 0; d < ndim; d++)
+            mask[d] = true;
+        return 0;
+    }
+    for (int k = 0; k < a->n; k++) {
+        int64_t d = a->i[k];
+        if (ndim == 0 && d == 0)
+            continue; /* dim 0 of a 0-d tensor: nothing to reduce */
+        if (d < 0 || d >= ndim || (k > 0 && d <= a->i[k - 1]))
+            return jg_errorf("reduce: dims must be sorted, distinct and in [0, %d), got %lld", ndim,
+                             (long long)d);
+        mask[d] = true;
+    }
+    return 0;
+}
+
+/* The keepdim shape of a reduction: reduced dims become 1. */
+static void keepdim_shape(const jg_meta *m, const bool *mask, int64_t *shape) {
+    for (int d = 0; d < m->ndim; d++)
+        shape[d] = mask[d] ? 1 : m->shape[d];
+}
+
+int jg_infer_reduce(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    bool mask[JG_MAX_DIMS];
+    if (reduced_mask(a, in[0].ndim, mask) < 0)
+        return -1;
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    for (int d = 0; d < in[0].ndim; d++) {
+        if (!mask[d])
+            out[0].shape[out[0].ndim++] = in[0].shape[d];
+        else if (a->keepdim)
+            out[0].shape[out[0].ndim++] = 1;
+    }
+    return 0;
+}
+
+/* mean has no integer form in PyTorch: it refuses instead of promoting. */
+int jg_infer_mean(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (!jg_dtype_is_float(in[0].dtype))
+        return jg_errorf("mean(): could not infer output dtype. Input dtype must be either a "
+                         "floating point or complex dtype. Got: %s",
+                         torch_dtype_name(in[0].dtype));
+    return jg_infer_reduce(a, in, out);
+}
+
+/* ---- sum / mean kernels ---- */
+
+/* p[0] = output (byte stride 0 along reduced dims), p[1] = input. */
+#define SUM_ROW(TY, T)                                                                             \
+    static void sum_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {                  \
+        (void)ctx;                                                                                 \
+        if (st[0] == 0) {                                                                          \
+            T acc = *(T *)p[0];                                                                    \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                acc += *(const T *)(p[1] + i * st[1]);                                             \
+            *(T *)p[0] = acc;                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            *(T *)(p[0] + i * st[0]) += *(const T *)(p[1] + i * st[1]);                            \
+    }
+SUM_ROW(f32, float)
+SUM_ROW(f64, double)
+SUM_ROW(i64, int64_t)
+
+/* out = sum of in over the reduced dims of a (out is contiguous, zeroed here). */
+static void sum_into(const jg_attrs *a, const jg_tensor *in, jg_tensor *out) {
+    static const jg_inner_fn rows[3] = {sum_row_f32, sum_row_f64, sum_row_i64};
+    bool mask[JG_MAX_DIMS];
+    JG_ASSERT(reduced_mask(a, in->ndim, mask) == 0);
+    memset(jg_tensor_ptr(out), 0, (size_t)out->numel * jg_dtype_size(out->dtype));
+    /* Output byte strides seen along each input dim. */
+    int64_t st[2][JG_MAX_DIMS];
+    int64_t es = (int64_t)jg_dtype_size(out->dtype);
+    int od = 0;
+    for (int d = 0; d < in->ndim; d++) {
+        if (mask[d]) {
+            st[0][d] = 0;
+            od += a->keepdim ? 1 : 0;
+        } else {
+            st[0][d] = out->stride[od++] * es;
+        }
+        st[1][d] = in->stride[d] * es;
+    }
+    char *base[2] = {jg_tensor_ptr(out), jg_tensor_ptr(in)};
+    jg_iter_run(in->ndim, in->shape, 2, base, st, rows[in->dtype], NULL);
+}
+
+int jg_k_sum(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    sum_into(a, in[0], out[0]);
+    return 0;
+}
+
+static int64_t reduced_count(const jg_attrs *a, const jg_meta *m) {
+    bool mask[JG_MAX_DIMS];
+    JG_ASSERT(reduced_mask(a, m->ndim, mask) == 0);
+    int64_t n = 1;
+    for (int d = 0; d < m->ndim; d++)
+        if (mask[d])
+            n *= m->shape[d];
+    return n;
+}
+
+/* mean = sum / count, the division done in the dtype as PyTorch's
+ * sum(...).div_(count) does (0 / 0 gives NaN for an empty reduction). */
+int jg_k_mean(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    sum_into(a, in[0], out[0]);
+    jg_meta m;
+    jg_meta_of(in[0], &m);
+    int64_t count = reduced_count(a, &m);
+    int64_t n = out[0]->numel;
+    if (out[0]->dtype == JG_F32) {
+        float *o = (float *)jg_tensor_ptr(out[0]), c = (float)count;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = o[i] / c;
+    } else {
+        JG_ASSERT(out[0]->dtype == JG_F64);
+        double *o = (double *)jg_tensor_ptr(out[0]), c = (double)count;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = o[i] / c;
+    }
+    return 0;
+}
+
+/* ---- sum / mean VJPs ---- */
+
+/* g (the reduced shape) reshaped to keepdim form and expanded to meta's
+ * shape: a tensor owned by the current scope, or NULL. */
+static jg_tensor *expand_back(const jg_attrs *a, const jg_meta *m, jg_tensor *g) {
+    bool mask[JG_MAX_DIMS];
+    if (reduced_mask(a, m->ndim, mask) < 0)
+        return NULL;
+    int64_t kshape[JG_MAX_DIMS];
+    keepdim_shape(m, mask, kshape);
+    if (!a->keepdim && !(g = jg_reshape(g, m->ndim, kshape)))
+        return NULL;
+    return jg_expand(g, m->ndim, m->shape);
+}
+
+int jg_vjp_sum(VJP_ARGS) {
+    (void)in, (void)out, (void)needs;
+    gin[0] = expand_back(a, &meta[0], gout[0]);
+    return gin[0] ? 0 : -1;
+}
+
+/* PyTorch's mean_backward is sum_backward(grad, ...) / count: the expanded
+ * gradient DIVIDED by the count (not multiplied by 1/count, which rounds
+ * differently).  The count is a 0-d tensor of the gradient's dtype, so the
+ * division happens in that dtype, as the forward kernel's does. */
+int jg_vjp_mean(VJP_ARGS) {
+    (void)in, (void)out, (void)needs;
+    jg_tensor *e = expand_back(a, &meta[0], gout[0]);
+    jg_tensor *count = e ? jg_scalar(jg_dtype_of(e), (double)reduced_count(a, &meta[0])) : NULL;
+    gin[0] = count ? jg_div(e, count) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+/* ---- max over one dim ---- */
+
+int jg_infer_max_dim(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    int nd = in[0].ndim;
+    int64_t d = a->i[0];
+    if (a->n != 1 || d < 0 || d >= (nd ? nd : 1))
+        return jg_errorf("max(): bad dim %lld for a %d-d input", (long long)d, nd);
+    if (nd > 0 && in[0].shape[d] == 0)
+        return jg_errorf("max(): Expected reduction dim %lld to have non-zero size.", (long long)d);
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    for (int k = 0; k < nd; k++) {
+        if (k != d)
+            out[0].shape[out[0].ndim++] = in[0].shape[k];
+        else if (a->keepdim)
+            out[0].shape[out[0].ndim++] = 1;
+    }
+    out[1] = out[0];
+    out[1].dtype = JG_I64;
+    return 0;
+}
+
+/* PyTorch's compare loop: the first strictly greater value wins; the first
+ * NaN wins and ends the scan (NaN propagates). */
+#define MAX_SCAN(T)                                                                                \
+    do {                                                                                           \
+        const char *p = (const char *)src;                                                         \
+        T best = *(const T *)p;                                                                    \
+        int64_t bi = 0;                                                                            \
+        for (int64_t i = 0; i < len; i++) {                                                        \
+            T v = *(const T *)(p + i * step);                                                      \
+            if (!(v <= best)) {                                                                    \
+                best = v;                                                                          \
+                bi = i;                                                                            \
+                if (v != v)                                                                        \
+                    break;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        ((T *)vals)[o] = best;                                                                     \
+        idx[o] = bi;                                                                               \
+    } while (0)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+static void max_scan(jg_dtype dt, const void *src, int64_t len, int64_t step, void *vals,
+                     int64_t *idx, int64_t o) {
+    if (dt == JG_F32)
+        MAX_SCAN(float);
+    else if (dt == JG_F64)
+        MAX_SCAN(double);
+    else
+        MAX_SCAN(int64_t);
+}
+#pragma GCC diagnostic pop
+
+int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    const jg_tensor *x = in[0];
+    int dim = (int)a->i[0];
+    int64_t es = (int64_t)jg_dtype_size(x->dtype);
+    int64_t len = x->ndim ? x->shape[dim] : 1;
+    int64_t step = x->ndim ? x->stride[dim] * es : 0;
+    int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
+    if (x->numel == 0)
+        return 0; /* another dim is empty: so is the output */
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *base = jg_tensor_ptr(x);
+    void *vals = jg_tensor_ptr(out[0]);
+    int64_t *ind = (int64_t *)jg_tensor_ptr(out[1]);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t off = 0;
+        for (int d = 0; d < x->ndim; d++)
+            off += idx[d] * x->stride[d];
+        max_scan(x->dtype, base + off * es, len, step, vals, ind, o);
+        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer, skipping dim */
+            if (d == dim)
+                continue;
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* PyTorch's value_selecting_reduction_backward: zeros of the input's shape
+ * with g put at the indices along dim.  Done with scatter_add (each slice
+ * holds one index, so it equals scatter), whose VJP (gather) gives double
+ * backward. */
+int jg_vjp_max_dim(VJP_ARGS) {
+    (void)in, (void)needs;
+    const jg_meta *m = &meta[0];
+    jg_tensor *g = gout[0];
+    if (!g) {
+        gin[0] = NULL; /* only the indices got a gradient: they carry none */
+        return 0;
+    }
+    if (m->ndim == 0) {
+        gin[0] = g;
+        return 0;
+    }
+    int dim = (int)a->i[0];
+    jg_tensor *idx = out[1];
+    if (!a->keepdim) {
+        int64_t kshape[JG_MAX_DIMS];
+        memcpy(kshape, m->shape, sizeof kshape);
+        kshape[dim] = 1;
+        if (!(g = jg_reshape(g, m->ndim, kshape)) || !(idx = jg_reshape(idx, m->ndim, kshape)))
+            return -1;
+    }
+    jg_attrs sa = {.n = 1 + m->ndim};
+    sa.i[0] = dim;
+    memcpy(&sa.i[1], m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    gin[0] = jg_op1(JG_OP_SCATTER_ADD, &sa, g, idx);
+    return gin[0] ? 0 : -1;
+}

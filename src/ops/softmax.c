@@ -1,0 +1,198 @@
+/* softmax and log_softmax over attrs.i[0] (numerically stable: the slice's
+ * maximum is subtracted before exp), and nll_loss: the mean over rows of
+ * -logp[i, target[i]] (PyTorch's default reduction='mean', no weights).
+ *
+ * Per slice: m = max; e_i = exp(x_i - m) summed sequentially in the dtype;
+ * softmax_i = e_i / sum, log_softmax_i = (x_i - m) - log(sum).  (PyTorch's
+ * vectorised kernel multiplies by 1/sum; dividing is the exactly rounded
+ * form and is what a compiled loop emits too.)
+ *
+ * nll_loss has no ignore_index: every target must lie in [0, C) (PyTorch's
+ * default ignore_index=-100 is not supported; -100 is reported out of
+ * bounds). */
+#include "ops/decls.h"
+
+#include <math.h>
+#include <string.h>
+
+#define VJP_ARGS                                                                                   \
+    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
+        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
+
+#define SOFTMAX_SLICE(T, EXP, LOG)                                                                 \
+    do {                                                                                           \
+        const T *x = (const T *)xs;                                                                \
+        T *y = (T *)ys;                                                                            \
+        T m = x[0];                                                                                \
+        for (int64_t i = 1; i < len; i++)                                                          \
+            if (x[i * xst] > m)                                                                    \
+                m = x[i * xst];                                                                    \
+        T sum = 0;                                                                                 \
+        if (log_) {                                                                                \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                sum += EXP(x[i * xst] - m);                                                        \
+            T ls = LOG(sum);                                                                       \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                y[i * yst] = (x[i * xst] - m) - ls;                                                \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; i++) {                                                    \
+                T e = EXP(x[i * xst] - m);                                                         \
+                y[i * yst] = e;                                                                    \
+                sum += e;                                                                          \
+            }                                                                                      \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                y[i * yst] = y[i * yst] / sum;                                                     \
+        }                                                                                          \
+    } while (0)
+
+static void softmax_slice(jg_dtype dt, const void *xs, int64_t xst, void *ys, int64_t yst,
+                          int64_t len, bool log_) {
+    if (dt == JG_F32)
+        SOFTMAX_SLICE(float, expf, logf);
+    else
+        SOFTMAX_SLICE(double, exp, log);
+}
+
+static int softmax_run(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, bool log_) {
+    const jg_tensor *x = in[0];
+    jg_tensor *y = out[0];
+    JG_ASSERT(x->dtype == JG_F32 || x->dtype == JG_F64);
+    int dim = (int)a->i[0];
+    int64_t len = x->ndim ? x->shape[dim] : 1;
+    if (x->numel == 0)
+        return 0;
+    int64_t es = (int64_t)jg_dtype_size(x->dtype);
+    int64_t xst = x->ndim ? x->stride[dim] : 0, yst = y->ndim ? y->stride[dim] : 0;
+    int64_t outer = x->numel / len;
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *xb = jg_tensor_ptr(x);
+    char *yb = jg_tensor_ptr(y);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t xo = 0, yo = 0;
+        for (int d = 0; d < x->ndim; d++) {
+            xo += idx[d] * x->stride[d];
+            yo += idx[d] * y->stride[d];
+        }
+        softmax_slice(x->dtype, xb + xo * es, xst, yb + yo * es, yst, len, log_);
+        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer, skipping dim */
+            if (d == dim)
+                continue;
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+static int check_softmax_attrs(const char *fn, const jg_attrs *a, int ndim) {
+    int nd = ndim ? ndim : 1;
+    if (a->n != 1 || a->i[0] < 0 || a->i[0] >= nd)
+        return jg_errorf("%s(): bad dim attribute for a %d-d input", fn, ndim);
+    return 0;
+}
+
+int jg_k_softmax(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    if (check_softmax_attrs("softmax", a, in[0]->ndim) < 0)
+        return -1;
+    return softmax_run(a, in, out, false);
+}
+
+int jg_k_log_softmax(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    if (check_softmax_attrs("log_softmax", a, in[0]->ndim) < 0)
+        return -1;
+    return softmax_run(a, in, out, true);
+}
+
+/* _softmax_backward_data: (grad - sum(grad * out, dim, keepdim)) * out. */
+int jg_vjp_softmax(VJP_ARGS) {
+    (void)meta, (void)in, (void)needs;
+    int dim = (int)a->i[0];
+    jg_tensor *g = gout[0], *y = out[0];
+    jg_tensor *s = jg_sum_dims(jg_mul(g, y), 1, &dim, true);
+    gin[0] = s ? jg_mul(jg_sub(g, s), y) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+/* _log_softmax_backward_data: grad - exp(out) * sum(grad, dim, keepdim). */
+int jg_vjp_log_softmax(VJP_ARGS) {
+    (void)meta, (void)in, (void)needs;
+    int dim = (int)a->i[0];
+    jg_tensor *g = gout[0], *y = out[0];
+    jg_tensor *s = jg_sum_dims(g, 1, &dim, true);
+    gin[0] = s ? jg_sub(g, jg_mul(jg_exp(y), s)) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+/* ---- nll_loss ---- */
+
+static const char *torch_dtype_name(jg_dtype d) {
+    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
+}
+
+int jg_infer_nll_loss(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    const jg_meta *x = &in[0], *t = &in[1];
+    if (!jg_dtype_is_float(x->dtype))
+        return jg_errorf("\"nll_loss_out_frame\" not implemented for '%s'",
+                         torch_dtype_name(x->dtype));
+    if (x->ndim != 2)
+        return jg_errorf("nll_loss(): expected a 2-D input [N, C], got %d-D", x->ndim);
+    if (t->dtype != JG_I64)
+        return jg_errorf("expected scalar type Long but found %s", torch_dtype_name(t->dtype));
+    if (t->ndim != 1)
+        return jg_errorf("1D target tensor expected, multi-target not supported");
+    if (t->shape[0] != x->shape[0])
+        return jg_errorf("Expected input batch_size (%lld) to match target batch_size (%lld).",
+                         (long long)x->shape[0], (long long)t->shape[0]);
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = x->dtype;
+    return 0;
+}
+
+#define NLL_SUM(T)                                                                                 \
+    do {                                                                                           \
+        const T *xp = (const T *)jg_tensor_ptr(x);                                                 \
+        T acc = 0;                                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            int64_t c = tp[i * t->stride[0]];                                                      \
+            if (c < 0 || c >= n_cls)                                                               \
+                return jg_errorf("Target %lld is out of bounds.", (long long)c);                   \
+            acc += -xp[i * x->stride[0] + c * x->stride[1]];                                       \
+        }                                                                                          \
+        *(T *)jg_tensor_ptr(out[0]) = acc / (T)n;                                                  \
+    } while (0)
+
+int jg_k_nll_loss(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *x = in[0], *t = in[1];
+    int64_t n = x->shape[0], n_cls = x->shape[1];
+    const int64_t *tp = (const int64_t *)jg_tensor_ptr(t);
+    if (x->dtype == JG_F32)
+        NLL_SUM(float);
+    else
+        NLL_SUM(double);
+    return 0;
+}
+
+/* nll_loss_backward: grad_input[i, t_i] = -(grad / N), written as a
+ * scatter_add of the expanded 0-d value so that it has a gradient itself. */
+int jg_vjp_nll_loss(VJP_ARGS) {
+    (void)out, (void)needs, (void)a;
+    int64_t n = meta[0].shape[0], n_cls = meta[0].shape[1];
+    jg_tensor *g = gout[0];
+    jg_tensor *cnt = jg_scalar(jg_dtype_of(g), (double)n);
+    jg_tensor *v = cnt ? jg_neg(jg_div(g, cnt)) : NULL;
+    int64_t col[2] = {n, 1};
+    jg_tensor *ve = v ? jg_expand(v, 2, col) : NULL;
+    jg_tensor *tc = ve ? jg_reshape(in[1], 2, col) : NULL;
+    gin[1] = NULL; /* targets are not differentiable */
+    if (!tc)
+        return -1;
+    jg_attrs sa = {.n = 3};
+    sa.i[0] = 1;
+    sa.i[1] = n;
+    sa.i[2] = n_cls;
+    gin[0] = jg_op1(JG_OP_SCATTER_ADD, &sa, ve, tc);
+    return gin[0] ? 0 : -1;
+}
