@@ -102,7 +102,8 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
             return jg_errorf("One of the differentiated Tensors appears to not have been used in "
                              "the graph. Set allow_unused=True if this is the desired behavior.");
         }
-        jg_scope_track(results[i]);
     }
+    for (int i = 0; i < n_inputs; i++) /* only once none can fail: no double release */
+        jg_scope_track(results[i]);
     return 0;
 }

@@ -76,8 +76,22 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
     jg_scope_push();
     int rc = -1;
     /* a VJP that reads self must see its old values, not the new ones */
-    if (info->flags & JG_OPF_SAVE_IN)
+    if (info->flags & JG_OPF_SAVE_IN) {
         in[0] = jg_clone(self);
+        /* self as the other operand too (a.mul_(a)): the node must not save
+         * self, which becomes its output (a reference cycle, leaked); an
+         * alias with self's current history shares storage and version */
+        if (in[0] && in[1] == self) {
+            jg_tensor *al = jg_alias_no_history(self);
+            if (al) {
+                jg_node_retain(self->grad_fn);
+                al->grad_fn = self->grad_fn;
+                al->output_nr = self->output_nr;
+                al->requires_grad = self->requires_grad;
+            }
+            in[0] = (in[1] = jg_scope_track(al)) ? in[0] : NULL;
+        }
+    }
     jg_tensor *r = in[0] ? jg_op1(op, a, in[0], in[1]) : NULL;
     if (r && r->dtype != self->dtype)
         r = jg_to_dtype(r, self->dtype);

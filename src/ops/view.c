@@ -1,0 +1,303 @@
+/* View ops: reshape, permute, slice, expand (outputs alias input 0's storage
+ * with new geometry; views of views compose strides and offsets) and
+ * slice_backward, the op slice's VJP is made of.  Shape rules, kernels and
+ * VJP rules live together here. */
+#include "core/iter.h"
+#include "ops/decls.h"
+
+#include <string.h>
+
+#define VJP_ARGS                                                                                   \
+    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
+        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
+#define UNUSED_ARGS (void)a, (void)meta, (void)in, (void)out, (void)gout, (void)needs
+
+/* ------------------------------------------------------------ reshape */
+
+int jg_infer_reshape(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (a->n < 0 || a->n > JG_MAX_DIMS)
+        return jg_errorf("reshape: bad number of dims %d", a->n);
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = a->n;
+    memset(out[0].shape, 0, sizeof out[0].shape);
+    for (int d = 0; d < a->n; d++) {
+        if (a->i[d] < 0)
+            return jg_errorf("invalid shape dimension %lld", (long long)a->i[d]);
+        out[0].shape[d] = a->i[d];
+    }
+    if (jg_shape_numel(a->n, out[0].shape) != jg_shape_numel(in[0].ndim, in[0].shape)) {
+        char s[160];
+        jg_format_shape(s, sizeof s, a->n, out[0].shape);
+        return jg_errorf("shape '%s' is invalid for input of size %lld", s,
+                         (long long)jg_shape_numel(in[0].ndim, in[0].shape));
+    }
+    return 0;
+}
+
+/* PyTorch's computeStride (aten/src/ATen/TensorUtils.cpp): strides that let
+ * a tensor of old geometry be seen with the new shape, or false when the
+ * memory layout does not allow a view. */
+static bool compute_stride(int old_nd, const int64_t *old_shape, const int64_t *old_stride,
+                           int new_nd, const int64_t *new_shape, int64_t *new_stride) {
+    if (old_nd == 0) {
+        for (int d = 0; d < new_nd; d++)
+            new_stride[d] = 1;
+        return true;
+    }
+    int64_t numel = jg_shape_numel(old_nd, old_shape);
+    if (numel == 0) {
+        if (old_nd == new_nd && !memcmp(old_shape, new_shape, sizeof(int64_t) * (size_t)new_nd)) {
+            memcpy(new_stride, old_stride, sizeof(int64_t) * (size_t)new_nd);
+            return true;
+        }
+        jg_contiguous_strides(new_nd, new_shape, new_stride);
+        return true;
+    }
+    int view_d = new_nd - 1;
+    int64_t chunk_base_stride = old_stride[old_nd - 1];
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int tensor_d = old_nd - 1; tensor_d >= 0; tensor_d--) {
+        tensor_numel *= old_shape[tensor_d];
+        if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
+                              old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+                new_stride[view_d] = view_numel * chunk_base_stride;
+                view_numel *= new_shape[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel)
+                return false;
+            if (tensor_d > 0) {
+                chunk_base_stride = old_stride[tensor_d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+int jg_k_reshape(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *x = in[0];
+    int nd = a->n;
+    const int64_t *shape = a->i;
+    int64_t stride[JG_MAX_DIMS];
+    if (compute_stride(x->ndim, x->shape, x->stride, nd, shape, stride)) {
+        out[0] = jg_tensor_view_of(x, nd, shape, stride, x->offset);
+        return out[0] ? 0 : -1;
+    }
+    /* no view possible: a contiguous copy, read in x's row-major order */
+    jg_tensor *r = jg_tensor_alloc(x->dtype, nd, shape);
+    if (!r)
+        return -1;
+    jg_tensor dst = *r; /* r's memory seen with x's shape */
+    dst.ndim = x->ndim;
+    memcpy(dst.shape, x->shape, sizeof dst.shape);
+    jg_contiguous_strides(x->ndim, x->shape, dst.stride);
+    jg_copy_data(&dst, x);
+    out[0] = r;
+    return 0;
+}
+
+int jg_vjp_reshape(VJP_ARGS) {
+    UNUSED_ARGS;
+    gin[0] = jg_reshape(gout[0], meta[0].ndim, meta[0].shape);
+    return gin[0] ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ permute */
+
+static int check_perm(const jg_attrs *a, int ndim) {
+    if (a->n != ndim)
+        return jg_errorf("number of dims don't match in permute (tensor has %d, perm has %d)", ndim,
+                         a->n);
+    bool seen[JG_MAX_DIMS] = {0};
+    for (int d = 0; d < ndim; d++) {
+        int64_t p = a->i[d];
+        if (p < 0 || p >= ndim)
+            return jg_errorf("Dimension out of range (expected to be in range of [%d, %d], but "
+                             "got %lld)",
+                             -ndim, ndim - 1, (long long)p);
+        if (seen[p])
+            return jg_errorf("permute(): duplicate dims are not allowed.");
+        seen[p] = true;
+    }
+    return 0;
+}
+
+int jg_infer_permute(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (check_perm(a, in[0].ndim) < 0)
+        return -1;
+    out[0] = in[0];
+    for (int d = 0; d < in[0].ndim; d++)
+        out[0].shape[d] = in[0].shape[a->i[d]];
+    return 0;
+}
+
+int jg_k_permute(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *x = in[0];
+    int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        shape[d] = x->shape[a->i[d]];
+        stride[d] = x->stride[a->i[d]];
+    }
+    out[0] = jg_tensor_view_of(x, x->ndim, shape, stride, x->offset);
+    return out[0] ? 0 : -1;
+}
+
+int jg_vjp_permute(VJP_ARGS) {
+    UNUSED_ARGS;
+    int inv[JG_MAX_DIMS];
+    for (int d = 0; d < meta[0].ndim; d++)
+        inv[a->i[d]] = d;
+    gin[0] = jg_permute(gout[0], inv);
+    return gin[0] ? 0 : -1;
+}
+
+/* -------------------------------------------------------------- slice */
+
+static int check_slice(const jg_attrs *a, const jg_meta *m) {
+    if (m->ndim == 0)
+        return jg_errorf("slice() cannot be applied to a 0-dim tensor.");
+    if (a->i[0] < 0 || a->i[0] >= m->ndim)
+        return jg_errorf("Dimension out of range (expected to be in range of [%d, %d], but got "
+                         "%lld)",
+                         -m->ndim, m->ndim - 1, (long long)a->i[0]);
+    int64_t n = m->shape[a->i[0]];
+    if (a->i[1] < 0 || a->i[1] > a->i[2] || a->i[2] > n)
+        return jg_errorf("slice: bad range [%lld, %lld) for a dimension of size %lld",
+                         (long long)a->i[1], (long long)a->i[2], (long long)n);
+    return 0;
+}
+
+int jg_infer_slice(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (check_slice(a, &in[0]) < 0)
+        return -1;
+    out[0] = in[0];
+    out[0].shape[a->i[0]] = a->i[2] - a->i[1];
+    return 0;
+}
+
+int jg_k_slice(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *x = in[0];
+    int d = (int)a->i[0];
+    int64_t shape[JG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[d] = a->i[2] - a->i[1];
+    /* an empty slice still gets a valid offset (PyTorch keeps start*stride) */
+    out[0] = jg_tensor_view_of(x, x->ndim, shape, x->stride, x->offset + a->i[1] * x->stride[d]);
+    return out[0] ? 0 : -1;
+}
+
+int jg_vjp_slice(VJP_ARGS) {
+    UNUSED_ARGS;
+    jg_attrs sa = {.n = 3 + meta[0].ndim};
+    sa.i[0] = a->i[0];
+    sa.i[1] = a->i[1];
+    sa.i[2] = a->i[2];
+    for (int d = 0; d < meta[0].ndim; d++)
+        sa.i[3 + d] = meta[0].shape[d];
+    gin[0] = jg_op1(JG_OP_SLICE_BACKWARD, &sa, gout[0], NULL);
+    return gin[0] ? 0 : -1;
+}
+
+/* ------------------------------------------------------------- expand */
+
+int jg_infer_expand(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (a->n < in[0].ndim || a->n > JG_MAX_DIMS)
+        return jg_errorf("expand: the number of sizes provided (%d) must be greater or equal to "
+                         "the number of dimensions in the tensor (%d)",
+                         a->n, in[0].ndim);
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = a->n;
+    memset(out[0].shape, 0, sizeof out[0].shape);
+    int lead = a->n - in[0].ndim;
+    for (int d = 0; d < a->n; d++) {
+        int64_t cur = d >= lead ? in[0].shape[d - lead] : 1, want = a->i[d];
+        if (want < 0 || (cur != 1 && cur != want)) {
+            char s1[160], s2[160];
+            jg_format_shape(s1, sizeof s1, a->n, a->i);
+            jg_format_shape(s2, sizeof s2, in[0].ndim, in[0].shape);
+            return jg_errorf("The expanded size of the tensor (%lld) must match the existing size "
+                             "(%lld) at non-singleton dimension %d.  Target sizes: %s.  Tensor "
+                             "sizes: %s",
+                             (long long)want, (long long)cur, d, s1, s2);
+        }
+        out[0].shape[d] = want;
+    }
+    return 0;
+}
+
+int jg_k_expand(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *x = in[0];
+    int lead = a->n - x->ndim;
+    int64_t stride[JG_MAX_DIMS];
+    for (int d = 0; d < a->n; d++) {
+        if (d < lead)
+            stride[d] = 0;
+        else if (x->shape[d - lead] == 1 && a->i[d] != 1)
+            stride[d] = 0;
+        else
+            stride[d] = x->stride[d - lead];
+    }
+    out[0] = jg_tensor_view_of(x, a->n, a->i, stride, x->offset);
+    return out[0] ? 0 : -1;
+}
+
+int jg_vjp_expand(VJP_ARGS) {
+    UNUSED_ARGS;
+    gin[0] = jg_sum_to(gout[0], meta[0].ndim, meta[0].shape);
+    return gin[0] ? 0 : -1;
+}
+
+/* ----------------------------------------------------- slice_backward */
+
+int jg_infer_slice_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    int nd = a->n - 3;
+    if (nd < 1 || nd > JG_MAX_DIMS || nd != in[0].ndim)
+        return jg_errorf("slice_backward: gradient has %d dims, expected %d", in[0].ndim, nd);
+    jg_meta full = {.dtype = in[0].dtype, .ndim = nd};
+    for (int d = 0; d < nd; d++) {
+        if (a->i[3 + d] < 0)
+            return jg_errorf("slice_backward: negative size %lld", (long long)a->i[3 + d]);
+        full.shape[d] = a->i[3 + d];
+    }
+    if (check_slice(a, &full) < 0)
+        return -1;
+    for (int d = 0; d < nd; d++) {
+        int64_t want = d == a->i[0] ? a->i[2] - a->i[1] : full.shape[d];
+        if (in[0].shape[d] != want) {
+            char s1[160], s2[160];
+            jg_format_shape(s1, sizeof s1, in[0].ndim, in[0].shape);
+            jg_format_shape(s2, sizeof s2, nd, full.shape);
+            return jg_errorf("slice_backward: gradient of shape %s does not fit slice [%lld, "
+                             "%lld) of dim %lld of %s",
+                             s1, (long long)a->i[1], (long long)a->i[2], (long long)a->i[0], s2);
+        }
+    }
+    out[0] = full;
+    return 0;
+}
+
+int jg_k_slice_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *r = out[0];
+    memset(jg_tensor_ptr(r), 0, (size_t)r->numel * jg_dtype_size(r->dtype));
+    int d = (int)a->i[0];
+    jg_tensor dst = *r; /* the slice of r that g fills */
+    dst.shape[d] = a->i[2] - a->i[1];
+    dst.numel = jg_shape_numel(dst.ndim, dst.shape);
+    dst.offset = r->offset + a->i[1] * r->stride[d];
+    if (dst.numel)
+        jg_copy_data(&dst, in[0]);
+    return 0;
+}
+
+int jg_vjp_slice_backward(VJP_ARGS) {
+    UNUSED_ARGS;
+    jg_attrs sa = {.n = 3};
+    sa.i[0] = a->i[0];
+    sa.i[1] = a->i[1];
+    sa.i[2] = a->i[2];
+    gin[0] = jg_op1(JG_OP_SLICE, &sa, gout[0], NULL);
+    return gin[0] ? 0 : -1;
+}
