@@ -151,6 +151,11 @@ int jg_grad_validate(const char *fn_name, int slot, const jg_meta *expect, jg_te
 /* --------------------------------------------------------- saved tensors */
 
 jg_tensor *jg_alias_no_history(jg_tensor *t) {
+    if (t->sym) { /* traced: the same graph value, a tensor of its own */
+        jg_meta m;
+        jg_meta_of(t, &m);
+        return jg_tensor_symbolic(&m, t->sym);
+    }
     jg_tensor *a = jg_tensor_view_of(t, t->ndim, t->shape, t->stride, t->offset);
     if (a)
         a->is_view = t->is_view;

@@ -4,6 +4,7 @@
 #include "core/tensor.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +15,115 @@ _Thread_local bool jg_grad_mode = true;
 
 #define JG_STORAGE_HDR 64 /* header padded so data is 64-byte aligned */
 
+/* Per-thread caches of freed blocks.  aligned_alloc and calloc cost hundreds
+ * of instructions for the tiny tensors of eager mode, and for large storages
+ * glibc hands freed memory back to the kernel, so every eager iteration
+ * page-faults its temporaries in again.  Freed storage blocks are kept on
+ * LIFO lists, one per exact block size (JG_POOL_BINS sizes at a time), freed
+ * tensor structs on one more list, up to JG_POOL_MAX_BYTES per thread in all;
+ * everything is freed when the thread exits.  Off under AddressSanitizer, so
+ * a use after free is still caught there; -DJG_POOL_BINS=0 turns it off. */
+#ifndef JG_POOL_BINS
+#if defined(__SANITIZE_ADDRESS__)
+#define JG_POOL_BINS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JG_POOL_BINS 0
+#endif
+#endif
+#endif
+#ifndef JG_POOL_BINS
+#define JG_POOL_BINS 8
+#endif
+#define JG_POOL_MAX_BYTES ((size_t)64 << 20)
+
+typedef struct pool_blk {
+    struct pool_blk *next;
+} pool_blk;
+
+typedef struct {
+    size_t size; /* block size of every entry; meaningful while head != NULL */
+    pool_blk *head;
+} pool_bin;
+
+/* bins[0..JG_POOL_BINS) hold storages; bins[JG_POOL_BINS] tensor structs */
+static _Thread_local pool_bin pool_bins[JG_POOL_BINS + 1];
+static _Thread_local size_t pool_bytes;
+static _Thread_local bool pool_registered;
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static bool pool_key_ok;
+
+static size_t storage_total(size_t nbytes) {
+    return JG_STORAGE_HDR + ((nbytes + 63) & ~(size_t)63);
+}
+
+static void pool_flush(void *unused) {
+    (void)unused;
+    for (int i = 0; i <= JG_POOL_BINS; i++)
+        while (pool_bins[i].head) {
+            pool_blk *b = pool_bins[i].head;
+            pool_bins[i].head = b->next;
+            free(b);
+        }
+    pool_bytes = 0;
+}
+
+static void pool_make_key(void) {
+    pool_key_ok = pthread_key_create(&pool_key, pool_flush) == 0;
+}
+
+/* Keeps block p (size bytes) on bin `bin`; false when it cannot (the caller
+ * frees it). */
+static bool pool_put_bin(int bin, void *p, size_t size) {
+    if (pool_bytes + size > JG_POOL_MAX_BYTES)
+        return false;
+    if (!pool_registered) { /* pool_flush runs at this thread's exit */
+        pthread_once(&pool_once, pool_make_key);
+        if (!pool_key_ok || pthread_setspecific(pool_key, &pool_bytes) != 0)
+            return false;
+        pool_registered = true;
+    }
+    pool_blk *b = p;
+    b->next = pool_bins[bin].head;
+    pool_bins[bin].head = b;
+    pool_bins[bin].size = size;
+    pool_bytes += size;
+    return true;
+}
+
+static void *pool_get_bin(int bin, size_t size) {
+    pool_blk *b = pool_bins[bin].head;
+    if (!b || pool_bins[bin].size != size)
+        return NULL;
+    pool_bins[bin].head = b->next;
+    pool_bytes -= size;
+    return b;
+}
+
+static bool storage_pool_put(jg_storage *s) {
+    size_t total = storage_total(s->nbytes);
+    int empty = -1;
+    for (int i = 0; i < JG_POOL_BINS; i++) {
+        if (pool_bins[i].head && pool_bins[i].size == total)
+            return pool_put_bin(i, s, total);
+        if (!pool_bins[i].head && empty < 0)
+            empty = i;
+    }
+    return empty >= 0 && pool_put_bin(empty, s, total);
+}
+
+static jg_storage *storage_pool_get(size_t total) {
+    for (int i = 0; i < JG_POOL_BINS; i++)
+        if (pool_bins[i].head && pool_bins[i].size == total)
+            return pool_get_bin(i, total);
+    return NULL;
+}
+
 static jg_storage *storage_new(size_t nbytes) {
-    size_t total = JG_STORAGE_HDR + ((nbytes + 63) & ~(size_t)63);
-    jg_storage *s = aligned_alloc(64, total);
-    if (!s)
+    size_t total = storage_total(nbytes);
+    jg_storage *s = storage_pool_get(total);
+    if (!s && !(s = aligned_alloc(64, total)))
         return NULL;
     s->refcount = 1;
     s->version = 0;
@@ -27,7 +133,7 @@ static jg_storage *storage_new(size_t nbytes) {
 }
 
 static void storage_release(jg_storage *s) {
-    if (s && --s->refcount == 0)
+    if (s && --s->refcount == 0 && !storage_pool_put(s))
         free(s);
 }
 
@@ -50,7 +156,8 @@ static void tensor_destroy(jg_tensor *t) {
     storage_release(t->storage);
     jg_release(t->grad);
     jg_node_release(t->grad_fn);
-    free(t);
+    if (JG_POOL_BINS == 0 || !pool_put_bin(JG_POOL_BINS, t, sizeof *t))
+        free(t);
 }
 
 static void push_dead(void *obj, bool is_node) {
@@ -200,8 +307,10 @@ void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
 }
 
 static jg_tensor *tensor_struct(jg_dtype dtype, int ndim, const int64_t *shape) {
-    jg_tensor *t = calloc(1, sizeof *t);
-    if (!t)
+    jg_tensor *t = JG_POOL_BINS ? pool_get_bin(JG_POOL_BINS, sizeof *t) : NULL;
+    if (t)
+        memset(t, 0, sizeof *t);
+    else if (!(t = calloc(1, sizeof *t)))
         return NULL;
     t->refcount = 1;
     t->dtype = dtype;
