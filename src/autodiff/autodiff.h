@@ -1,0 +1,44 @@
+/* Graph autodiff: derives a backward graph from a forward graph by calling
+ * the op table's VJP rules on symbolic tensors while a trace of the backward
+ * graph records — the same rules, in the same order, with the same
+ * accumulation function (jg_grad_accumulate) as the eager engine, so compiled
+ * gradients are bitwise equal to eager ones.
+ *
+ * The backward graph's inputs are, in order: one gradient per seed (named
+ * g0, g1, ...), then the forward values the VJP rules read ("saved" values,
+ * named after a forward input or s0, s1, ... for node outputs), created in
+ * the order the rules first ask for them.
+ *
+ * Its outputs are the gradient CONTRIBUTIONS to the forward graph's inputs,
+ * one per (node, slot) whose operand is a graph input that requires grad, in
+ * the eager engine's order (latest node first, slots in order); -1 ("none")
+ * where no gradient reached that node or its rule returned NULL.  They are
+ * not summed in the graph: the compiled autograd node has one edge per
+ * contribution, so the engine adds them into the input's accumulator one by
+ * one, exactly as it adds eager contributions — which keeps gradients bitwise
+ * equal even when the input also receives gradients from outside the
+ * compiled call (a sum formed inside the graph would group them
+ * differently).  The layout depends only on the forward graph, so every
+ * output-mask variant has the same outputs. */
+#ifndef JG_AUTODIFF_AUTODIFF_H
+#define JG_AUTODIFF_AUTODIFF_H
+
+#include "graph/graph.h"
+
+typedef struct jg_autodiff_result {
+    jg_graph *bwd;
+    /* per backward input: >= 0: the forward value id it stands for (saved);
+     * < 0: -1 - k, the gradient of seed k */
+    int *in_src;
+    int n_in;
+    /* per backward output: the forward graph input it contributes to */
+    int *contrib_input;
+    int n_contrib;
+} jg_autodiff_result;
+
+/* seeds: distinct forward values (requiring grad) whose gradients arrive
+ * from outside.  Custom nodes: not supported yet (error). */
+int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, jg_autodiff_result *r);
+void jg_autodiff_result_free(jg_autodiff_result *r);
+
+#endif

@@ -1,0 +1,158 @@
+/* The interpreter backend (see interp.h). */
+#include "backend/interp.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_MAX 32
+
+struct jg_interp_plan {
+    const jg_graph *g;
+    int *free_start; /* node i releases free_list[free_start[i] .. free_start[i+1]) */
+    int *free_list;
+    jg_tensor *pool[POOL_MAX];
+    int n_pool;
+    jg_tensor **vals; /* scratch: one tensor per value */
+};
+
+jg_interp_plan *jg_interp_plan_new(const jg_graph *g) {
+    jg_interp_plan *p = calloc(1, sizeof *p);
+    int nv = g->n_vals ? g->n_vals : 1, nn = g->n_nodes;
+    int *last = malloc((size_t)nv * sizeof *last);
+    if (p) {
+        p->g = g;
+        p->free_start = calloc((size_t)nn + 1, sizeof *p->free_start);
+        p->free_list = malloc((size_t)nv * sizeof *p->free_list);
+        p->vals = calloc((size_t)nv, sizeof *p->vals);
+    }
+    if (!p || !last || !p->free_start || !p->free_list || !p->vals) {
+        free(last);
+        jg_interp_plan_free(p);
+        return jg_errorf_null("out of memory planning a graph");
+    }
+    /* last use of each node-defined value: the node after which it dies */
+    for (int v = 0; v < g->n_vals; v++)
+        last[v] = g->vals[v].kind == JG_VAL_NODE ? g->vals[v].node : -1;
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            if (g->vals[v].kind == JG_VAL_NODE && last[v] < i)
+                last[v] = i;
+        }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            last[g->outputs[k]] = -1; /* escapes: never released by the plan */
+    /* bucket the values by the node they die after (counting sort) */
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == JG_VAL_NODE && last[v] >= 0)
+            p->free_start[last[v] + 1]++;
+    for (int i = 0; i < nn; i++)
+        p->free_start[i + 1] += p->free_start[i];
+    int *fill = calloc((size_t)nn + 1, sizeof *fill);
+    if (!fill) {
+        free(last);
+        jg_interp_plan_free(p);
+        return jg_errorf_null("out of memory planning a graph");
+    }
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == JG_VAL_NODE && last[v] >= 0)
+            p->free_list[p->free_start[last[v]] + fill[last[v]]++] = v;
+    free(fill);
+    free(last);
+    return p;
+}
+
+void jg_interp_plan_free(jg_interp_plan *p) {
+    if (!p)
+        return;
+    for (int i = 0; i < p->n_pool; i++)
+        jg_release(p->pool[i]);
+    free(p->free_start);
+    free(p->free_list);
+    free(p->vals);
+    free(p);
+}
+
+/* A contiguous buffer nobody else sees: safe to overwrite next time. */
+static bool poolable(const jg_tensor *t) {
+    return t->refcount == 1 && t->storage && t->storage->refcount == 1 && !t->is_view && !t->grad &&
+           !t->grad_fn && t->offset == 0 && jg_is_contiguous(t);
+}
+
+static void drop(jg_interp_plan *p, jg_tensor *t) {
+    if (!t)
+        return;
+    if (p->n_pool < POOL_MAX && poolable(t)) {
+        p->pool[p->n_pool++] = t;
+        return;
+    }
+    jg_release(t);
+}
+
+static jg_tensor *alloc_out(jg_interp_plan *p, const jg_meta *m) {
+    for (int i = p->n_pool - 1; i >= 0; i--) {
+        jg_tensor *t = p->pool[i];
+        if (t->dtype == m->dtype && t->ndim == m->ndim &&
+            !memcmp(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim)) {
+            p->pool[i] = p->pool[--p->n_pool];
+            t->requires_grad = false;
+            return t;
+        }
+    }
+    return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
+}
+
+int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
+    const jg_graph *g = p->g;
+    jg_tensor **vals = p->vals;
+    int rc = 0;
+    for (int k = 0; k < g->n_inputs; k++)
+        vals[g->inputs[k]] = inputs[k];
+    for (int c = 0; c < g->n_consts; c++)
+        vals[g->const_vals[c]] = g->consts[c];
+    bool prev = jg_set_grad_enabled(false);
+    int i;
+    for (i = 0; i < g->n_nodes; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        if (n->kind != JG_GN_OP) {
+            rc = jg_errorf("interp: custom nodes are not supported by this backend yet");
+            break;
+        }
+        const jg_op_info *info = &jg_ops[n->op];
+        jg_tensor *in[4], *out[2] = {0};
+        for (int k = 0; k < n->n_in; k++)
+            in[k] = vals[n->in[k]];
+        if (!(info->flags & JG_OPF_VIEW))
+            for (int k = 0; k < n->n_out; k++)
+                if (!(out[k] = alloc_out(p, &g->vals[n->out[k]].meta))) {
+                    rc = -1;
+                    break;
+                }
+        if (rc == 0)
+            rc = info->kernel(&n->attrs, in, out);
+        if (rc < 0) {
+            for (int k = 0; k < n->n_out; k++)
+                jg_release(out[k]);
+            break;
+        }
+        for (int k = 0; k < n->n_out; k++)
+            vals[n->out[k]] = out[k];
+        for (int j = p->free_start[i]; j < p->free_start[i + 1]; j++) {
+            drop(p, vals[p->free_list[j]]);
+            vals[p->free_list[j]] = NULL;
+        }
+    }
+    jg_set_grad_enabled(prev);
+    if (rc == 0)
+        for (int k = 0; k < g->n_outputs; k++)
+            outputs[k] = g->outputs[k] >= 0 ? jg_retain(vals[g->outputs[k]]) : NULL;
+    /* drop what is still held: escaping values (the outputs hold their own
+     * references now) and, after an error, everything computed so far */
+    for (int v = 0; v < g->n_vals; v++) {
+        if (g->vals[v].kind == JG_VAL_NODE && vals[v])
+            jg_release(vals[v]);
+        vals[v] = NULL;
+    }
+    return rc < 0 ? -1 : 0;
+}

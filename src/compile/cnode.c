@@ -1,0 +1,244 @@
+/* Running a cache entry, and the autograd node a compiled call's outputs
+ * share: its apply runs the backward graph, its edges go to the call's
+ * inputs (one per graph input), it saves what the backward graph reads. */
+#include "autodiff/autodiff.h"
+#include "autograd/node.h"
+#include "compile/compile.h"
+#include "passes/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    jg_node base;
+    jg_entry *e;
+    int n_saved;
+    jg_saved *saved;
+} compiled_node;
+
+int jg_compile_passes(jg_graph *g, bool cse) {
+    if (jg_graph_verify(g) < 0)
+        return -1;
+    if (cse && (jg_pass_cse(g) < 0 || jg_graph_verify(g) < 0))
+        return -1;
+    if (jg_pass_dce(g) < 0 || jg_graph_verify(g) < 0)
+        return -1;
+    return 0;
+}
+
+static void variant_free(jg_bwd_variant *v) {
+    jg_interp_plan_free(v->plan);
+    jg_graph_free(v->g);
+    free(v->in_src);
+}
+
+void jg_entry_release(jg_entry *e) {
+    if (!e || --e->refcount > 0)
+        return;
+    for (int i = 0; i < e->n_bwd; i++)
+        variant_free(&e->bwd[i]);
+    free(e->bwd);
+    jg_interp_plan_free(e->fplan);
+    if (e->fwd != e->fwd_ad)
+        jg_graph_free(e->fwd);
+    jg_graph_free(e->fwd_ad);
+    for (int i = 0; i < e->n_lifted; i++)
+        jg_release(e->lifted[i]);
+    free(e->lifted);
+    free(e->graph_input_of);
+    free(e->call_input_of);
+    free(e->saved_val);
+    free(e->saved_src);
+    free(e->node_out_val);
+    free(e->node_out_prog);
+    free(e->edge_input);
+    free(e->key.in);
+    free((void *)e->key.args);
+    free(e->break_reason);
+    free(e);
+}
+
+jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
+    for (int i = 0; i < e->n_bwd; i++)
+        if (e->bwd[i].mask == mask)
+            return &e->bwd[i];
+    if (e->n_bwd == e->cap_bwd) {
+        int cap = e->cap_bwd ? e->cap_bwd * 2 : 2;
+        jg_bwd_variant *b = realloc(e->bwd, (size_t)cap * sizeof *b);
+        if (!b)
+            return jg_errorf_null("out of memory building a backward graph");
+        e->bwd = b;
+        e->cap_bwd = cap;
+    }
+    int seeds[JG_MAX_OUTPUTS], n_seeds = 0, seed_out[JG_MAX_OUTPUTS];
+    for (int k = 0; k < e->n_node_out; k++)
+        if (mask & (1u << k)) {
+            seed_out[n_seeds] = k;
+            seeds[n_seeds++] = e->node_out_val[k];
+        }
+    jg_autodiff_result r;
+    if (jg_autodiff(e->fwd_ad, n_seeds, seeds, &r) < 0)
+        return NULL;
+    JG_ASSERT(r.n_contrib == e->n_edges);
+    jg_bwd_variant v = {mask, r.bwd, NULL, r.n_in, r.in_src};
+    r.bwd = NULL;
+    r.in_src = NULL;
+    jg_autodiff_result_free(&r);
+    for (int k = 0; k < v.n_in; k++) {
+        int src = v.in_src[k];
+        if (src < 0) {
+            v.in_src[k] = -1 - seed_out[-1 - src];
+            continue;
+        }
+        int i = 0;
+        while (i < e->n_saved && e->saved_val[i] != src)
+            i++;
+        if (i == e->n_saved) {
+            /* cannot happen: a partial backward reads a subset of what the
+             * full one reads */
+            variant_free(&v);
+            return jg_errorf_null("internal error: backward graph for output mask %#x reads "
+                                  "forward value %d, which the forward does not save",
+                                  mask, src);
+        }
+        v.in_src[k] = i;
+    }
+    if (jg_compile_passes(v.g, true) < 0 || !(v.plan = jg_interp_plan_new(v.g))) {
+        variant_free(&v);
+        return NULL;
+    }
+    e->bwd[e->n_bwd] = v;
+    return &e->bwd[e->n_bwd++];
+}
+
+/* ------------------------------------------------------------------ node */
+
+static int cnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+    compiled_node *c = (compiled_node *)n;
+    jg_entry *e = c->e;
+    if (create_graph)
+        return jg_errorf("CompiledFunctionBackward: double backward (JG_CREATE_GRAPH) through a "
+                         "compiled function is not supported yet; call the program eagerly to "
+                         "differentiate it twice");
+    unsigned mask = 0;
+    for (int k = 0; k < e->n_node_out; k++)
+        if (gout[k])
+            mask |= 1u << k;
+    jg_bwd_variant *v = jg_entry_backward(e, mask);
+    if (!v)
+        return -1;
+    jg_tensor *small_in[32], **bin = small_in, *small_out[32], **bout = small_out;
+    int n_out = v->g->n_outputs;
+    if ((v->n_in > 32 && !(bin = malloc((size_t)v->n_in * sizeof *bin))) ||
+        (n_out > 32 && !(bout = malloc((size_t)n_out * sizeof *bout)))) {
+        if (bin != small_in)
+            free(bin);
+        return jg_errorf("out of memory in backward");
+    }
+    int rc = 0;
+    for (int k = 0; k < v->n_in && rc == 0; k++) {
+        int src = v->in_src[k];
+        if (src < 0)
+            bin[k] = gout[-1 - src];
+        else if (!(bin[k] = jg_saved_unpack(&c->saved[src], n, false)))
+            rc = -1;
+    }
+    if (rc == 0)
+        rc = jg_interp_run(v->plan, bin, bout);
+    if (rc == 0)
+        for (int k = 0; k < n_out; k++)
+            gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
+    if (bin != small_in)
+        free(bin);
+    if (bout != small_out)
+        free(bout);
+    return rc;
+}
+
+static void cnode_release_saved(jg_node *n) {
+    compiled_node *c = (compiled_node *)n;
+    for (int i = 0; i < c->n_saved; i++)
+        jg_saved_free(&c->saved[i]);
+}
+
+static void cnode_destroy(jg_node *n) {
+    compiled_node *c = (compiled_node *)n;
+    cnode_release_saved(n);
+    free(c->saved);
+    jg_entry_release(c->e);
+}
+
+static const char *cnode_name(const jg_node *n) {
+    (void)n;
+    return "CompiledFunctionBackward";
+}
+
+static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name};
+
+/* ------------------------------------------------------------------- run */
+
+int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
+    int ng = e->n_graph_inputs, nf = e->fwd->n_outputs;
+    jg_tensor *small_g[16], **gt = small_g, *small_f[32], **fo = small_f;
+    if ((ng > 16 && !(gt = malloc((size_t)ng * sizeof *gt))) ||
+        (nf > 32 && !(fo = malloc((size_t)nf * sizeof *fo)))) {
+        if (gt != small_g)
+            free(gt);
+        return jg_errorf("out of memory running a compiled function");
+    }
+    for (int k = 0; k < e->n_distinct; k++)
+        gt[k] = inputs[e->call_input_of[k]];
+    for (int k = 0; k < e->n_lifted; k++)
+        gt[e->n_distinct + k] = e->lifted[k];
+    int rc = jg_interp_run(e->fplan, gt, fo);
+    bool ran = rc == 0;
+    if (rc == 0 && e->n_node_out && jg_grad_mode) {
+        compiled_node *c = (compiled_node *)jg_node_alloc(sizeof(compiled_node), &cnode_vt,
+                                                          e->n_edges, e->n_node_out);
+        if (c && e->n_saved && !(c->saved = calloc((size_t)e->n_saved, sizeof *c->saved))) {
+            jg_node_release(&c->base);
+            c = NULL;
+            jg_errorf("out of memory running a compiled function");
+        }
+        if (!c) {
+            rc = -1;
+        } else {
+            c->e = e;
+            e->refcount++;
+            for (int k = 0; k < e->n_edges; k++)
+                jg_node_set_edge(&c->base, k, gt[e->edge_input[k]]);
+            c->n_saved = e->n_saved;
+            for (int i = 0; i < e->n_saved; i++) {
+                int src = e->saved_src[i];
+                jg_saved_init(&c->saved[i], src < 0 ? gt[-1 - src] : fo[src]);
+                for (int k = 0; k < e->n_node_out; k++)
+                    if (e->node_out_val[k] == e->saved_val[i]) {
+                        /* a saved output: keep an alias without history so
+                         * the node does not own itself */
+                        jg_saved_mark_output(&c->saved[i], k);
+                        break;
+                    }
+            }
+            c->base.has_saved = e->n_saved > 0;
+            jg_tensor *outs[JG_MAX_OUTPUTS];
+            for (int k = 0; k < e->n_node_out; k++)
+                outs[k] = fo[e->node_out_prog[k]];
+            jg_node_set_outputs(&c->base, e->n_node_out, outs);
+            jg_node_release(&c->base); /* the outputs hold it */
+        }
+    }
+    if (rc == 0) {
+        for (int j = 0; j < e->n_prog_out; j++)
+            outputs[j] = jg_scope_track(fo[j]);
+        for (int j = e->n_prog_out; j < nf; j++)
+            jg_release(fo[j]);
+    } else if (ran) {
+        for (int j = 0; j < nf; j++)
+            jg_release(fo[j]);
+    }
+    if (gt != small_g)
+        free(gt);
+    if (fo != small_f)
+        free(fo);
+    return rc < 0 ? -1 : e->n_prog_out;
+}

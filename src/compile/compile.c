@@ -1,0 +1,527 @@
+/* jg_compile: guards and the cache, the trace -> passes -> autodiff ->
+ * backend pipeline, graph breaks and JITGRAD_LOG. */
+#include "autodiff/autodiff.h"
+#include "compile/compile.h"
+#include "passes/passes.h"
+#include "trace/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { LOG_RECOMPILES = 1, LOG_GRAPHS = 2, LOG_BREAKS = 4 };
+
+struct jg_compiled {
+    jg_program_fn fn;
+    void *user;
+    bool fullgraph;
+    unsigned log;
+    jg_entry **entries;
+    int n_entries, cap_entries;
+    int fallbacks;
+};
+
+static unsigned parse_log(void) {
+    const char *s = getenv("JITGRAD_LOG");
+    unsigned log = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        if ((n == 10 && !strncmp(s, "recompiles", n)) || (n == 3 && !strncmp(s, "all", n)))
+            log |= LOG_RECOMPILES;
+        if ((n == 6 && !strncmp(s, "graphs", n)) || (n == 3 && !strncmp(s, "all", n)))
+            log |= LOG_GRAPHS;
+        if ((n == 12 && !strncmp(s, "graph_breaks", n)) || (n == 3 && !strncmp(s, "all", n)))
+            log |= LOG_BREAKS;
+        s += n + (s[n] == ',');
+    }
+    return log;
+}
+
+jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *opts) {
+    if (!fn)
+        return jg_errorf_null("jg_compile: program is NULL");
+    if (opts && opts->backend && strcmp(opts->backend, "interp"))
+        return jg_errorf_null("jg_compile: backend \"%s\" is not available (available: "
+                              "\"interp\")",
+                              opts->backend);
+    if (opts && opts->verify)
+        return jg_errorf_null("jg_compile: the verify option is not implemented yet");
+    jg_compiled *c = calloc(1, sizeof *c);
+    if (!c)
+        return jg_errorf_null("out of memory in jg_compile");
+    c->fn = fn;
+    c->user = user;
+    c->fullgraph = opts && opts->fullgraph;
+    c->log = parse_log();
+    return c;
+}
+
+void jg_compiled_free(jg_compiled *c) {
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_entries; i++)
+        jg_entry_release(c->entries[i]);
+    free(c->entries);
+    free(c);
+}
+
+int jg_compiled_entries(const jg_compiled *c) {
+    return c ? c->n_entries : 0;
+}
+
+int jg_compiled_fallbacks(const jg_compiled *c) {
+    return c ? c->fallbacks : 0;
+}
+
+/* ---------------------------------------------------------------- guards */
+
+static void make_key(jg_call_key *k, jg_in_key *in, const void *args, size_t args_size, int n,
+                     jg_tensor *const *inputs) {
+    k->grad_mode = jg_grad_mode;
+    k->n_inputs = n;
+    k->in = in;
+    k->args = args;
+    k->args_size = args_size;
+    for (int i = 0; i < n; i++) {
+        jg_meta_of(inputs[i], &in[i].meta);
+        in[i].requires_grad = inputs[i]->requires_grad;
+        in[i].same_as = in[i].storage_as = -1;
+        for (int j = 0; j < i; j++) {
+            if (in[i].same_as < 0 && inputs[j] == inputs[i])
+                in[i].same_as = j;
+            if (in[i].storage_as < 0 && jg_same_storage(inputs[j], inputs[i]))
+                in[i].storage_as = j;
+        }
+    }
+}
+
+static void fmt_meta_shape(char *b, size_t n, const jg_meta *m) {
+    jg_format_shape(b, n, m->ndim, m->shape);
+}
+
+/* Does the entry's key admit this call?  If not, why (new != cached). */
+static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t n) {
+    const jg_call_key *o = &e->key;
+    if (o->grad_mode != k->grad_mode) {
+        snprintf(why, n, "grad mode %s != %s", k->grad_mode ? "on" : "off",
+                 o->grad_mode ? "on" : "off");
+        return false;
+    }
+    if (o->n_inputs != k->n_inputs) {
+        snprintf(why, n, "number of inputs %d != %d", k->n_inputs, o->n_inputs);
+        return false;
+    }
+    for (int i = 0; i < k->n_inputs; i++) {
+        const jg_in_key *a = &k->in[i], *b = &o->in[i];
+        char s1[160], s2[160];
+        if (a->meta.dtype != b->meta.dtype) {
+            snprintf(why, n, "input %d dtype %s != %s", i, jg_dtype_name(a->meta.dtype),
+                     jg_dtype_name(b->meta.dtype));
+            return false;
+        }
+        if (!jg_meta_equal(&a->meta, &b->meta)) {
+            fmt_meta_shape(s1, sizeof s1, &a->meta);
+            fmt_meta_shape(s2, sizeof s2, &b->meta);
+            snprintf(why, n, "input %d shape %s != %s", i, s1, s2);
+            return false;
+        }
+        if (a->requires_grad != b->requires_grad) {
+            snprintf(why, n, "input %d requires_grad %s != %s", i,
+                     a->requires_grad ? "true" : "false", b->requires_grad ? "true" : "false");
+            return false;
+        }
+        if (a->same_as != b->same_as) {
+            if (a->same_as >= 0)
+                snprintf(s1, sizeof s1, "the same tensor as input %d", a->same_as);
+            else
+                snprintf(s1, sizeof s1, "a distinct tensor");
+            if (b->same_as >= 0)
+                snprintf(s2, sizeof s2, "the same tensor as input %d", b->same_as);
+            else
+                snprintf(s2, sizeof s2, "a distinct tensor");
+            snprintf(why, n, "input %d aliasing: %s != %s", i, s1, s2);
+            return false;
+        }
+        if (a->storage_as != b->storage_as) {
+            if (a->storage_as >= 0)
+                snprintf(s1, sizeof s1, "shares storage with input %d", a->storage_as);
+            else
+                snprintf(s1, sizeof s1, "has its own storage");
+            if (b->storage_as >= 0)
+                snprintf(s2, sizeof s2, "shares storage with input %d", b->storage_as);
+            else
+                snprintf(s2, sizeof s2, "has its own storage");
+            snprintf(why, n, "input %d storage aliasing: %s != %s", i, s1, s2);
+            return false;
+        }
+    }
+    if (o->args_size != k->args_size) {
+        snprintf(why, n, "args size %zu != %zu", k->args_size, o->args_size);
+        return false;
+    }
+    if (k->args_size && memcmp(o->args, k->args, k->args_size)) {
+        size_t b = 0;
+        while (((const unsigned char *)o->args)[b] == ((const unsigned char *)k->args)[b])
+            b++;
+        snprintf(why, n, "args byte %zu 0x%02x != 0x%02x", b, ((const unsigned char *)k->args)[b],
+                 ((const unsigned char *)o->args)[b]);
+        return false;
+    }
+    /* captured tensors: their requires_grad decided constant vs lifted input */
+    for (int i = 0; i < e->n_lifted; i++)
+        if (!e->lifted[i]->requires_grad) {
+            snprintf(why, n, "captured tensor lifted%d no longer requires grad", i);
+            return false;
+        }
+    if (e->fwd)
+        for (int i = 0; i < e->fwd->n_consts; i++)
+            if (e->fwd->consts[i]->requires_grad && k->grad_mode) {
+                snprintf(why, n, "captured tensor c%d now requires grad", i);
+                return false;
+            }
+    return true;
+}
+
+/* --------------------------------------------------------------- tracing */
+
+static int check_outputs(int n_out, jg_tensor *const *outs) {
+    if (n_out == 0)
+        return jg_errorf("jg_compiled_call: the program returned no outputs (it must return at "
+                         "least one)");
+    if (n_out < 0 || n_out > JG_MAX_OUTPUTS)
+        return jg_errorf("jg_compiled_call: the program returned %d outputs (at most %d)", n_out,
+                         JG_MAX_OUTPUTS);
+    for (int j = 0; j < n_out; j++)
+        if (!outs[j])
+            return jg_errorf("jg_compiled_call: the program returned NULL for output %d", j);
+    return 0;
+}
+
+/* Fills e's run-time maps from the traced graph g and derives the backward. */
+static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
+    (void)c;
+    e->fwd = g;                          /* owned by e from here on */
+    if (jg_compile_passes(g, false) < 0) /* verify, DCE, verify (no CSE before autodiff) */
+        return -1;
+    e->n_graph_inputs = g->n_inputs;
+    e->n_prog_out = g->n_outputs;
+    /* the node's outputs: distinct program outputs computed by nodes that
+     * require grad (inputs and constants pass through as themselves) */
+    if (!(e->node_out_val = malloc(sizeof(int) * JG_MAX_OUTPUTS)) ||
+        !(e->node_out_prog = malloc(sizeof(int) * JG_MAX_OUTPUTS)))
+        return jg_errorf("out of memory in jg_compile");
+    for (int j = 0; j < g->n_outputs; j++) {
+        int v = g->outputs[j];
+        if (g->vals[v].kind != JG_VAL_NODE || !g->vals[v].requires_grad)
+            continue;
+        bool seen = false;
+        for (int k = 0; k < e->n_node_out && !seen; k++)
+            seen = e->node_out_val[k] == v;
+        if (!seen) {
+            e->node_out_val[e->n_node_out] = v;
+            e->node_out_prog[e->n_node_out++] = j;
+        }
+    }
+    if (!e->n_node_out)
+        return jg_compile_passes(g, true) < 0 || !(e->fplan = jg_interp_plan_new(g)) ? -1 : 0;
+    e->fwd_ad = g;
+    e->fwd = NULL;
+    jg_autodiff_result r;
+    int seeds[JG_MAX_OUTPUTS];
+    for (int k = 0; k < e->n_node_out; k++)
+        seeds[k] = e->node_out_val[k];
+    if (jg_autodiff(g, e->n_node_out, seeds, &r) < 0)
+        return -1;
+    /* saved values: forward inputs come from the call; node values become
+     * extra outputs of the forward graph */
+    int n_save = 0;
+    for (int k = 0; k < r.n_in; k++)
+        n_save += r.in_src[k] >= 0;
+    int *outs = malloc(sizeof(int) * (size_t)(g->n_outputs + n_save));
+    e->saved_val = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
+    e->saved_src = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
+    jg_bwd_variant v = {(1u << e->n_node_out) - 1, r.bwd, NULL, r.n_in, r.in_src};
+    e->n_edges = r.n_contrib;
+    e->edge_input = r.contrib_input;
+    r.contrib_input = NULL;
+    if (!outs || !e->saved_val || !e->saved_src) {
+        free(outs);
+        jg_autodiff_result_free(&r);
+        return jg_errorf("out of memory in jg_compile");
+    }
+    memcpy(outs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+    int n_fout = g->n_outputs;
+    for (int k = 0; k < r.n_in; k++) {
+        int src = r.in_src[k];
+        if (src < 0)
+            continue; /* -1 - seed index == -1 - node output index */
+        int i = e->n_saved++;
+        e->saved_val[i] = src;
+        if (g->vals[src].kind == JG_VAL_INPUT) {
+            e->saved_src[i] = -1 - g->vals[src].index;
+        } else {
+            e->saved_src[i] = n_fout;
+            outs[n_fout++] = src;
+        }
+        v.in_src[k] = i;
+    }
+    if (!(e->bwd = malloc(sizeof *e->bwd))) {
+        free(outs);
+        jg_autodiff_result_free(&r);
+        return jg_errorf("out of memory in jg_compile");
+    }
+    e->bwd[0] = v;
+    e->n_bwd = e->cap_bwd = 1;
+    if (jg_compile_passes(v.g, true) < 0 || !(e->bwd[0].plan = jg_interp_plan_new(v.g))) {
+        free(outs);
+        return -1;
+    }
+    /* the forward that runs: a copy (same value ids) with the saved values
+     * as extra outputs, then CSE and DCE */
+    e->fwd = jg_graph_clone(g);
+    int rc = e->fwd ? jg_graph_set_outputs(e->fwd, n_fout, outs) : -1;
+    free(outs);
+    if (rc < 0 || jg_compile_passes(e->fwd, true) < 0 || !(e->fplan = jg_interp_plan_new(e->fwd)))
+        return -1;
+    return 0;
+}
+
+/* Traces the program for this key.  Returns the new entry (possibly an eager
+ * one after a graph break), or NULL + error. */
+static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs) {
+    int n = k->n_inputs;
+    jg_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return jg_errorf_null("out of memory in jg_compile");
+    e->refcount = 1;
+    e->index = c->n_entries;
+    e->key = *k;
+    e->key.in = malloc(sizeof *k->in * (size_t)(n ? n : 1));
+    e->key.args = k->args_size ? malloc(k->args_size) : NULL;
+    e->graph_input_of = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    e->call_input_of = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    jg_tensor **sym = calloc((size_t)(n ? n : 1), sizeof *sym);
+    jg_graph *g = jg_graph_new();
+    if (!e->key.in || (k->args_size && !e->key.args) || !e->graph_input_of || !e->call_input_of ||
+        !sym || !g) {
+        free(sym);
+        jg_graph_free(g);
+        jg_entry_release(e);
+        return jg_errorf_null("out of memory in jg_compile");
+    }
+    memcpy(e->key.in, k->in, sizeof *k->in * (size_t)n);
+    if (k->args_size)
+        memcpy((void *)e->key.args, k->args, k->args_size);
+    g->name = "forward";
+
+    if (jg_trace_begin(g, JG_TRACE_LIFT) < 0) {
+        free(sym);
+        jg_graph_free(g);
+        jg_entry_release(e);
+        return NULL;
+    }
+    jg_scope_push();
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (k->in[i].same_as >= 0) {
+            /* the same tensor in two positions is ONE graph input */
+            sym[i] = sym[k->in[i].same_as];
+            e->graph_input_of[i] = e->graph_input_of[k->in[i].same_as];
+            continue;
+        }
+        e->graph_input_of[i] = e->n_distinct;
+        e->call_input_of[e->n_distinct++] = i;
+        bool rg = inputs[i]->requires_grad;
+        if (!(sym[i] = jg_scope_track(
+                  jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))))
+            rc = -1;
+    }
+    jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
+    int breaks = jg_trace_breaks();
+    if (breaks) {
+        if (c->fullgraph) {
+            jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in one graph: "
+                      "%s",
+                      jg_trace_break_reason());
+            rc = -1;
+        } else {
+            e->eager = true;
+            e->break_reason = strdup(jg_trace_break_reason());
+            if (!e->break_reason)
+                rc = jg_errorf("out of memory in jg_compile");
+        }
+    } else if (rc == 0 && n_out < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", jg_last_error());
+        rc = jg_errorf("jg_compiled_call: the program failed while being traced: %s", msg);
+    } else if (rc == 0) {
+        rc = check_outputs(n_out, outs);
+    }
+    if (rc == 0 && !e->eager) {
+        int vals[JG_MAX_OUTPUTS];
+        for (int j = 0; j < n_out && rc == 0; j++)
+            if ((vals[j] = jg_trace_value(outs[j])) < 0)
+                rc = -1;
+        if (rc == 0)
+            rc = jg_graph_set_outputs(g, n_out, vals);
+        e->n_lifted = jg_trace_take_lifted(&e->lifted);
+    }
+    jg_scope_pop();
+    jg_trace_end();
+    free(sym);
+    if (rc == 0 && e->eager) {
+        jg_graph_free(g);
+        return e;
+    }
+    if (rc == 0)
+        rc = build(c, e, g);
+    else
+        jg_graph_free(g);
+    if (rc == 0)
+        return e;
+    jg_entry_release(e); /* build() gave g to e */
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static int run_eager(jg_compiled *c, const void *args, int n, jg_tensor *const *inputs,
+                     jg_tensor **outputs) {
+    jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    jg_scope_push();
+    int n_out = c->fn(c->user, args, n, inputs, outs);
+    int rc = n_out < 0 ? -1 : check_outputs(n_out, outs);
+    if (rc == 0)
+        for (int j = 0; j < n_out; j++)
+            jg_retain(outs[j]);
+    jg_scope_pop();
+    if (rc < 0)
+        return -1;
+    for (int j = 0; j < n_out; j++)
+        outputs[j] = jg_scope_track(outs[j]);
+    return n_out;
+}
+
+static void log_graphs(const jg_entry *e) {
+    char *s = jg_compiled_graph_of(e);
+    if (s)
+        fprintf(stderr, "jitgrad: new entry %d\n%s", e->index, s);
+    free(s);
+}
+
+int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_inputs,
+                     jg_tensor *const *inputs, jg_tensor **outputs) {
+    if (!c)
+        return jg_errorf("jg_compiled_call: compiled function is NULL");
+    if (n_inputs < 0 || (n_inputs > 0 && !inputs))
+        return jg_errorf("jg_compiled_call: bad input list (n_inputs %d, inputs %s)", n_inputs,
+                         inputs ? "set" : "NULL");
+    if (!outputs)
+        return jg_errorf("jg_compiled_call: outputs is NULL");
+    if (args_size && !args)
+        return jg_errorf("jg_compiled_call: args is NULL but args_size is %zu", args_size);
+    bool symbolic = false;
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs[i])
+            return jg_errorf("jg_compiled_call: input %d is NULL", i);
+        symbolic |= inputs[i]->sym != NULL;
+    }
+    if (symbolic) /* called inside another trace: inline the program there */
+        return run_eager(c, args, n_inputs, inputs, outputs);
+    if (!args_size)
+        args = NULL;
+    jg_in_key small[16], *in = small;
+    if (n_inputs > 16 && !(in = malloc(sizeof *in * (size_t)n_inputs)))
+        return jg_errorf("out of memory in jg_compiled_call");
+    jg_call_key key;
+    make_key(&key, in, args, args_size, n_inputs, inputs);
+    jg_entry *e = NULL;
+    char why[400] = "";
+    for (int i = c->n_entries - 1; i >= 0 && !e; i--) {
+        char w[400];
+        if (key_match(c->entries[i], &key, w, sizeof w))
+            e = c->entries[i];
+        else if (i == c->n_entries - 1)
+            memcpy(why, w, sizeof why);
+    }
+    if (!e) {
+        if (c->n_entries && (c->log & LOG_RECOMPILES))
+            fprintf(stderr, "jitgrad: recompiling (entry %d): %s\n", c->n_entries, why);
+        if (c->n_entries == c->cap_entries) {
+            int cap = c->cap_entries ? c->cap_entries * 2 : 4;
+            jg_entry **es = realloc(c->entries, (size_t)cap * sizeof *es);
+            if (!es) {
+                if (in != small)
+                    free(in);
+                return jg_errorf("out of memory in jg_compiled_call");
+            }
+            c->entries = es;
+            c->cap_entries = cap;
+        }
+        e = trace_entry(c, &key, inputs);
+        if (in != small)
+            free(in);
+        if (!e)
+            return -1;
+        c->entries[c->n_entries++] = e;
+        if (e->eager)
+            fprintf(stderr,
+                    "jitgrad: graph break (entry %d): %s; calls with these guards run "
+                    "eagerly\n",
+                    e->index, e->break_reason);
+        if (c->log & LOG_GRAPHS)
+            log_graphs(e);
+    } else if (in != small) {
+        free(in);
+    }
+    if (e->eager) {
+        c->fallbacks++;
+        return run_eager(c, args, n_inputs, inputs, outputs);
+    }
+    return jg_entry_run(e, inputs, outputs);
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+char *jg_compiled_graph_of(const jg_entry *e) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    if (e->eager) {
+        const char *fmt = "entry %d runs eagerly (graph break: %s)\n";
+        size_t n = strlen(fmt) + strlen(e->break_reason) + 32;
+        if (!(buf = malloc(n)))
+            return jg_errorf_null("out of memory");
+        snprintf(buf, n, fmt, e->index, e->break_reason);
+        return buf;
+    }
+    rc = jg_graph_print_to(e->fwd, &buf, &len, &cap);
+    const jg_graph *b = e->n_bwd ? e->bwd[0].g : NULL;
+    if (rc == 0 && b)
+        rc = jg_graph_print_to(b, &buf, &len, &cap);
+    else if (rc == 0) {
+        const char *none = "backward: none\n";
+        char *nb = realloc(buf, len + strlen(none) + 1);
+        if (!nb)
+            rc = -1;
+        else {
+            buf = nb;
+            memcpy(buf + len, none, strlen(none) + 1);
+        }
+    }
+    if (rc < 0) {
+        free(buf);
+        return jg_errorf_null("out of memory printing a graph");
+    }
+    return buf;
+}
+
+char *jg_compiled_graph(const jg_compiled *c, int entry) {
+    if (!c)
+        return jg_errorf_null("jg_compiled_graph: compiled function is NULL");
+    if (entry < 0 || entry >= c->n_entries)
+        return jg_errorf_null("jg_compiled_graph: entry %d out of range (%d entries)", entry,
+                              c->n_entries);
+    return jg_compiled_graph_of(c->entries[entry]);
+}

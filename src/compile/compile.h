@@ -1,0 +1,82 @@
+/* jg_compile internals: cache entries and the compiled call's autograd node.
+ *
+ * An ENTRY is one trace of the program for one set of guards.  It holds the
+ * forward graph that runs (after CSE/DCE), the traced forward graph autodiff
+ * read (kept so backward graphs for other output-gradient masks can be made
+ * later with exactly the eager order), and backward graph variants keyed by
+ * which outputs received a gradient.  Entries are reference counted: the
+ * jg_compiled and every live compiled autograd node hold one. */
+#ifndef JG_COMPILE_COMPILE_H
+#define JG_COMPILE_COMPILE_H
+
+#include "backend/interp.h"
+#include "graph/graph.h"
+
+typedef struct jg_in_key {
+    jg_meta meta;
+    bool requires_grad;
+    int same_as;    /* first earlier input that is the same jg_tensor*, or -1 */
+    int storage_as; /* first earlier input sharing its storage, or -1 */
+} jg_in_key;
+
+typedef struct jg_call_key {
+    bool grad_mode;
+    int n_inputs;
+    jg_in_key *in;
+    const void *args;
+    size_t args_size;
+} jg_call_key;
+
+typedef struct jg_bwd_variant {
+    unsigned mask; /* bit k: node output k received a gradient */
+    jg_graph *g;
+    jg_interp_plan *plan;
+    int n_in;
+    int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k */
+} jg_bwd_variant;
+
+typedef struct jg_entry {
+    int refcount;
+    int index;
+    jg_call_key key; /* owns in[] and args */
+    /* a graph break: calls matching this key run eagerly */
+    bool eager;
+    char *break_reason;
+    jg_graph *fwd_ad; /* traced forward, read by autodiff (NULL: no backward) */
+    jg_graph *fwd;    /* what runs */
+    jg_interp_plan *fplan;
+    int n_graph_inputs;  /* distinct call inputs, then lifted tensors */
+    int n_distinct;      /* distinct call inputs */
+    int *graph_input_of; /* per call input */
+    int *call_input_of;  /* per distinct graph input: its first call input */
+    jg_tensor **lifted;  /* captured tensors that require grad (retained) */
+    int n_lifted;
+    int n_prog_out;
+    /* values the backward graphs read: the forward value id and where its
+     * tensor comes from at run time (>= 0: forward output; < 0: -1 - graph
+     * input) */
+    int n_saved;
+    int *saved_val, *saved_src;
+    /* the compiled node's outputs: distinct program outputs requiring grad */
+    int n_node_out;
+    int *node_out_val, *node_out_prog;
+    /* the node's edges: one per gradient contribution to a graph input (see
+     * autodiff.h), to that input's tensor */
+    int n_edges;
+    int *edge_input;
+    jg_bwd_variant *bwd;
+    int n_bwd, cap_bwd;
+} jg_entry;
+
+void jg_entry_release(jg_entry *e);
+/* Runs an entry's forward and, with grad mode on, attaches the autograd node.
+ * outputs get new references tracked by the current scope. */
+int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs);
+/* The backward variant for a mask, built on first use. */
+jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask);
+/* Printed forward and backward graphs of an entry (caller frees). */
+char *jg_compiled_graph_of(const jg_entry *e);
+/* Runs verify -> pass -> verify on g (passes: "cse", "dce"). */
+int jg_compile_passes(jg_graph *g, bool cse);
+
+#endif

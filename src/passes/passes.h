@@ -1,0 +1,17 @@
+/* Graph passes.  Each returns the number of nodes it removed (>= 0) or -1;
+ * callers run jg_graph_verify after each (the tests always do). */
+#ifndef JG_PASSES_PASSES_H
+#define JG_PASSES_PASSES_H
+
+#include "graph/graph.h"
+
+/* Common subexpression elimination: an op node with the same opcode,
+ * attributes and operands as an earlier one is replaced by it.  Custom nodes
+ * are left alone.  Run it on a forward graph only AFTER autodiff (merging two
+ * forward uses would merge their gradient contributions into one VJP call,
+ * changing the order of additions relative to eager). */
+int jg_pass_cse(jg_graph *g);
+/* Dead code elimination: removes nodes none of whose outputs is used. */
+int jg_pass_dce(jg_graph *g);
+
+#endif

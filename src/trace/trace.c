@@ -1,0 +1,235 @@
+/* Tracing frames, the op hook dispatch calls for symbolic operands, and the
+ * read hook that turns a data read into a graph break. */
+#include "trace/trace.h"
+
+#include "autograd/function.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    jg_tensor *t; /* retained by the graph as a constant, or by lifted[] */
+    int value;
+} const_entry;
+
+typedef struct frame {
+    jg_graph *g;
+    unsigned flags;
+    const_entry *consts;
+    int n_consts, cap_consts;
+    jg_tensor **lifted;
+    int n_lifted, cap_lifted;
+    int breaks;
+    char reason[512];
+} frame;
+
+static _Thread_local frame *frames;
+static _Thread_local int n_frames, cap_frames;
+
+static frame *top(void) {
+    return n_frames ? &frames[n_frames - 1] : NULL;
+}
+
+bool jg_tracing(void) {
+    return n_frames > 0;
+}
+
+jg_graph *jg_trace_graph(void) {
+    return n_frames ? top()->g : NULL;
+}
+
+int jg_trace_begin(jg_graph *g, unsigned flags) {
+    if (n_frames == cap_frames) {
+        int cap = cap_frames ? cap_frames * 2 : 4;
+        frame *f = realloc(frames, (size_t)cap * sizeof *f);
+        if (!f)
+            return jg_errorf("out of memory opening a trace");
+        frames = f;
+        cap_frames = cap;
+    }
+    frames[n_frames++] = (frame){.g = g, .flags = flags};
+    return 0;
+}
+
+void jg_trace_end(void) {
+    JG_ASSERT(n_frames > 0);
+    frame *f = top();
+    for (int i = 0; i < f->n_lifted; i++)
+        jg_release(f->lifted[i]);
+    free(f->lifted);
+    free(f->consts);
+    n_frames--;
+    if (!n_frames) {
+        free(frames);
+        frames = NULL;
+        cap_frames = 0;
+    }
+}
+
+int jg_trace_take_lifted(jg_tensor ***lifted) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *lifted = f->lifted;
+    int n = f->n_lifted;
+    f->lifted = NULL;
+    f->n_lifted = f->cap_lifted = 0;
+    return n;
+}
+
+int jg_trace_breaks(void) {
+    return n_frames ? top()->breaks : 0;
+}
+
+const char *jg_trace_break_reason(void) {
+    return n_frames ? top()->reason : "";
+}
+
+void jg_trace_note_break(const char *fmt, ...) {
+    frame *f = top();
+    if (!f)
+        return;
+    if (!f->breaks++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->reason, sizeof f->reason, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static jg_tensor *make_sym(frame *f, int v) {
+    jg_sym *s = jg_arena_alloc(&f->g->arena, sizeof *s);
+    if (!s)
+        return NULL;
+    s->g = f->g;
+    s->value = v;
+    jg_tensor *t = jg_tensor_symbolic(&f->g->vals[v].meta, s);
+    if (t)
+        t->requires_grad = f->g->vals[v].requires_grad;
+    return t;
+}
+
+jg_tensor *jg_trace_placeholder(const jg_meta *m, bool value_rg, bool tensor_rg, const char *name) {
+    frame *f = top();
+    if (!f)
+        return jg_errorf_null("jg_trace_placeholder: no trace is open");
+    int v = jg_graph_add_input(f->g, m, value_rg, name);
+    jg_tensor *t = v < 0 ? NULL : make_sym(f, v);
+    if (t)
+        t->requires_grad = tensor_rg;
+    return t;
+}
+
+jg_tensor *jg_trace_tensor(int v) {
+    frame *f = top();
+    if (!f)
+        return jg_errorf_null("jg_trace_tensor: no trace is open");
+    JG_ASSERT(v >= 0 && v < f->g->n_vals);
+    return make_sym(f, v);
+}
+
+int jg_trace_value(jg_tensor *t) {
+    frame *f = top();
+    if (!f)
+        return jg_errorf("no trace is open");
+    if (t->sym) {
+        if (t->sym->g != f->g)
+            return jg_errorf("a traced tensor of an enclosing trace was used inside a nested "
+                             "trace; pass it as an input instead");
+        return t->sym->value;
+    }
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].t == t)
+            return f->consts[i].value;
+    if (f->n_consts == f->cap_consts) {
+        int cap = f->cap_consts ? f->cap_consts * 2 : 8;
+        const_entry *c = realloc(f->consts, (size_t)cap * sizeof *c);
+        if (!c)
+            return jg_errorf("out of memory while tracing");
+        f->consts = c;
+        f->cap_consts = cap;
+    }
+    int v;
+    if ((f->flags & JG_TRACE_LIFT) && t->requires_grad && jg_grad_mode) {
+        /* A captured tensor that requires grad: an extra input, so that its
+         * gradient flows through the compiled call's autograd node. */
+        if (f->n_lifted == f->cap_lifted) {
+            int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
+            jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
+            if (!l)
+                return jg_errorf("out of memory while tracing");
+            f->lifted = l;
+            f->cap_lifted = cap;
+        }
+        jg_meta m;
+        jg_meta_of(t, &m);
+        char name[32];
+        snprintf(name, sizeof name, "lifted%d", f->n_lifted);
+        if ((v = jg_graph_add_input(f->g, &m, true, name)) < 0)
+            return -1;
+        f->lifted[f->n_lifted++] = jg_retain(t);
+    } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
+        return -1;
+    }
+    f->consts[f->n_consts++] = (const_entry){t, v};
+    return v;
+}
+
+/* ---- hooks ---- */
+
+static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const jg_meta *out_meta,
+                    jg_tensor **out) {
+    frame *f = top();
+    const jg_op_info *info = &jg_ops[op];
+    if (!f)
+        return jg_errorf("%s(): a traced tensor was used outside its trace", info->name);
+    int ids[4];
+    bool rg = false;
+    for (int k = 0; k < info->n_in; k++) {
+        if ((ids[k] = jg_trace_value(in[k])) < 0)
+            return -1;
+        rg |= f->g->vals[ids[k]].requires_grad;
+    }
+    /* the eager rule: history is recorded when grad mode is on and some input
+     * requires grad */
+    rg = rg && jg_grad_mode && !(info->flags & JG_OPF_NONDIFF);
+    int outs[2];
+    if (jg_graph_add_op(f->g, op, a, info->n_in, ids, out_meta, rg, outs) < 0)
+        return -1;
+    for (int k = 0; k < info->n_out; k++) {
+        if (!(out[k] = make_sym(f, outs[k]))) {
+            for (int j = 0; j < k; j++)
+                jg_release(out[j]);
+            return -1;
+        }
+        if (info->flags & JG_OPF_VIEW)
+            out[k]->is_view = true;
+    }
+    return 0;
+}
+
+static void on_symbolic_read(const jg_tensor *t, const char *what) {
+    char d[64];
+    jg_describe(t, d, sizeof d);
+    jg_trace_note_break("%s() read the values of traced tensor %s (value %d); its data does not "
+                        "exist while the program is traced, so data-dependent code cannot be "
+                        "compiled into a graph",
+                        what, d, t->sym ? t->sym->value : -1);
+}
+
+/* Custom functions are not captured yet: record a graph break (the call runs
+ * eagerly, or fails with fullgraph).  The custom-node tracer replaces this. */
+static int trace_apply_unsupported(const jg_function *fn, int n_inputs, jg_tensor *const *inputs,
+                                   const void *args, size_t args_size, jg_tensor **outputs) {
+    (void)n_inputs, (void)inputs, (void)args, (void)args_size, (void)outputs;
+    const char *name = fn && fn->name ? fn->name : "?";
+    jg_trace_note_break("jg_apply(%s): custom functions cannot be captured in a graph yet", name);
+    return jg_errorf("jg_apply(%s): custom functions cannot be captured in a graph yet", name);
+}
+
+__attribute__((constructor)) static void trace_init(void) {
+    jg_trace_op_hook = trace_op;
+    jg_hooks.on_symbolic_read = on_symbolic_read;
+    if (!jg_trace_apply_hook)
+        jg_trace_apply_hook = trace_apply_unsupported;
+}

@@ -1,0 +1,65 @@
+/* Tracing: symbolic tensors record nodes into a graph.
+ *
+ * A trace FRAME records into one graph.  Frames nest (a thread-local stack):
+ * jg_compile opens one for the program, graph autodiff opens one for the
+ * backward graph, and a custom function call traced inside a program can open
+ * one per callback to capture its forward/backward subgraphs.  Every public op
+ * called with a symbolic operand lands in jg_trace_op_hook (ops/dispatch.c),
+ * which appends a node to the innermost frame's graph and returns symbolic
+ * outputs; kernels never see symbolic tensors.
+ *
+ * A symbolic tensor (storage NULL) carries a jg_sym naming its graph and
+ * value.  Concrete tensors used as operands become constants of the graph
+ * (retained), or, when the frame lifts them and they require grad, extra
+ * graph inputs so their gradients flow (jg_trace_lifted). */
+#ifndef JG_TRACE_TRACE_H
+#define JG_TRACE_TRACE_H
+
+#include "graph/graph.h"
+
+struct jg_sym {
+    jg_graph *g;
+    int value;
+};
+
+enum {
+    JG_TRACE_LIFT = 1u << 0, /* concrete operands that require grad become graph inputs */
+};
+
+/* Am I tracing?  (some frame is open on this thread) */
+bool jg_tracing(void);
+/* The graph the innermost frame records into (NULL when not tracing). */
+jg_graph *jg_trace_graph(void);
+/* Opens a frame recording into g (nested frames allowed: the new one is the
+ * innermost until jg_trace_end).  0 or -1. */
+int jg_trace_begin(jg_graph *g, unsigned flags);
+/* Closes the innermost frame.  Lifted tensors not taken are released. */
+void jg_trace_end(void);
+
+/* A new placeholder input of the innermost graph and its symbolic tensor
+ * (new reference, not tracked by a scope).  name NULL: "x<k>".  value_rg is
+ * what autodiff sees; the tensor's requires_grad (what the program sees) is
+ * tensor_rg. */
+jg_tensor *jg_trace_placeholder(const jg_meta *m, bool value_rg, bool tensor_rg, const char *name);
+/* The value of t in the innermost graph: its own if symbolic there, else a
+ * constant (deduplicated by pointer) or a lifted input.  -1 + error for a
+ * symbolic tensor of another graph. */
+int jg_trace_value(jg_tensor *t);
+/* A symbolic tensor for value v of the innermost graph (new reference,
+ * untracked). */
+jg_tensor *jg_trace_tensor(int v);
+
+/* Graph breaks: things the innermost frame could not capture (a read of a
+ * symbolic tensor's values, an untraceable call).  The reason of the first
+ * one is kept. */
+int jg_trace_breaks(void);
+const char *jg_trace_break_reason(void);
+/* Records a break in the innermost frame (for callers like jg_apply's hook). */
+void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Concrete tensors the innermost frame lifted into graph inputs, in input
+ * order (they follow the placeholders made before them).  The array and the
+ * references move to the caller (free() the array, jg_release each). */
+int jg_trace_take_lifted(jg_tensor ***lifted);
+
+#endif
