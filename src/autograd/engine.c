@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,13 +68,17 @@ static void map_free(ptrmap *m) {
     free(m->vals);
 }
 
-/* ---- per-run state ---- */
+/* ---- per-run state ----
+ * One run_state per backward.  Its arrays (node table, edge targets,
+ * gradient buffers, heap, maps) are kept per thread between runs and reused,
+ * so a backward of a graph like the last one allocates nothing here. */
 typedef struct {
     jg_node *node;
     int deps;
+    int buf;  /* first of node->n_out gradient accumulators in run_state.grads */
+    int next; /* first of node->n_next entries in run_state.next_idx */
     bool needed;
     bool ran;
-    jg_tensor **buf; /* n_out gradient accumulators */
 } node_info;
 
 typedef struct {
@@ -85,43 +90,64 @@ typedef struct {
     node_info *nodes;
     int n_nodes, cap_nodes;
     ptrmap node_idx;
+    jg_tensor **grads; /* gradient accumulators of all nodes */
+    int n_grads, cap_grads;
+    int *next_idx; /* per edge: index of the edge's node in nodes[], or -1 */
+    int n_next, cap_next;
     leaf_info *leaves;
     int n_leaves, cap_leaves;
     ptrmap leaf_idx;
-    int *heap;
-    int heap_len;
+    int *heap; /* also the discovery stack (they are never used together) */
+    int heap_len, cap_heap;
 } run_state;
 
-static int add_node(run_state *rs, jg_node *n) {
-    if (rs->n_nodes == rs->cap_nodes) {
-        int cap = rs->cap_nodes ? rs->cap_nodes * 2 : 32;
-        node_info *ni = realloc(rs->nodes, (size_t)cap * sizeof *ni);
-        if (!ni)
-            return jg_errorf("out of memory in backward");
-        rs->nodes = ni;
-        rs->cap_nodes = cap;
-    }
-    jg_tensor **buf = calloc((size_t)(n->n_out ? n->n_out : 1), sizeof *buf);
-    if (!buf || map_put(&rs->node_idx, n, rs->n_nodes) < 0) {
-        free(buf);
+static int grow(void **p, int *cap, int need, size_t elem, int first) {
+    if (need <= *cap)
+        return 0;
+    int c = *cap ? *cap : first;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
         return jg_errorf("out of memory in backward");
-    }
-    rs->nodes[rs->n_nodes] = (node_info){n, 0, false, false, buf};
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void map_clear(ptrmap *m) {
+    if (m->len)
+        memset(m->keys, 0, m->cap * sizeof *m->keys);
+    m->len = 0;
+}
+
+static int add_node(run_state *rs, jg_node *n) {
+    int n_out = n->n_out;
+    if (grow((void **)&rs->nodes, &rs->cap_nodes, rs->n_nodes + 1, sizeof *rs->nodes, 64) < 0 ||
+        grow((void **)&rs->grads, &rs->cap_grads, rs->n_grads + n_out, sizeof *rs->grads, 128) <
+            0 ||
+        grow((void **)&rs->next_idx, &rs->cap_next, rs->n_next + n->n_next, sizeof *rs->next_idx,
+             128) < 0 ||
+        map_put(&rs->node_idx, n, rs->n_nodes) < 0)
+        return -1;
+    for (int k = 0; k < n_out; k++)
+        rs->grads[rs->n_grads + k] = NULL;
+    rs->nodes[rs->n_nodes] = (node_info){n, 0, rs->n_grads, rs->n_next, false, false};
+    rs->n_grads += n_out;
+    rs->n_next += n->n_next;
     return rs->n_nodes++;
+}
+
+static inline jg_tensor **node_buf(run_state *rs, const node_info *ni) {
+    return rs->grads + ni->buf;
 }
 
 static int leaf_slot(run_state *rs, jg_tensor *leaf) {
     int i = map_get(&rs->leaf_idx, leaf);
     if (i >= 0)
         return i;
-    if (rs->n_leaves == rs->cap_leaves) {
-        int cap = rs->cap_leaves ? rs->cap_leaves * 2 : 16;
-        leaf_info *li = realloc(rs->leaves, (size_t)cap * sizeof *li);
-        if (!li)
-            return jg_errorf("out of memory in backward");
-        rs->leaves = li;
-        rs->cap_leaves = cap;
-    }
+    if (grow((void **)&rs->leaves, &rs->cap_leaves, rs->n_leaves + 1, sizeof *rs->leaves, 16) < 0)
+        return -1;
     if (map_put(&rs->leaf_idx, leaf, rs->n_leaves) < 0)
         return -1;
     rs->leaves[rs->n_leaves] = (leaf_info){leaf, NULL};
@@ -163,62 +189,97 @@ static int heap_pop(run_state *rs) {
     return top;
 }
 
-static void run_free(run_state *rs) {
-    for (int i = 0; i < rs->n_nodes; i++) {
-        for (int k = 0; k < rs->nodes[i].node->n_out; k++)
-            jg_release(rs->nodes[i].buf[k]);
-        free(rs->nodes[i].buf);
-    }
-    for (int i = 0; i < rs->n_leaves; i++)
-        jg_release(rs->leaves[i].grad);
+static void run_free_arrays(run_state *rs) {
     free(rs->nodes);
+    free(rs->grads);
+    free(rs->next_idx);
     free(rs->leaves);
     free(rs->heap);
     map_free(&rs->node_idx);
     map_free(&rs->leaf_idx);
+    free(rs);
 }
 
-/* Finds every node reachable from the roots (iteratively). */
+/* The thread's spare run_state (NULL while a run uses it: a backward inside
+ * a backward, e.g. from a custom function, gets a fresh one). */
+static _Thread_local run_state *spare_state;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static bool spare_key_ok;
+
+static void spare_destroy(void *p) {
+    (void)p;
+    if (spare_state) {
+        run_free_arrays(spare_state);
+        spare_state = NULL;
+    }
+}
+
+static void spare_make_key(void) {
+    spare_key_ok = pthread_key_create(&spare_key, spare_destroy) == 0;
+}
+
+static run_state *run_acquire(void) {
+    run_state *rs = spare_state;
+    if (rs) {
+        spare_state = NULL;
+        return rs;
+    }
+    return calloc(1, sizeof *rs);
+}
+
+/* Drops the run's references and gives its arrays back to the thread (or
+ * frees them: a nested run's, or a very large graph's). */
+static void run_release(run_state *rs) {
+    for (int i = 0; i < rs->n_grads; i++)
+        jg_release(rs->grads[i]);
+    for (int i = 0; i < rs->n_leaves; i++)
+        jg_release(rs->leaves[i].grad);
+    if (spare_state || rs->cap_nodes > (1 << 16)) {
+        run_free_arrays(rs);
+        return;
+    }
+    pthread_once(&spare_once, spare_make_key);
+    /* the key's value only makes the destructor run at thread exit */
+    if (!spare_key_ok || pthread_setspecific(spare_key, rs) != 0) {
+        run_free_arrays(rs);
+        return;
+    }
+    rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = 0;
+    map_clear(&rs->node_idx);
+    map_clear(&rs->leaf_idx);
+    spare_state = rs;
+}
+
+/* Finds every node reachable from the roots (iteratively) and fills in the
+ * edge targets (next_idx). */
 static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
-    int *stack = NULL, sp = 0, cap = 0;
+    int sp = 0;
     for (int r = 0; r < n_roots; r++) {
         jg_node *n = roots[r]->grad_fn;
         if (!n || map_get(&rs->node_idx, n) >= 0)
             continue;
-        if (add_node(rs, n) < 0)
-            goto oom;
-        if (sp == cap) {
-            cap = cap ? cap * 2 : 64;
-            int *s = realloc(stack, (size_t)cap * sizeof *s);
-            if (!s)
-                goto oom;
-            stack = s;
-        }
-        stack[sp++] = rs->n_nodes - 1;
+        if (add_node(rs, n) < 0 ||
+            grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
+            return -1;
+        rs->heap[sp++] = rs->n_nodes - 1;
         while (sp) {
-            jg_node *cur = rs->nodes[stack[--sp]].node;
+            int ci = rs->heap[--sp];
+            jg_node *cur = rs->nodes[ci].node;
             for (int k = 0; k < cur->n_next; k++) {
                 jg_node *nx = cur->next[k].fn;
-                if (!nx || map_get(&rs->node_idx, nx) >= 0)
-                    continue;
-                if (add_node(rs, nx) < 0)
-                    goto oom;
-                if (sp == cap) {
-                    cap = cap * 2;
-                    int *s = realloc(stack, (size_t)cap * sizeof *s);
-                    if (!s)
-                        goto oom;
-                    stack = s;
+                int j = nx ? map_get(&rs->node_idx, nx) : -1;
+                if (nx && j < 0) {
+                    if ((j = add_node(rs, nx)) < 0 ||
+                        grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
+                        return -1;
+                    rs->heap[sp++] = j;
                 }
-                stack[sp++] = rs->n_nodes - 1;
+                rs->next_idx[rs->nodes[ci].next + k] = j;
             }
         }
     }
-    free(stack);
     return 0;
-oom:
-    free(stack);
-    return jg_errorf("out of memory in backward");
 }
 
 /* needed[i]: node i leads to a captured tensor (or, without captures, to
@@ -251,7 +312,7 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
             for (int k = 0; k < ni->node->n_next && !ni->needed; k++) {
                 jg_edge *e = &ni->node->next[k];
                 if (e->fn)
-                    ni->needed = rs->nodes[map_get(&rs->node_idx, e->fn)].needed;
+                    ni->needed = rs->nodes[rs->next_idx[ni->next + k]].needed;
                 else if (e->leaf)
                     ni->needed = map_get(&leafset, e->leaf) >= 0;
             }
@@ -261,14 +322,15 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     map_free(&leafset);
 }
 
-static int route(run_state *rs, jg_node *n, jg_tensor *const *gin) {
+static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
+    jg_node *n = src->node;
     for (int k = 0; k < n->n_next; k++) {
         if (!gin[k])
             continue;
         jg_edge *e = &n->next[k];
         if (e->fn) {
-            node_info *dst = &rs->nodes[map_get(&rs->node_idx, e->fn)];
-            if (dst->needed && jg_grad_accumulate(&dst->buf[e->nr], jg_retain(gin[k])) < 0)
+            node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
+            if (dst->needed && jg_grad_accumulate(&node_buf(rs, dst)[e->nr], jg_retain(gin[k])) < 0)
                 return -1;
         } else if (e->leaf) {
             int li = leaf_slot(rs, e->leaf);
@@ -279,11 +341,13 @@ static int route(run_state *rs, jg_node *n, jg_tensor *const *gin) {
     return 0;
 }
 
-static int run_node(run_state *rs, node_info *ni, bool create_graph) {
+static int run_node(run_state *rs, int idx, bool create_graph) {
+    node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
+    jg_tensor **buf = node_buf(rs, ni);
     bool any = false;
     for (int k = 0; k < n->n_out; k++)
-        any |= ni->buf[k] != NULL;
+        any |= buf[k] != NULL;
     if (!any)
         return 0; /* nothing reached it: it contributes nothing */
     if (n->has_saved && n->saved_released)
@@ -294,14 +358,14 @@ static int run_node(run_state *rs, node_info *ni, bool create_graph) {
     memset(gin, 0, (size_t)n->n_next * sizeof *gin);
     jg_scope_push();
     bool prev = jg_set_grad_enabled(create_graph);
-    int rc = n->vt->apply(n, ni->buf, gin, create_graph);
+    int rc = n->vt->apply(n, buf, gin, create_graph);
     if (rc == 0)
-        rc = route(rs, n, gin);
+        rc = route(rs, &rs->nodes[idx], gin); /* (leaf_slot never moves nodes[]) */
     jg_set_grad_enabled(prev);
     jg_scope_pop();
     if (gin != gin_small)
         free(gin);
-    ni->ran = true;
+    rs->nodes[idx].ran = true;
     return rc;
 }
 
@@ -376,19 +440,21 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         return -1;
     bool create_graph = flags & JG_CREATE_GRAPH;
     bool retain = (flags & JG_RETAIN_GRAPH) || create_graph;
-    run_state rs = {0};
-    int rc = discover(&rs, n_roots, roots);
+    run_state *rs = run_acquire();
+    if (!rs)
+        return jg_errorf("out of memory in backward");
+    int rc = discover(rs, n_roots, roots);
     if (rc < 0)
         goto out;
-    mark_needed(&rs, n_capture, capture);
+    mark_needed(rs, n_capture, capture);
     /* dependencies among needed nodes */
-    for (int i = 0; i < rs.n_nodes; i++) {
-        jg_node *n = rs.nodes[i].node;
-        if (!rs.nodes[i].needed)
+    for (int i = 0; i < rs->n_nodes; i++) {
+        node_info *ni = &rs->nodes[i];
+        if (!ni->needed)
             continue;
-        for (int k = 0; k < n->n_next; k++)
-            if (n->next[k].fn) {
-                node_info *d = &rs.nodes[map_get(&rs.node_idx, n->next[k].fn)];
+        for (int k = 0; k < ni->node->n_next; k++)
+            if (ni->node->next[k].fn) {
+                node_info *d = &rs->nodes[rs->next_idx[ni->next + k]];
                 if (d->needed)
                     d->deps++;
             }
@@ -407,39 +473,39 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         if (!g) {
             rc = -1;
         } else if (t->grad_fn) {
-            node_info *ni = &rs.nodes[map_get(&rs.node_idx, t->grad_fn)];
+            node_info *ni = &rs->nodes[map_get(&rs->node_idx, t->grad_fn)];
             if (ni->needed)
-                rc = jg_grad_accumulate(&ni->buf[t->output_nr], jg_retain(g));
+                rc = jg_grad_accumulate(&node_buf(rs, ni)[t->output_nr], jg_retain(g));
         } else {
-            int li = leaf_slot(&rs, t);
-            rc = li < 0 ? -1 : jg_grad_accumulate(&rs.leaves[li].grad, jg_retain(g));
+            int li = leaf_slot(rs, t);
+            rc = li < 0 ? -1 : jg_grad_accumulate(&rs->leaves[li].grad, jg_retain(g));
         }
         jg_scope_pop();
     }
     if (rc < 0)
         goto out;
-    if (!(rs.heap = malloc((size_t)(rs.n_nodes ? rs.n_nodes : 1) * sizeof *rs.heap))) {
-        rc = jg_errorf("out of memory in backward");
+    if ((rc = grow((void **)&rs->heap, &rs->cap_heap, rs->n_nodes, sizeof *rs->heap, 64)) < 0)
         goto out;
-    }
-    for (int i = 0; i < rs.n_nodes; i++)
-        if (rs.nodes[i].needed && rs.nodes[i].deps == 0)
-            heap_push(&rs, i);
+    rs->heap_len = 0;
+    for (int i = 0; i < rs->n_nodes; i++)
+        if (rs->nodes[i].needed && rs->nodes[i].deps == 0)
+            heap_push(rs, i);
     /* captured non-leaf tensors read their node's buffer before it runs */
-    while (rs.heap_len && rc == 0) {
-        int i = heap_pop(&rs);
-        node_info *ni = &rs.nodes[i];
-        for (int c = 0; c < n_capture; c++)
-            if (capture[c]->grad_fn == ni->node && !captured[c] && ni->buf[capture[c]->output_nr])
-                captured[c] = jg_retain(ni->buf[capture[c]->output_nr]);
-        rc = run_node(&rs, ni, create_graph);
+    while (rs->heap_len && rc == 0) {
+        int i = heap_pop(rs);
+        {
+            node_info *ni = &rs->nodes[i];
+            jg_tensor **buf = node_buf(rs, ni);
+            for (int c = 0; c < n_capture; c++)
+                if (capture[c]->grad_fn == ni->node && !captured[c] && buf[capture[c]->output_nr])
+                    captured[c] = jg_retain(buf[capture[c]->output_nr]);
+        }
+        rc = run_node(rs, i, create_graph);
+        node_info *ni = &rs->nodes[i];
         for (int k = 0; k < ni->node->n_next && rc == 0; k++) {
-            jg_node *nx = ni->node->next[k].fn;
-            if (!nx)
-                continue;
-            int j = map_get(&rs.node_idx, nx);
-            if (rs.nodes[j].needed && --rs.nodes[j].deps == 0)
-                heap_push(&rs, j);
+            int j = rs->next_idx[ni->next + k];
+            if (j >= 0 && rs->nodes[j].needed && --rs->nodes[j].deps == 0)
+                heap_push(rs, j);
         }
     }
     if (rc < 0)
@@ -448,21 +514,21 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         for (int c = 0; c < n_capture; c++) {
             if (capture[c]->grad_fn)
                 continue;
-            int li = map_get(&rs.leaf_idx, capture[c]);
-            if (li >= 0 && rs.leaves[li].grad)
-                captured[c] = jg_retain(rs.leaves[li].grad);
+            int li = map_get(&rs->leaf_idx, capture[c]);
+            if (li >= 0 && rs->leaves[li].grad)
+                captured[c] = jg_retain(rs->leaves[li].grad);
         }
     } else {
         /* commit: everything succeeded, now .grad may change */
-        for (int i = 0; i < rs.n_leaves && rc == 0; i++)
-            if (rs.leaves[i].grad)
-                rc = commit_leaf(rs.leaves[i].leaf, rs.leaves[i].grad, create_graph);
+        for (int i = 0; i < rs->n_leaves && rc == 0; i++)
+            if (rs->leaves[i].grad)
+                rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph);
     }
     if (rc == 0 && !retain)
-        for (int i = 0; i < rs.n_nodes; i++)
-            if (rs.nodes[i].ran && rs.nodes[i].node->has_saved) {
-                rs.nodes[i].node->vt->release_saved(rs.nodes[i].node);
-                rs.nodes[i].node->saved_released = true;
+        for (int i = 0; i < rs->n_nodes; i++)
+            if (rs->nodes[i].ran && rs->nodes[i].node->has_saved) {
+                rs->nodes[i].node->vt->release_saved(rs->nodes[i].node);
+                rs->nodes[i].node->saved_released = true;
             }
 out:
     if (rc < 0)
@@ -470,6 +536,6 @@ out:
             jg_release(captured[c]);
             captured[c] = NULL;
         }
-    run_free(&rs);
+    run_release(rs);
     return rc < 0 ? -1 : 0;
 }

@@ -8,14 +8,18 @@
 #define OPNODE_MAX_IN 3
 #define OPNODE_MAX_OUT 2
 
+/* Sized per call: in_meta has n_in entries, followed by a copy of the
+ * attributes only when the op was given some (attrs then points at it). */
 typedef struct {
     jg_node base;
     jg_opcode op;
-    jg_attrs attrs;
-    jg_meta in_meta[OPNODE_MAX_IN];
+    const jg_attrs *attrs; /* the copy after in_meta, or no_attrs */
     jg_saved in[OPNODE_MAX_IN];
     jg_saved out[OPNODE_MAX_OUT];
+    jg_meta in_meta[];
 } op_node;
+
+static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
 static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
     op_node *o = (op_node *)n;
@@ -32,7 +36,7 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, boo
         for (int k = 0; k < info->n_out; k++)
             if (!(out[k] = jg_saved_unpack(&o->out[k], n, create_graph)))
                 return -1;
-    if (info->vjp(&o->attrs, o->in_meta, in, out, gout, needs, gin) < 0)
+    if (info->vjp(o->attrs, o->in_meta, in, out, gout, needs, gin) < 0)
         return -1;
     for (int k = 0; k < info->n_in; k++) {
         if (!needs[k])
@@ -63,12 +67,20 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
                           jg_tensor *const *out) {
     const jg_op_info *info = &jg_ops[op];
     JG_ASSERT(n_in <= OPNODE_MAX_IN && n_out <= OPNODE_MAX_OUT);
-    op_node *o = (op_node *)jg_node_alloc(sizeof(op_node), &opnode_vt, n_in, n_out);
+    size_t size = sizeof(op_node) + (size_t)n_in * sizeof(jg_meta);
+    if (attrs)
+        size += sizeof(jg_attrs);
+    op_node *o = (op_node *)jg_node_alloc(size, &opnode_vt, n_in, n_out);
     if (!o)
         return -1;
     o->op = (jg_opcode)op;
-    if (attrs)
-        o->attrs = *(const jg_attrs *)attrs;
+    if (attrs) {
+        jg_attrs *copy = (jg_attrs *)&o->in_meta[n_in];
+        *copy = *(const jg_attrs *)attrs;
+        o->attrs = copy;
+    } else {
+        o->attrs = &no_attrs;
+    }
     for (int k = 0; k < n_in; k++) {
         jg_meta_of(in[k], &o->in_meta[k]);
         jg_node_set_edge(&o->base, k, in[k]);

@@ -2,7 +2,7 @@
  * applies the op's shape rule, then either hands a traced call to the tracer
  * or runs the kernel and records autograd history. */
 #include "autograd/node.h"
-#include "ops/optable.h"
+#include "ops/decls.h"
 
 #include <string.h>
 
@@ -18,9 +18,28 @@ static jg_dtype target_dtype(const jg_op_info *info, jg_tensor *const *in) {
     return d;
 }
 
+/* The shape rule's result without running it: elementwise ops whose inputs
+ * (after promotion) all have one shape give an output of that shape and
+ * dtype, which is what jg_infer_ew1/jg_infer_ew2 compute (and they cannot
+ * fail then). */
+static bool same_shape_ew(const jg_op_info *info, jg_tensor *const *in) {
+    if (info->infer == jg_infer_ew1)
+        return true;
+    if (info->infer != jg_infer_ew2)
+        return false;
+    const jg_tensor *x = in[0], *y = in[1];
+    if (x->ndim != y->ndim)
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != y->shape[d])
+            return false;
+    return true;
+}
+
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
     const jg_op_info *info = &jg_ops[op];
     jg_tensor *in[4] = {0}, *casts[4] = {0};
+    int n_casts = 0; /* casts[0..n_casts) may be non-NULL */
     bool symbolic = false;
     for (int k = 0; k < info->n_in; k++) {
         if (!in_arg[k])
@@ -40,16 +59,21 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_ten
             if (jg_op_call(JG_OP_TO_DTYPE, &ca, &in[k], &c) < 0)
                 goto fail;
             in[k] = casts[k] = jg_keep(c);
+            n_casts = k + 1;
         }
     }
-    jg_meta im[4], om[2];
-    for (int k = 0; k < info->n_in; k++)
-        jg_meta_of(in[k], &im[k]);
+    jg_meta om[2];
     static const jg_attrs no_attrs;
     if (!a)
         a = &no_attrs;
-    if (info->infer(a, im, om) < 0)
-        goto fail;
+    bool quick = !symbolic && same_shape_ew(info, in);
+    if (!quick) {
+        jg_meta im[4] = {{0}}; /* (n_in may be 0) */
+        for (int k = 0; k < info->n_in; k++)
+            jg_meta_of(in[k], &im[k]);
+        if (info->infer(a, im, om) < 0)
+            goto fail;
+    }
     int rc;
     if (symbolic) {
         if (!jg_trace_op_hook) {
@@ -61,7 +85,8 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_ten
         bool have_out = !(info->flags & JG_OPF_VIEW); /* views make their own */
         if (have_out)
             for (int k = 0; k < info->n_out; k++) {
-                out[k] = jg_tensor_alloc(om[k].dtype, om[k].ndim, om[k].shape);
+                out[k] = quick ? jg_tensor_alloc(in[0]->dtype, in[0]->ndim, in[0]->shape)
+                               : jg_tensor_alloc(om[k].dtype, om[k].ndim, om[k].shape);
                 if (!out[k]) {
                     for (int j = 0; j < k; j++)
                         jg_release(out[j]);
@@ -77,7 +102,7 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_ten
             for (int k = 0; k < info->n_out; k++)
                 jg_release(out[k]);
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < n_casts; k++)
         jg_release(casts[k]);
     if (rc < 0)
         return -1;
@@ -85,7 +110,7 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_ten
         jg_scope_track(out[k]);
     return 0;
 fail:
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < n_casts; k++)
         jg_release(casts[k]);
     return -1;
 }

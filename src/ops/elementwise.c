@@ -12,20 +12,41 @@ typedef float jg_f32;
 typedef double jg_f64;
 typedef int64_t jg_i64;
 
-/* One row of a unary op: p[0] = out, p[1] = a. */
+/* The row functions are the hot loops of eager mode.  gcc's -O2 cost model
+ * ("very cheap") never vectorizes a loop with an unknown trip count, so they
+ * are compiled with the dynamic cost model.  Vectorizing an elementwise loop
+ * does not change any result: every element is still computed by the same
+ * IEEE operations in the same order (no -ffast-math, no reassociation, no
+ * contraction), and calls such as expf/tanhf stay scalar. */
+#define EW_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+
+/* True if the n-element rows at o and x (element size es) share no byte.
+ * Only then may the loops below mark them restrict.  Exact aliasing (in
+ * place, out == a) and partial overlap take the plain loops, which process
+ * elements one by one in order as before. */
+static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t es) {
+    uintptr_t a = (uintptr_t)o, b = (uintptr_t)x, len = (uintptr_t)n * es;
+    return a + len <= b || b + len <= a;
+}
+
+/* One row of a unary op: p[0] = out, p[1] = a.  The restrict loops run only
+ * when out and a do not share memory; out == a (in place) takes the plain
+ * contiguous loop, which gives the same values. */
 #define EW_INNER1(name, TY, expr)                                                                  \
-    static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
+    static EW_VECTORIZE void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {  \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
         if (st[0] == sizeof(T) && st[1] == sizeof(T)) {                                            \
-            T *restrict o = (T *)p[0];                                                             \
-            const T *restrict x = (const T *)p[1];                                                 \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                T a = x[i];                                                                        \
-                o[i] = (T)(expr);                                                                  \
+            if (ew_disjoint(p[0], p[1], n, sizeof(T))) {                                           \
+                T *restrict o = (T *)p[0];                                                         \
+                const T *restrict x = (const T *)p[1];                                             \
+                for (int64_t i = 0; i < n; i++) {                                                  \
+                    T a = x[i];                                                                    \
+                    o[i] = (T)(expr);                                                              \
+                }                                                                                  \
+                return;                                                                            \
             }                                                                                      \
-            return;                                                                                \
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T a = *(const T *)(p[1] + i * st[1]);                                                  \
@@ -33,29 +54,49 @@ typedef int64_t jg_i64;
         }                                                                                          \
     }
 
-/* One row of a binary op: p[0] = out, p[1] = a, p[2] = b. */
+/* One row of a binary op: p[0] = out, p[1] = a, p[2] = b.  Fast paths: both
+ * operands contiguous, or one of them broadcast (stride 0) and the other
+ * contiguous, with no memory shared between out and a contiguous operand
+ * (then the restrict loops vectorize); anything else, in-place calls
+ * included, takes the plain strided loop. */
 #define EW_INNER2(name, TY, expr)                                                                  \
-    static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
+    static EW_VECTORIZE void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {  \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
-        if (st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == sizeof(T)) {                      \
-            T *restrict o = (T *)p[0];                                                             \
-            const T *x = (const T *)p[1], *y = (const T *)p[2];                                    \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                T a = x[i], b = y[i];                                                              \
-                o[i] = (T)(expr);                                                                  \
+        const size_t es = sizeof(T);                                                               \
+        if (st[0] == (int64_t)es) {                                                                \
+            bool ok1 = (st[1] == 0 || st[1] == (int64_t)es) && ew_disjoint(p[0], p[1], n, es);     \
+            bool ok2 = (st[2] == 0 || st[2] == (int64_t)es) && ew_disjoint(p[0], p[2], n, es);     \
+            if (ok1 && ok2) {                                                                      \
+                T *restrict o = (T *)p[0];                                                         \
+                if (st[1] && st[2]) {                                                              \
+                    const T *restrict x = (const T *)p[1], *restrict y = (const T *)p[2];          \
+                    for (int64_t i = 0; i < n; i++) {                                              \
+                        T a = x[i], b = y[i];                                                      \
+                        o[i] = (T)(expr);                                                          \
+                    }                                                                              \
+                    return;                                                                        \
+                }                                                                                  \
+                if (st[1]) {                                                                       \
+                    const T *restrict x = (const T *)p[1];                                         \
+                    const T b = *(const T *)p[2];                                                  \
+                    for (int64_t i = 0; i < n; i++) {                                              \
+                        T a = x[i];                                                                \
+                        o[i] = (T)(expr);                                                          \
+                    }                                                                              \
+                    return;                                                                        \
+                }                                                                                  \
+                if (st[2]) {                                                                       \
+                    const T a = *(const T *)p[1];                                                  \
+                    const T *restrict y = (const T *)p[2];                                         \
+                    for (int64_t i = 0; i < n; i++) {                                              \
+                        T b = y[i];                                                                \
+                        o[i] = (T)(expr);                                                          \
+                    }                                                                              \
+                    return;                                                                        \
+                }                                                                                  \
             }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        if (st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == 0) {                              \
-            T *restrict o = (T *)p[0];                                                             \
-            const T *x = (const T *)p[1], b = *(const T *)p[2];                                    \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                T a = x[i];                                                                        \
-                o[i] = (T)(expr);                                                                  \
-            }                                                                                      \
-            return;                                                                                \
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T a = *(const T *)(p[1] + i * st[1]);                                                  \
@@ -73,18 +114,60 @@ typedef int64_t jg_i64;
         return jg_ew_run(rows[out[0]->dtype], at, n_in, in, out[0]);                               \
     }
 
+/* t is laid out densely in row-major order (size-1 dims may have any stride). */
+static inline bool ew_dense(const jg_tensor *t) {
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != s)
+            return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+
+static inline bool ew_same_shape(const jg_tensor *a, const jg_tensor *b) {
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
 static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *const *in,
                      jg_tensor *out) {
-    int64_t st[3][JG_MAX_DIMS];
+    double s = at ? at->s : 0.0;
     char *base[3];
-    jg_broadcast_strides(out, out->ndim, out->shape, st[0]);
     base[0] = jg_tensor_ptr(out);
     for (int k = 0; k < n_in; k++) {
         JG_ASSERT(in[k]->dtype == out->dtype);
-        jg_broadcast_strides(in[k], out->ndim, out->shape, st[k + 1]);
         base[k + 1] = jg_tensor_ptr(in[k]);
     }
-    double s = at ? at->s : 0.0;
+    /* Shortcut: a dense output and operands that are dense with its shape or
+     * single elements.  jg_iter_run would merge all dims into this one row
+     * (a single element broadcasts with stride 0), so the call is the same. */
+    if (ew_dense(out)) {
+        int64_t es = (int64_t)jg_dtype_size(out->dtype);
+        int64_t st[3] = {es, 0, 0};
+        bool flat = true;
+        for (int k = 0; k < n_in && flat; k++) {
+            if (in[k]->numel == 1 && in[k]->ndim <= out->ndim)
+                st[k + 1] = 0;
+            else if (ew_same_shape(in[k], out) && ew_dense(in[k]))
+                st[k + 1] = es;
+            else
+                flat = false;
+        }
+        if (flat) {
+            if (out->numel > 0)
+                row(&s, out->numel, base, st);
+            return 0;
+        }
+    }
+    int64_t st[3][JG_MAX_DIMS];
+    jg_broadcast_strides(out, out->ndim, out->shape, st[0]);
+    for (int k = 0; k < n_in; k++)
+        jg_broadcast_strides(in[k], out->ndim, out->shape, st[k + 1]);
     jg_iter_run(out->ndim, out->shape, n_in + 1, base, st, row, &s);
     return 0;
 }
