@@ -1,0 +1,573 @@
+/* autograd.Function: one jg_function per Python class (cached on the
+ * class), callbacks that call the class's static forward/backward, and the
+ * ctx object handed to them.
+ *
+ * Slots: every tensor positional argument of apply() is one input slot of
+ * jg_apply (the same tensor twice is two slots, as in PyTorch); the other
+ * arguments travel as bytes (jg_apply's args, which compiled code guards
+ * on) and, during the Python call, as the original objects.  backward
+ * returns one value per positional argument; tensor positions map back to
+ * their slots and the library sums slots that share a tensor. */
+#include "args.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <structmember.h>
+
+PyObject *jgp_trace_classes;
+
+/* ------------------------------------------------------------ ctx object */
+
+typedef struct {
+    PyObject_HEAD jg_ctx *ctx; /* NULL once the call's node is gone */
+    PyObject *cls;
+    PyObject *dict;
+    PyObject *slot_of;       /* tuple: per positional argument, its slot or -1 */
+    PyObject *out_is_tensor; /* tuple of bools: forward's outputs, in order */
+} JGCtx;
+
+static PyTypeObject JGCtx_Type;
+
+static int ctx_traverse(PyObject *self, visitproc visit, void *arg) {
+    JGCtx *c = (JGCtx *)self;
+    Py_VISIT(c->dict);
+    Py_VISIT(c->cls);
+    return 0;
+}
+
+static int ctx_clear(PyObject *self) {
+    JGCtx *c = (JGCtx *)self;
+    Py_CLEAR(c->dict);
+    Py_CLEAR(c->cls);
+    Py_CLEAR(c->slot_of);
+    Py_CLEAR(c->out_is_tensor);
+    return 0;
+}
+
+static void ctx_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    ctx_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* free_state of the jg_ctx: the library is done with the call */
+static void ctx_state_free(void *state) {
+    JGCtx *c = state;
+    c->ctx = NULL;
+    Py_DECREF(c);
+}
+
+static jg_ctx *ctx_get(JGCtx *c) {
+    if (!c->ctx)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this autograd.Function context is no longer attached to a call (its "
+                        "graph was freed)");
+    return c->ctx;
+}
+
+static PyObject *ctx_save_for_backward(PyObject *self, PyObject *args) {
+    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    if (!ctx)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    jg_tensor **arr = PyMem_Calloc((size_t)(n ? n : 1), sizeof *arr);
+    if (!arr)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (jgp_is_tensor(o)) {
+            arr[i] = jgp_t(o);
+        } else if (o != Py_None) {
+            PyMem_Free(arr);
+            PyErr_Format(PyExc_TypeError,
+                         "save_for_backward can only save variables, but "
+                         "argument %zd is not a Variable",
+                         i);
+            return NULL;
+        }
+    }
+    int rc = jg_ctx_save_for_backward(ctx, (int)n, arr);
+    PyMem_Free(arr);
+    if (rc < 0)
+        return jgp_raise();
+    Py_RETURN_NONE;
+}
+
+static PyObject *ctx_saved_tensors(PyObject *self, void *c) {
+    (void)c;
+    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    if (!ctx)
+        return NULL;
+    int n = jg_ctx_n_saved(ctx);
+    PyObject *tup = PyTuple_New(n);
+    for (int i = 0; tup && i < n; i++) {
+        jg_clear_error();
+        jg_tensor *t = jg_ctx_saved(ctx, i);
+        if (!t && jg_last_error()[0]) {
+            Py_DECREF(tup);
+            return jgp_raise();
+        }
+        PyObject *o = jgp_wrap_borrowed(t);
+        if (!o)
+            Py_CLEAR(tup);
+        else
+            PyTuple_SET_ITEM(tup, i, o);
+    }
+    return tup;
+}
+
+static PyObject *ctx_needs_input_grad(PyObject *self, void *c) {
+    (void)c;
+    JGCtx *x = (JGCtx *)self;
+    jg_ctx *ctx = ctx_get(x);
+    if (!ctx)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(x->slot_of);
+    PyObject *tup = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tup && i < n; i++) {
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(x->slot_of, i));
+        bool v = slot >= 0 && jg_ctx_needs_input_grad(ctx, (int)slot);
+        PyTuple_SET_ITEM(tup, i, PyBool_FromLong(v));
+    }
+    return tup;
+}
+
+static PyObject *ctx_mark_non_differentiable(PyObject *self, PyObject *args) {
+    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    if (!ctx)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (!jgp_is_tensor(o)) {
+            PyErr_SetString(PyExc_TypeError, "mark_non_differentiable only accepts Tensors");
+            return NULL;
+        }
+        jg_ctx_mark_non_differentiable(ctx, jgp_t(o));
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *ctx_set_materialize_grads(PyObject *self, PyObject *v) {
+    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    if (!ctx)
+        return NULL;
+    int on = PyObject_IsTrue(v);
+    if (on < 0)
+        return NULL;
+    jg_ctx_set_materialize_grads(ctx, on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "jitgrad: ctx.mark_dirty (in-place custom functions) is not supported");
+    return NULL;
+}
+
+static PyMethodDef ctx_methods[] = {
+    {"save_for_backward", ctx_save_for_backward, METH_VARARGS, NULL},
+    {"mark_non_differentiable", ctx_mark_non_differentiable, METH_VARARGS, NULL},
+    {"set_materialize_grads", ctx_set_materialize_grads, METH_O, NULL},
+    {"mark_dirty", ctx_mark_dirty, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef ctx_getset[] = {
+    {"saved_tensors", ctx_saved_tensors, NULL, NULL, NULL},
+    {"needs_input_grad", ctx_needs_input_grad, NULL, NULL, NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject JGCtx_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jitgrad.autograd.FunctionCtx",
+    .tp_basicsize = sizeof(JGCtx),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = ctx_dealloc,
+    .tp_traverse = ctx_traverse,
+    .tp_clear = ctx_clear,
+    .tp_methods = ctx_methods,
+    .tp_getset = ctx_getset,
+    .tp_dictoffset = offsetof(JGCtx, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+/* ------------------------------------------------------------ the Python call in progress */
+
+typedef struct apply_call {
+    PyObject *cls;
+    PyObject *args;         /* the positional arguments as given */
+    PyObject *slot_of;      /* per argument: slot or -1 */
+    PyObject *out_template; /* set by forward: tuple with None for tensors, or NULL */
+    bool returned_tuple;
+    bool forward_ran;
+    struct apply_call *prev;
+} apply_call;
+
+static apply_call *current_call;
+/* stands for a tensor in an output template */
+#define TENSOR_MARK ((PyObject *)&JGCtx_Type)
+
+static PyObject *slot_map(PyObject *args, int *n_slots) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *m = PyTuple_New(n);
+    int s = 0;
+    for (Py_ssize_t i = 0; m && i < n; i++)
+        PyTuple_SET_ITEM(m, i,
+                         PyLong_FromLong(jgp_is_tensor(PyTuple_GET_ITEM(args, i)) ? s++ : -1));
+    *n_slots = s;
+    return m;
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static const char *fn_name(const jg_function *fn) {
+    return fn->name ? fn->name : "Function";
+}
+
+static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs) {
+    const jg_function *fn = jg_ctx_function(ctx);
+    PyObject *cls = fn->user;
+    PyObject *args = NULL, *slot_of = NULL, *pyctx = NULL, *res = NULL, *forward = NULL;
+    apply_call *call = current_call;
+    int rc = -1;
+    if (call && call->cls == cls && !call->forward_ran) {
+        /* the Python apply() in progress: hand forward the objects it got */
+        Py_ssize_t n = PyTuple_GET_SIZE(call->args);
+        args = PyTuple_New(n);
+        for (Py_ssize_t i = 0; args && i < n; i++) {
+            PyObject *a = PyTuple_GET_ITEM(call->args, i);
+            long s = PyLong_AsLong(PyTuple_GET_ITEM(call->slot_of, i));
+            PyObject *v;
+            if (s < 0 || (s < n_inputs && jgp_t(a) == inputs[s]))
+                v = Py_NewRef(a);
+            else if (s < n_inputs)
+                v = jgp_wrap_borrowed(inputs[s]); /* e.g. the symbolic stand-in */
+            else
+                v = NULL;
+            if (!v) {
+                Py_CLEAR(args);
+                break;
+            }
+            PyTuple_SET_ITEM(args, i, v);
+        }
+        slot_of = Py_NewRef(call->slot_of);
+        call->forward_ran = true;
+    } else {
+        /* called by the library on its own (compiled code running the
+         * callback): rebuild the arguments from the bytes */
+        const char *p = jg_ctx_args(ctx), *end = p + jg_ctx_args_size(ctx);
+        int next = 0;
+        PyObject *list = p ? jgp_deserialize(&p, end, inputs, n_inputs, &next) : PyList_New(0);
+        args = list ? PySequence_Tuple(list) : NULL;
+        Py_XDECREF(list);
+        if (args) {
+            int ns;
+            slot_of = slot_map(args, &ns);
+        }
+    }
+    if (!args || !slot_of)
+        goto fail;
+    JGCtx *c = PyObject_GC_New(JGCtx, &JGCtx_Type);
+    if (!c)
+        goto fail;
+    c->ctx = ctx;
+    c->cls = Py_NewRef(cls);
+    c->dict = NULL;
+    c->slot_of = Py_NewRef(slot_of);
+    c->out_is_tensor = NULL;
+    PyObject_GC_Track(c);
+    pyctx = (PyObject *)c;
+    jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
+
+    forward = PyObject_GetAttrString(cls, "forward");
+    if (!forward)
+        goto fail;
+    PyObject *fargs = PyTuple_New(PyTuple_GET_SIZE(args) + 1);
+    if (!fargs)
+        goto fail;
+    PyTuple_SET_ITEM(fargs, 0, Py_NewRef(pyctx));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+        PyTuple_SET_ITEM(fargs, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    res = PyObject_Call(forward, fargs, NULL);
+    Py_DECREF(fargs);
+    if (!res)
+        goto fail;
+    bool is_tuple = PyTuple_Check(res) || PyList_Check(res);
+    PyObject *items = is_tuple ? PySequence_Tuple(res) : PyTuple_Pack(1, res);
+    if (!items)
+        goto fail;
+    int k = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(items, i);
+        if (!jgp_is_tensor(o))
+            continue;
+        if (k == JG_MAX_OUTPUTS) {
+            PyErr_Format(PyExc_RuntimeError, "%s.forward returned more than %d tensors",
+                         fn_name(fn), JG_MAX_OUTPUTS);
+            break;
+        }
+        /* the library takes its own reference after we return */
+        outputs[k] = jgp_t(o);
+        jgp_defer_release(jg_retain(jgp_t(o)));
+        k++;
+    }
+    if (!PyErr_Occurred() && k == 0)
+        PyErr_Format(PyExc_RuntimeError,
+                     "jitgrad: %s.forward must return at least one Tensor (got %s)", fn_name(fn),
+                     Py_TYPE(res)->tp_name);
+    if (PyErr_Occurred()) {
+        Py_DECREF(items);
+        goto fail;
+    }
+    ((JGCtx *)pyctx)->out_is_tensor = PyTuple_New(n);
+    for (Py_ssize_t i = 0; ((JGCtx *)pyctx)->out_is_tensor && i < n; i++)
+        PyTuple_SET_ITEM(((JGCtx *)pyctx)->out_is_tensor, i,
+                         PyBool_FromLong(jgp_is_tensor(PyTuple_GET_ITEM(items, i))));
+    if (call && call->cls == cls && call->forward_ran && !call->out_template) {
+        PyObject *tmpl = PyTuple_New(n);
+        for (Py_ssize_t i = 0; tmpl && i < n; i++) {
+            PyObject *o = PyTuple_GET_ITEM(items, i);
+            PyTuple_SET_ITEM(tmpl, i, Py_NewRef(jgp_is_tensor(o) ? TENSOR_MARK : o));
+        }
+        call->out_template = tmpl;
+        call->returned_tuple = is_tuple;
+    }
+    Py_DECREF(items);
+    rc = k;
+    goto done;
+fail:
+    rc = jgp_callback_fail();
+done:
+    Py_XDECREF(args);
+    Py_XDECREF(slot_of);
+    Py_XDECREF(pyctx);
+    Py_XDECREF(res);
+    Py_XDECREF(forward);
+    return rc;
+}
+
+static int backward_cb(jg_ctx *ctx, int n_out, jg_tensor *const *gout, int n_in, jg_tensor **gin) {
+    JGCtx *c = jg_ctx_state(ctx);
+    const jg_function *fn = jg_ctx_function(ctx);
+    PyObject *bargs = NULL, *res = NULL, *items = NULL, *backward = NULL;
+    if (!c)
+        return jg_set_error("%sBackward: the Python context is missing", fn_name(fn));
+    /* one gradient per forward output; None for the non-tensor ones */
+    Py_ssize_t n_all = c->out_is_tensor ? PyTuple_GET_SIZE(c->out_is_tensor) : n_out;
+    bargs = PyTuple_New(n_all + 1);
+    if (!bargs)
+        goto fail;
+    PyTuple_SET_ITEM(bargs, 0, Py_NewRef((PyObject *)c));
+    for (Py_ssize_t i = 0, k = 0; i < n_all; i++) {
+        bool is_t = !c->out_is_tensor || PyTuple_GET_ITEM(c->out_is_tensor, i) == Py_True;
+        PyObject *g = is_t && k < n_out ? jgp_wrap_borrowed(gout[k++]) : Py_NewRef(Py_None);
+        if (!g)
+            goto fail;
+        PyTuple_SET_ITEM(bargs, i + 1, g);
+    }
+    backward = PyObject_GetAttrString(c->cls, "backward");
+    if (!backward)
+        goto fail;
+    res = PyObject_Call(backward, bargs, NULL);
+    if (!res)
+        goto fail;
+    items = PyTuple_Check(res) || PyList_Check(res) ? PySequence_Tuple(res) : PyTuple_Pack(1, res);
+    if (!items)
+        goto fail;
+    Py_ssize_t n_args = PyTuple_GET_SIZE(c->slot_of), got = PyTuple_GET_SIZE(items);
+    if (got > n_args) { /* PyTorch accepts extra trailing Nones */
+        bool all_none = true;
+        for (Py_ssize_t i = n_args; i < got; i++)
+            all_none &= PyTuple_GET_ITEM(items, i) == Py_None;
+        if (all_none)
+            got = n_args;
+    }
+    if (got != n_args) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "function %sBackward returned an incorrect number of gradients (expected "
+                     "%zd, got %zd)",
+                     fn_name(fn), n_args, got);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n_args; i++) {
+        PyObject *g = PyTuple_GET_ITEM(items, i);
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(c->slot_of, i));
+        if (g == Py_None)
+            continue;
+        if (slot < 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "function %sBackward returned a gradient different than None at "
+                         "position %zd, but the corresponding forward input was not a Variable",
+                         fn_name(fn), i + 1);
+            goto fail;
+        }
+        if (!jgp_is_tensor(g)) {
+            PyErr_Format(PyExc_RuntimeError, "expected Variable or None (got %s)",
+                         Py_TYPE(g)->tp_name);
+            goto fail;
+        }
+        if (slot < n_in) {
+            gin[slot] = jgp_t(g); /* borrowed by the library after we return */
+            jgp_defer_release(jg_retain(jgp_t(g)));
+        }
+    }
+    Py_DECREF(bargs);
+    Py_DECREF(res);
+    Py_DECREF(items);
+    Py_DECREF(backward);
+    return n_in;
+fail:
+    Py_XDECREF(bargs);
+    Py_XDECREF(res);
+    Py_XDECREF(items);
+    Py_XDECREF(backward);
+    for (int i = 0; i < n_in; i++)
+        gin[i] = NULL;
+    return jgp_callback_fail();
+}
+
+/* ------------------------------------------------------------ apply */
+
+static void capsule_free(PyObject *cap) {
+    jg_function *fn = PyCapsule_GetPointer(cap, "jitgrad.function");
+    if (fn) {
+        free((char *)fn->name);
+        free(fn);
+    }
+}
+
+static const jg_function *function_of(PyObject *cls) {
+    PyObject *d = ((PyTypeObject *)cls)->tp_dict;
+    PyObject *cap = d ? PyDict_GetItemString(d, "_jitgrad_function") : NULL; /* own class only */
+    if (cap)
+        return PyCapsule_GetPointer(cap, "jitgrad.function");
+    jg_function *fn = calloc(1, sizeof *fn);
+    const char *name = ((PyTypeObject *)cls)->tp_name;
+    const char *dot = strrchr(name, '.');
+    if (!fn || !(fn->name = strdup(dot ? dot + 1 : name))) {
+        free(fn);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    fn->forward = forward_cb;
+    fn->backward = backward_cb;
+    fn->user = cls; /* every call's ctx holds a reference to the class */
+    cap = PyCapsule_New(fn, "jitgrad.function", capsule_free);
+    if (!cap) {
+        free((char *)fn->name);
+        free(fn);
+        return NULL;
+    }
+    int rc = PyObject_SetAttrString(cls, "_jitgrad_function", cap);
+    Py_DECREF(cap);
+    return rc < 0 ? NULL : fn;
+}
+
+static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
+    (void)mod;
+    PyObject *cls, *args;
+    if (!PyArg_ParseTuple(a, "OO!:_function_apply", &cls, &PyTuple_Type, &args))
+        return NULL;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "apply must be called on an autograd.Function class");
+        return NULL;
+    }
+    const jg_function *fn = function_of(cls);
+    if (!fn)
+        return NULL;
+    if (jgp_trace_classes && PySet_Add(jgp_trace_classes, cls) < 0)
+        return NULL;
+    int n_slots;
+    PyObject *slot_of = slot_map(args, &n_slots);
+    if (!slot_of)
+        return NULL;
+    jgp_buf bytes = {0};
+    jg_tensor *inputs[256];
+    PyObject *result = NULL;
+    if (n_slots > 256) {
+        PyErr_SetString(PyExc_RuntimeError, "jitgrad: too many tensor arguments to apply()");
+        goto done;
+    }
+    for (Py_ssize_t i = 0, s = 0; i < PyTuple_GET_SIZE(args); i++)
+        if (jgp_is_tensor(PyTuple_GET_ITEM(args, i)))
+            inputs[s++] = jgp_t(PyTuple_GET_ITEM(args, i));
+    {
+        /* the whole argument list, tensors as markers: what compiled code
+         * guards on, and what forward is rebuilt from when the library runs
+         * it by itself */
+        PyObject *list = PySequence_List(args), *found = PyList_New(0);
+        int rc = list && found ? jgp_serialize(list, &bytes, found) : -1;
+        if (rc == 0 && PyList_GET_SIZE(found) != n_slots) {
+            PyErr_SetString(PyExc_TypeError, "jitgrad: Function.apply does not accept tensors "
+                                             "inside containers (pass them as arguments)");
+            rc = -1;
+        }
+        Py_XDECREF(list);
+        Py_XDECREF(found);
+        if (rc < 0)
+            goto done;
+    }
+    apply_call call = {cls, args, slot_of, NULL, false, false, current_call};
+    current_call = &call;
+    jg_tensor *outs[JG_MAX_OUTPUTS];
+    jgp_enter();
+    int n = jg_apply(fn, n_slots, inputs, bytes.data, bytes.len, outs);
+    jgp_leave(n >= 0);
+    current_call = call.prev;
+    if (n < 0) {
+        Py_XDECREF(call.out_template);
+        jgp_raise();
+        goto done;
+    }
+    PyObject *wrapped[JG_MAX_OUTPUTS];
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        wrapped[i] = jgp_wrap(jg_keep(outs[i]));
+        ok &= wrapped[i] != NULL;
+    }
+    PyObject *tmpl = call.out_template;
+    if (ok && tmpl) {
+        Py_ssize_t m = PyTuple_GET_SIZE(tmpl);
+        result = PyTuple_New(m);
+        for (Py_ssize_t i = 0, k = 0; result && i < m; i++) {
+            PyObject *o = PyTuple_GET_ITEM(tmpl, i);
+            PyTuple_SET_ITEM(result, i, Py_NewRef(o == TENSOR_MARK && k < n ? wrapped[k++] : o));
+        }
+        if (result && !call.returned_tuple) {
+            PyObject *single = Py_NewRef(PyTuple_GET_ITEM(result, 0));
+            Py_DECREF(result);
+            result = single;
+        }
+    } else if (ok) {
+        if (n == 1) {
+            result = Py_NewRef(wrapped[0]);
+        } else {
+            result = PyTuple_New(n);
+            for (int i = 0; result && i < n; i++)
+                PyTuple_SET_ITEM(result, i, Py_NewRef(wrapped[i]));
+        }
+    }
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(wrapped[i]);
+    Py_XDECREF(tmpl);
+done:
+    jgp_buf_free(&bytes);
+    Py_DECREF(slot_of);
+    return result;
+}
+
+PyMethodDef jgp_module_function_functions[] = {
+    {"_function_apply", f_function_apply, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+int jgp_function_init(PyObject *module) {
+    if (PyType_Ready(&JGCtx_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "FunctionCtx", (PyObject *)&JGCtx_Type);
+}

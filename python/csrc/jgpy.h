@@ -1,0 +1,86 @@
+/* Shared declarations of the jitgrad CPython extension (jitgrad._C).
+ *
+ * Ownership rule of the whole binding: a JGTensor owns exactly one reference
+ * to its jg_tensor.  Results of library calls go through jgp_wrap_new(),
+ * which is right both with no scope open (the reference is already ours) and
+ * inside a callback the library runs in a scope (jg_keep moves it out of the
+ * scope); borrowed tensors go through jgp_wrap_borrowed() (jg_retain). */
+#ifndef JGPY_H
+#define JGPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <jitgrad.h>
+#include <stdbool.h>
+
+typedef struct {
+    PyObject_HEAD jg_tensor *t; /* one reference, released in tp_dealloc */
+    PyObject *weakrefs;
+} JGTensor;
+
+typedef struct {
+    PyObject_HEAD jg_dtype d;
+} JGDtype;
+
+extern PyTypeObject *JGTensor_Type;
+extern PyTypeObject JGDtype_Type;
+
+static inline bool jgp_is_tensor(PyObject *o) {
+    return PyObject_TypeCheck(o, JGTensor_Type);
+}
+static inline jg_tensor *jgp_t(PyObject *o) {
+    return ((JGTensor *)o)->t;
+}
+
+/* ---- tensor.c ---- */
+int jgp_tensor_init_type(PyObject *module);
+PyObject *jgp_wrap(jg_tensor *t);                           /* steals t (a reference we own) */
+PyObject *jgp_wrap_new(jg_tensor *t);                       /* a library result; NULL: raises */
+PyObject *jgp_wrap_borrowed(jg_tensor *t);                  /* retains t */
+PyObject *jgp_dtype_obj(jg_dtype d);                        /* borrowed */
+int jgp_parse_dtype(PyObject *o, jg_dtype *d, bool *given); /* None: given = false */
+/* Reads a shape from (*args) or one tuple/list argument. */
+int jgp_parse_shape(PyObject *args, int *ndim, int64_t *shape);
+int jgp_check_device(PyObject *device);
+
+/* ---- errors.c ---- */
+/* Raises the error of the failed library call (an exception a Python
+ * callback raised, re-raised as is, or jg_last_error() mapped to
+ * RuntimeError / IndexError); returns NULL. */
+PyObject *jgp_raise(void);
+int jgp_raise_int(void);
+/* For C callbacks: records the current Python exception (to re-raise it
+ * after the library call returns) and sets the library error; returns -1. */
+int jgp_callback_fail(void);
+/* Around every library call that may run Python callbacks. */
+void jgp_enter(void);
+void jgp_leave(bool ok);
+/* Keeps a reference alive until the outermost jgp_leave (for tensors handed
+ * to the library from a callback, which it borrows after we return). */
+void jgp_defer_release(jg_tensor *t); /* takes t's reference */
+
+/* ---- ops.c ---- */
+extern PyNumberMethods jgp_tensor_as_number;
+extern PyMethodDef jgp_tensor_op_methods[];
+extern PyMethodDef jgp_module_op_functions[];
+PyObject *jgp_binary(PyObject *a, PyObject *b, int op);
+enum { JGP_ADD, JGP_SUB, JGP_MUL, JGP_DIV };
+
+/* ---- autograd.c ---- */
+extern PyMethodDef jgp_autograd_methods[];
+extern PyMethodDef jgp_module_autograd_functions[];
+
+/* ---- function.c ---- */
+int jgp_function_init(PyObject *module);
+extern PyMethodDef jgp_module_function_functions[];
+/* set while a compiled function traces: Function classes seen are added */
+extern PyObject *jgp_trace_classes;
+
+/* ---- compile.c ---- */
+int jgp_compile_init(PyObject *module);
+
+/* ---- module.c ---- */
+extern PyObject *jgp_numpy; /* the numpy module, imported lazily; may be NULL */
+PyObject *jgp_import_numpy(void);
+
+#endif

@@ -1,0 +1,504 @@
+/* The module jitgrad._C: tensor creation, seeding, NumPy interop, and the
+ * assembly of the other files' types and functions. */
+#include "jgpy.h"
+
+#include <math.h>
+#include <string.h>
+
+int jgp_ops_init(PyObject *module);
+
+PyObject *jgp_numpy;
+
+PyObject *jgp_import_numpy(void) {
+    if (!jgp_numpy)
+        jgp_numpy = PyImport_ImportModule("numpy");
+    return jgp_numpy;
+}
+
+/* ------------------------------------------------------------ common kwargs */
+
+typedef struct {
+    jg_dtype dtype;
+    bool dtype_given;
+    int requires_grad;
+} create_opts;
+
+/* dtype=, device=, requires_grad=, layout/pin_memory/generator ignored */
+static int parse_create_kw(PyObject *kw, create_opts *o, const char *fn) {
+    o->dtype_given = false;
+    o->requires_grad = 0;
+    if (!kw)
+        return 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kw, &pos, &k, &v)) {
+        const char *name = PyUnicode_AsUTF8(k);
+        if (!name)
+            return -1;
+        if (strcmp(name, "dtype") == 0) {
+            if (jgp_parse_dtype(v, &o->dtype, &o->dtype_given) < 0)
+                return -1;
+        } else if (strcmp(name, "device") == 0) {
+            if (jgp_check_device(v) < 0)
+                return -1;
+        } else if (strcmp(name, "requires_grad") == 0) {
+            if ((o->requires_grad = PyObject_IsTrue(v)) < 0)
+                return -1;
+        } else if (strcmp(name, "generator") == 0 || strcmp(name, "layout") == 0 ||
+                   strcmp(name, "pin_memory") == 0) {
+            if (v != Py_None && strcmp(name, "pin_memory") != 0) {
+                PyErr_Format(PyExc_TypeError, "%s(): jitgrad does not support %s=", fn, name);
+                return -1;
+            }
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn, name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *finish_create(jg_tensor *t, const create_opts *o) {
+    PyObject *r = jgp_wrap_new(t);
+    if (r && o->requires_grad) {
+        if (jg_dtype_of(jgp_t(r)) == JG_I64) {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_RuntimeError, "Only Tensors of floating point and complex dtype "
+                                                "can require gradients");
+            return NULL;
+        }
+        jg_set_requires_grad(jgp_t(r), true);
+    }
+    return r;
+}
+
+/* ------------------------------------------------------------ tensor(data) */
+
+typedef struct {
+    int ndim;
+    int64_t shape[JG_MAX_DIMS];
+    bool any_float;
+    double *f;
+    int64_t *i;
+    int64_t n, cap;
+} nested;
+
+static bool is_seq(PyObject *o) {
+    return PyList_Check(o) || PyTuple_Check(o);
+}
+
+static int nested_shape(PyObject *o, nested *s) {
+    s->ndim = 0;
+    while (is_seq(o) || jgp_is_tensor(o)) {
+        if (s->ndim == JG_MAX_DIMS) {
+            PyErr_SetString(PyExc_ValueError, "too many dimensions");
+            return -1;
+        }
+        if (jgp_is_tensor(o)) { /* a tensor inside a list: its shape continues */
+            jg_tensor *t = jgp_t(o);
+            for (int d = 0; d < jg_ndim(t); d++)
+                s->shape[s->ndim++] = jg_shape(t)[d];
+            return 0;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        s->shape[s->ndim++] = n;
+        if (n == 0)
+            break;
+        o = PySequence_Fast_GET_ITEM(o, 0);
+    }
+    return 0;
+}
+
+static int push(nested *s, PyObject *o) {
+    if (PyFloat_Check(o) || (!PyLong_Check(o) && PyNumber_Check(o) && !PyIndex_Check(o))) {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred())
+            return -1;
+        s->any_float = true;
+        s->f[s->n] = v;
+        s->i[s->n] = (int64_t)v;
+    } else if (PyIndex_Check(o)) {
+        PyObject *l = PyNumber_Index(o);
+        long long v = l ? PyLong_AsLongLong(l) : -1;
+        Py_XDECREF(l);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        s->f[s->n] = (double)v;
+        s->i[s->n] = v;
+    } else {
+        PyErr_Format(PyExc_TypeError, "new(): invalid data type '%s'", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    s->n++;
+    return 0;
+}
+
+static int nested_fill(PyObject *o, nested *s, int dim) {
+    if (dim == s->ndim) {
+        if (is_seq(o)) {
+            PyErr_Format(PyExc_ValueError, "expected sequence of length 0 at dim %d (got %zd)",
+                         dim - 1, PySequence_Fast_GET_SIZE(o));
+            return -1;
+        }
+        return push(s, o);
+    }
+    if (jgp_is_tensor(o)) {
+        jg_tensor *t = jgp_t(o);
+        int64_t n = jg_numel(t);
+        for (int d = 0; d < jg_ndim(t); d++)
+            if (jg_shape(t)[d] != s->shape[dim + d]) {
+                PyErr_SetString(PyExc_ValueError, "tensor inside a list has the wrong shape");
+                return -1;
+            }
+        jg_tensor *f = jg_keep(jg_to_dtype(t, JG_F64));
+        if (!f || jg_copy_to(f, s->f + s->n, (size_t)n * 8) < 0) {
+            jg_release(f);
+            jgp_raise();
+            return -1;
+        }
+        jg_release(f);
+        for (int64_t k = 0; k < n; k++)
+            s->i[s->n + k] = (int64_t)s->f[s->n + k];
+        s->any_float |= jg_dtype_of(t) != JG_I64;
+        s->n += n;
+        return 0;
+    }
+    if (!is_seq(o)) {
+        PyErr_Format(PyExc_ValueError, "expected sequence of length %lld at dim %d (got scalar)",
+                     (long long)s->shape[dim], dim);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (n != s->shape[dim]) {
+        PyErr_Format(PyExc_ValueError, "expected sequence of length %lld at dim %d (got %zd)",
+                     (long long)s->shape[dim], dim, n);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (nested_fill(PySequence_Fast_GET_ITEM(o, k), s, dim + 1) < 0)
+            return -1;
+    return 0;
+}
+
+static jg_tensor *from_buffer_obj(PyObject *arr); /* numpy arrays */
+
+static PyObject *f_tensor(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    if (PyTuple_GET_SIZE(args) != 1) {
+        PyErr_SetString(PyExc_TypeError, "tensor() takes 1 positional argument (data)");
+        return NULL;
+    }
+    PyObject *data = PyTuple_GET_ITEM(args, 0);
+    create_opts o;
+    if (parse_create_kw(kw, &o, "tensor") < 0)
+        return NULL;
+    jg_tensor *t = NULL;
+    if (jgp_is_tensor(data)) {
+        jg_tensor *d = jg_keep(jg_detach(jgp_t(data)));
+        t = d ? jg_keep(jg_clone(d)) : NULL;
+        jg_release(d);
+        if (!t)
+            return jgp_raise();
+    } else if (PyObject_CheckBuffer(data) && !PyBytes_Check(data)) {
+        if (!(t = from_buffer_obj(data)))
+            return NULL;
+    } else {
+        nested s = {0};
+        if (nested_shape(data, &s) < 0)
+            return NULL;
+        int64_t n = 1;
+        for (int d = 0; d < s.ndim; d++)
+            n *= s.shape[d];
+        s.f = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+        s.i = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        int rc = s.f && s.i ? nested_fill(data, &s, 0) : (PyErr_NoMemory(), -1);
+        if (rc == 0) {
+            jg_dtype d = s.any_float || n == 0 ? JG_F32 : JG_I64;
+            if (d == JG_I64)
+                t = jg_keep(jg_tensor_new(JG_I64, s.ndim, s.shape, s.i));
+            else
+                t = jg_keep(jg_tensor_new(JG_F64, s.ndim, s.shape, s.f));
+            if (t && d == JG_F32) {
+                jg_tensor *c = jg_keep(jg_to_dtype(t, JG_F32));
+                jg_release(t);
+                t = c;
+            }
+            if (!t)
+                jgp_raise();
+        }
+        PyMem_Free(s.f);
+        PyMem_Free(s.i);
+        if (!t)
+            return NULL;
+    }
+    if (o.dtype_given && o.dtype != jg_dtype_of(t)) {
+        jg_tensor *c = jg_keep(jg_to_dtype(t, o.dtype));
+        jg_release(t);
+        if (!(t = c))
+            return jgp_raise();
+    }
+    return finish_create(t, &o);
+}
+
+/* A NumPy array (or anything with the buffer protocol) copied into a new
+ * tensor; float16/int32/bool... are converted by NumPy first. */
+static jg_tensor *from_buffer_obj(PyObject *arr) {
+    PyObject *np = jgp_import_numpy();
+    if (!np)
+        return NULL;
+    PyObject *a = PyObject_CallMethod(np, "ascontiguousarray", "O", arr);
+    if (!a)
+        return NULL;
+    PyObject *kind = PyObject_GetAttrString(a, "dtype");
+    PyObject *ks = kind ? PyObject_GetAttrString(kind, "kind") : NULL;
+    PyObject *isz = kind ? PyObject_GetAttrString(kind, "itemsize") : NULL;
+    const char *k = ks ? PyUnicode_AsUTF8(ks) : NULL;
+    long itemsize = isz ? PyLong_AsLong(isz) : 0;
+    const char *target = NULL;
+    if (k && k[0] == 'f')
+        target = itemsize == 8 ? NULL : itemsize == 4 ? NULL : "float32";
+    else if (k && (k[0] == 'i' || k[0] == 'u' || k[0] == 'b'))
+        target = itemsize == 8 && k[0] == 'i' ? NULL : "int64";
+    else if (k)
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert np.ndarray of type %S. The only supported types are: "
+                     "float64, float32, int64 (and what converts to them).",
+                     kind);
+    Py_XDECREF(kind);
+    Py_XDECREF(ks);
+    Py_XDECREF(isz);
+    if (PyErr_Occurred()) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    if (target) {
+        PyObject *b = PyObject_CallMethod(a, "astype", "s", target);
+        Py_DECREF(a);
+        if (!b)
+            return NULL;
+        a = b;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    jg_tensor *t = NULL;
+    if (view.ndim > JG_MAX_DIMS) {
+        PyErr_SetString(PyExc_ValueError, "too many dimensions");
+    } else {
+        int64_t shape[JG_MAX_DIMS];
+        for (int d = 0; d < view.ndim; d++)
+            shape[d] = view.shape[d];
+        char f = view.format[0] == '<' || view.format[0] == '=' ? view.format[1] : view.format[0];
+        jg_dtype d = f == 'f' ? JG_F32 : f == 'd' ? JG_F64 : JG_I64;
+        t = jg_keep(jg_tensor_new(d, view.ndim, shape, view.buf));
+        if (!t)
+            jgp_raise();
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(a);
+    return t;
+}
+
+static PyObject *f_from_numpy(PyObject *mod, PyObject *arr) {
+    (void)mod;
+    PyObject *np = jgp_import_numpy();
+    if (!np)
+        return NULL;
+    PyObject *nd = PyObject_GetAttrString(np, "ndarray");
+    int ok = nd ? PyObject_IsInstance(arr, nd) : -1;
+    Py_XDECREF(nd);
+    if (ok <= 0) {
+        if (ok == 0)
+            PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", Py_TYPE(arr)->tp_name);
+        return NULL;
+    }
+    jg_tensor *t = from_buffer_obj(arr);
+    return t ? jgp_wrap(t) : NULL;
+}
+
+/* ------------------------------------------------------------ sized creation */
+
+static PyObject *sized(PyObject *args, PyObject *kw, const char *fn, int kind, double value) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS];
+    create_opts o;
+    if (jgp_parse_shape(args, &nd, shape) < 0 || parse_create_kw(kw, &o, fn) < 0)
+        return NULL;
+    jg_dtype d = o.dtype_given ? o.dtype : JG_F32;
+    jg_tensor *t;
+    switch (kind) {
+    case 0:
+        t = jg_randn(d, nd, shape);
+        break;
+    case 1:
+        t = jg_rand(d, nd, shape);
+        break;
+    default:
+        t = jg_full(d, nd, shape, value);
+    }
+    return finish_create(t, &o);
+}
+
+static PyObject *f_randn(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return sized(a, k, "randn", 0, 0);
+}
+static PyObject *f_rand(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return sized(a, k, "rand", 1, 0);
+}
+static PyObject *f_zeros(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return sized(a, k, "zeros", 2, 0);
+}
+static PyObject *f_ones(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return sized(a, k, "ones", 2, 1);
+}
+
+static PyObject *f_full(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    PyObject *size, *fill;
+    if (!PyArg_ParseTuple(args, "OO:full", &size, &fill))
+        return NULL;
+    PyObject *sa = PyTuple_Pack(1, size);
+    if (!sa)
+        return NULL;
+    int nd;
+    int64_t shape[JG_MAX_DIMS];
+    create_opts o;
+    int rc = jgp_parse_shape(sa, &nd, shape);
+    Py_DECREF(sa);
+    if (rc < 0 || parse_create_kw(kw, &o, "full") < 0)
+        return NULL;
+    double v = PyFloat_AsDouble(fill);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    jg_dtype d = o.dtype_given ? o.dtype : PyFloat_Check(fill) ? JG_F32 : JG_I64;
+    return finish_create(jg_full(d, nd, shape, v), &o);
+}
+
+/* zeros_like & co.: kind 0 randn, 1 rand, 2 full(value) */
+static PyObject *like(PyObject *args, PyObject *kw, const char *fn, int kind, double value) {
+    if (PyTuple_GET_SIZE(args) != 1 || !jgp_is_tensor(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' must be Tensor", fn);
+        return NULL;
+    }
+    jg_tensor *x = jgp_t(PyTuple_GET_ITEM(args, 0));
+    create_opts o;
+    if (parse_create_kw(kw, &o, fn) < 0)
+        return NULL;
+    jg_dtype d = o.dtype_given ? o.dtype : jg_dtype_of(x);
+    jg_tensor *t = kind == 0   ? jg_randn(d, jg_ndim(x), jg_shape(x))
+                   : kind == 1 ? jg_rand(d, jg_ndim(x), jg_shape(x))
+                               : jg_full(d, jg_ndim(x), jg_shape(x), value);
+    return finish_create(t, &o);
+}
+
+static PyObject *f_zeros_like(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return like(a, k, "zeros_like", 2, 0);
+}
+static PyObject *f_ones_like(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return like(a, k, "ones_like", 2, 1);
+}
+static PyObject *f_randn_like(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return like(a, k, "randn_like", 0, 0);
+}
+static PyObject *f_rand_like(PyObject *m, PyObject *a, PyObject *k) {
+    (void)m;
+    return like(a, k, "rand_like", 1, 0);
+}
+
+static PyObject *f_arange(PyObject *m, PyObject *args, PyObject *kw) {
+    (void)m;
+    PyObject *a = NULL, *b = NULL, *s = NULL;
+    if (!PyArg_UnpackTuple(args, "arange", 1, 3, &a, &b, &s))
+        return NULL;
+    create_opts o;
+    if (parse_create_kw(kw, &o, "arange") < 0)
+        return NULL;
+    PyObject *start = b ? a : NULL, *end = b ? b : a;
+    bool is_float =
+        PyFloat_Check(end) || (start && PyFloat_Check(start)) || (s && PyFloat_Check(s));
+    double x0 = start ? PyFloat_AsDouble(start) : 0, x1 = PyFloat_AsDouble(end);
+    double st = s ? PyFloat_AsDouble(s) : 1;
+    if (PyErr_Occurred())
+        return NULL;
+    if (st == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "step must be nonzero");
+        return NULL;
+    }
+    int64_t n = (int64_t)ceil((x1 - x0) / st);
+    if (n < 0)
+        n = 0;
+    double *v = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!v)
+        return PyErr_NoMemory();
+    for (int64_t i = 0; i < n; i++)
+        v[i] = x0 + (double)i * st;
+    jg_dtype d = o.dtype_given ? o.dtype : is_float ? JG_F32 : JG_I64;
+    jg_tensor *t64 = jg_keep(jg_tensor_new(JG_F64, 1, &n, v));
+    PyMem_Free(v);
+    if (!t64)
+        return jgp_raise();
+    jg_tensor *t = jg_to_dtype(t64, d);
+    PyObject *r = finish_create(t, &o);
+    jg_release(t64);
+    return r;
+}
+
+static PyObject *f_manual_seed(PyObject *m, PyObject *seed) {
+    (void)m;
+    unsigned long long s = PyLong_AsUnsignedLongLongMask(seed);
+    if (PyErr_Occurred())
+        return NULL;
+    jg_manual_seed(s);
+    Py_RETURN_NONE;
+}
+
+#define KW (METH_VARARGS | METH_KEYWORDS)
+#define CF(f) ((PyCFunction)(void (*)(void))(f))
+
+static PyMethodDef module_functions[] = {
+    {"tensor", CF(f_tensor), KW, NULL},
+    {"from_numpy", f_from_numpy, METH_O, NULL},
+    {"randn", CF(f_randn), KW, NULL},
+    {"rand", CF(f_rand), KW, NULL},
+    {"zeros", CF(f_zeros), KW, NULL},
+    {"ones", CF(f_ones), KW, NULL},
+    {"full", CF(f_full), KW, NULL},
+    {"zeros_like", CF(f_zeros_like), KW, NULL},
+    {"ones_like", CF(f_ones_like), KW, NULL},
+    {"randn_like", CF(f_randn_like), KW, NULL},
+    {"rand_like", CF(f_rand_like), KW, NULL},
+    {"arange", CF(f_arange), KW, NULL},
+    {"manual_seed", f_manual_seed, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "jitgrad._C",
+                                    "jitgrad's C extension (see jitgrad/__init__.py)", -1};
+
+PyMODINIT_FUNC PyInit__C(void);
+PyMODINIT_FUNC PyInit__C(void) {
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m)
+        return NULL;
+    PyMethodDef *lists[] = {module_functions, jgp_module_op_functions,
+                            jgp_module_autograd_functions, jgp_module_function_functions};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
+        if (PyModule_AddFunctions(m, lists[l]) < 0)
+            goto fail;
+    if (jgp_ops_init(m) < 0 || jgp_tensor_init_type(m) < 0 || jgp_function_init(m) < 0 ||
+        jgp_compile_init(m) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

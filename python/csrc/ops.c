@@ -1,0 +1,856 @@
+/* Tensor arithmetic (number protocol, Python scalars on either side),
+ * elementwise and reduction methods, views, dtype casts, and the functional
+ * ops the module exposes.  Every op is one library call. */
+#include "jgpy.h"
+
+#include <structseq.h>
+
+/* ------------------------------------------------------------ helpers */
+
+static bool is_scalar(PyObject *o) {
+    return !jgp_is_tensor(o) && (PyFloat_Check(o) || PyLong_Check(o));
+}
+
+/* For tensor-with-scalar arithmetic: t as the dtype the result has (an int
+ * tensor with a float scalar computes in float32, as PyTorch does); a new
+ * reference we own. */
+static jg_tensor *promote_for_scalar(jg_tensor *t, PyObject *s) {
+    if (jg_dtype_of(t) == JG_I64 && PyFloat_Check(s))
+        return jg_keep(jg_to_dtype(t, JG_F32));
+    return jg_retain(t);
+}
+
+static jg_tensor *scalar_tensor(jg_dtype d, double v) {
+    return jg_keep(jg_scalar(d, v));
+}
+
+/* Calls op on (x, y), releases both, wraps the result. */
+static PyObject *finish2(jg_tensor *(*op)(jg_tensor *, jg_tensor *), jg_tensor *x, jg_tensor *y) {
+    jg_tensor *r = x && y ? op(x, y) : NULL;
+    PyObject *o = x && y ? jgp_wrap_new(r) : jgp_raise();
+    jg_release(x);
+    jg_release(y);
+    return o;
+}
+
+PyObject *jgp_binary(PyObject *a, PyObject *b, int op) {
+    static jg_tensor *(*const ops[])(jg_tensor *, jg_tensor *) = {jg_add, jg_sub, jg_mul, jg_div};
+    if (jgp_is_tensor(a) && jgp_is_tensor(b)) {
+        jg_tensor *x = jgp_t(a), *y = jgp_t(b);
+        if (op == JGP_DIV && jg_dtype_of(x) == JG_I64 && jg_dtype_of(y) == JG_I64)
+            return finish2(jg_div, jg_keep(jg_to_dtype(x, JG_F32)),
+                           jg_keep(jg_to_dtype(y, JG_F32)));
+        return jgp_wrap_new(ops[op](x, y));
+    }
+    bool left = jgp_is_tensor(a);
+    PyObject *to = left ? a : b, *so = left ? b : a;
+    if (!jgp_is_tensor(to) || !is_scalar(so))
+        Py_RETURN_NOTIMPLEMENTED;
+    double s = PyFloat_AsDouble(so);
+    if (s == -1.0 && PyErr_Occurred())
+        return NULL;
+    jg_tensor *t = promote_for_scalar(jgp_t(to), so);
+    if (!t)
+        return jgp_raise();
+    if (op == JGP_DIV && jg_dtype_of(t) == JG_I64) {
+        jg_tensor *f = jg_keep(jg_to_dtype(t, JG_F32));
+        jg_release(t);
+        if (!(t = f))
+            return jgp_raise();
+    }
+    PyObject *r;
+    switch (op) {
+    case JGP_ADD:
+        r = jgp_wrap_new(jg_add_scalar(t, s));
+        break;
+    case JGP_SUB:
+        if (left) {
+            r = jgp_wrap_new(jg_add_scalar(t, -s));
+        } else {
+            jg_tensor *c = scalar_tensor(jg_dtype_of(t), s);
+            r = c ? jgp_wrap_new(jg_sub(c, t)) : jgp_raise();
+            jg_release(c);
+        }
+        break;
+    case JGP_MUL:
+        r = jgp_wrap_new(jg_mul_scalar(t, s));
+        break;
+    default: {
+        jg_tensor *c = scalar_tensor(jg_dtype_of(t), s);
+        r = c ? jgp_wrap_new(left ? jg_div(t, c) : jg_div(c, t)) : jgp_raise();
+        jg_release(c);
+    }
+    }
+    jg_release(t);
+    return r;
+}
+
+static PyObject *nb_add(PyObject *a, PyObject *b) {
+    return jgp_binary(a, b, JGP_ADD);
+}
+static PyObject *nb_sub(PyObject *a, PyObject *b) {
+    return jgp_binary(a, b, JGP_SUB);
+}
+static PyObject *nb_mul(PyObject *a, PyObject *b) {
+    return jgp_binary(a, b, JGP_MUL);
+}
+static PyObject *nb_div(PyObject *a, PyObject *b) {
+    return jgp_binary(a, b, JGP_DIV);
+}
+
+static PyObject *nb_neg(PyObject *a) {
+    return jgp_wrap_new(jg_neg(jgp_t(a)));
+}
+
+static PyObject *nb_pos(PyObject *a) {
+    Py_INCREF(a);
+    return a;
+}
+
+static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod) {
+    if (mod != Py_None || !jgp_is_tensor(a))
+        Py_RETURN_NOTIMPLEMENTED;
+    if (!is_scalar(b)) {
+        if (jgp_is_tensor(b))
+            PyErr_SetString(PyExc_TypeError,
+                            "jitgrad supports tensor ** scalar only (no tensor exponent)");
+        else
+            return Py_NewRef(Py_NotImplemented);
+        return NULL;
+    }
+    double s = PyFloat_AsDouble(b);
+    if (s == -1.0 && PyErr_Occurred())
+        return NULL;
+    jg_tensor *t = promote_for_scalar(jgp_t(a), b);
+    PyObject *r = t ? jgp_wrap_new(jg_pow_scalar(t, s)) : jgp_raise();
+    jg_release(t);
+    return r;
+}
+
+static PyObject *nb_matmul(PyObject *a, PyObject *b) {
+    if (!jgp_is_tensor(a) || !jgp_is_tensor(b))
+        Py_RETURN_NOTIMPLEMENTED;
+    return jgp_wrap_new(jg_matmul(jgp_t(a), jgp_t(b)));
+}
+
+/* In place: the result is self. */
+static PyObject *inplace(PyObject *a, PyObject *b, int op, double alpha) {
+    if (!jgp_is_tensor(a) || (!jgp_is_tensor(b) && !is_scalar(b)))
+        Py_RETURN_NOTIMPLEMENTED;
+    jg_tensor *x = jgp_t(a);
+    int rc;
+    if (is_scalar(b)) {
+        double s = PyFloat_AsDouble(b);
+        if (s == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (op == JGP_MUL) {
+            rc = jg_mul_scalar_(x, s);
+        } else {
+            jg_tensor *c = scalar_tensor(jg_dtype_of(x), op == JGP_DIV ? s : s * alpha);
+            if (!c)
+                return jgp_raise();
+            if (op == JGP_ADD) {
+                rc = jg_add_(x, c);
+            } else if (op == JGP_SUB) {
+                rc = jg_sub_(x, c);
+            } else {
+                jg_tensor *q = jg_keep(jg_div(x, c));
+                rc = q ? jg_copy_(x, q) : -1;
+                jg_release(q);
+            }
+            jg_release(c);
+        }
+    } else {
+        jg_tensor *y = jgp_t(b), *scaled = NULL;
+        if (alpha != 1.0 && (op == JGP_ADD || op == JGP_SUB)) {
+            if (!(scaled = jg_keep(jg_mul_scalar(y, alpha))))
+                return jgp_raise();
+            y = scaled;
+        }
+        if (op == JGP_ADD) {
+            rc = jg_add_(x, y);
+        } else if (op == JGP_SUB) {
+            rc = jg_sub_(x, y);
+        } else if (op == JGP_MUL) {
+            rc = jg_mul_(x, y);
+        } else {
+            jg_tensor *q = jg_keep(jg_div(x, y));
+            rc = q ? jg_copy_(x, q) : -1;
+            jg_release(q);
+        }
+        jg_release(scaled);
+    }
+    if (rc < 0)
+        return jgp_raise();
+    Py_INCREF(a);
+    return a;
+}
+
+static PyObject *nb_iadd(PyObject *a, PyObject *b) {
+    return inplace(a, b, JGP_ADD, 1.0);
+}
+static PyObject *nb_isub(PyObject *a, PyObject *b) {
+    return inplace(a, b, JGP_SUB, 1.0);
+}
+static PyObject *nb_imul(PyObject *a, PyObject *b) {
+    return inplace(a, b, JGP_MUL, 1.0);
+}
+static PyObject *nb_idiv(PyObject *a, PyObject *b) {
+    return inplace(a, b, JGP_DIV, 1.0);
+}
+
+PyNumberMethods jgp_tensor_as_number = {
+    .nb_add = nb_add,
+    .nb_subtract = nb_sub,
+    .nb_multiply = nb_mul,
+    .nb_true_divide = nb_div,
+    .nb_negative = nb_neg,
+    .nb_positive = nb_pos,
+    .nb_power = nb_pow,
+    .nb_matrix_multiply = nb_matmul,
+    .nb_inplace_add = nb_iadd,
+    .nb_inplace_subtract = nb_isub,
+    .nb_inplace_multiply = nb_imul,
+    .nb_inplace_true_divide = nb_idiv,
+};
+
+/* ------------------------------------------------------------ arithmetic methods */
+
+static int parse_other_alpha(PyObject *args, PyObject *kw, const char *fn, PyObject **other,
+                             double *alpha) {
+    static char *kwlist[] = {"other", "alpha", NULL};
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "O|$d:%s", fn);
+    *alpha = 1.0;
+    return PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, other, alpha) ? 0 : -1;
+}
+
+static PyObject *with_alpha(PyObject *self, PyObject *other, double alpha, int op) {
+    if (alpha == 1.0)
+        return jgp_binary(self, other, op);
+    PyObject *a = PyFloat_FromDouble(alpha);
+    PyObject *scaled = a ? PyNumber_Multiply(other, a) : NULL;
+    Py_XDECREF(a);
+    if (!scaled)
+        return NULL;
+    PyObject *r = jgp_binary(self, scaled, op);
+    Py_DECREF(scaled);
+    return r;
+}
+
+#define BIN_METHOD(name, OP, ALPHA)                                                                \
+    static PyObject *m_##name(PyObject *self, PyObject *args, PyObject *kw) {                      \
+        PyObject *other;                                                                           \
+        double alpha;                                                                              \
+        if (parse_other_alpha(args, kw, #name, &other, &alpha) < 0)                                \
+            return NULL;                                                                           \
+        if (!ALPHA && alpha != 1.0) {                                                              \
+            PyErr_SetString(PyExc_TypeError, #name "() got an unexpected keyword 'alpha'");        \
+            return NULL;                                                                           \
+        }                                                                                          \
+        PyObject *r = with_alpha(self, other, alpha, OP);                                          \
+        if (r == Py_NotImplemented) {                                                              \
+            Py_DECREF(r);                                                                          \
+            PyErr_Format(PyExc_TypeError,                                                          \
+                         #name "(): argument 'other' must be Tensor or Number, "                   \
+                               "not %s",                                                           \
+                         Py_TYPE(other)->tp_name);                                                 \
+            return NULL;                                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    static PyObject *m_##name##_(PyObject *self, PyObject *args, PyObject *kw) {                   \
+        PyObject *other;                                                                           \
+        double alpha;                                                                              \
+        if (parse_other_alpha(args, kw, #name "_", &other, &alpha) < 0)                            \
+            return NULL;                                                                           \
+        PyObject *r = inplace(self, other, OP, alpha);                                             \
+        if (r == Py_NotImplemented) {                                                              \
+            Py_DECREF(r);                                                                          \
+            PyErr_Format(PyExc_TypeError,                                                          \
+                         #name "_(): argument 'other' must be Tensor or Number, "                  \
+                               "not %s",                                                           \
+                         Py_TYPE(other)->tp_name);                                                 \
+            return NULL;                                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+
+BIN_METHOD(add, JGP_ADD, 1)
+BIN_METHOD(sub, JGP_SUB, 1)
+BIN_METHOD(mul, JGP_MUL, 0)
+BIN_METHOD(div, JGP_DIV, 0)
+
+static PyObject *m_zero_(PyObject *self, PyObject *unused) {
+    (void)unused;
+    if (jg_zero_(jgp_t(self)) < 0)
+        return jgp_raise();
+    return Py_NewRef(self);
+}
+
+static PyObject *m_copy_(PyObject *self, PyObject *src) {
+    if (!jgp_is_tensor(src)) {
+        PyErr_SetString(PyExc_TypeError, "copy_(): argument 'src' must be Tensor");
+        return NULL;
+    }
+    if (jg_copy_(jgp_t(self), jgp_t(src)) < 0)
+        return jgp_raise();
+    return Py_NewRef(self);
+}
+
+static PyObject *m_pow(PyObject *self, PyObject *e) {
+    PyObject *r = nb_pow(self, e, Py_None);
+    if (r == Py_NotImplemented) {
+        Py_DECREF(r);
+        PyErr_Format(PyExc_TypeError, "pow(): exponent must be a number, not %s",
+                     Py_TYPE(e)->tp_name);
+        return NULL;
+    }
+    return r;
+}
+
+static PyObject *m_matmul(PyObject *self, PyObject *other) {
+    if (!jgp_is_tensor(other)) {
+        PyErr_Format(PyExc_TypeError, "matmul(): argument 'other' must be Tensor, not %s",
+                     Py_TYPE(other)->tp_name);
+        return NULL;
+    }
+    return jgp_wrap_new(jg_matmul(jgp_t(self), jgp_t(other)));
+}
+
+#define UNARY_METHOD(name, fn)                                                                     \
+    static PyObject *m_##name(PyObject *self, PyObject *unused) {                                  \
+        (void)unused;                                                                              \
+        return jgp_wrap_new(fn(jgp_t(self)));                                                      \
+    }
+UNARY_METHOD(neg, jg_neg)
+UNARY_METHOD(exp, jg_exp)
+UNARY_METHOD(log, jg_log)
+UNARY_METHOD(tanh, jg_tanh)
+UNARY_METHOD(sigmoid, jg_sigmoid)
+UNARY_METHOD(relu, jg_relu)
+UNARY_METHOD(sqrt, jg_sqrt)
+UNARY_METHOD(clone, jg_clone)
+UNARY_METHOD(detach, jg_detach)
+UNARY_METHOD(contiguous, jg_contiguous)
+
+/* |x| = relu(x) + relu(-x): exact values, and the gradient sign(x) with 0 at
+ * 0 as PyTorch's; the library has no abs op yet. */
+static PyObject *m_abs(PyObject *self, PyObject *unused) {
+    (void)unused;
+    jg_tensor *x = jgp_t(self);
+    jg_tensor *p = jg_keep(jg_relu(x));
+    jg_tensor *n = p ? jg_keep(jg_neg(x)) : NULL;
+    jg_tensor *rn = n ? jg_keep(jg_relu(n)) : NULL;
+    PyObject *r = rn ? jgp_wrap_new(jg_add(p, rn)) : jgp_raise();
+    jg_release(p);
+    jg_release(n);
+    jg_release(rn);
+    return r;
+}
+
+static PyObject *m_square(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return jgp_wrap_new(jg_mul(jgp_t(self), jgp_t(self)));
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* dim: None, an int, or a sequence of ints. */
+static int parse_dims(PyObject *o, int *n, int *dims) {
+    *n = 0;
+    if (!o || o == Py_None)
+        return 0;
+    if (PyLong_Check(o)) {
+        dims[0] = _PyLong_AsInt(o);
+        *n = 1;
+        return dims[0] == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyTuple_Check(o) && !PyList_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "dim must be an int or a tuple of ints, not %s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    Py_ssize_t k = PySequence_Size(o);
+    if (k > JG_MAX_DIMS) {
+        PyErr_SetString(PyExc_RuntimeError, "too many dims");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *it = PySequence_GetItem(o, i);
+        dims[i] = it ? _PyLong_AsInt(it) : -1;
+        Py_XDECREF(it);
+        if (dims[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    *n = (int)k;
+    return 0;
+}
+
+static PyObject *reduce(PyObject *self, PyObject *args, PyObject *kw, bool mean) {
+    static char *kwlist[] = {"dim", "keepdim", "dtype", NULL};
+    PyObject *dim = Py_None, *dtype = Py_None;
+    int keepdim = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, mean ? "|OpO:mean" : "|OpO:sum", kwlist, &dim,
+                                     &keepdim, &dtype))
+        return NULL;
+    jg_tensor *t = jgp_t(self), *cast = NULL;
+    jg_dtype d;
+    bool given;
+    if (jgp_parse_dtype(dtype, &d, &given) < 0)
+        return NULL;
+    if (given && d != jg_dtype_of(t)) {
+        if (!(cast = jg_keep(jg_to_dtype(t, d))))
+            return jgp_raise();
+        t = cast;
+    }
+    if (mean && jg_dtype_of(t) == JG_I64) {
+        jg_release(cast);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "mean(): could not infer output dtype. Input dtype must be either a "
+                        "floating point or complex dtype. Got: Long");
+        return NULL;
+    }
+    int n, dims[JG_MAX_DIMS];
+    PyObject *r;
+    if (parse_dims(dim, &n, dims) < 0)
+        r = NULL;
+    else if (dim == Py_None && !keepdim)
+        r = jgp_wrap_new(mean ? jg_mean(t) : jg_sum(t));
+    else if (dim == Py_None) { /* all dims, kept */
+        int all[JG_MAX_DIMS];
+        for (int i = 0; i < jg_ndim(t); i++)
+            all[i] = i;
+        r = jgp_wrap_new(mean ? jg_mean_dims(t, jg_ndim(t), all, true)
+                              : jg_sum_dims(t, jg_ndim(t), all, true));
+    } else
+        r = jgp_wrap_new(mean ? jg_mean_dims(t, n, dims, keepdim)
+                              : jg_sum_dims(t, n, dims, keepdim));
+    jg_release(cast);
+    return r;
+}
+
+static PyObject *m_sum(PyObject *self, PyObject *args, PyObject *kw) {
+    return reduce(self, args, kw, false);
+}
+static PyObject *m_mean(PyObject *self, PyObject *args, PyObject *kw) {
+    return reduce(self, args, kw, true);
+}
+
+static PyStructSequence_Field max_fields[] = {{"values", NULL}, {"indices", NULL}, {NULL, NULL}};
+static PyStructSequence_Desc max_desc = {"jitgrad.return_types.max", NULL, max_fields, 2};
+static PyTypeObject *max_type;
+
+static PyObject *m_max(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"dim", "keepdim", NULL};
+    PyObject *dim = Py_None;
+    int keepdim = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:max", kwlist, &dim, &keepdim))
+        return NULL;
+    jg_tensor *t = jgp_t(self), *v, *i;
+    if (dim == Py_None) {
+        if (keepdim) {
+            PyErr_SetString(PyExc_TypeError, "max(): keepdim needs a dim");
+            return NULL;
+        }
+        if (jg_numel(t) == 0) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "max(): Expected reduction dim to be specified for input.numel() == 0. "
+                            "Specify the reduction dim with the 'dim' argument.");
+            return NULL;
+        }
+        int64_t flat = -1;
+        jg_tensor *f = jg_keep(jg_reshape(t, 1, &flat));
+        if (!f)
+            return jgp_raise();
+        int rc = jg_max_dim(f, 0, false, &v, &i);
+        jg_release(f);
+        if (rc < 0)
+            return jgp_raise();
+        jg_release(jg_keep(i));
+        return jgp_wrap_new(v);
+    }
+    int d = _PyLong_AsInt(dim);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    if (jg_max_dim(t, d, keepdim, &v, &i) < 0)
+        return jgp_raise();
+    PyObject *vo = jgp_wrap_new(v), *io = jgp_wrap_new(i);
+    PyObject *r = vo && io ? PyStructSequence_New(max_type) : NULL;
+    if (!r) {
+        Py_XDECREF(vo);
+        Py_XDECREF(io);
+        return NULL;
+    }
+    PyStructSequence_SET_ITEM(r, 0, vo);
+    PyStructSequence_SET_ITEM(r, 1, io);
+    return r;
+}
+
+static int dim_arg(PyObject *args, PyObject *kw, const char *fn, int *dim) {
+    static char *kwlist[] = {"dim", "dtype", NULL};
+    PyObject *d = Py_None, *dtype = Py_None;
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "|OO:%s", fn);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &d, &dtype))
+        return -1;
+    if (d == Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: 'dim'", fn);
+        return -1;
+    }
+    *dim = _PyLong_AsInt(d);
+    return *dim == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *m_softmax(PyObject *self, PyObject *args, PyObject *kw) {
+    int dim;
+    if (dim_arg(args, kw, "softmax", &dim) < 0)
+        return NULL;
+    return jgp_wrap_new(jg_softmax(jgp_t(self), dim));
+}
+
+static PyObject *m_log_softmax(PyObject *self, PyObject *args, PyObject *kw) {
+    int dim;
+    if (dim_arg(args, kw, "log_softmax", &dim) < 0)
+        return NULL;
+    return jgp_wrap_new(jg_log_softmax(jgp_t(self), dim));
+}
+
+/* ------------------------------------------------------------ views */
+
+static PyObject *m_reshape(PyObject *self, PyObject *args) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS];
+    if (jgp_parse_shape(args, &nd, shape) < 0)
+        return NULL;
+    return jgp_wrap_new(jg_reshape(jgp_t(self), nd, shape));
+}
+
+static PyObject *m_view(PyObject *self, PyObject *args) {
+    if (PyTuple_GET_SIZE(args) == 1 &&
+        PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), &JGDtype_Type)) {
+        PyErr_SetString(PyExc_RuntimeError, "jitgrad: view(dtype) is not supported");
+        return NULL;
+    }
+    PyObject *r = m_reshape(self, args);
+    /* a traced tensor has no storage (not even the same as itself) */
+    bool concrete = jg_same_storage(jgp_t(self), jgp_t(self));
+    if (r && concrete && jg_numel(jgp_t(r)) > 0 && !jg_same_storage(jgp_t(r), jgp_t(self))) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "view size is not compatible with input tensor's size and stride (at least "
+                        "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                        "instead.");
+        return NULL;
+    }
+    return r;
+}
+
+static PyObject *shaped_like(PyObject *self, PyObject *other, bool view) {
+    if (!jgp_is_tensor(other)) {
+        PyErr_SetString(PyExc_TypeError, "expected a Tensor");
+        return NULL;
+    }
+    PyObject *shape = PyObject_GetAttrString(other, "shape");
+    if (!shape)
+        return NULL;
+    PyObject *args = PyTuple_Pack(1, shape);
+    Py_DECREF(shape);
+    if (!args)
+        return NULL;
+    PyObject *r = view ? m_view(self, args) : m_reshape(self, args);
+    Py_DECREF(args);
+    return r;
+}
+
+static PyObject *m_view_as(PyObject *self, PyObject *other) {
+    return shaped_like(self, other, true);
+}
+static PyObject *m_reshape_as(PyObject *self, PyObject *other) {
+    return shaped_like(self, other, false);
+}
+
+static PyObject *m_expand(PyObject *self, PyObject *args) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS];
+    if (jgp_parse_shape(args, &nd, shape) < 0)
+        return NULL;
+    return jgp_wrap_new(jg_expand(jgp_t(self), nd, shape));
+}
+
+static PyObject *m_expand_as(PyObject *self, PyObject *other) {
+    if (!jgp_is_tensor(other)) {
+        PyErr_SetString(PyExc_TypeError, "expected a Tensor");
+        return NULL;
+    }
+    jg_tensor *o = jgp_t(other);
+    return jgp_wrap_new(jg_expand(jgp_t(self), jg_ndim(o), jg_shape(o)));
+}
+
+static PyObject *m_transpose(PyObject *self, PyObject *args) {
+    int d0, d1;
+    if (!PyArg_ParseTuple(args, "ii:transpose", &d0, &d1))
+        return NULL;
+    return jgp_wrap_new(jg_transpose(jgp_t(self), d0, d1));
+}
+
+static PyObject *m_t(PyObject *self, PyObject *unused) {
+    (void)unused;
+    jg_tensor *t = jgp_t(self);
+    if (jg_ndim(t) > 2) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "t() expects a tensor with <= 2 dimensions, but self is %dD", jg_ndim(t));
+        return NULL;
+    }
+    if (jg_ndim(t) < 2) {
+        int64_t shape[1] = {jg_ndim(t) ? jg_shape(t)[0] : 0};
+        return jgp_wrap_new(jg_reshape(t, jg_ndim(t), shape));
+    }
+    return jgp_wrap_new(jg_transpose(t, 0, 1));
+}
+
+static PyObject *m_permute(PyObject *self, PyObject *args) {
+    int nd;
+    int64_t p[JG_MAX_DIMS];
+    if (jgp_parse_shape(args, &nd, p) < 0)
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    if (nd != jg_ndim(t)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "permute(sparse_coo): number of dimensions in the tensor input does not match "
+                     "the length of the desired ordering of dimensions i.e. input.dim() = %d is "
+                     "not equal to len(dims) = %d",
+                     jg_ndim(t), nd);
+        return NULL;
+    }
+    int perm[JG_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        perm[i] = (int)p[i];
+    return jgp_wrap_new(jg_permute(t, perm));
+}
+
+static int wrap_dim_ins(int dim, int ndim, bool insert) {
+    int n = ndim + (insert ? 1 : 0);
+    if (n == 0)
+        n = 1;
+    if (dim < -n || dim >= n) {
+        PyErr_Format(PyExc_IndexError,
+                     "Dimension out of range (expected to be in range of [%d, %d], but got %d)", -n,
+                     n - 1, dim);
+        return -1;
+    }
+    return dim < 0 ? dim + n : dim;
+}
+
+static PyObject *m_unsqueeze(PyObject *self, PyObject *args) {
+    int dim;
+    if (!PyArg_ParseTuple(args, "i:unsqueeze", &dim))
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    int nd = jg_ndim(t);
+    if ((dim = wrap_dim_ins(dim, nd, true)) < 0)
+        return NULL;
+    int64_t shape[JG_MAX_DIMS];
+    for (int i = 0, k = 0; i <= nd; i++) {
+        if (i == dim)
+            shape[k++] = 1;
+        if (i < nd)
+            shape[k++] = jg_shape(t)[i];
+    }
+    return jgp_wrap_new(jg_reshape(t, nd + 1, shape));
+}
+
+static PyObject *m_squeeze(PyObject *self, PyObject *args) {
+    PyObject *dim = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:squeeze", &dim))
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    int nd = jg_ndim(t), only = -1;
+    if (dim != Py_None) {
+        only = _PyLong_AsInt(dim);
+        if ((only == -1 && PyErr_Occurred()) || (only = wrap_dim_ins(only, nd, false)) < 0)
+            return NULL;
+    }
+    int64_t shape[JG_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < nd; i++)
+        if (!(jg_shape(t)[i] == 1 && (only < 0 || only == i)))
+            shape[k++] = jg_shape(t)[i];
+    return jgp_wrap_new(jg_reshape(t, k, shape));
+}
+
+static PyObject *m_flatten(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"start_dim", "end_dim", NULL};
+    int s = 0, e = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ii:flatten", kwlist, &s, &e))
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    int nd = jg_ndim(t);
+    if (nd == 0) {
+        int64_t one = 1;
+        return jgp_wrap_new(jg_reshape(t, 1, &one));
+    }
+    if ((s = wrap_dim_ins(s, nd, false)) < 0 || (e = wrap_dim_ins(e, nd, false)) < 0)
+        return NULL;
+    if (s > e) {
+        PyErr_SetString(PyExc_RuntimeError, "flatten() has invalid args: start_dim cannot come "
+                                            "after end_dim");
+        return NULL;
+    }
+    int64_t shape[JG_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < nd; i++) {
+        if (i <= s || i > e)
+            shape[k++] = jg_shape(t)[i];
+        else
+            shape[k - 1] *= jg_shape(t)[i];
+    }
+    return jgp_wrap_new(jg_reshape(t, k, shape));
+}
+
+/* ------------------------------------------------------------ dtype casts */
+
+static PyObject *cast(PyObject *self, jg_dtype d) {
+    if (jg_dtype_of(jgp_t(self)) == d)
+        return Py_NewRef(self);
+    return jgp_wrap_new(jg_to_dtype(jgp_t(self), d));
+}
+
+static PyObject *m_float(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return cast(self, JG_F32);
+}
+static PyObject *m_double(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return cast(self, JG_F64);
+}
+static PyObject *m_long(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return cast(self, JG_I64);
+}
+
+/* to(dtype) / to(device) / to(device, dtype) / to(tensor) / to(dtype=...) */
+static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kw) {
+    jg_dtype d = jg_dtype_of(jgp_t(self));
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        bool given;
+        if (jgp_is_tensor(a)) {
+            d = jg_dtype_of(jgp_t(a));
+        } else if (PyObject_TypeCheck(a, &JGDtype_Type)) {
+            jgp_parse_dtype(a, &d, &given);
+        } else if (jgp_check_device(a) < 0) {
+            return NULL;
+        }
+    }
+    if (kw) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kw, &pos, &k, &v)) {
+            const char *name = PyUnicode_AsUTF8(k);
+            bool given;
+            if (name && strcmp(name, "dtype") == 0) {
+                if (jgp_parse_dtype(v, &d, &given) < 0)
+                    return NULL;
+            } else if (name && strcmp(name, "device") == 0) {
+                if (jgp_check_device(v) < 0)
+                    return NULL;
+            } else if (name && (strcmp(name, "non_blocking") == 0 || strcmp(name, "copy") == 0)) {
+                continue;
+            } else {
+                PyErr_Format(PyExc_TypeError, "to() got an unexpected keyword argument '%U'", k);
+                return NULL;
+            }
+        }
+    }
+    return cast(self, d);
+}
+
+static PyObject *m_type_as(PyObject *self, PyObject *other) {
+    if (!jgp_is_tensor(other)) {
+        PyErr_SetString(PyExc_TypeError, "type_as(): expected a Tensor");
+        return NULL;
+    }
+    return cast(self, jg_dtype_of(jgp_t(other)));
+}
+
+#define KW (METH_VARARGS | METH_KEYWORDS)
+#define CF(f) ((PyCFunction)(void (*)(void))(f))
+
+PyMethodDef jgp_tensor_op_methods[] = {
+    {"add", CF(m_add), KW, NULL},
+    {"sub", CF(m_sub), KW, NULL},
+    {"mul", CF(m_mul), KW, NULL},
+    {"div", CF(m_div), KW, NULL},
+    {"add_", CF(m_add_), KW, NULL},
+    {"sub_", CF(m_sub_), KW, NULL},
+    {"mul_", CF(m_mul_), KW, NULL},
+    {"div_", CF(m_div_), KW, NULL},
+    {"zero_", m_zero_, METH_NOARGS, NULL},
+    {"copy_", m_copy_, METH_O, NULL},
+    {"pow", m_pow, METH_O, NULL},
+    {"matmul", m_matmul, METH_O, NULL},
+    {"mm", m_matmul, METH_O, NULL},
+    {"neg", m_neg, METH_NOARGS, NULL},
+    {"exp", m_exp, METH_NOARGS, NULL},
+    {"log", m_log, METH_NOARGS, NULL},
+    {"tanh", m_tanh, METH_NOARGS, NULL},
+    {"sigmoid", m_sigmoid, METH_NOARGS, NULL},
+    {"relu", m_relu, METH_NOARGS, NULL},
+    {"sqrt", m_sqrt, METH_NOARGS, NULL},
+    {"square", m_square, METH_NOARGS, NULL},
+    {"abs", m_abs, METH_NOARGS, NULL},
+    {"clone", m_clone, METH_NOARGS, NULL},
+    {"detach", m_detach, METH_NOARGS, NULL},
+    {"contiguous", m_contiguous, METH_NOARGS, NULL},
+    {"sum", CF(m_sum), KW, NULL},
+    {"mean", CF(m_mean), KW, NULL},
+    {"max", CF(m_max), KW, NULL},
+    {"softmax", CF(m_softmax), KW, NULL},
+    {"log_softmax", CF(m_log_softmax), KW, NULL},
+    {"view", m_view, METH_VARARGS, NULL},
+    {"reshape", m_reshape, METH_VARARGS, NULL},
+    {"view_as", m_view_as, METH_O, NULL},
+    {"reshape_as", m_reshape_as, METH_O, NULL},
+    {"expand", m_expand, METH_VARARGS, NULL},
+    {"expand_as", m_expand_as, METH_O, NULL},
+    {"transpose", m_transpose, METH_VARARGS, NULL},
+    {"t", m_t, METH_NOARGS, NULL},
+    {"permute", m_permute, METH_VARARGS, NULL},
+    {"unsqueeze", m_unsqueeze, METH_VARARGS, NULL},
+    {"squeeze", m_squeeze, METH_VARARGS, NULL},
+    {"flatten", CF(m_flatten), KW, NULL},
+    {"float", m_float, METH_NOARGS, NULL},
+    {"double", m_double, METH_NOARGS, NULL},
+    {"long", m_long, METH_NOARGS, NULL},
+    {"to", CF(m_to), KW, NULL},
+    {"type_as", m_type_as, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------ module functions */
+
+static PyObject *f_cross_entropy(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *y;
+    if (!PyArg_ParseTuple(args, "OO:cross_entropy", &x, &y))
+        return NULL;
+    if (!jgp_is_tensor(x) || !jgp_is_tensor(y)) {
+        PyErr_SetString(PyExc_TypeError, "cross_entropy(): input and target must be Tensors");
+        return NULL;
+    }
+    return jgp_wrap_new(jg_cross_entropy(jgp_t(x), jgp_t(y)));
+}
+
+PyMethodDef jgp_module_op_functions[] = {
+    {"_cross_entropy", f_cross_entropy, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+int jgp_ops_init(PyObject *module);
+int jgp_ops_init(PyObject *module) {
+    (void)module;
+    max_type = PyStructSequence_NewType(&max_desc);
+    return max_type ? 0 : -1;
+}

@@ -1,0 +1,347 @@
+"""jitgrad: tensors, reverse-mode autograd, custom differentiable functions
+and a tracing compiler, with PyTorch's names (see docs/python.md).
+
+Everything computes in the C library through the extension jitgrad._C; this
+file only arranges names, context managers and printing.
+"""
+import builtins as _builtins
+import functools as _functools
+import math as _math
+import shutil as _shutil
+
+from . import _C
+from ._C import (  # noqa: F401
+    Tensor,
+    dtype,
+    float32,
+    float64,
+    int64,
+    tensor,
+    from_numpy,
+    randn,
+    rand,
+    zeros,
+    ones,
+    full,
+    zeros_like,
+    ones_like,
+    randn_like,
+    rand_like,
+    arange,
+    is_grad_enabled,
+)
+
+float = float32  # noqa: A001  (PyTorch's aliases)
+double = float64
+long = int64
+Size = tuple
+
+
+def manual_seed(seed):
+    """Seeds jitgrad's generator (a counter-based SplitMix64: the same seed
+    gives the same numbers on every machine, but not PyTorch's numbers)."""
+    _C.manual_seed(int(seed))
+
+
+class device:
+    """Only the CPU exists; kept so that `device=` arguments and `x.device`
+    read like PyTorch's."""
+
+    def __init__(self, type="cpu", index=None):
+        type = str(type)
+        if type.split(":")[0] != "cpu":
+            raise RuntimeError(f"jitgrad runs on the CPU only: device '{type}' is not available")
+        self.type = "cpu"
+        self.index = index
+
+    def __repr__(self):
+        return "device(type='cpu')"
+
+    def __str__(self):
+        return "cpu"
+
+    def __eq__(self, other):
+        return str(other) == "cpu"
+
+    def __hash__(self):
+        return hash("cpu")
+
+
+_cpu = device("cpu")
+
+
+class _GradMode:
+    """Base of no_grad / enable_grad: a context manager and a decorator."""
+
+    _mode = True
+
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    _mode = False
+
+
+class enable_grad(_GradMode):
+    _mode = True
+
+
+class set_grad_enabled(_GradMode):
+    def __init__(self, mode):
+        self._mode = bool(mode)
+        self._prev = _C._set_grad_enabled(self._mode)  # takes effect at once, like PyTorch's
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        _C._set_grad_enabled(self._prev)
+        mode = self._mode
+
+        @_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+# ---- printing (values come from tolist(); formatting like PyTorch's) ----
+
+
+def _fmt_floats(values):
+    finite = [v for v in values if v == v and v not in (_math.inf, -_math.inf)]
+    ints = all(v == int(v) for v in finite) if finite else True
+    big = _builtins.max((abs(v) for v in finite), default=0.0)
+    small = _builtins.min((abs(v) for v in finite if v != 0), default=1.0)
+    sci = finite and (big >= 1e8 or small < 1e-4)
+    out = []
+    for v in values:
+        if v != v:
+            out.append("nan")
+        elif v in (_math.inf, -_math.inf):
+            out.append("inf" if v > 0 else "-inf")
+        elif sci:
+            out.append(f"{v:.4e}")
+        elif ints:
+            out.append(f"{int(v)}.")
+        else:
+            out.append(f"{v:.4f}")
+    width = _builtins.max((len(s) for s in out), default=0)
+    return [s.rjust(width) for s in out]
+
+
+
+
+def _flat(x):
+    if isinstance(x, list):
+        for v in x:
+            yield from _flat(v)
+    else:
+        yield x
+
+
+def _render(data, strs, indent):
+    if not isinstance(data, list):
+        return next(strs)
+    if not data or not isinstance(data[0], list):
+        return "[" + ", ".join(next(strs) for _ in data) + "]"
+    sep = "," + "\n" * (1 if not isinstance(data[0][0], list) else 2) + " " * (indent + 1)
+    return "[" + sep.join(_render(d, strs, indent + 1) for d in data) + "]"
+
+
+def _tensor_repr(self):
+    try:
+        data = self.tolist()
+    except Exception:  # a symbolic tensor while tracing: no values yet
+        return f"tensor(<traced {self.dtype} {list(self.shape)}>)"
+    values = list(_flat(data))
+    if self.dtype is int64:
+        strs = [str(v) for v in values]
+        width = _builtins.max((len(s) for s in strs), default=0)
+        strs = [s.rjust(width) for s in strs]
+    else:
+        strs = _fmt_floats(values)
+    body = _render(data, iter(strs), len("tensor("))
+    extra = []
+    if self.numel() == 0:
+        extra.append(f"size={tuple(self.shape)}")
+    if self.dtype is float64 or (self.dtype is int64 and self.numel() == 0):
+        extra.append(f"dtype={self.dtype}")
+    name = self._grad_fn_name
+    if name is not None:
+        extra.append(f"grad_fn=<{name}>")
+    elif self.requires_grad:
+        extra.append("requires_grad=True")
+    return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+
+class _GradFn:
+    """What `x.grad_fn` returns: the name of the node that made x."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = name
+
+    def name(self):
+        return self._name
+
+    def __repr__(self):
+        return f"<{self._name} object>"
+
+
+def _grad_fn(self):
+    n = self._grad_fn_name
+    return None if n is None else _GradFn(n)
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(len(self)))
+
+
+def _rpow(self, base):
+    raise TypeError("jitgrad does not support scalar ** tensor")
+
+
+Tensor.__repr__ = _tensor_repr
+Tensor.__str__ = _tensor_repr
+Tensor.__iter__ = _iter
+Tensor.__rpow__ = _rpow
+Tensor.grad_fn = property(_grad_fn)
+Tensor.device = property(lambda self: _cpu)
+Tensor.T = property(lambda self: self.permute(*reversed(range(self.dim()))))
+Tensor.__array_priority__ = 1000  # numpy scalars on the left defer to Tensor
+
+
+def cpu(self):
+    return self
+
+
+Tensor.cpu = cpu
+Tensor.cuda = lambda self, *a, **k: (_ for _ in ()).throw(
+    RuntimeError("jitgrad runs on the CPU only: device 'cuda' is not available")
+)
+
+
+# ---- functions with PyTorch's names (each one Tensor method call) ----
+
+
+def _method(name):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = name
+    return fn
+
+
+for _name in (
+    "exp", "log", "tanh", "sigmoid", "relu", "sqrt", "neg", "sum", "mean", "max",
+    "softmax", "log_softmax", "reshape", "t", "transpose", "permute", "detach", "clone",
+    "matmul", "mm", "add", "sub", "mul", "div", "pow", "square", "flatten", "squeeze",
+    "unsqueeze", "numel", "is_floating_point",
+):
+    globals()[_name] = _method(_name)
+del _name
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+from . import autograd  # noqa: E402
+from . import nn  # noqa: E402
+from .autograd import grad as _grad  # noqa: E402,F401
+
+# ---- compile ----
+
+_BACKENDS = {
+    None: "auto",
+    "inductor": "auto",
+    "c": "c",
+    "interp": "interp",
+    "eager": "interp",
+    "aot_eager": "interp",
+}
+
+
+def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, options=None,
+            disable=False, verify=False):
+    """Compiles fn (a call, or a decorator with or without arguments).
+
+    The function is traced with symbolic tensors through the C tracer the
+    first time it is called and again whenever a guard misses (tensor
+    dtype/shape/requires_grad, aliasing among tensor arguments, the value of
+    every non-tensor argument).  Reading a traced tensor's value (bool(),
+    item(), tolist(), numpy()) cannot be traced: with fullgraph=True that is
+    an error, otherwise the call runs eagerly.  backend: "interp", "c", or
+    PyTorch's names ("inductor" -> the fastest available, "eager" and
+    "aot_eager" -> "interp").  dynamic and mode are accepted and ignored.
+    """
+    if fn is None:
+        return lambda f: compile(f, fullgraph=fullgraph, backend=backend, dynamic=dynamic,
+                                 mode=mode, options=options, disable=disable, verify=verify)
+    if disable:
+        return fn
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError("jitgrad.compile: backend must be a string (custom backends are not "
+                        "supported)")
+    if backend not in _BACKENDS:
+        raise ValueError(f"jitgrad.compile: unknown backend {backend!r}; expected one of "
+                         "'interp', 'c', 'inductor', 'eager', 'aot_eager'")
+    b = _BACKENDS[backend]
+    if b == "auto" and _shutil.which("cc") is None and _shutil.which("gcc") is None:
+        b = "interp"
+    compiled = _C.Compiled(fn, b, bool(fullgraph), bool(verify))
+
+    @_functools.wraps(fn)
+    def compiled_fn(*args, **kwargs):
+        return compiled(*args, **kwargs)
+
+    compiled_fn._jitgrad_compiled = compiled
+    return compiled_fn
+
+
+HAS_COMPILER = _C.HAS_COMPILER
+
+
+# ---- comparisons: jitgrad has no comparison ops; a one-element tensor
+# compares by value and gives a Python bool (PyTorch gives a bool tensor) ----
+
+
+def _comparison(op):
+    import operator
+
+    f = getattr(operator, op)
+
+    def cmp(self, other):
+        if isinstance(other, Tensor):
+            other = other.item()
+        if self.numel() != 1:
+            raise NotImplementedError(f"jitgrad: elementwise comparison ({op}) of a tensor with "
+                                      f"{self.numel()} elements is not supported")
+        return f(self.item(), other)
+
+    cmp.__name__ = f"__{op}__"
+    return cmp
+
+
+for _op in ("lt", "le", "gt", "ge"):
+    setattr(Tensor, f"__{_op}__", _comparison(_op))
+del _op

@@ -1,0 +1,2 @@
+"""jitgrad.nn: only the functional ops (see docs/python.md)."""
+from . import functional  # noqa: F401

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the Python extension against the CMake build and runs its pytest
+# suite, in a venv under the build directory (reused between runs).
+#   env: JITGRAD_BUILD_DIR (default build/), JITGRAD_PYTHON (default /usr/bin/python3)
+# Offline: pip installs with --no-index --no-build-isolation, using Debian's
+# setuptools/wheel/pytest/numpy (and python3-torch, when present, as the
+# reference the comparison tests check against; without it they skip).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${JITGRAD_BUILD_DIR:-$root/build}
+python=${JITGRAD_PYTHON:-/usr/bin/python3}
+venv=$build/python-venv
+
+if [ ! -f "$build/libjitgrad.a" ]; then
+    echo "test-python: $build/libjitgrad.a not found; run make first" >&2
+    exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv --system-site-packages "$venv"
+fi
+export JITGRAD_BUILD_DIR=$build
+export JITGRAD_CACHE_DIR=${JITGRAD_CACHE_DIR:-$build/jg-cache}
+# a fresh build every time: the static library may have changed
+rm -rf "$root/python/build"
+"$venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --no-deps \
+    --force-reinstall "$root/python"
+rm -rf "$root/python/build"
+cd "$root/python/tests"
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .
