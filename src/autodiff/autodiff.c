@@ -1,7 +1,9 @@
 /* Graph autodiff (see autodiff.h). */
 #include "autodiff/autodiff.h"
 
+#include "autograd/function.h"
 #include "autograd/node.h"
+#include "trace/custom.h"
 #include "trace/trace.h"
 
 #include <stdio.h>
@@ -28,6 +30,16 @@ static int note_input(ad_state *s, int src) {
     return 0;
 }
 
+/* A node's input slots: a custom call's slots map to its (deduplicated)
+ * operands through slot_map; an op's slots are its operands. */
+static int n_slots(const jg_gnode *n) {
+    return n->kind == JG_GN_CUSTOM ? n->custom->n_slots : n->n_in;
+}
+
+static int slot_value(const jg_gnode *n, int s) {
+    return n->kind == JG_GN_CUSTOM ? n->in[n->custom->slot_map[s]] : n->in[s];
+}
+
 /* The backward graph's stand-in for forward value v (borrowed). */
 static jg_tensor *fwd_value(ad_state *s, int v) {
     if (s->fsym[v])
@@ -45,6 +57,131 @@ static jg_tensor *fwd_value(ad_state *s, int v) {
     return s->fsym[v] = jg_trace_placeholder(&val->meta, false, false, name);
 }
 
+/* Hands each slot's gradient to its source, in slot order, with the rule the
+ * eager engine uses (jg_slots_accumulate): a slot whose operand is a graph
+ * input becomes its own contribution (an edge of the compiled node, added by
+ * the engine like eager's per-slot edges); any other operand accumulates it. */
+static int route_slots(const jg_graph *f, const jg_gnode *n, jg_tensor *const *gin, jg_tensor **acc,
+                       jg_tensor **contrib) {
+    int ns = n_slots(n), c = 0;
+    jg_tensor **targets[64];
+    JG_ASSERT(ns <= 64);
+    for (int k = 0; k < ns; k++) {
+        int v = slot_value(n, k);
+        bool needs = f->vals[v].requires_grad;
+        if (f->vals[v].kind == JG_VAL_INPUT && needs)
+            targets[k] = &contrib[c++];
+        else
+            targets[k] = needs ? &acc[v] : NULL;
+    }
+    return jg_slots_accumulate(ns, gin, targets);
+}
+
+/* A custom call's backward: the user's backward callback is traced into a
+ * subgraph (inputs: the output gradients that arrived and the saved values;
+ * outputs: one value per slot, "none" where it wrote NULL), which is then
+ * replayed into the backward graph.  gin[slot] are borrowed from the
+ * current scope. */
+static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor **gin) {
+    const jg_gcustom *c = n->custom;
+    const jg_custom_info *info = c->user;
+    const char *name = c->fn->name ? c->fn->name : "Function";
+    int ns = c->n_slots, nco = info->n_call_out;
+    jg_tensor *rin[JG_MAX_OUTPUTS + 64]; /* replay inputs: arrived grads, then saved */
+    jg_tensor *ph[JG_MAX_OUTPUTS + 64] = {0};
+    jg_tensor *gout_b[JG_MAX_OUTPUTS] = {0}, *gin_b[64] = {0};
+    jg_meta out_meta[JG_MAX_OUTPUTS], in_meta[64];
+    bool needs[64];
+    int nr = 0, rc = 0;
+    if (ns > 64)
+        return jg_errorf("autodiff: %s has more than 64 slots", name);
+    for (int k = 0; k < ns; k++) {
+        in_meta[k] = s->f->vals[slot_value(n, k)].meta;
+        needs[k] = s->f->vals[slot_value(n, k)].requires_grad;
+    }
+    jg_graph *B = jg_graph_new_child(jg_trace_graph());
+    jg_ctx *ctx = jg_ctx_new_meta(c->fn, ns, in_meta, needs, c->args, c->args_size);
+    jg_saved *sv = calloc((size_t)(info->n_saved ? info->n_saved : 1), sizeof *sv);
+    if (!B || !ctx || !sv) {
+        jg_ctx_free(ctx);
+        free(sv);
+        return -1;
+    }
+    char bname[96];
+    snprintf(bname, sizeof bname, "%s.backward", name);
+    B->name = jg_arena_strdup(&B->arena, bname);
+    ctx->materialize_grads = info->materialize;
+    ctx->saved = sv;
+    ctx->n_saved = info->n_saved;
+    /* the saved values' stand-ins in the backward graph (made before B's
+     * frame opens: they are inputs of the backward graph, not of B) */
+    jg_tensor *saved_in[64] = {0};
+    for (int j = 0; j < info->n_saved && j < 64; j++) {
+        if (info->saved_out[j] < 0)
+            continue;
+        /* a saved input of the call is read where it comes from, not
+         * passed through the call */
+        int fo = c->fwd->outputs[info->saved_out[j]], v = n->out[info->saved_out[j]];
+        if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
+            v = slot_value(n, c->fwd->vals[fo].index);
+        if (!(saved_in[j] = fwd_value(s, v))) {
+            jg_ctx_free(ctx);
+            return -1;
+        }
+    }
+    if (info->n_saved > 64 || jg_trace_begin(B, 0) < 0) {
+        jg_ctx_free(ctx);
+        return info->n_saved > 64 ? jg_errorf("autodiff: %s saved more than 64 tensors", name) : -1;
+    }
+    for (int k = 0; k < nco && rc == 0; k++) {
+        out_meta[k] = s->f->vals[n->out[k]].meta;
+        if (!acc[n->out[k]])
+            continue;
+        char pn[16];
+        snprintf(pn, sizeof pn, "g%d", k);
+        rin[nr] = acc[n->out[k]];
+        if (!(ph[nr] = gout_b[k] = jg_trace_placeholder(&out_meta[k], false, false, pn)))
+            rc = -1;
+        nr++;
+    }
+    for (int j = 0; j < info->n_saved && rc == 0; j++) {
+        if (info->saved_out[j] < 0)
+            continue;
+        jg_meta m;
+        jg_meta_of(saved_in[j], &m);
+        char pn[16];
+        snprintf(pn, sizeof pn, "saved%d", j);
+        rin[nr] = saved_in[j];
+        if (!(ph[nr] = jg_trace_placeholder(&m, false, false, pn)))
+            rc = -1;
+        else
+            jg_saved_init(&ctx->saved[j], ph[nr]);
+        nr++;
+    }
+    int outs[64];
+    if (rc == 0) {
+        jg_scope_push();
+        rc = jg_function_run_backward(ctx, nco, out_meta, gout_b, gin_b);
+        if (jg_trace_breaks())
+            rc = jg_errorf("the backward callback of %s cannot be traced: %s", name,
+                           jg_trace_break_reason());
+        for (int k = 0; k < ns && rc == 0; k++)
+            outs[k] = gin_b[k] ? jg_trace_value(gin_b[k]) : -1;
+        for (int k = 0; k < ns && rc == 0; k++)
+            rc = outs[k] < -1 ? -1 : 0;
+        if (rc == 0)
+            rc = jg_graph_set_outputs(B, ns, outs);
+        jg_scope_pop();
+    }
+    jg_trace_end();
+    for (int k = 0; k < nr; k++)
+        jg_release(ph[k]);
+    jg_ctx_free(ctx);
+    if (rc == 0)
+        rc = jg_trace_replay(B, rin, gin);
+    return rc;
+}
+
 int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
     jg_graph *b = jg_graph_new();
@@ -59,8 +196,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
      * requires grad, latest node first */
     int n_contrib = 0;
     for (int i = f->n_nodes - 1; i >= 0; i--)
-        for (int k = 0; k < f->nodes[i].n_in; k++) {
-            const jg_value *ov = &f->vals[f->nodes[i].in[k]];
+        for (int k = 0; k < n_slots(&f->nodes[i]); k++) {
+            const jg_value *ov = &f->vals[slot_value(&f->nodes[i], k)];
             n_contrib += ov->kind == JG_VAL_INPUT && ov->requires_grad;
         }
     int *first = malloc(sizeof(int) * (size_t)(f->n_nodes + 1)); /* node -> first contrib */
@@ -71,8 +208,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
         int c = 0;
         for (int i = f->n_nodes - 1; i >= 0; i--) {
             first[i] = c;
-            for (int k = 0; k < f->nodes[i].n_in; k++) {
-                const jg_value *ov = &f->vals[f->nodes[i].in[k]];
+            for (int k = 0; k < n_slots(&f->nodes[i]); k++) {
+                const jg_value *ov = &f->vals[slot_value(&f->nodes[i], k)];
                 if (ov->kind == JG_VAL_INPUT && ov->requires_grad)
                     cin[c++] = ov->index;
             }
@@ -110,9 +247,14 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
             any_need |= f->vals[n->in[k]].requires_grad;
         if (!any_out || !any_need)
             continue;
-        if (n->kind != JG_GN_OP) {
-            rc = jg_errorf("autodiff: custom nodes are not supported yet");
-            break;
+        if (n->kind == JG_GN_CUSTOM) {
+            jg_scope_push();
+            jg_tensor *gin[64] = {0};
+            rc = custom_vjp(&s, n, acc, gin);
+            if (rc == 0)
+                rc = route_slots(f, n, gin, acc, contrib + first[i]);
+            jg_scope_pop();
+            continue;
         }
         const jg_op_info *info = &jg_ops[n->op];
         if (info->flags & JG_OPF_NONDIFF)
@@ -135,14 +277,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
             break;
         jg_scope_push();
         rc = info->vjp(&n->attrs, meta, in, out, gout, needs, gin);
-        int c = first[i];
-        for (int k = 0; k < n->n_in && rc == 0; k++) {
-            bool to_input = f->vals[n->in[k]].kind == JG_VAL_INPUT && needs[k];
-            if (to_input)
-                contrib[c++] = needs[k] && gin[k] ? jg_retain(gin[k]) : NULL;
-            else if (needs[k] && gin[k])
-                rc = jg_grad_accumulate(&acc[n->in[k]], jg_retain(gin[k]));
-        }
+        if (rc == 0)
+            rc = route_slots(f, n, gin, acc, contrib + first[i]);
         jg_scope_pop();
     }
     for (int k = 0; k < n_contrib && rc == 0; k++) {

@@ -322,23 +322,48 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     map_free(&leafset);
 }
 
+/* Hands each slot's gradient to the accumulator its edge names: the next
+ * node's input buffer or a leaf's pending gradient (the slot rule shared with
+ * graph autodiff, jg_slots_accumulate). */
 static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
     jg_node *n = src->node;
-    for (int k = 0; k < n->n_next; k++) {
-        if (!gin[k])
-            continue;
-        jg_edge *e = &n->next[k];
-        if (e->fn) {
-            node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
-            if (dst->needed && jg_grad_accumulate(&node_buf(rs, dst)[e->nr], jg_retain(gin[k])) < 0)
-                return -1;
-        } else if (e->leaf) {
-            int li = leaf_slot(rs, e->leaf);
-            if (li < 0 || jg_grad_accumulate(&rs->leaves[li].grad, jg_retain(gin[k])) < 0)
-                return -1;
+    int li_small[8], *li = li_small;
+    jg_tensor **t_small[8], ***targets = t_small;
+    if (n->n_next > 8) {
+        li = malloc(sizeof *li * (size_t)n->n_next);
+        targets = malloc(sizeof *targets * (size_t)n->n_next);
+        if (!li || !targets) {
+            if (li != li_small)
+                free(li);
+            if (targets != t_small)
+                free(targets);
+            return jg_errorf("out of memory in backward");
         }
     }
-    return 0;
+    int rc = 0;
+    /* leaf slots first: finding one may grow the leaf array */
+    for (int k = 0; k < n->n_next && rc == 0; k++)
+        if ((li[k] = gin[k] && !n->next[k].fn && n->next[k].leaf ? leaf_slot(rs, n->next[k].leaf)
+                                                                 : -1) < -1)
+            rc = -1;
+    for (int k = 0; k < n->n_next && rc == 0; k++) {
+        jg_edge *e = &n->next[k];
+        targets[k] = NULL;
+        if (e->fn) {
+            node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
+            if (dst->needed)
+                targets[k] = &node_buf(rs, dst)[e->nr];
+        } else if (li[k] >= 0) {
+            targets[k] = &rs->leaves[li[k]].grad;
+        }
+    }
+    if (rc == 0)
+        rc = jg_slots_accumulate(n->n_next, gin, targets);
+    if (li != li_small)
+        free(li);
+    if (targets != t_small)
+        free(targets);
+    return rc;
 }
 
 static int run_node(run_state *rs, int idx, bool create_graph) {

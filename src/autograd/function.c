@@ -19,8 +19,8 @@ typedef struct {
 
 /* ------------------------------------------------------------------ ctx */
 
-jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
-                   size_t args_size) {
+jg_ctx *jg_ctx_new_meta(const jg_function *fn, int n_inputs, const jg_meta *in_meta,
+                        const bool *needs, const void *args, size_t args_size) {
     jg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return jg_errorf_null("out of memory in jg_apply");
@@ -37,10 +37,33 @@ jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs
     if (args_size)
         memcpy(ctx->args, args, args_size);
     ctx->args_size = args_size;
-    for (int i = 0; i < n_inputs; i++) {
-        ctx->needs_input_grad[i] = jg_grad_mode && inputs[i]->requires_grad;
-        jg_meta_of(inputs[i], &ctx->in_meta[i]);
+    if (n_inputs) {
+        memcpy(ctx->needs_input_grad, needs, sizeof(bool) * (size_t)n_inputs);
+        memcpy(ctx->in_meta, in_meta, sizeof(jg_meta) * (size_t)n_inputs);
     }
+    return ctx;
+}
+
+jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
+                   size_t args_size) {
+    jg_meta metas[64] = {0},
+            *m = n_inputs <= 64 ? metas : malloc(sizeof(jg_meta) * (size_t)n_inputs);
+    bool needs_s[64] = {0},
+         *needs = n_inputs <= 64 ? needs_s : malloc(sizeof(bool) * (size_t)n_inputs);
+    jg_ctx *ctx = NULL;
+    if (m && needs) {
+        for (int i = 0; i < n_inputs; i++) {
+            needs[i] = jg_grad_mode && inputs[i]->requires_grad;
+            jg_meta_of(inputs[i], &m[i]);
+        }
+        ctx = jg_ctx_new_meta(fn, n_inputs, m, needs, args, args_size);
+    } else {
+        jg_errorf("out of memory in jg_apply");
+    }
+    if (m != metas)
+        free(m);
+    if (needs != needs_s)
+        free(needs);
     return ctx;
 }
 

@@ -29,6 +29,9 @@ struct jg_ctx {
 /* Makes a context for a call of fn (args copied); NULL + error. */
 jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
                    size_t args_size);
+/* The same from per-slot metadata and needs_input_grad (the tracer's way). */
+jg_ctx *jg_ctx_new_meta(const jg_function *fn, int n_inputs, const jg_meta *in_meta,
+                        const bool *needs, const void *args, size_t args_size);
 void jg_ctx_free(jg_ctx *ctx);
 
 /* Runs fn->forward with grad mode off inside a scope and returns its outputs

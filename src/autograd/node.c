@@ -96,16 +96,11 @@ int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
     return 0;
 }
 
-int jg_slots_accumulate(int n_slots, const int *slot_map, jg_tensor *const *slot_grads,
-                        int n_sources, jg_tensor **sums) {
-    for (int s = 0; s < n_slots; s++) {
-        if (!slot_grads[s])
-            continue;
-        int src = slot_map[s];
-        JG_ASSERT(src >= 0 && src < n_sources);
-        if (jg_grad_accumulate(&sums[src], jg_retain(slot_grads[s])) < 0)
+int jg_slots_accumulate(int n_slots, jg_tensor *const *slot_grads, jg_tensor **const *targets) {
+    for (int s = 0; s < n_slots; s++)
+        if (slot_grads[s] && targets[s] &&
+            jg_grad_accumulate(targets[s], jg_retain(slot_grads[s])) < 0)
             return -1;
-    }
     return 0;
 }
 

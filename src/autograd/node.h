@@ -57,11 +57,15 @@ void jg_autograd_init(void);
  * as is, later ones are added with jg_add (so it records history under create
  * graph, and records IR nodes while tracing).  Consumes the reference to g. */
 int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g);
-/* Sums per-slot gradients into per-source accumulators: slot s adds into
- * sums[slot_map[s]]; NULL slot gradients add nothing, so a source whose slots
- * are all NULL stays NULL.  Borrowed slot_grads; sums get new references. */
-int jg_slots_accumulate(int n_slots, const int *slot_map, jg_tensor *const *slot_grads,
-                        int n_sources, jg_tensor **sums);
+/* THE slot rule: adds each non-NULL per-slot gradient, in slot order, into
+ * the accumulator its slot's source owns (targets[s]; NULL = the source needs
+ * no gradient).  A tensor filling several slots has several targets pointing
+ * at its one accumulator, so every slot's contribution is summed there; NULL
+ * gradients add nothing, and a source whose slots are all NULL stays NULL.
+ * The eager engine (targets: the next node's input buffer or the leaf's
+ * pending .grad) and graph autodiff (targets: a forward value's gradient or a
+ * compiled-node edge) both call this.  Borrowed slot_grads. */
+int jg_slots_accumulate(int n_slots, jg_tensor *const *slot_grads, jg_tensor **const *targets);
 /* Makes a gradient fit its input as PyTorch's engine does: sums a broadcast
  * shape down, casts a different dtype; errors otherwise with "function
  * <fn_name> returned an invalid gradient at index <slot> - got [..] but

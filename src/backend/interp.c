@@ -103,6 +103,31 @@ static jg_tensor *alloc_out(jg_interp_plan *p, const jg_meta *m) {
     return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
 }
 
+/* A custom call: its forward subgraph, with each slot bound to its operand
+ * (the subgraph has one placeholder per slot).  Planned per call: custom
+ * subgraphs are small, and the plan would otherwise have to live as long as
+ * the shared call record. */
+static int run_custom(const jg_gnode *n, jg_tensor **vals) {
+    const jg_gcustom *c = n->custom;
+    if (c->opaque || !c->fwd)
+        return jg_errorf("interp: custom call %s has no traced forward", c->fn->name);
+    jg_tensor **io = malloc(sizeof *io * (size_t)(c->n_slots + n->n_out));
+    jg_interp_plan *sub = io ? jg_interp_plan_new(c->fwd) : NULL;
+    if (!sub) {
+        free(io);
+        return jg_errorf("out of memory running %s", c->fn->name);
+    }
+    jg_tensor **in = io, **out = io + c->n_slots;
+    for (int s = 0; s < c->n_slots; s++)
+        in[s] = vals[n->in[c->slot_map[s]]];
+    int rc = jg_interp_run(sub, in, out);
+    for (int k = 0; k < n->n_out && rc == 0; k++)
+        vals[n->out[k]] = out[k];
+    jg_interp_plan_free(sub);
+    free(io);
+    return rc;
+}
+
 int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     const jg_graph *g = p->g;
     jg_tensor **vals = p->vals;
@@ -115,9 +140,10 @@ int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outpu
     int i;
     for (i = 0; i < g->n_nodes; i++) {
         const jg_gnode *n = &g->nodes[i];
-        if (n->kind != JG_GN_OP) {
-            rc = jg_errorf("interp: custom nodes are not supported by this backend yet");
-            break;
+        if (n->kind == JG_GN_CUSTOM) {
+            if ((rc = run_custom(n, vals)) < 0)
+                break;
+            goto release;
         }
         const jg_op_info *info = &jg_ops[n->op];
         jg_tensor *in[4], *out[2] = {0};
@@ -138,6 +164,7 @@ int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outpu
         }
         for (int k = 0; k < n->n_out; k++)
             vals[n->out[k]] = out[k];
+    release:
         for (int j = p->free_start[i]; j < p->free_start[i + 1]; j++) {
             drop(p, vals[p->free_list[j]]);
             vals[p->free_list[j]] = NULL;

@@ -19,6 +19,8 @@ typedef struct {
 int jg_compile_passes(jg_graph *g, bool cse) {
     if (jg_graph_verify(g) < 0)
         return -1;
+    if (jg_pass_dedup(g) < 0 || jg_graph_verify(g) < 0)
+        return -1;
     if (cse && (jg_pass_cse(g) < 0 || jg_graph_verify(g) < 0))
         return -1;
     if (jg_pass_dce(g) < 0 || jg_graph_verify(g) < 0)

@@ -170,6 +170,22 @@ static void emit_const_values(out_t *o, jg_tensor *t) {
         emit(o, "]");
 }
 
+/* A subgraph, each line indented by four spaces. */
+static void print_sub(out_t *o, const jg_graph *sub) {
+    char *text = jg_graph_print(sub);
+    if (!text) {
+        o->err = 1;
+        return;
+    }
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        int n = nl ? (int)(nl - line) : (int)strlen(line);
+        emit(o, "    %.*s\n", n, line);
+        line += n + (nl != NULL);
+    }
+    free(text);
+}
+
 int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
     out_t o = {buf, len, cap, 0};
     char **names = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *names);
@@ -213,15 +229,18 @@ int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
     for (int i = 0; i < g->n_nodes; i++) {
         const jg_gnode *n = &g->nodes[i];
         emit(&o, "  ");
-        if (n->n_out == 1) {
+        int n_shown = n->n_out; /* a custom call's saved values print as saved=(...) */
+        if (n->kind == JG_GN_CUSTOM && n->custom && n->custom->n_call_out > 0)
+            n_shown = n->custom->n_call_out;
+        if (n_shown == 1) {
             emit(&o, "%s : ", names[n->out[0]]);
             emit_meta(&o, &g->vals[n->out[0]].meta);
         } else {
             emit(&o, "(");
-            for (int k = 0; k < n->n_out; k++)
+            for (int k = 0; k < n_shown; k++)
                 emit(&o, "%s%s", k ? ", " : "", names[n->out[k]]);
             emit(&o, ") : (");
-            for (int k = 0; k < n->n_out; k++) {
+            for (int k = 0; k < n_shown; k++) {
                 if (k)
                     emit(&o, ", ");
                 emit_meta(&o, &g->vals[n->out[k]].meta);
@@ -249,6 +268,12 @@ int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
             }
             if (c->opaque)
                 emit(&o, " opaque");
+            if (n_shown < n->n_out) {
+                emit(&o, "  saved=(");
+                for (int k = n_shown; k < n->n_out; k++)
+                    emit(&o, "%s%s", k > n_shown ? ", " : "", names[n->out[k]]);
+                emit(&o, ")");
+            }
             emit(&o, "\n");
             continue;
         }
@@ -263,6 +288,17 @@ int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
     emit(&o, ")\n");
     free(names);
     free(pool);
+    /* subgraphs (custom calls' traced callbacks), indented under their graph */
+    for (int i = 0; i < g->n_nodes && !o.err; i++)
+        if (g->nodes[i].kind == JG_GN_CUSTOM && g->nodes[i].custom->fwd)
+            print_sub(&o, g->nodes[i].custom->fwd);
+    for (int i = 0; i < g->n_children && !o.err; i++) {
+        bool shown = false;
+        for (int j = 0; j < g->n_nodes && !shown; j++)
+            shown = g->nodes[j].kind == JG_GN_CUSTOM && g->nodes[j].custom->fwd == g->children[i];
+        if (!shown)
+            print_sub(&o, g->children[i]);
+    }
     return o.err ? jg_errorf("out of memory printing a graph") : 0;
 }
 

@@ -13,5 +13,9 @@
 int jg_pass_cse(jg_graph *g);
 /* Dead code elimination: removes nodes none of whose outputs is used. */
 int jg_pass_dce(jg_graph *g);
+/* Dedup-inputs: merges repeated operands of custom calls into one operand
+ * each and records the slot -> operand slot_map.  Returns how many slot
+ * operands it merged. */
+int jg_pass_dedup(jg_graph *g);
 
 #endif

@@ -3,6 +3,7 @@
 #include "trace/trace.h"
 
 #include "autograd/function.h"
+#include "trace/custom.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,19 +218,8 @@ static void on_symbolic_read(const jg_tensor *t, const char *what) {
                         what, d, t->sym ? t->sym->value : -1);
 }
 
-/* Custom functions are not captured yet: record a graph break (the call runs
- * eagerly, or fails with fullgraph).  The custom-node tracer replaces this. */
-static int trace_apply_unsupported(const jg_function *fn, int n_inputs, jg_tensor *const *inputs,
-                                   const void *args, size_t args_size, jg_tensor **outputs) {
-    (void)n_inputs, (void)inputs, (void)args, (void)args_size, (void)outputs;
-    const char *name = fn && fn->name ? fn->name : "?";
-    jg_trace_note_break("jg_apply(%s): custom functions cannot be captured in a graph yet", name);
-    return jg_errorf("jg_apply(%s): custom functions cannot be captured in a graph yet", name);
-}
-
 __attribute__((constructor)) static void trace_init(void) {
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
-    if (!jg_trace_apply_hook)
-        jg_trace_apply_hook = trace_apply_unsupported;
+    jg_trace_custom_init(); /* also links trace/custom.c into static programs */
 }

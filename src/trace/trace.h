@@ -62,4 +62,11 @@ void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 
  * references move to the caller (free() the array, jg_release each). */
 int jg_trace_take_lifted(jg_tensor ***lifted);
 
+/* Runs subgraph g again in the current context: every node goes back through
+ * the public entry points (jg_op_call, jg_apply), so inside a trace it is
+ * recorded into the innermost frame, and outside one it computes.  inputs:
+ * one tensor per graph input; outputs: one per graph output (borrowed from
+ * the current scope, NULL for a "none" output).  0 or -1. */
+int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs);
+
 #endif

@@ -1,0 +1,47 @@
+/* Replaying a recorded subgraph through the public entry points. */
+#include "trace/custom.h"
+#include "trace/trace.h"
+
+#include <stdlib.h>
+
+int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
+    jg_tensor **v = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *v);
+    if (!v)
+        return jg_errorf("out of memory replaying a graph");
+    for (int k = 0; k < g->n_inputs; k++)
+        v[g->inputs[k]] = inputs[k];
+    for (int c = 0; c < g->n_consts; c++)
+        v[g->const_vals[c]] = g->consts[c];
+    int rc = 0;
+    for (int i = 0; i < g->n_nodes && rc == 0; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        jg_tensor *in[64], *out[JG_MAX_OUTPUTS + 64] = {0};
+        if (n->kind == JG_GN_OP) {
+            for (int k = 0; k < n->n_in; k++)
+                in[k] = v[n->in[k]];
+            rc = jg_op_call(n->op, &n->attrs, in, out);
+            for (int k = 0; k < n->n_out && rc == 0; k++)
+                v[n->out[k]] = out[k];
+            continue;
+        }
+        /* a custom call: apply it again (its saved-value outputs are only
+         * read by graph autodiff, never by other nodes) */
+        const jg_gcustom *c = n->custom;
+        const jg_custom_info *info = c->user;
+        for (int s = 0; s < c->n_slots; s++)
+            in[s] = v[n->in[c->slot_map[s]]];
+        int got = jg_apply(c->fn, c->n_slots, in, c->args, c->args_size, out);
+        if (got < 0 || got != info->n_call_out) {
+            rc = got < 0 ? -1
+                         : jg_errorf("replay: %s returned %d outputs, %d when traced", c->fn->name,
+                                     got, info->n_call_out);
+            break;
+        }
+        for (int k = 0; k < got; k++)
+            v[n->out[k]] = out[k];
+    }
+    for (int k = 0; k < g->n_outputs && rc == 0; k++)
+        outputs[k] = g->outputs[k] >= 0 ? v[g->outputs[k]] : NULL;
+    free(v);
+    return rc;
+}
