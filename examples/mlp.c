@@ -74,8 +74,8 @@ int main(void) {
     /* accuracy: argmax of the logits against the labels */
     jg_scope_push();
     bool prev = jg_set_grad_enabled(false);
-    jg_tensor *logits =
-        jg_add(jg_matmul(jg_tanh(jg_add(jg_matmul(x, w1), b1)), w2), b2), *best, *idx;
+    jg_tensor *logits = jg_add(jg_matmul(jg_tanh(jg_add(jg_matmul(x, w1), b1)), w2), b2), *best,
+              *idx;
     jg_max_dim(logits, 1, false, &best, &idx);
     int64_t pred[N], lab[N];
     jg_copy_to(idx, pred, sizeof pred);

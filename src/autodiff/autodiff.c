@@ -77,98 +77,99 @@ static int route_slots(const jg_graph *f, const jg_gnode *n, jg_tensor *const *g
     return jg_slots_accumulate(ns, gin, targets);
 }
 
-/* A custom call's backward: the user's backward callback is traced into a
- * subgraph (inputs: the output gradients that arrived and the saved values;
- * outputs: one value per slot, "none" where it wrote NULL), which is then
- * replayed into the backward graph.  gin[slot] are borrowed from the
- * current scope. */
+/* An opaque call's backward: one node that, at run time, asks the eager
+ * engine for the gradients of the call's slot leaves (see trace/custom.h).
+ * A slot whose operand is a graph input takes the raw value (NULL at run
+ * time when the slot answered NULL, so no contribution is added); other
+ * slots take the zero-filled one. */
+static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor **gin) {
+    const jg_gcustom *c = n->custom;
+    int nco = c->n_call_out, ns = c->n_slots;
+    jg_tensor *g[JG_MAX_OUTPUTS] = {0}, *hist[JG_MAX_OUTPUTS] = {0}, *leaves[64] = {0};
+    jg_tensor *raw[64], *filled[64];
+    bool needs[64];
+    for (int k = 0; k < nco; k++)
+        if ((g[k] = acc[n->out[k]]) && !(hist[k] = fwd_value(s, n->out[nco + k])))
+            return -1;
+    for (int k = 0; k < ns; k++) {
+        needs[k] = s->f->vals[slot_value(n, k)].requires_grad;
+        if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k])))
+            return -1;
+    }
+    if (jg_trace_opaque_backward(c, needs, nco, g, hist, leaves, raw, filled) < 0)
+        return -1;
+    for (int k = 0; k < ns; k++) {
+        const jg_value *v = &s->f->vals[slot_value(n, k)];
+        gin[k] = !needs[k] ? NULL : v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
+    }
+    return 0;
+}
+
+/* A custom call's backward: the user's backward callback — with the call's
+ * own ctx, as in eager mode — is traced into a subgraph (inputs: the output
+ * gradients that arrived and the saved values; outputs: one value per slot,
+ * "none" where it wrote NULL), which is then replayed into the backward
+ * graph.  gin[slot] are borrowed from the current scope. */
 static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor **gin) {
     const jg_gcustom *c = n->custom;
+    if (c->opaque)
+        return opaque_vjp(s, n, acc, gin);
     const jg_custom_info *info = c->user;
+    jg_ctx *ctx = c->state;
     const char *name = c->fn->name ? c->fn->name : "Function";
-    int ns = c->n_slots, nco = info->n_call_out;
+    int ns = c->n_slots, nco = info->n_call_out, nr = 0, rc = 0;
     jg_tensor *rin[JG_MAX_OUTPUTS + 64]; /* replay inputs: arrived grads, then saved */
-    jg_tensor *ph[JG_MAX_OUTPUTS + 64] = {0};
+    jg_tensor *ph[JG_MAX_OUTPUTS + 64] = {0}, *saved_in[64] = {0}, *saved_ph[64] = {0};
     jg_tensor *gout_b[JG_MAX_OUTPUTS] = {0}, *gin_b[64] = {0};
-    jg_meta out_meta[JG_MAX_OUTPUTS], in_meta[64];
-    bool needs[64];
-    int nr = 0, rc = 0;
-    if (ns > 64)
-        return jg_errorf("autodiff: %s has more than 64 slots", name);
-    for (int k = 0; k < ns; k++) {
-        in_meta[k] = s->f->vals[slot_value(n, k)].meta;
-        needs[k] = s->f->vals[slot_value(n, k)].requires_grad;
-    }
-    jg_graph *B = jg_graph_new_child(jg_trace_graph());
-    jg_ctx *ctx = jg_ctx_new_meta(c->fn, ns, in_meta, needs, c->args, c->args_size);
-    jg_saved *sv = calloc((size_t)(info->n_saved ? info->n_saved : 1), sizeof *sv);
-    if (!B || !ctx || !sv) {
-        jg_ctx_free(ctx);
-        free(sv);
-        return -1;
-    }
-    char bname[96];
-    snprintf(bname, sizeof bname, "%s.backward", name);
-    B->name = jg_arena_strdup(&B->arena, bname);
-    ctx->materialize_grads = info->materialize;
-    ctx->saved = sv;
-    ctx->n_saved = info->n_saved;
+    jg_meta out_meta[JG_MAX_OUTPUTS];
+    if (ns > 64 || info->n_saved > 64)
+        return jg_errorf("autodiff: %s has more than 64 slots or saved tensors", name);
     /* the saved values' stand-ins in the backward graph (made before B's
-     * frame opens: they are inputs of the backward graph, not of B) */
-    jg_tensor *saved_in[64] = {0};
-    for (int j = 0; j < info->n_saved && j < 64; j++) {
+     * frame opens: they are inputs of the backward graph, not of B); a saved
+     * input of the call is read where it comes from */
+    for (int j = 0; j < info->n_saved; j++) {
         if (info->saved_out[j] < 0)
             continue;
-        /* a saved input of the call is read where it comes from, not
-         * passed through the call */
         int fo = c->fwd->outputs[info->saved_out[j]], v = n->out[info->saved_out[j]];
         if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
             v = slot_value(n, c->fwd->vals[fo].index);
-        if (!(saved_in[j] = fwd_value(s, v))) {
-            jg_ctx_free(ctx);
+        if (!(saved_in[j] = fwd_value(s, v)))
             return -1;
-        }
     }
-    if (info->n_saved > 64 || jg_trace_begin(B, 0) < 0) {
-        jg_ctx_free(ctx);
-        return info->n_saved > 64 ? jg_errorf("autodiff: %s saved more than 64 tensors", name) : -1;
-    }
+    jg_graph *B = jg_graph_new_child(jg_trace_graph());
+    if (!B || jg_trace_begin(B, 0) < 0)
+        return -1;
+    char bname[96];
+    snprintf(bname, sizeof bname, "%s.backward", name);
+    B->name = jg_arena_strdup(&B->arena, bname);
     for (int k = 0; k < nco && rc == 0; k++) {
         out_meta[k] = s->f->vals[n->out[k]].meta;
         if (!acc[n->out[k]])
             continue;
-        char pn[16];
+        char pn[24];
         snprintf(pn, sizeof pn, "g%d", k);
         rin[nr] = acc[n->out[k]];
-        if (!(ph[nr] = gout_b[k] = jg_trace_placeholder(&out_meta[k], false, false, pn)))
+        if (!(ph[nr++] = gout_b[k] = jg_trace_placeholder(&out_meta[k], false, false, pn)))
             rc = -1;
-        nr++;
     }
     for (int j = 0; j < info->n_saved && rc == 0; j++) {
-        if (info->saved_out[j] < 0)
+        if (!saved_in[j])
             continue;
         jg_meta m;
         jg_meta_of(saved_in[j], &m);
-        char pn[16];
+        char pn[24];
         snprintf(pn, sizeof pn, "saved%d", j);
         rin[nr] = saved_in[j];
-        if (!(ph[nr] = jg_trace_placeholder(&m, false, false, pn)))
+        if (!(ph[nr++] = saved_ph[j] = jg_trace_placeholder(&m, false, false, pn)))
             rc = -1;
-        else
-            jg_saved_init(&ctx->saved[j], ph[nr]);
-        nr++;
     }
     int outs[64];
     if (rc == 0) {
         jg_scope_push();
-        rc = jg_function_run_backward(ctx, nco, out_meta, gout_b, gin_b);
-        if (jg_trace_breaks())
-            rc = jg_errorf("the backward callback of %s cannot be traced: %s", name,
-                           jg_trace_break_reason());
+        rc = jg_custom_trace_backward(ctx, nco, out_meta, gout_b, saved_ph, gin_b);
         for (int k = 0; k < ns && rc == 0; k++)
-            outs[k] = gin_b[k] ? jg_trace_value(gin_b[k]) : -1;
-        for (int k = 0; k < ns && rc == 0; k++)
-            rc = outs[k] < -1 ? -1 : 0;
+            if ((outs[k] = gin_b[k] ? jg_trace_value(gin_b[k]) : -1) < -1)
+                rc = -1;
         if (rc == 0)
             rc = jg_graph_set_outputs(B, ns, outs);
         jg_scope_pop();
@@ -176,7 +177,6 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     jg_trace_end();
     for (int k = 0; k < nr; k++)
         jg_release(ph[k]);
-    jg_ctx_free(ctx);
     if (rc == 0)
         rc = jg_trace_replay(B, rin, gin);
     return rc;

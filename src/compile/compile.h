@@ -12,6 +12,16 @@
 #include "backend/interp.h"
 #include "graph/graph.h"
 
+/* A backend: a plan per graph, made once, run per call (jg_interp_run's
+ * contract).  "interp" (backend/interp.c) and "c" (backend/cgen.c). */
+typedef struct jg_backend {
+    const char *name;
+    void *(*plan_new)(const jg_graph *g);
+    int (*run)(void *plan, jg_tensor *const *inputs, jg_tensor **outputs);
+    void (*plan_free)(void *plan);
+} jg_backend;
+extern const jg_backend jg_backend_interp, jg_backend_c;
+
 typedef struct jg_in_key {
     jg_meta meta;
     bool requires_grad;
@@ -30,7 +40,7 @@ typedef struct jg_call_key {
 typedef struct jg_bwd_variant {
     unsigned mask; /* bit k: node output k received a gradient */
     jg_graph *g;
-    jg_interp_plan *plan;
+    void *plan; /* of the entry's backend */
     int n_in;
     int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k */
 } jg_bwd_variant;
@@ -44,7 +54,8 @@ typedef struct jg_entry {
     char *break_reason;
     jg_graph *fwd_ad; /* traced forward, read by autodiff (NULL: no backward) */
     jg_graph *fwd;    /* what runs */
-    jg_interp_plan *fplan;
+    const jg_backend *backend;
+    void *fplan;
     int n_graph_inputs;  /* distinct call inputs, then lifted tensors */
     int n_distinct;      /* distinct call inputs */
     int *graph_input_of; /* per call input */
@@ -76,6 +87,15 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs);
 jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask);
 /* Printed forward and backward graphs of an entry (caller frees). */
 char *jg_compiled_graph_of(const jg_entry *e);
+/* The verify option (verify.c): runs the program eagerly on copies of the
+ * inputs and fails naming the output or input whose value or gradient
+ * differs from the compiled call's. */
+int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
+                      jg_tensor *const *inputs, int n_out, jg_tensor *const *outs);
+/* Test hook: when set, compiled backward doubles its first gradient, so tests
+ * can check that verify notices a wrong backend result. */
+extern int jg_debug_corrupt_backward;
+
 /* Runs verify -> pass -> verify on g (passes: "cse", "dce"). */
 int jg_compile_passes(jg_graph *g, bool cse);
 

@@ -78,9 +78,21 @@ jg_graph *jg_graph_new(void) {
     return g;
 }
 
+/* A custom call's state belongs to the graph that recorded the call. */
+static void free_custom_state(jg_graph *g, jg_gnode *n) {
+    jg_gcustom *c = n->kind == JG_GN_CUSTOM ? n->custom : NULL;
+    if (c && c->owner == g && c->free_state) {
+        c->free_state(c->state);
+        c->free_state = NULL;
+        c->state = NULL;
+    }
+}
+
 void jg_graph_free(jg_graph *g) {
     if (!g)
         return;
+    for (int i = 0; i < g->n_nodes; i++)
+        free_custom_state(g, &g->nodes[i]);
     for (int i = 0; i < g->n_children; i++)
         jg_graph_free(g->children[i]);
     for (int i = 0; i < g->n_consts; i++)
@@ -201,6 +213,7 @@ int jg_graph_add_custom(jg_graph *g, const jg_gcustom *custom, int n_in, const i
     if (!c)
         return -1;
     *c = *custom;
+    c->owner = g;
     if (custom->args_size) {
         if (!(c->args = jg_arena_alloc(&g->arena, custom->args_size)))
             return -1;
@@ -262,6 +275,7 @@ void jg_graph_remove_nodes(jg_graph *g, const bool *dead) {
     for (int i = 0; i < g->n_nodes; i++) {
         jg_gnode *n = &g->nodes[i];
         if (dead[i]) {
+            free_custom_state(g, n);
             for (int k = 0; k < n->n_in; k++)
                 g->vals[n->in[k]].uses--;
             for (int k = 0; k < n->n_out; k++) {

@@ -64,11 +64,17 @@ typedef struct jg_gcustom {
     jg_graph *fwd; /* one placeholder per slot -> the call's outputs */
     jg_graph *bwd; /* (output grads, saved values) -> one value per slot, -1 = none */
     int n_slots;
-    int *slot_map;  /* slot -> operand index (identity before dedup) */
-    int n_call_out; /* outputs [0, n_call_out) are the call's; the rest are values the
-                       forward saved for backward (0: all are the call's) */
-    bool opaque;    /* callbacks run at run time (they touched raw data) */
-    void *user;     /* for whatever the custom path needs to keep */
+    int *slot_map;        /* slot -> operand index (identity before dedup) */
+    int n_call_out;       /* outputs [0, n_call_out) are the call's; the rest are values the
+                             forward saved for backward (0: all are the call's) */
+    bool opaque;          /* callbacks run at run time (they touched raw data) */
+    bool opaque_backward; /* the backward half of an opaque call (see trace/custom.h) */
+    void *user;           /* for whatever the custom path needs to keep */
+    /* per-call state freed with the graph that made the record (clones share
+     * records and do not free them) */
+    void *state;
+    void (*free_state)(void *);
+    jg_graph *owner;
 } jg_gcustom;
 
 typedef struct jg_gnode {

@@ -250,8 +250,9 @@ int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
         if (n->kind == JG_GN_OP)
             emit(&o, " = %s(", jg_ops[n->op].name);
         else
-            emit(&o, " = custom[%s](",
-                 n->custom && n->custom->fn && n->custom->fn->name ? n->custom->fn->name : "?");
+            emit(&o, " = custom[%s%s](",
+                 n->custom && n->custom->fn && n->custom->fn->name ? n->custom->fn->name : "?",
+                 n->custom && n->custom->opaque_backward ? ".backward" : "");
         if (n->kind == JG_GN_CUSTOM && n->custom) {
             /* one operand per slot, then the dedup map */
             const jg_gcustom *c = n->custom;

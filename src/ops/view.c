@@ -301,3 +301,15 @@ int jg_vjp_slice_backward(VJP_ARGS) {
     gin[0] = jg_op1(JG_OP_SLICE, &sa, gout[0], NULL);
     return gin[0] ? 0 : -1;
 }
+
+int jg_k_detach(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    jg_tensor *t = in[0];
+    return (out[0] = jg_tensor_view_of(t, t->ndim, t->shape, t->stride, t->offset)) ? 0 : -1;
+}
+
+int jg_vjp_detach(VJP_ARGS) {
+    (void)a, (void)meta, (void)in, (void)out, (void)gout, (void)needs;
+    gin[0] = NULL; /* never called: the row is JG_OPF_NONDIFF */
+    return 0;
+}

@@ -1,14 +1,25 @@
 /* What the tracer records about a captured custom function call, beyond the
- * IR's jg_gcustom (it hangs off jg_gcustom.user, in the graph's arena).
+ * IR's jg_gcustom (it hangs off jg_gcustom.user, in the graph's arena; the
+ * call's jg_ctx is jg_gcustom.state, so forward and backward share one ctx as
+ * they do in eager mode).
  *
- * A captured call is one JG_GN_CUSTOM node.  Its forward subgraph has one
+ * A traced call is one JG_GN_CUSTOM node.  Its forward subgraph has one
  * placeholder per SLOT and returns the call's outputs followed by the values
  * the forward saved for backward; the node has the same outputs, so graph
  * autodiff can hand the saved values to the traced backward like any other
- * forward value. */
+ * forward value.
+ *
+ * An OPAQUE call (a callback read tensor values while traced) has no
+ * subgraphs: at run time the interpreter applies the function eagerly to one
+ * fresh leaf per slot, and the node's outputs are the call's outputs
+ * (without history), the same outputs with the eager history, and the slot
+ * leaves.  Its backward half, a node with opaque_backward set, asks the eager
+ * engine for the slot leaves' gradients, so the user's backward runs exactly
+ * as in eager mode, slot by slot. */
 #ifndef JG_TRACE_CUSTOM_H
 #define JG_TRACE_CUSTOM_H
 
+#include "autograd/function.h"
 #include "graph/graph.h"
 
 typedef struct jg_custom_info {
@@ -21,5 +32,23 @@ typedef struct jg_custom_info {
 
 /* Makes sure the tracer's jg_apply hook is installed (it is at load). */
 void jg_trace_custom_init(void);
+
+/* Runs ctx's backward callback with `saved` standing in for the tensors the
+ * forward saved (one per saved entry, NULL where NULL was saved), inside the
+ * innermost trace frame.  gin: per slot, borrowed from the current scope.  A
+ * read of traced values fails it (-1) after recording a graph break. */
+int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
+                             jg_tensor *const *gout, jg_tensor *const *saved, jg_tensor **gin);
+
+/* Records the backward half of opaque call `call` into the innermost frame:
+ * operands are the arrived output gradients g[k] (NULL: none arrived), the
+ * call's outputs with history and its slot leaves (both node outputs of the
+ * forward half, given as tensors of this frame).  Per slot that needs a
+ * gradient: raw[s] (NULL at run time when the slot answered NULL) and
+ * filled[s] (zeros instead of NULL).  Symbolic tensors, borrowed from the
+ * current scope; slots needing no gradient get NULL. */
+int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int n_out,
+                             jg_tensor *const *g, jg_tensor *const *hist, jg_tensor *const *leaves,
+                             jg_tensor **raw, jg_tensor **filled);
 
 #endif

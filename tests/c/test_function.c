@@ -1,47 +1,18 @@
 /* Custom differentiable functions in eager mode: the per-slot rule and
  * PyTorch's autograd.Function semantics. */
 #include "testutil.h"
+#include "testutil_fns.h"
 
 #include <math.h>
 #include <string.h>
 
-/* ---- the motivating program (the seed report, in C) ---- */
-
-static int myfn_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)n;
-    jg_ctx_save_for_backward(ctx, 3, in);
-    out[0] = jg_mul(in[0], jg_add(in[1], in[2]));
-    return 1;
-}
-
-static int myfn_backward(jg_ctx *ctx, int n_out, jg_tensor *const *dout, int n_in,
-                         jg_tensor **din) {
-    (void)n_out;
-    (void)n_in;
-    jg_tensor *q = jg_ctx_saved(ctx, 0), *k = jg_ctx_saved(ctx, 1), *v = jg_ctx_saved(ctx, 2);
-    if (!q || !k || !v)
-        return -1;
-    bool mask_v_grad = *(const bool *)jg_ctx_args(ctx);
-    jg_tensor *dk = jg_mul(dout[0], q), *dv = jg_mul(dout[0], q);
-    din[0] = jg_mul(dout[0], jg_add(k, v));
-    if (mask_v_grad) {
-        din[1] = jg_add(dk, dv);
-        din[2] = NULL;
-    } else {
-        din[1] = dk;
-        din[2] = dv;
-    }
-    return 3;
-}
-
-static const jg_function MyFn = {"MyFn", myfn_forward, myfn_backward, NULL};
-
-static jg_tensor *apply1(const jg_function *fn, int n, jg_tensor *const *in, const void *args,
-                         size_t size) {
-    jg_tensor *out[JG_MAX_OUTPUTS];
-    int got = jg_apply(fn, n, in, args, size, out);
-    return got < 0 ? NULL : out[0];
-}
+/* MyFn (the seed report's function) and Mul live in testutil_fns.c. */
+#define MyFn tf_myfn
+#define MulFn tf_mul
+#define apply1 tf_apply1
+#define mul_forward tf_mul_forward
+#define mul_backward tf_mul_backward
+typedef tf_mul_cfg mul_cfg;
 
 static void leaves(jg_tensor **q, jg_tensor **k, jg_dtype dt) {
     jg_manual_seed(0);
@@ -96,29 +67,6 @@ static void test_same_tensor_all_slots(void **s) {
 }
 
 /* ---- a*b with configurable per-slot returns ---- */
-
-typedef struct {
-    bool null0, null1;
-    int extra_count; /* returns n_in + extra_count */
-} mul_cfg;
-
-static int mul_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)n;
-    jg_ctx_save_for_backward(ctx, 2, in);
-    out[0] = jg_mul(in[0], in[1]);
-    return 1;
-}
-
-static int mul_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
-    (void)n_out;
-    const mul_cfg *c = jg_ctx_args(ctx);
-    jg_tensor *a = jg_ctx_saved(ctx, 0), *b = jg_ctx_saved(ctx, 1);
-    din[0] = c->null0 ? NULL : jg_mul(b, g[0]);
-    din[1] = c->null1 ? NULL : jg_mul(a, g[0]);
-    return n_in + c->extra_count;
-}
-
-static const jg_function MulFn = {"Mul", mul_forward, mul_backward, NULL};
 
 static jg_tensor *run_mul(jg_tensor *a, jg_tensor *b, mul_cfg c) {
     jg_tensor *y = apply1(&MulFn, 2, (jg_tensor *[]){a, b}, &c, sizeof c);

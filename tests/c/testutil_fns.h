@@ -1,0 +1,27 @@
+/* Custom functions shared by the eager and compiled aliasing tests. */
+#ifndef JG_TESTUTIL_FNS_H
+#define JG_TESTUTIL_FNS_H
+
+#include <jitgrad.h>
+
+/* The seed program's function: out = q * (k + v); args: bool mask_v_grad.
+ * backward: (g*(k+v), g*q + g*q, NULL) with the mask, else (g*(k+v), g*q,
+ * g*q). */
+extern const jg_function tf_myfn;
+
+/* out = a * b; args: tf_mul_cfg.  backward: (b*g, a*g) with either slot
+ * optionally NULL. */
+typedef struct {
+    bool null0, null1;
+    int extra_count; /* returns n_in + extra_count */
+} tf_mul_cfg;
+extern const jg_function tf_mul;
+int tf_mul_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out);
+int tf_mul_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din);
+
+/* Applies fn to n inputs with args and returns its first output (NULL on
+ * error). */
+jg_tensor *tf_apply1(const jg_function *fn, int n, jg_tensor *const *in, const void *args,
+                     size_t size);
+
+#endif
