@@ -219,6 +219,9 @@ void jg_compiled_free(jg_compiled *c);
 char *jg_compiled_graph(const jg_compiled *c, int entry);
 int jg_compiled_entries(const jg_compiled *c);
 int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
+/* Whether jg_compile can use this backend here ("interp": always; "c": a C
+ * compiler works and the cache directory is writable). */
+bool jg_compile_backend_available(const char *backend);
 
 #ifdef __cplusplus
 }

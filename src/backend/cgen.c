@@ -1,0 +1,1011 @@
+/* The "c" backend (see cgen.h and docs/compiler.md, "The c backend"). */
+#include "backend/cgen.h"
+#include "backend/interp.h"
+#include "core/iter.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define POOL_MAX 32
+
+const char *jg_cgen_debug_extra_source = NULL;
+
+/* The flags the generated code is compiled with.  -ffp-contract=off as the
+ * library itself: no a*b+c is ever fused into an fma.  Never -ffast-math. */
+static const char *const CC_FLAGS[] = {"-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off"};
+#define N_CC_FLAGS (int)(sizeof CC_FLAGS / sizeof *CC_FLAGS)
+
+/* ------------------------------------------------------------ runtime table */
+
+/* The table the generated code calls.  The generated source declares the
+ * same struct (RT_DECL below): keep the two in sync. */
+typedef struct jg_gen_rt {
+    int (*node)(void *ctx, int node);          /* runs a node with its kernel */
+    const void *(*in)(void *ctx, int value);   /* data of a value, made contiguous */
+    const void *(*elem)(void *ctx, int value); /* a value's first element */
+    void *(*out)(void *ctx, int value);        /* allocates a value's buffer */
+    void (*done)(void *ctx, int step);         /* releases what dies after step */
+} jg_gen_rt;
+
+static const char RT_DECL[] =
+    "typedef struct jg_gen_rt {\n"
+    "    int (*node)(void *ctx, int node);         /* runs a node with its kernel */\n"
+    "    const void *(*in)(void *ctx, int value);  /* data of a value, made contiguous */\n"
+    "    const void *(*elem)(void *ctx, int value); /* a value's first element */\n"
+    "    void *(*out)(void *ctx, int value);       /* allocates a value's buffer */\n"
+    "    void (*done)(void *ctx, int step);        /* releases what dies after step */\n"
+    "} jg_gen_rt;\n";
+
+typedef int (*gen_fn)(const jg_gen_rt *rt, void *ctx);
+
+/* ------------------------------------------------------------ string buffer */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) {
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if (b->s && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap <= b->len + (size_t)n)
+            cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+    sb_add(b, "%.*s", (int)n, s);
+}
+
+/* ------------------------------------------------------------ grouping */
+
+/* A step of the generated function: one fused loop or one node run through
+ * the runtime table. */
+typedef struct {
+    int group; /* >= 0: fused group id; -1: node `node` */
+    int node;  /* the last node of the step (its position in the run order) */
+} step;
+
+typedef struct {
+    const jg_graph *g;
+    int *group;  /* per node: group id (fused), or -1 */
+    int *last;   /* per group: its last node */
+    bool *ext;   /* per value: read by a node of another step (or an output) */
+    step *steps; /* in run order */
+    int n_steps, n_groups, n_fused, n_loops;
+    int *step_of_node;
+} layout;
+
+static bool same_shape(const jg_meta *a, const jg_meta *b) {
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+static int64_t meta_numel(const jg_meta *m) {
+    return jg_shape_numel(m->ndim, m->shape);
+}
+
+/* Is value u one element repeated: expand() of a single element (what the
+ * backward of a sum starts from)?  The loops then read that element once
+ * instead of a materialized copy. */
+static bool repeated_scalar(const jg_graph *g, int u) {
+    const jg_value *v = &g->vals[u];
+    if (v->kind != JG_VAL_NODE)
+        return false;
+    const jg_gnode *n = &g->nodes[v->node];
+    return n->kind == JG_GN_OP && n->op == JG_OP_EXPAND && meta_numel(&g->vals[n->in[0]].meta) == 1;
+}
+
+/* Can node n be computed inside a loop over its output's elements?  Its
+ * operands must have its shape (read at the same index) or one element
+ * (read once). */
+static bool fusable(const jg_graph *g, const jg_gnode *n) {
+    if (n->kind != JG_GN_OP)
+        return false;
+    const jg_op_info *info = &jg_ops[n->op];
+    if (!(info->flags & JG_OPF_ELEMENTWISE) || !info->cexpr || n->n_out != 1 || n->n_in < 1 ||
+        n->n_in > 2)
+        return false;
+    const jg_meta *o = &g->vals[n->out[0]].meta;
+    for (int k = 0; k < n->n_in; k++) {
+        const jg_meta *m = &g->vals[n->in[k]].meta;
+        if (!same_shape(m, o) && meta_numel(m) != 1)
+            return false;
+    }
+    return true;
+}
+
+static void layout_free(layout *L) {
+    free(L->group);
+    free(L->last);
+    free(L->ext);
+    free(L->steps);
+    free(L->step_of_node);
+}
+
+/* Greedy grouping in node order.  A fusable node joins (and merges) the open
+ * groups of its same-shape operands; a group is sealed as soon as a node
+ * outside it reads one of its values, so every group can run at the place of
+ * its last node: whatever it reads is computed by then, and nothing reads it
+ * earlier. */
+static int layout_make(const jg_graph *g, layout *L) {
+    int nn = g->n_nodes, nv = g->n_vals ? g->n_vals : 1;
+    memset(L, 0, sizeof *L);
+    L->g = g;
+    L->group = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    L->last = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    bool *sealed = calloc((size_t)(nn ? nn : 1), sizeof *sealed);
+    L->ext = calloc((size_t)nv, sizeof *L->ext);
+    L->steps = malloc(sizeof *L->steps * (size_t)(nn ? nn : 1));
+    L->step_of_node = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    if (!L->group || !L->last || !sealed || !L->ext || !L->steps || !L->step_of_node) {
+        free(sealed);
+        layout_free(L);
+        return jg_errorf("out of memory generating code");
+    }
+    for (int i = 0; i < nn; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        int gi = -1;
+        if (fusable(g, n)) {
+            const jg_meta *o = &g->vals[n->out[0]].meta;
+            gi = L->n_groups++;
+            L->last[gi] = i;
+            for (int k = 0; k < n->n_in; k++) {
+                const jg_value *v = &g->vals[n->in[k]];
+                if (v->kind != JG_VAL_NODE || !same_shape(&v->meta, o))
+                    continue;
+                int h = L->group[v->node];
+                if (h < 0 || h == gi || sealed[h])
+                    continue;
+                for (int j = 0; j < i; j++) /* merge h into gi */
+                    if (L->group[j] == h)
+                        L->group[j] = gi;
+            }
+            /* and the latest open group of the same shape (siblings reading
+             * the same operands share one pass over memory) */
+            for (int j = i - 1; j >= 0; j--) {
+                int h = L->group[j];
+                if (h < 0 || h == gi || sealed[h] ||
+                    !same_shape(&g->vals[g->nodes[j].out[0]].meta, o))
+                    continue;
+                for (int m = 0; m < i; m++)
+                    if (L->group[m] == h)
+                        L->group[m] = gi;
+                break;
+            }
+        }
+        L->group[i] = gi;
+        /* operands from other steps seal their groups */
+        for (int k = 0; k < n->n_in; k++) {
+            const jg_value *v = &g->vals[n->in[k]];
+            if (v->kind != JG_VAL_NODE)
+                continue;
+            int h = L->group[v->node];
+            if (h < 0 || h != gi) {
+                L->ext[n->in[k]] = true;
+                if (h >= 0)
+                    sealed[h] = true;
+            }
+        }
+    }
+    free(sealed);
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            L->ext[g->outputs[k]] = true;
+    /* steps in the order of their last node */
+    for (int i = 0; i < nn; i++)
+        if (L->group[i] >= 0)
+            L->last[L->group[i]] = i;
+    for (int i = 0; i < nn; i++) {
+        int gi = L->group[i];
+        if (gi >= 0 && L->last[gi] != i)
+            continue;
+        L->steps[L->n_steps] = (step){gi, i};
+        if (gi >= 0)
+            for (int j = 0; j <= i; j++)
+                if (L->group[j] == gi) {
+                    L->step_of_node[j] = L->n_steps;
+                    L->n_fused++;
+                }
+        if (gi < 0)
+            L->step_of_node[i] = L->n_steps;
+        L->n_loops += gi >= 0;
+        L->n_steps++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ emission */
+
+static const char *ctype(jg_dtype d) {
+    switch (d) {
+    case JG_F32:
+        return "float";
+    case JG_F64:
+        return "double";
+    case JG_I64:
+        return "int64_t";
+    }
+    return "?";
+}
+
+/* Writes expr with the identifiers a, b, s and T replaced (numbers are
+ * copied whole, so the b of 0x1b is not an operand). */
+static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, const char *rs,
+                     const char *rt, const char *opname) {
+    const char *p = expr;
+    while (*p) {
+        if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
+            const char *q = p + 1; /* a preprocessing number */
+            while (isalnum((unsigned char)*q) || *q == '_' || *q == '.' ||
+                   ((*q == '+' || *q == '-') && strchr("eEpP", q[-1])))
+                q++;
+            sb_putn(b, p, (size_t)(q - p));
+            p = q;
+        } else if (isalpha((unsigned char)*p) || *p == '_') {
+            const char *q = p + 1;
+            while (isalnum((unsigned char)*q) || *q == '_')
+                q++;
+            size_t n = (size_t)(q - p);
+            const char *r = NULL;
+            if (n == 1)
+                r = *p == 'a' ? ra : *p == 'b' ? rb : *p == 's' ? rs : *p == 'T' ? rt : NULL;
+            if (n == 1 && strchr("absT", *p) && !r)
+                return jg_errorf("cgen: the expression of %s uses '%c', which it has no value for",
+                                 opname, *p);
+            if (r)
+                sb_add(b, "%s", r);
+            else
+                sb_putn(b, p, n);
+            p = q;
+        } else {
+            sb_putn(b, p, 1);
+            p++;
+        }
+    }
+    return 0;
+}
+
+static void emit_shape(sbuf *b, const jg_meta *m) {
+    sb_add(b, "%s[", jg_dtype_name(m->dtype));
+    for (int d = 0; d < m->ndim; d++)
+        sb_add(b, "%s%" PRId64, d ? ", " : "", m->shape[d]);
+    sb_add(b, "]");
+}
+
+static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
+    const jg_gnode *n = &g->nodes[i];
+    sb_add(b, "    /* node %d: ", i);
+    for (int k = 0; k < n->n_out; k++)
+        sb_add(b, "%sv%d", k ? ", " : "", n->out[k]);
+    sb_add(b, " : ");
+    emit_shape(b, &g->vals[n->out[0]].meta);
+    sb_add(b, " = %s(", n->kind == JG_GN_CUSTOM ? "custom" : jg_ops[n->op].name);
+    for (int k = 0; k < n->n_in; k++)
+        sb_add(b, "%sv%d", k ? ", " : "", n->in[k]);
+    sb_add(b, ") */\n");
+}
+
+static int emit_group(sbuf *b, const layout *L, int st) {
+    const jg_graph *g = L->g;
+    int gi = L->steps[st].group, lastn = L->steps[st].node;
+    const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
+    int64_t N = meta_numel(S);
+    sb_add(b, "    /* step %d: fused loop over ", st);
+    emit_shape(b, S);
+    sb_add(b, " */\n");
+    for (int i = 0; i <= lastn; i++)
+        if (L->group[i] == gi)
+            emit_node_comment(b, g, i);
+    sb_add(b, "    {\n");
+    /* pointers: external operands (array or single element), then stores */
+    int nv = g->n_vals;
+    char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
+    if (!seen)
+        return jg_errorf("out of memory generating code");
+    sbuf chk = {0};
+    /* scalar attributes: read at run time (volatile), then converted to T in
+     * the loop exactly as the eager kernels convert theirs */
+    for (int i = 0; i <= lastn; i++)
+        if (L->group[i] == gi && strchr(jg_ops[g->nodes[i].op].cexpr, 's')) {
+            double sv = g->nodes[i].attrs.s;
+            uint64_t u;
+            memcpy(&u, &sv, sizeof u);
+            sb_add(b,
+                   "        static volatile const union { uint64_t u; double d; } s%d_ = "
+                   "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
+                   i, u, sv, i, i);
+        }
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi)
+            continue;
+        const jg_gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int u = n->in[k];
+            const jg_value *v = &g->vals[u];
+            if ((v->kind == JG_VAL_NODE && L->group[v->node] == gi) || seen[u])
+                continue;
+            seen[u] = same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
+            sb_add(b, "        const %s *restrict x%d = rt->%s(ctx, %d);\n", ctype(v->meta.dtype),
+                   u, seen[u] == 1 ? "in" : "elem", u);
+            sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
+        }
+    }
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi || !L->ext[g->nodes[i].out[0]])
+            continue;
+        int v = g->nodes[i].out[0];
+        sb_add(b, "        %s *restrict o%d = rt->out(ctx, %d);\n", ctype(g->vals[v].meta.dtype), v,
+               v);
+        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
+    }
+    if (chk.oom) {
+        free(seen);
+        free(chk.s);
+        return jg_errorf("out of memory generating code");
+    }
+    if (chk.len)
+        sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
+    free(chk.s);
+    for (int u = 0; u < nv; u++)
+        if (seen[u] == 2)
+            sb_add(b, "        const %s v%d = *x%d;\n", ctype(g->vals[u].meta.dtype), u, u);
+    sb_add(b, "        for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
+    for (int u = 0; u < nv; u++)
+        if (seen[u] == 1)
+            sb_add(b, "            const %s v%d = x%d[jg_i];\n", ctype(g->vals[u].meta.dtype), u,
+                   u);
+    free(seen);
+    int rc = 0;
+    for (int i = 0; i <= lastn && rc == 0; i++) {
+        if (L->group[i] != gi)
+            continue;
+        const jg_gnode *n = &g->nodes[i];
+        const jg_op_info *info = &jg_ops[n->op];
+        int v = n->out[0];
+        const char *T = ctype(g->vals[v].meta.dtype);
+        char ra[24], rb[24], rs[64] = "";
+        snprintf(ra, sizeof ra, "v%d", n->in[0]);
+        snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
+        if (strchr(info->cexpr, 's'))
+            snprintf(rs, sizeof rs, "s%d", i);
+        sb_add(b, "            const %s v%d = (%s)(", T, v, T);
+        rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
+                       info->name);
+        sb_add(b, ");\n");
+    }
+    for (int i = 0; i <= lastn && rc == 0; i++)
+        if (L->group[i] == gi && L->ext[g->nodes[i].out[0]])
+            sb_add(b, "            o%d[jg_i] = v%d;\n", g->nodes[i].out[0], g->nodes[i].out[0]);
+    sb_add(b, "        }\n    }\n");
+    return rc;
+}
+
+static char *generate(const jg_graph *g, const layout *L) {
+    sbuf b = {0};
+    sb_add(&b,
+           "/* jitgrad generated code: %s graph, %d nodes, %d steps, %d fused loops (%d nodes).\n"
+           " * vN is value N of the graph, xN / oN its input / output buffer. */\n",
+           g->name ? g->name : "graph", g->n_nodes, L->n_steps, L->n_loops, L->n_fused);
+    sb_add(&b, "#include <stdint.h>\n#include <tgmath.h>\n\n%s\n", RT_DECL);
+    /* Vectorizing an elementwise loop changes no result (same operations per
+     * element, no reassociation or contraction); gcc's -O2 cost model would
+     * skip most of these loops, as for the eager kernels. */
+    sb_add(&b, "#if defined(__GNUC__) && !defined(__clang__)\n"
+               "#define JG_VECTORIZE __attribute__((optimize(\"tree-vectorize\", "
+               "\"vect-cost-model=dynamic\")))\n"
+               "#else\n#define JG_VECTORIZE\n#endif\n\n");
+    sb_add(&b, "#pragma GCC diagnostic ignored \"-Wtautological-compare\"\n\n");
+    sb_add(&b, "JG_VECTORIZE int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
+    for (int st = 0; st < L->n_steps; st++) {
+        if (L->steps[st].group >= 0) {
+            if (emit_group(&b, L, st) < 0) {
+                free(b.s);
+                return NULL;
+            }
+        } else {
+            int i = L->steps[st].node;
+            sb_add(&b, "    /* step %d */\n", st);
+            emit_node_comment(&b, g, i);
+            sb_add(&b, "    if (rt->node(ctx, %d) < 0)\n        return -1;\n", i);
+        }
+        sb_add(&b, "    rt->done(ctx, %d);\n", st);
+    }
+    sb_add(&b, "    return 0;\n}\n");
+    if (jg_cgen_debug_extra_source)
+        sb_add(&b, "%s\n", jg_cgen_debug_extra_source);
+    if (b.oom) {
+        free(b.s);
+        return jg_errorf_null("out of memory generating code");
+    }
+    return b.s;
+}
+
+char *jg_cgen_source(const jg_graph *g, int *n_loops, int *n_fused) {
+    layout L;
+    if (layout_make(g, &L) < 0)
+        return NULL;
+    char *s = generate(g, &L);
+    if (n_loops)
+        *n_loops = L.n_loops;
+    if (n_fused)
+        *n_fused = L.n_fused;
+    layout_free(&L);
+    return s;
+}
+
+/* ------------------------------------------------------------ compiler + cache */
+
+/* The compiler to run: JITGRAD_CC (a path, or a name looked up on PATH),
+ * else cc.  Fills path; -1 + why if none is found. */
+static int find_compiler(char *path, size_t n, char *why, size_t why_n) {
+    const char *cc = getenv("JITGRAD_CC");
+    if (!cc || !*cc)
+        cc = "cc";
+    if (strchr(cc, '/')) {
+        if (access(cc, X_OK) == 0) {
+            snprintf(path, n, "%s", cc);
+            return 0;
+        }
+        snprintf(why, why_n, "C compiler '%.400s' not found or not executable (JITGRAD_CC)", cc);
+        return -1;
+    }
+    const char *envp = getenv("PATH");
+    if (!envp || !*envp)
+        envp = "/usr/local/bin:/usr/bin:/bin";
+    while (*envp) {
+        size_t len = strcspn(envp, ":");
+        char cand[4096];
+        snprintf(cand, sizeof cand, "%.*s/%.1000s", (int)(len ? len > 2000 ? 2000 : len : 1),
+                 len ? envp : ".", cc);
+        if (access(cand, X_OK) == 0) {
+            snprintf(path, n, "%s", cand);
+            return 0;
+        }
+        envp += len + (envp[len] == ':');
+    }
+    snprintf(why, why_n, "no C compiler found: '%.400s' is not on PATH (set JITGRAD_CC)", cc);
+    return -1;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) && access(tmp, W_OK) == 0 ? 0 : -1;
+}
+
+/* JITGRAD_CACHE_DIR, else $XDG_CACHE_HOME/jitgrad, else ~/.cache/jitgrad. */
+static int cache_dir(char *dir, size_t n, char *why, size_t why_n) {
+    const char *e = getenv("JITGRAD_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (e && *e)
+        snprintf(dir, n, "%s", e);
+    else if (x && *x)
+        snprintf(dir, n, "%.3000s/jitgrad", x);
+    else if (h && *h)
+        snprintf(dir, n, "%.3000s/.cache/jitgrad", h);
+    else {
+        snprintf(why, why_n, "no cache directory (set JITGRAD_CACHE_DIR)");
+        return -1;
+    }
+    if (make_dirs(dir) < 0) {
+        snprintf(why, why_n, "cannot create or write the cache directory %.400s: %s", dir,
+                 strerror(errno ? errno : EACCES));
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void read_tail(const char *path, char *out, size_t n) {
+    out[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    long start = len > (long)n - 1 ? len - ((long)n - 1) : 0;
+    fseek(f, start, SEEK_SET);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    fclose(f);
+    while (got && (out[got - 1] == '\n' || out[got - 1] == ' '))
+        out[--got] = 0;
+}
+
+static int write_file(const char *path, const char *s) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t n = strlen(s);
+    int rc = fwrite(s, 1, n, f) == n ? 0 : -1;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* Runs cc on src_path -> so_path, stderr to log_path.  Exit status or -1. */
+static int run_compiler(const char *cc, const char *so_path, const char *src_path,
+                        const char *log_path) {
+    const char *argv[N_CC_FLAGS + 8];
+    int k = 0;
+    argv[k++] = cc;
+    for (int i = 0; i < N_CC_FLAGS; i++)
+        argv[k++] = CC_FLAGS[i];
+    argv[k++] = "-o";
+    argv[k++] = so_path;
+    argv[k++] = src_path;
+    argv[k++] = "-lm";
+    argv[k] = NULL;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        execv(cc, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status)
+                             : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static _Thread_local int last_loops, last_fused;
+static _Thread_local bool last_hit;
+
+/* Finds src's shared object in the cache or compiles it there; dlopens it. */
+static void *load_source(const char *src, const char *label, bool quiet) {
+    char cc[4096], dir[4096], why[600];
+    if (find_compiler(cc, sizeof cc, why, sizeof why) < 0)
+        return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
+    if (cache_dir(dir, sizeof dir, why, sizeof why) < 0)
+        return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = fnv1a(h, src, strlen(src) + 1);
+    for (int i = 0; i < N_CC_FLAGS; i++)
+        h = fnv1a(h, CC_FLAGS[i], strlen(CC_FLAGS[i]) + 1);
+    h = fnv1a(h, cc, strlen(cc) + 1);
+    char so[4400], tmp_so[4500], tmp_c[4500], final_c[4400], log[4500];
+    snprintf(so, sizeof so, "%.4000s/%016" PRIx64 ".so", dir, h);
+    snprintf(final_c, sizeof final_c, "%.4000s/%016" PRIx64 ".c", dir, h);
+    const char *lg = getenv("JITGRAD_LOG");
+    bool log_code = false;
+    while (lg && *lg && !quiet) {
+        size_t n = strcspn(lg, ",");
+        if ((n == 4 && !strncmp(lg, "code", 4)) || (n == 3 && !strncmp(lg, "all", 3)))
+            log_code = true;
+        lg += n + (lg[n] == ',');
+    }
+    if (log_code)
+        fprintf(stderr, "jitgrad: generated C for the %s graph (%s):\n%s", label, so, src);
+    last_hit = true;
+    if (access(so, R_OK) == 0) {
+        void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (dl)
+            return dl;
+        /* unreadable (e.g. made by another system): compile it again */
+    }
+    last_hit = false;
+    static atomic_uint seq; /* temp names: unique per process and thread */
+    unsigned id = atomic_fetch_add(&seq, 1);
+    snprintf(tmp_so, sizeof tmp_so, "%s.tmp%ld.%u.so", so, (long)getpid(), id);
+    snprintf(tmp_c, sizeof tmp_c, "%s.tmp%ld.%u.c", so, (long)getpid(), id);
+    snprintf(log, sizeof log, "%s.tmp%ld.%u.log", so, (long)getpid(), id);
+    if (write_file(tmp_c, src) < 0) {
+        unlink(tmp_c);
+        return jg_errorf_null("jg_compile(c): cannot write %s: %s", tmp_c, strerror(errno));
+    }
+    int st = run_compiler(cc, tmp_so, tmp_c, log);
+    if (st != 0) {
+        char tail[1500];
+        read_tail(log, tail, sizeof tail);
+        unlink(tmp_so);
+        unlink(tmp_c);
+        unlink(log);
+        if (st < 0)
+            return jg_errorf_null("jg_compile(c): cannot run the C compiler %s: %s", cc,
+                                  strerror(errno));
+        return jg_errorf_null("jg_compile(c): the C compiler %s failed (exit status %d) on the "
+                              "code of the %s graph:\n%s",
+                              cc, st, label, tail[0] ? tail : "(no output)");
+    }
+    unlink(log);
+    /* atomic: another process may be compiling the same source */
+    if (rename(tmp_so, so) < 0) {
+        int e = errno;
+        unlink(tmp_so);
+        unlink(tmp_c);
+        return jg_errorf_null("jg_compile(c): cannot move %s into the cache: %s", tmp_so,
+                              strerror(e));
+    }
+    if (rename(tmp_c, final_c) < 0) /* the source, kept for reading */
+        unlink(tmp_c);
+    void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!dl)
+        return jg_errorf_null("jg_compile(c): cannot load %s: %s", so, dlerror());
+    return dl;
+}
+
+static const char PROBE[] = "/* jitgrad: does the c backend work here? */\n"
+                            "#include <stdint.h>\n#include <tgmath.h>\n"
+                            "double jg_probe(double x) { return exp(x) + (double)(int64_t)x; }\n";
+
+bool jg_cgen_available(char *why, size_t why_size) {
+    void *dl = load_source(PROBE, "probe", true);
+    if (!dl) {
+        if (why && why_size)
+            snprintf(why, why_size, "%s", jg_last_error());
+        return false;
+    }
+    bool ok = dlsym(dl, "jg_probe") != NULL;
+    dlclose(dl);
+    if (!ok && why && why_size)
+        snprintf(why, why_size, "the probe library has no symbol jg_probe");
+    return ok;
+}
+
+void jg_cgen_last_stats(int *n_loops, int *n_fused, bool *cache_hit) {
+    if (n_loops)
+        *n_loops = last_loops;
+    if (n_fused)
+        *n_fused = last_fused;
+    if (cache_hit)
+        *cache_hit = last_hit;
+}
+
+/* ------------------------------------------------------------ plan + run */
+
+struct jg_cgen_plan {
+    const jg_graph *g;
+    void *dl;
+    gen_fn fn;
+    int *free_start; /* step s releases free_list[free_start[s] .. free_start[s+1]) */
+    int *free_list;
+    jg_tensor *pool[POOL_MAX];
+    int n_pool;
+    jg_tensor **vals;    /* one tensor per value during a run */
+    jg_tensor **scratch; /* contiguous copies of this step's operands */
+    int n_scratch;
+    jg_graph **cgraph;      /* per node: a one-node graph running a custom call */
+    jg_interp_plan **cplan; /* ... and its interpreter plan */
+};
+
+void jg_cgen_plan_free(jg_cgen_plan *p) {
+    if (!p)
+        return;
+    for (int i = 0; i < p->n_pool; i++)
+        jg_release(p->pool[i]);
+    if (p->cgraph)
+        for (int i = 0; i < p->g->n_nodes; i++) {
+            jg_interp_plan_free(p->cplan[i]);
+            jg_graph_free(p->cgraph[i]);
+        }
+    free(p->cgraph);
+    free(p->cplan);
+    free(p->free_start);
+    free(p->free_list);
+    free(p->vals);
+    free(p->scratch);
+    if (p->dl)
+        dlclose(p->dl);
+    free(p);
+}
+
+/* A graph holding only custom node i, one input per operand: the
+ * interpreter runs it exactly as it runs the node inside a graph. */
+static int wrap_custom(jg_cgen_plan *p, int i) {
+    const jg_graph *g = p->g;
+    const jg_gnode *n = &g->nodes[i];
+    jg_graph *w = jg_graph_new();
+    int in[64], outs[64];
+    jg_meta metas[64];
+    bool rg[64];
+    if (!w)
+        return -1;
+    if (n->n_in > 64 || n->n_out > 64) {
+        jg_graph_free(w);
+        return jg_errorf("cgen: custom call with %d inputs / %d outputs (at most 64)", n->n_in,
+                         n->n_out);
+    }
+    w->name = "custom";
+    for (int k = 0; k < n->n_in; k++) {
+        const jg_value *v = &g->vals[n->in[k]];
+        if ((in[k] = jg_graph_add_input(w, &v->meta, v->requires_grad, NULL)) < 0) {
+            jg_graph_free(w);
+            return -1;
+        }
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        metas[k] = g->vals[n->out[k]].meta;
+        rg[k] = g->vals[n->out[k]].requires_grad;
+    }
+    int idx = jg_graph_add_custom(w, n->custom, n->n_in, in, n->n_out, metas, rg, outs);
+    if (idx >= 0) /* the call's state stays with the graph that recorded it */
+        w->nodes[idx].custom->owner = n->custom->owner;
+    if (idx < 0 || jg_graph_set_outputs(w, n->n_out, outs) < 0 ||
+        !(p->cplan[i] = jg_interp_plan_new(w))) {
+        jg_graph_free(w);
+        return -1;
+    }
+    p->cgraph[i] = w;
+    return 0;
+}
+
+jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
+    layout L;
+    if (layout_make(g, &L) < 0)
+        return NULL;
+    last_loops = L.n_loops;
+    last_fused = L.n_fused;
+    char *src = generate(g, &L);
+    jg_cgen_plan *p = src ? calloc(1, sizeof *p) : NULL;
+    int nv = g->n_vals ? g->n_vals : 1, nn = g->n_nodes ? g->n_nodes : 1;
+    if (p) {
+        p->g = g;
+        p->free_start = calloc((size_t)L.n_steps + 1, sizeof *p->free_start);
+        p->free_list = malloc((size_t)nv * sizeof *p->free_list);
+        p->vals = calloc((size_t)nv, sizeof *p->vals);
+        p->scratch = calloc((size_t)nv, sizeof *p->scratch);
+        p->cgraph = calloc((size_t)nn, sizeof *p->cgraph);
+        p->cplan = calloc((size_t)nn, sizeof *p->cplan);
+    }
+    int *dies = malloc(sizeof(int) * (size_t)nv);
+    if (!p || !p->free_start || !p->free_list || !p->vals || !p->scratch || !p->cgraph ||
+        !p->cplan || !dies) {
+        if (src)
+            jg_errorf("out of memory planning generated code");
+        goto fail;
+    }
+    /* each node value dies after the last step reading it (outputs never) */
+    for (int v = 0; v < g->n_vals; v++)
+        dies[v] = g->vals[v].kind == JG_VAL_NODE ? L.step_of_node[g->vals[v].node] : -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            if (g->vals[v].kind == JG_VAL_NODE && dies[v] < L.step_of_node[i])
+                dies[v] = L.step_of_node[i];
+        }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            dies[g->outputs[k]] = -1;
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == JG_VAL_NODE && dies[v] >= 0)
+            p->free_start[dies[v] + 1]++;
+    for (int s = 0; s < L.n_steps; s++)
+        p->free_start[s + 1] += p->free_start[s];
+    int *fill = calloc((size_t)L.n_steps + 1, sizeof *fill);
+    if (!fill) {
+        jg_errorf("out of memory planning generated code");
+        goto fail;
+    }
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == JG_VAL_NODE && dies[v] >= 0)
+            p->free_list[p->free_start[dies[v]] + fill[dies[v]]++] = v;
+    free(fill);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind == JG_GN_CUSTOM && wrap_custom(p, i) < 0)
+            goto fail;
+    if (!(p->dl = load_source(src, g->name ? g->name : "graph", false)))
+        goto fail;
+    void *sym = dlsym(p->dl, "jg_gen_run");
+    memcpy(&p->fn, &sym, sizeof sym);
+    if (!p->fn) {
+        jg_errorf("jg_compile(c): the generated library has no jg_gen_run: %s", dlerror());
+        goto fail;
+    }
+    free(dies);
+    free(src);
+    layout_free(&L);
+    return p;
+fail:
+    free(dies);
+    free(src);
+    layout_free(&L);
+    jg_cgen_plan_free(p);
+    return NULL;
+}
+
+/* ---- the runtime table ---- */
+
+static bool poolable(const jg_tensor *t) {
+    return t->refcount == 1 && t->storage && t->storage->refcount == 1 && !t->is_view && !t->grad &&
+           !t->grad_fn && t->offset == 0 && jg_is_contiguous(t);
+}
+
+static void drop(jg_cgen_plan *p, jg_tensor *t) {
+    if (!t)
+        return;
+    if (p->n_pool < POOL_MAX && poolable(t)) {
+        p->pool[p->n_pool++] = t;
+        return;
+    }
+    jg_release(t);
+}
+
+static jg_tensor *alloc_out(jg_cgen_plan *p, const jg_meta *m) {
+    for (int i = p->n_pool - 1; i >= 0; i--) {
+        jg_tensor *t = p->pool[i];
+        if (t->dtype == m->dtype && t->ndim == m->ndim &&
+            !memcmp(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim)) {
+            p->pool[i] = p->pool[--p->n_pool];
+            t->requires_grad = false;
+            return t;
+        }
+    }
+    return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
+}
+
+static int64_t dummy_elem[2];
+
+static void *data_of(jg_tensor *t) {
+    if (t->numel == 0 || !t->storage->data)
+        return dummy_elem;
+    return jg_tensor_ptr(t);
+}
+
+static int rt_node(void *ctx, int i) {
+    jg_cgen_plan *p = ctx;
+    const jg_graph *g = p->g;
+    const jg_gnode *n = &g->nodes[i];
+    jg_tensor **vals = p->vals;
+    if (n->kind == JG_GN_CUSTOM) {
+        jg_tensor *in[64], *out[64];
+        for (int k = 0; k < n->n_in; k++)
+            in[k] = vals[n->in[k]];
+        if (jg_interp_run(p->cplan[i], in, out) < 0)
+            return -1;
+        for (int k = 0; k < n->n_out; k++)
+            vals[n->out[k]] = out[k];
+        return 0;
+    }
+    const jg_op_info *info = &jg_ops[n->op];
+    jg_tensor *in[4], *out[2] = {0};
+    int rc = 0;
+    for (int k = 0; k < n->n_in; k++)
+        in[k] = vals[n->in[k]];
+    if (!(info->flags & JG_OPF_VIEW))
+        for (int k = 0; k < n->n_out; k++)
+            if (!(out[k] = alloc_out(p, &g->vals[n->out[k]].meta))) {
+                rc = -1;
+                break;
+            }
+    if (rc == 0)
+        rc = info->kernel(&n->attrs, in, out);
+    if (rc < 0) {
+        for (int k = 0; k < n->n_out; k++)
+            jg_release(out[k]);
+        return -1;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        vals[n->out[k]] = out[k];
+    return 0;
+}
+
+static const void *rt_in(void *ctx, int v) {
+    jg_cgen_plan *p = ctx;
+    jg_tensor *t = p->vals[v];
+    if (t->numel <= 1 || jg_is_contiguous(t))
+        return data_of(t);
+    jg_tensor *c = jg_tensor_alloc(t->dtype, t->ndim, t->shape);
+    if (!c)
+        return NULL;
+    jg_copy_data(c, t);
+    p->scratch[p->n_scratch++] = c;
+    return data_of(c);
+}
+
+static const void *rt_elem(void *ctx, int v) {
+    jg_cgen_plan *p = ctx;
+    return data_of(p->vals[v]);
+}
+
+static void *rt_out(void *ctx, int v) {
+    jg_cgen_plan *p = ctx;
+    jg_tensor *t = alloc_out(p, &p->g->vals[v].meta);
+    if (!t)
+        return NULL;
+    p->vals[v] = t;
+    return data_of(t);
+}
+
+static void rt_done(void *ctx, int s) {
+    jg_cgen_plan *p = ctx;
+    for (int j = p->free_start[s]; j < p->free_start[s + 1]; j++) {
+        drop(p, p->vals[p->free_list[j]]);
+        p->vals[p->free_list[j]] = NULL;
+    }
+    for (int k = 0; k < p->n_scratch; k++)
+        jg_release(p->scratch[k]);
+    p->n_scratch = 0;
+}
+
+static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done};
+
+int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
+    const jg_graph *g = p->g;
+    jg_tensor **vals = p->vals;
+    for (int k = 0; k < g->n_inputs; k++)
+        vals[g->inputs[k]] = inputs[k];
+    for (int c = 0; c < g->n_consts; c++)
+        vals[g->const_vals[c]] = g->consts[c];
+    bool prev = jg_set_grad_enabled(false);
+    int rc = p->fn(&RT, p);
+    jg_set_grad_enabled(prev);
+    if (rc == 0)
+        for (int k = 0; k < g->n_outputs; k++)
+            outputs[k] = g->outputs[k] >= 0 ? jg_retain(vals[g->outputs[k]]) : NULL;
+    for (int k = 0; k < p->n_scratch; k++)
+        jg_release(p->scratch[k]);
+    p->n_scratch = 0;
+    for (int v = 0; v < g->n_vals; v++) {
+        if (g->vals[v].kind == JG_VAL_NODE && vals[v])
+            jg_release(vals[v]);
+        vals[v] = NULL;
+    }
+    return rc < 0 ? -1 : 0;
+}
