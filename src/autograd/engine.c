@@ -101,9 +101,8 @@ typedef struct {
     int heap_len, cap_heap;
 } run_state;
 
-static int grow(void **p, int *cap, int need, size_t elem, int first) {
-    if (need <= *cap)
-        return 0;
+static __attribute__((noinline)) int grow_slow(void **p, int *cap, int need, size_t elem,
+                                               int first) {
     int c = *cap ? *cap : first;
     while (c < need)
         c *= 2;
@@ -113,6 +112,10 @@ static int grow(void **p, int *cap, int need, size_t elem, int first) {
     *p = q;
     *cap = c;
     return 0;
+}
+
+static inline int grow(void **p, int *cap, int need, size_t elem, int first) {
+    return need <= *cap ? 0 : grow_slow(p, cap, need, elem, first);
 }
 
 static void map_clear(ptrmap *m) {
@@ -130,8 +133,11 @@ static int add_node(run_state *rs, jg_node *n) {
              128) < 0 ||
         map_put(&rs->node_idx, n, rs->n_nodes) < 0)
         return -1;
-    for (int k = 0; k < n_out; k++)
-        rs->grads[rs->n_grads + k] = NULL;
+    if (n_out == 1) /* (the loop would become a memset call) */
+        rs->grads[rs->n_grads] = NULL;
+    else
+        for (int k = 0; k < n_out; k++)
+            rs->grads[rs->n_grads + k] = NULL;
     rs->nodes[rs->n_nodes] = (node_info){n, 0, rs->n_grads, rs->n_next, false, false};
     rs->n_grads += n_out;
     rs->n_next += n->n_next;
@@ -377,16 +383,16 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
         return 0; /* nothing reached it: it contributes nothing */
     if (n->has_saved && n->saved_released)
         return jg_errorf("%s", JG_SAVED_FREED_MSG);
-    jg_tensor *gin_small[8], **gin = gin_small;
-    if (n->n_next > 8 && !(gin = malloc((size_t)n->n_next * sizeof *gin)))
+    jg_tensor *gin_small[8] = {0}, **gin = gin_small;
+    if (n->n_next > 8 && !(gin = calloc((size_t)n->n_next, sizeof *gin)))
         return jg_errorf("out of memory in backward");
-    memset(gin, 0, (size_t)n->n_next * sizeof *gin);
     jg_scope_push();
-    bool prev = jg_set_grad_enabled(create_graph);
+    bool prev = jg_grad_mode;
+    jg_grad_mode = create_graph;
     int rc = n->vt->apply(n, buf, gin, create_graph);
     if (rc == 0)
         rc = route(rs, &rs->nodes[idx], gin); /* (leaf_slot never moves nodes[]) */
-    jg_set_grad_enabled(prev);
+    jg_grad_mode = prev;
     jg_scope_pop();
     if (gin != gin_small)
         free(gin);
@@ -477,12 +483,10 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         node_info *ni = &rs->nodes[i];
         if (!ni->needed)
             continue;
-        for (int k = 0; k < ni->node->n_next; k++)
-            if (ni->node->next[k].fn) {
-                node_info *d = &rs->nodes[rs->next_idx[ni->next + k]];
-                if (d->needed)
-                    d->deps++;
-            }
+        const int *nx = rs->next_idx + ni->next;
+        for (int k = 0, nn = ni->node->n_next; k < nn; k++)
+            if (nx[k] >= 0 && rs->nodes[nx[k]].needed) /* (edges to nodes: nx >= 0) */
+                rs->nodes[nx[k]].deps++;
     }
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
@@ -526,9 +530,11 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
                     captured[c] = jg_retain(buf[capture[c]->output_nr]);
         }
         rc = run_node(rs, i, create_graph);
-        node_info *ni = &rs->nodes[i];
-        for (int k = 0; k < ni->node->n_next && rc == 0; k++) {
-            int j = rs->next_idx[ni->next + k];
+        if (rc < 0)
+            break;
+        const int *nx = rs->next_idx + rs->nodes[i].next;
+        for (int k = 0, nn = rs->nodes[i].node->n_next; k < nn; k++) {
+            int j = nx[k];
             if (j >= 0 && rs->nodes[j].needed && --rs->nodes[j].deps == 0)
                 heap_push(rs, j);
         }

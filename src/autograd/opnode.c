@@ -41,19 +41,24 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, boo
     for (int k = 0; k < info->n_in; k++) {
         if (!needs[k])
             gin[k] = NULL;
-        JG_ASSERT(!gin[k] || (gin[k]->ndim == o->in_meta[k].ndim &&
-                              !memcmp(gin[k]->shape, o->in_meta[k].shape,
-                                      sizeof(int64_t) * (size_t)gin[k]->ndim)));
+        if (gin[k]) {
+            JG_ASSERT(gin[k]->ndim == o->in_meta[k].ndim);
+            for (int d = 0; d < gin[k]->ndim; d++)
+                JG_ASSERT(gin[k]->shape[d] == o->in_meta[k].shape[d]);
+        }
     }
     return 0;
 }
 
 static void opnode_release_saved(jg_node *n) {
     op_node *o = (op_node *)n;
-    for (int k = 0; k < OPNODE_MAX_IN; k++)
-        jg_saved_free(&o->in[k]);
-    for (int k = 0; k < OPNODE_MAX_OUT; k++)
-        jg_saved_free(&o->out[k]);
+    const jg_op_info *info = &jg_ops[o->op];
+    if (info->flags & JG_OPF_SAVE_IN) /* (no other slot is ever filled) */
+        for (int k = 0; k < info->n_in; k++)
+            jg_saved_free(&o->in[k]);
+    if (info->flags & JG_OPF_SAVE_OUT)
+        for (int k = 0; k < info->n_out; k++)
+            jg_saved_free(&o->out[k]);
 }
 
 static const char *opnode_name(const jg_node *n) {

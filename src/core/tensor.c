@@ -75,15 +75,20 @@ static void pool_make_key(void) {
 
 /* Keeps block p (size bytes) on bin `bin`; false when it cannot (the caller
  * frees it). */
-static bool pool_put_bin(int bin, void *p, size_t size) {
+/* Makes pool_flush run at this thread's exit; false if that is impossible. */
+static __attribute__((noinline)) bool pool_register(void) {
+    pthread_once(&pool_once, pool_make_key);
+    if (!pool_key_ok || pthread_setspecific(pool_key, &pool_bytes) != 0)
+        return false;
+    pool_registered = true;
+    return true;
+}
+
+static inline bool pool_put_bin(int bin, void *p, size_t size) {
     if (pool_bytes + size > JG_POOL_MAX_BYTES)
         return false;
-    if (!pool_registered) { /* pool_flush runs at this thread's exit */
-        pthread_once(&pool_once, pool_make_key);
-        if (!pool_key_ok || pthread_setspecific(pool_key, &pool_bytes) != 0)
-            return false;
-        pool_registered = true;
-    }
+    if (!pool_registered && !pool_register())
+        return false;
     pool_blk *b = p;
     b->next = pool_bins[bin].head;
     pool_bins[bin].head = b;
@@ -92,7 +97,7 @@ static bool pool_put_bin(int bin, void *p, size_t size) {
     return true;
 }
 
-static void *pool_get_bin(int bin, size_t size) {
+static inline void *pool_get_bin(int bin, size_t size) {
     pool_blk *b = pool_bins[bin].head;
     if (!b || pool_bins[bin].size != size)
         return NULL;
@@ -101,8 +106,12 @@ static void *pool_get_bin(int bin, size_t size) {
     return b;
 }
 
+static _Thread_local int pool_last; /* the bin last used for storages */
+
 static bool storage_pool_put(jg_storage *s) {
     size_t total = storage_total(s->nbytes);
+    if (JG_POOL_BINS && pool_bins[pool_last].head && pool_bins[pool_last].size == total)
+        return pool_put_bin(pool_last, s, total);
     int empty = -1;
     for (int i = 0; i < JG_POOL_BINS; i++) {
         if (pool_bins[i].head && pool_bins[i].size == total)
@@ -114,9 +123,16 @@ static bool storage_pool_put(jg_storage *s) {
 }
 
 static jg_storage *storage_pool_get(size_t total) {
-    for (int i = 0; i < JG_POOL_BINS; i++)
-        if (pool_bins[i].head && pool_bins[i].size == total)
+    if (JG_POOL_BINS == 0)
+        return NULL;
+    int i = pool_last;
+    if (pool_bins[i].head && pool_bins[i].size == total)
+        return pool_get_bin(i, total);
+    for (i = 0; i < JG_POOL_BINS; i++)
+        if (pool_bins[i].head && pool_bins[i].size == total) {
+            pool_last = i;
             return pool_get_bin(i, total);
+        }
     return NULL;
 }
 
@@ -152,14 +168,6 @@ static _Thread_local dead_obj *dead_stack;
 static _Thread_local size_t dead_len, dead_cap;
 static _Thread_local bool draining;
 
-static void tensor_destroy(jg_tensor *t) {
-    storage_release(t->storage);
-    jg_release(t->grad);
-    jg_node_release(t->grad_fn);
-    if (JG_POOL_BINS == 0 || !pool_put_bin(JG_POOL_BINS, t, sizeof *t))
-        free(t);
-}
-
 static void push_dead(void *obj, bool is_node) {
     if (dead_len == dead_cap) {
         size_t cap = dead_cap ? dead_cap * 2 : 64;
@@ -170,6 +178,22 @@ static void push_dead(void *obj, bool is_node) {
         dead_cap = cap;
     }
     dead_stack[dead_len++] = (dead_obj){obj, is_node};
+}
+
+/* Node refcount (nodes start with it, see autograd/node.h). */
+typedef struct {
+    int64_t refcount;
+} node_head;
+
+/* Drops t's references; what dies on the way is pushed (drain runs it). */
+static void tensor_destroy(jg_tensor *t) {
+    storage_release(t->storage);
+    if (t->grad && --t->grad->refcount == 0)
+        push_dead(t->grad, false);
+    if (t->grad_fn && --((node_head *)t->grad_fn)->refcount == 0)
+        push_dead(t->grad_fn, true);
+    if (JG_POOL_BINS == 0 || !pool_put_bin(JG_POOL_BINS, t, sizeof *t))
+        free(t);
 }
 
 static void drain(void) {
@@ -203,14 +227,18 @@ void jg_release(jg_tensor *t) {
     JG_ASSERT(t->refcount > 0);
     if (--t->refcount > 0)
         return;
-    push_dead(t, false);
-    drain();
+    if (draining) { /* inside a destruction: the running drain loop gets it */
+        push_dead(t, false);
+        return;
+    }
+    /* destroy t here and whatever dies with it in the loop, without a stack
+     * round trip for t itself */
+    draining = true;
+    tensor_destroy(t);
+    draining = false;
+    if (dead_len)
+        drain();
 }
-
-/* Nodes start with their refcount (see autograd/node.h). */
-typedef struct {
-    int64_t refcount;
-} node_head;
 
 void jg_node_retain(jg_node *n) {
     if (n)
@@ -224,8 +252,15 @@ void jg_node_release(jg_node *n) {
     JG_ASSERT(h->refcount > 0);
     if (--h->refcount > 0)
         return;
-    push_dead(n, true);
-    drain();
+    if (draining) {
+        push_dead(n, true);
+        return;
+    }
+    draining = true;
+    jg_hooks.node_destroy(n);
+    draining = false;
+    if (dead_len)
+        drain();
 }
 
 /* ----------------------------------------------------------------- scopes */
@@ -306,18 +341,30 @@ void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
     }
 }
 
+/* Zeroes a reused struct with plain stores (gcc's inline memset of 208 bytes
+ * is a `rep stos`, whose start-up cost dominates at this size). */
+static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void
+zero_struct(jg_tensor *t) {
+    _Static_assert(sizeof *t % sizeof(uint64_t) == 0, "jg_tensor size");
+    uint64_t *w = (uint64_t *)(void *)t;
+#pragma GCC unroll 32
+    for (size_t i = 0; i < sizeof *t / sizeof *w; i++)
+        w[i] = 0;
+}
+
 static jg_tensor *tensor_struct(jg_dtype dtype, int ndim, const int64_t *shape) {
     jg_tensor *t = JG_POOL_BINS ? pool_get_bin(JG_POOL_BINS, sizeof *t) : NULL;
     if (t)
-        memset(t, 0, sizeof *t);
+        zero_struct(t);
     else if (!(t = calloc(1, sizeof *t)))
         return NULL;
     t->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;
-    if (ndim)
-        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    t->numel = jg_shape_numel(ndim, shape);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= t->shape[i] = shape[i];
+    t->numel = n;
     return t;
 }
 
@@ -325,8 +372,11 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
     jg_tensor *t = tensor_struct(dtype, ndim, shape);
     if (!t)
         return jg_errorf_null("out of memory allocating a tensor");
-    jg_contiguous_strides(ndim, shape, t->stride);
-    t->storage = storage_new((size_t)t->numel * jg_dtype_size(dtype));
+    if (ndim == 1)
+        t->stride[0] = 1;
+    else
+        jg_contiguous_strides(ndim, shape, t->stride);
+    t->storage = storage_new((size_t)t->numel * (dtype == JG_F32 ? 4 : 8));
     if (!t->storage) {
         free(t);
         char shp[256];

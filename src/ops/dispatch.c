@@ -2,6 +2,7 @@
  * applies the op's shape rule, then either hands a traced call to the tracer
  * or runs the kernel and records autograd history. */
 #include "autograd/node.h"
+#include "core/iter.h"
 #include "ops/decls.h"
 
 #include <string.h>
@@ -36,8 +37,73 @@ static bool same_shape_ew(const jg_op_info *info, jg_tensor *const *in) {
     return true;
 }
 
+/* ops/elementwise.c: the row functions of elementwise.def's ops by dtype. */
+extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
+
+/* t is laid out densely in row-major order (size-1 dims may have any stride) */
+static inline bool dense(const jg_tensor *t) {
+    if (t->ndim == 1)
+        return t->stride[0] == 1 || t->shape[0] == 1;
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != s)
+            return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+
+/* The common eager case, taken before anything else: an elementwise.def op
+ * (to_dtype is not one) on concrete, dense operands of one dtype and one shape that
+ * needs no promotion.  It does what the general path below does for them --
+ * no casts, the output has the input's shape and dtype (jg_infer_ew1/ew2),
+ * one kernel row call, history, scope -- with fewer checks.  Returns 1 when
+ * the call does not qualify. */
+static int ew_shortcut(jg_opcode op, const jg_op_info *info, const jg_attrs *a,
+                       jg_tensor *const *in_arg, jg_tensor **out) {
+    jg_tensor *x = in_arg[0], *y = info->n_in == 2 ? in_arg[1] : x;
+    if (!x || !y || x->sym || y->sym || x->dtype != y->dtype ||
+        ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
+        return 1;
+    if (x != y) {
+        if (x->ndim != y->ndim)
+            return 1;
+        for (int d = 0; d < x->ndim; d++)
+            if (x->shape[d] != y->shape[d])
+                return 1;
+        if (!dense(y))
+            return 1;
+    }
+    if (!dense(x))
+        return 1;
+    jg_tensor *in[2] = {x, y};
+    jg_tensor *o = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
+    if (!o)
+        return -1;
+    if (o->numel > 0) { /* the one row call jg_ew_run makes here */
+        double sc = a ? a->s : 0.0;
+        int64_t es = x->dtype == JG_F32 ? 4 : 8, st[3] = {es, es, es};
+        char *base[3] = {o->storage->data, (char *)x->storage->data + x->offset * es,
+                         (char *)y->storage->data + y->offset * es};
+        jg_ew_rows[op][x->dtype](&sc, o->numel, base, st);
+    }
+    if (!(info->flags & JG_OPF_NONDIFF) && jg_grad_mode && (x->requires_grad || y->requires_grad) &&
+        jg_autograd_record_op(op, a, info->n_in, in, 1, &o) < 0) {
+        jg_release(o);
+        return -1;
+    }
+    out[0] = jg_scope_track(o);
+    return 0;
+}
+
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
     const jg_op_info *info = &jg_ops[op];
+    if ((info->flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]) { /* (to_dtype has none) */
+        int r = ew_shortcut(op, info, a, in_arg, out);
+        if (r <= 0)
+            return r;
+    }
+    const jg_attrs *given = a; /* NULL attrs: the op node keeps no copy */
     jg_tensor *in[4] = {0}, *casts[4] = {0};
     int n_casts = 0; /* casts[0..n_casts) may be non-NULL */
     bool symbolic = false;
@@ -97,7 +163,7 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_ten
         if (rc == 0)
             have_out = true;
         if (rc == 0 && !(info->flags & JG_OPF_NONDIFF) && jg_any_requires_grad(info->n_in, in))
-            rc = jg_autograd_record_op(op, a, info->n_in, in, info->n_out, out);
+            rc = jg_autograd_record_op(op, given, info->n_in, in, info->n_out, out);
         if (rc < 0 && have_out)
             for (int k = 0; k < info->n_out; k++)
                 jg_release(out[k]);

@@ -176,6 +176,16 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
 #include "ops/elementwise.def"
 #undef JG_EW
 
+/* The row functions by op and dtype (NULL for ops not in elementwise.def),
+ * for dispatch's shortcut (ops/dispatch.c), which makes the one row call that
+ * jg_ew_run would make for dense operands of the output's shape. */
+const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3] = {
+#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr)                                           \
+    [JG_OP_##ID] = {name##_row_f32, name##_row_f64, name##_row_i64},
+#include "ops/elementwise.def"
+#undef JG_EW
+};
+
 int jg_k_to_dtype(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     jg_copy_data(out[0], in[0]);

@@ -79,10 +79,22 @@ int jg_vjp_log(VJP_ARGS) {
     return 0;
 }
 
-int jg_vjp_tanh(VJP_ARGS) { /* grad * (1 - y*y) */
+int jg_vjp_tanh(VJP_ARGS) { /* tanh_backward(grad, y) = grad * (1 - y*y), one op */
     UNUSED_ARGS;
-    gin[0] = jg_mul(gout[0], jg_add_scalar(jg_neg(jg_mul(out[0], out[0])), 1.0));
+    gin[0] = jg_op1(JG_OP_TANH_GRAD, NULL, gout[0], out[0]);
     CHECK(0);
+    return 0;
+}
+
+/* tanh_backward(g, y): d/dg = tanh_backward(grad, y); d/dy = grad * (-2 * y * g) */
+int jg_vjp_tanh_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[0])
+        gin[0] = SUM_TO(jg_op1(JG_OP_TANH_GRAD, NULL, gout[0], in[1]), 0);
+    if (needs[1])
+        gin[1] = SUM_TO(jg_mul(gout[0], jg_mul(jg_mul_scalar(in[1], -2.0), in[0])), 1);
+    CHECK(0);
+    CHECK(1);
     return 0;
 }
 
@@ -102,10 +114,24 @@ int jg_vjp_relu_grad(VJP_ARGS) {
     return 0;
 }
 
-int jg_vjp_sigmoid(VJP_ARGS) { /* grad * (1 - y) * y */
+int jg_vjp_sigmoid(VJP_ARGS) { /* sigmoid_backward(grad, y) = grad * (1 - y) * y, one op */
     UNUSED_ARGS;
-    gin[0] = jg_mul(jg_mul(gout[0], jg_add_scalar(jg_neg(out[0]), 1.0)), out[0]);
+    gin[0] = jg_op1(JG_OP_SIGMOID_GRAD, NULL, gout[0], out[0]);
     CHECK(0);
+    return 0;
+}
+
+/* sigmoid_backward(g, y): d/dg = sigmoid_backward(grad, y);
+ * d/dy = grad * g * (-2 * y + 1) */
+int jg_vjp_sigmoid_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[0])
+        gin[0] = SUM_TO(jg_op1(JG_OP_SIGMOID_GRAD, NULL, gout[0], in[1]), 0);
+    if (needs[1])
+        gin[1] = SUM_TO(
+            jg_mul(jg_mul(gout[0], in[0]), jg_add_scalar(jg_mul_scalar(in[1], -2.0), 1.0)), 1);
+    CHECK(0);
+    CHECK(1);
     return 0;
 }
 

@@ -5,6 +5,8 @@
  * differences in f64, and the autograd cases x*x and fan-out. */
 #include "testutil.h"
 
+#include "ops/decls.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
@@ -39,11 +41,20 @@ REF(sqrt, sqrt(a))
 REF(pow_scalar, pow(a, (T)s))
 REF(add_scalar, a + (T)s)
 REF(mul_scalar, a *(T)s)
+REF(tanh_grad, a *(-(b *b) + (T)1))
+REF(sigmoid_grad, (a * (-b + (T)1)) * b)
 REF(clone, a)
 REF(to_dtype, a)
 
 static jg_tensor *w_pow(jg_tensor *a, double s) {
     return jg_pow_scalar(a, s);
+}
+/* the fused backward ops of tanh and sigmoid (internal: no public wrapper) */
+static jg_tensor *jg_tanh_grad(jg_tensor *g, jg_tensor *y) {
+    return jg_op1(JG_OP_TANH_GRAD, NULL, g, y);
+}
+static jg_tensor *jg_sigmoid_grad(jg_tensor *g, jg_tensor *y) {
+    return jg_op1(JG_OP_SIGMOID_GRAD, NULL, g, y);
 }
 static jg_tensor *w_to_f64(jg_tensor *a) {
     return jg_to_dtype(a, JG_F64);
@@ -84,6 +95,8 @@ static const ew_row rows[] = {
     ROWS(pow_scalar, w_pow, 2.5, true, "PowBackward0"),
     ROWS(add_scalar, jg_add_scalar, -1.75, false, "AddBackward1"),
     ROWS(mul_scalar, jg_mul_scalar, 3.25, false, "MulBackward1"),
+    ROW2(tanh_grad, "TanhBackwardBackward0"),
+    ROW2(sigmoid_grad, "SigmoidBackwardBackward0"),
     ROW1(clone, false, "CloneBackward0"),
     {"to_dtype", 1, w_to_f64, NULL, NULL, 0, ref_to_dtype_d, ref_to_dtype_f, false,
      "ToCopyBackward0"},
