@@ -185,7 +185,20 @@ int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
         *acc = g;
         return 0;
     }
-    jg_tensor *sum = jg_keep(jg_add(*acc, g));
+    jg_tensor *a = *acc;
+    /* A buffer nothing else can see takes the sum in place: the same
+     * additions in the same order, without an allocation.  Not while
+     * recording history (create_graph) or tracing. */
+    if (!jg_grad_mode && a->refcount == 1 && a->storage && a->storage->refcount == 1 &&
+        !a->grad_fn && !a->requires_grad && g->storage && a->dtype == g->dtype &&
+        a->ndim == g->ndim && !memcmp(a->shape, g->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+        jg_is_contiguous(a)) {
+        jg_tensor *in[2] = {a, g};
+        int rc = jg_ops[JG_OP_ADD].kernel(NULL, in, &a);
+        jg_release(g);
+        return rc;
+    }
+    jg_tensor *sum = jg_keep(jg_add(a, g));
     jg_release(g);
     if (!sum)
         return -1;
