@@ -1,5 +1,6 @@
 /* The "c" backend (see cgen.h and docs/compiler.md, "The c backend"). */
 #include "backend/cgen.h"
+#include "backend/pool.h"
 #include "backend/interp.h"
 #include "core/iter.h"
 
@@ -18,8 +19,6 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define POOL_MAX 32
 
 const char *jg_cgen_debug_extra_source = NULL;
 
@@ -726,8 +725,7 @@ struct jg_cgen_plan {
     gen_fn fn;
     int *free_start; /* step s releases free_list[free_start[s] .. free_start[s+1]) */
     int *free_list;
-    jg_tensor *pool[POOL_MAX];
-    int n_pool;
+    jg_buffer_pool pool;
     jg_tensor **vals;    /* one tensor per value during a run */
     jg_tensor **scratch; /* contiguous copies of this step's operands */
     int n_scratch;
@@ -738,8 +736,7 @@ struct jg_cgen_plan {
 void jg_cgen_plan_free(jg_cgen_plan *p) {
     if (!p)
         return;
-    for (int i = 0; i < p->n_pool; i++)
-        jg_release(p->pool[i]);
+    jg_pool_clear(&p->pool);
     if (p->cgraph)
         for (int i = 0; i < p->g->n_nodes; i++) {
             jg_interp_plan_free(p->cplan[i]);
@@ -872,32 +869,12 @@ fail:
 
 /* ---- the runtime table ---- */
 
-static bool poolable(const jg_tensor *t) {
-    return t->refcount == 1 && t->storage && t->storage->refcount == 1 && !t->is_view && !t->grad &&
-           !t->grad_fn && t->offset == 0 && jg_is_contiguous(t);
-}
-
 static void drop(jg_cgen_plan *p, jg_tensor *t) {
-    if (!t)
-        return;
-    if (p->n_pool < POOL_MAX && poolable(t)) {
-        p->pool[p->n_pool++] = t;
-        return;
-    }
-    jg_release(t);
+    jg_pool_drop(&p->pool, t);
 }
 
 static jg_tensor *alloc_out(jg_cgen_plan *p, const jg_meta *m) {
-    for (int i = p->n_pool - 1; i >= 0; i--) {
-        jg_tensor *t = p->pool[i];
-        if (t->dtype == m->dtype && t->ndim == m->ndim &&
-            !memcmp(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim)) {
-            p->pool[i] = p->pool[--p->n_pool];
-            t->requires_grad = false;
-            return t;
-        }
-    }
-    return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
+    return jg_pool_alloc(&p->pool, m);
 }
 
 static int64_t dummy_elem[2];

@@ -1,5 +1,6 @@
 /* The interpreter backend (see interp.h). */
 #include "backend/interp.h"
+#include "backend/pool.h"
 
 #include "autograd/node.h"
 
@@ -7,14 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX 32
-
 struct jg_interp_plan {
     const jg_graph *g;
     int *free_start; /* node i releases free_list[free_start[i] .. free_start[i+1]) */
     int *free_list;
-    jg_tensor *pool[POOL_MAX];
-    int n_pool;
+    jg_buffer_pool pool;
     jg_tensor **vals; /* scratch: one tensor per value */
 };
 
@@ -68,41 +66,19 @@ jg_interp_plan *jg_interp_plan_new(const jg_graph *g) {
 void jg_interp_plan_free(jg_interp_plan *p) {
     if (!p)
         return;
-    for (int i = 0; i < p->n_pool; i++)
-        jg_release(p->pool[i]);
+    jg_pool_clear(&p->pool);
     free(p->free_start);
     free(p->free_list);
     free(p->vals);
     free(p);
 }
 
-/* A contiguous buffer nobody else sees: safe to overwrite next time. */
-static bool poolable(const jg_tensor *t) {
-    return t->refcount == 1 && t->storage && t->storage->refcount == 1 && !t->is_view && !t->grad &&
-           !t->grad_fn && t->offset == 0 && jg_is_contiguous(t);
-}
-
 static void drop(jg_interp_plan *p, jg_tensor *t) {
-    if (!t)
-        return;
-    if (p->n_pool < POOL_MAX && poolable(t)) {
-        p->pool[p->n_pool++] = t;
-        return;
-    }
-    jg_release(t);
+    jg_pool_drop(&p->pool, t);
 }
 
 static jg_tensor *alloc_out(jg_interp_plan *p, const jg_meta *m) {
-    for (int i = p->n_pool - 1; i >= 0; i--) {
-        jg_tensor *t = p->pool[i];
-        if (t->dtype == m->dtype && t->ndim == m->ndim &&
-            !memcmp(t->shape, m->shape, sizeof(int64_t) * (size_t)m->ndim)) {
-            p->pool[i] = p->pool[--p->n_pool];
-            t->requires_grad = false;
-            return t;
-        }
-    }
-    return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
+    return jg_pool_alloc(&p->pool, m);
 }
 
 /* A custom call: its forward subgraph, with each slot bound to its operand
