@@ -35,8 +35,6 @@ def values(stdout):
 
 def test_seed_program_eager_and_compile_agree():
     p = run(seed_program())
-    if p.returncode != 0 and "cannot be captured in a graph yet" in p.stderr:
-        pytest.xfail("C tracer: custom functions are not captured into graphs yet")
     assert p.returncode == 0, p.stderr
     v = values(p.stdout)
     assert set(v) == {"eager", "compile"}, p.stdout

@@ -8,9 +8,6 @@ import pytest
 
 from scenarios import SCENARIOS
 
-NOT_TRACED_YET = ("cannot be captured in a graph yet", "not supported on a traced tensor")
-
-
 def close(a, b, rtol=2e-5, atol=2e-6):
     if a is None or b is None:
         return a is None and b is None
@@ -50,14 +47,7 @@ def reference(torch, name):
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(torch, jg, name, mode):
     want = reference(torch, name)
-    try:
-        got = run(jg, name, mode)
-    except RuntimeError as e:
-        if mode != "eager" and any(m in str(e) for m in NOT_TRACED_YET):
-            pytest.xfail(f"C tracer: {e}")
-        if mode == "c" and 'backend "c" is not available' in str(e):
-            pytest.xfail(f"C side: {e}")
-        raise
+    got = run(jg, name, mode)
     assert close(got["out"], want["out"]), (got["out"], want["out"])
     assert [g is None for g in got["grads"]] == [g is None for g in want["grads"]]
     for i, (g, w) in enumerate(zip(got["grads"], want["grads"])):

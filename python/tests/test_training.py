@@ -35,12 +35,7 @@ def train(T, compiled=None, steps=15):
 @pytest.mark.parametrize("mode", [None, "interp", "c"])
 def test_training_matches_torch(torch, jg, mode):
     want_losses, want_params = train(torch)
-    try:
-        got_losses, got_params = train(jg, mode)
-    except RuntimeError as e:
-        if 'backend "c" is not available' in str(e):
-            pytest.xfail(f"C side: {e}")
-        raise
+    got_losses, got_params = train(jg, mode)
     assert want_losses[-1] < want_losses[0] * 0.8  # it does learn
     assert close(got_losses, want_losses, rtol=1e-4, atol=1e-5), (got_losses, want_losses)
     for g, w in zip(got_params, want_params):
