@@ -89,7 +89,6 @@ typedef struct {
 typedef struct {
     node_info *nodes;
     int n_nodes, cap_nodes;
-    ptrmap node_idx;
     jg_tensor **grads; /* gradient accumulators of all nodes */
     int n_grads, cap_grads;
     int *next_idx; /* per edge: index of the edge's node in nodes[], or -1 */
@@ -130,9 +129,9 @@ static int add_node(run_state *rs, jg_node *n) {
         grow((void **)&rs->grads, &rs->cap_grads, rs->n_grads + n_out, sizeof *rs->grads, 128) <
             0 ||
         grow((void **)&rs->next_idx, &rs->cap_next, rs->n_next + n->n_next, sizeof *rs->next_idx,
-             128) < 0 ||
-        map_put(&rs->node_idx, n, rs->n_nodes) < 0)
+             128) < 0)
         return -1;
+    n->run_idx = rs->n_nodes;
     if (n_out == 1) /* (the loop would become a memset call) */
         rs->grads[rs->n_grads] = NULL;
     else
@@ -142,6 +141,16 @@ static int add_node(run_state *rs, jg_node *n) {
     rs->n_grads += n_out;
     rs->n_next += n->n_next;
     return rs->n_nodes++;
+}
+
+/* n's index in this run, or -1 if discovery has not found it.  The node's
+ * run_idx is only a hint (another run -- a nested backward, or an earlier one
+ * -- may have set it), so it is checked against the table.  Lookups happen
+ * before any node runs, so a nested run cannot overwrite the hint of a node
+ * this run still has to look up. */
+static inline int node_index(const run_state *rs, const jg_node *n) {
+    int i = n->run_idx;
+    return i >= 0 && i < rs->n_nodes && rs->nodes[i].node == n ? i : -1;
 }
 
 static inline jg_tensor **node_buf(run_state *rs, const node_info *ni) {
@@ -201,7 +210,6 @@ static void run_free_arrays(run_state *rs) {
     free(rs->next_idx);
     free(rs->leaves);
     free(rs->heap);
-    map_free(&rs->node_idx);
     map_free(&rs->leaf_idx);
     free(rs);
 }
@@ -252,7 +260,6 @@ static void run_release(run_state *rs) {
         return;
     }
     rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = 0;
-    map_clear(&rs->node_idx);
     map_clear(&rs->leaf_idx);
     spare_state = rs;
 }
@@ -263,7 +270,7 @@ static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
     int sp = 0;
     for (int r = 0; r < n_roots; r++) {
         jg_node *n = roots[r]->grad_fn;
-        if (!n || map_get(&rs->node_idx, n) >= 0)
+        if (!n || node_index(rs, n) >= 0)
             continue;
         if (add_node(rs, n) < 0 ||
             grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
@@ -274,7 +281,7 @@ static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
             jg_node *cur = rs->nodes[ci].node;
             for (int k = 0; k < cur->n_next; k++) {
                 jg_node *nx = cur->next[k].fn;
-                int j = nx ? map_get(&rs->node_idx, nx) : -1;
+                int j = nx ? node_index(rs, nx) : -1;
                 if (nx && j < 0) {
                     if ((j = add_node(rs, nx)) < 0 ||
                         grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
@@ -299,7 +306,7 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     }
     for (int c = 0; c < n_capture; c++) {
         if (capture[c]->grad_fn) {
-            int i = map_get(&rs->node_idx, capture[c]->grad_fn);
+            int i = node_index(rs, capture[c]->grad_fn);
             if (i >= 0)
                 rs->nodes[i].needed = true;
         }
@@ -502,7 +509,7 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         if (!g) {
             rc = -1;
         } else if (t->grad_fn) {
-            node_info *ni = &rs->nodes[map_get(&rs->node_idx, t->grad_fn)];
+            node_info *ni = &rs->nodes[node_index(rs, t->grad_fn)];
             if (ni->needed)
                 rc = jg_grad_accumulate(&node_buf(rs, ni)[t->output_nr], jg_retain(g));
         } else {

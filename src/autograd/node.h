@@ -31,10 +31,11 @@ typedef struct jg_node_vt {
 struct jg_node {
     int64_t refcount; /* must stay first: core releases nodes by it */
     const jg_node_vt *vt;
-    uint64_t seq; /* creation order; the engine runs later nodes first */
-    int n_out;    /* forward outputs = gradients this node receives */
-    jg_meta *out_meta;
-    int n_next; /* input slots */
+    uint64_t seq;      /* creation order; the engine runs later nodes first */
+    int n_out;         /* forward outputs = gradients this node receives */
+    int run_idx;       /* engine: index in the last backward run that found it (a hint) */
+    jg_meta *out_meta; /* NULL for op nodes (autograd/opnode.c), which never read it */
+    int n_next;        /* input slots */
     jg_edge *next;
     bool has_saved;      /* holds tensors that backward frees */
     bool saved_released; /* ... and they were freed */

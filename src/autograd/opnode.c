@@ -8,16 +8,22 @@
 #define OPNODE_MAX_IN 3
 #define OPNODE_MAX_OUT 2
 
-/* Sized per call: in_meta has n_in entries, followed by a copy of the
- * attributes only when the op was given some (attrs then points at it). */
+/* Sized per call: in_meta has n_in entries, then come the saved slots the op
+ * fills (its n_in inputs if it saves inputs, then its n_out outputs if it
+ * saves outputs), then a copy of the attributes only when the op was given
+ * some (attrs then points at it).  Op nodes keep no output metadata
+ * (base.out_meta is NULL): nothing reads it for them. */
 typedef struct {
     jg_node base;
     jg_opcode op;
-    const jg_attrs *attrs; /* the copy after in_meta, or no_attrs */
-    jg_saved in[OPNODE_MAX_IN];
-    jg_saved out[OPNODE_MAX_OUT];
+    const jg_attrs *attrs; /* the copy at the end, or no_attrs */
+    jg_saved *saved;       /* SAVE_IN: inputs at [0, n_in); SAVE_OUT: outputs after them */
     jg_meta in_meta[];
 } op_node;
+
+static inline jg_saved *saved_out(op_node *o, const jg_op_info *info) {
+    return o->saved + ((info->flags & JG_OPF_SAVE_IN) ? info->n_in : 0);
+}
 
 static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
@@ -29,13 +35,15 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, boo
     for (int k = 0; k < info->n_in; k++) {
         needs[k] = n->next[k].fn || n->next[k].leaf;
         if ((info->flags & JG_OPF_SAVE_IN) &&
-            !(in[k] = jg_saved_unpack(&o->in[k], n, create_graph)))
+            !(in[k] = jg_saved_unpack(&o->saved[k], n, create_graph)))
             return -1;
     }
-    if (info->flags & JG_OPF_SAVE_OUT)
+    if (info->flags & JG_OPF_SAVE_OUT) {
+        jg_saved *so = saved_out(o, info);
         for (int k = 0; k < info->n_out; k++)
-            if (!(out[k] = jg_saved_unpack(&o->out[k], n, create_graph)))
+            if (!(out[k] = jg_saved_unpack(&so[k], n, create_graph)))
                 return -1;
+    }
     if (info->vjp(o->attrs, o->in_meta, in, out, gout, needs, gin) < 0)
         return -1;
     for (int k = 0; k < info->n_in; k++) {
@@ -53,12 +61,14 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, boo
 static void opnode_release_saved(jg_node *n) {
     op_node *o = (op_node *)n;
     const jg_op_info *info = &jg_ops[o->op];
-    if (info->flags & JG_OPF_SAVE_IN) /* (no other slot is ever filled) */
+    if (info->flags & JG_OPF_SAVE_IN)
         for (int k = 0; k < info->n_in; k++)
-            jg_saved_free(&o->in[k]);
-    if (info->flags & JG_OPF_SAVE_OUT)
+            jg_saved_free(&o->saved[k]);
+    if (info->flags & JG_OPF_SAVE_OUT) {
+        jg_saved *so = saved_out(o, info);
         for (int k = 0; k < info->n_out; k++)
-            jg_saved_free(&o->out[k]);
+            jg_saved_free(&so[k]);
+    }
 }
 
 static const char *opnode_name(const jg_node *n) {
@@ -72,15 +82,19 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
                           jg_tensor *const *out) {
     const jg_op_info *info = &jg_ops[op];
     JG_ASSERT(n_in <= OPNODE_MAX_IN && n_out <= OPNODE_MAX_OUT);
-    size_t size = sizeof(op_node) + (size_t)n_in * sizeof(jg_meta);
-    if (attrs)
-        size += sizeof(jg_attrs);
-    op_node *o = (op_node *)jg_node_alloc(size, &opnode_vt, n_in, n_out);
+    int n_saved =
+        ((info->flags & JG_OPF_SAVE_IN) ? n_in : 0) + ((info->flags & JG_OPF_SAVE_OUT) ? n_out : 0);
+    size_t size = sizeof(op_node) + (size_t)n_in * sizeof(jg_meta) +
+                  (size_t)n_saved * sizeof(jg_saved) + (attrs ? sizeof(jg_attrs) : 0);
+    op_node *o = (op_node *)jg_node_alloc(size, &opnode_vt, n_in, 0);
     if (!o)
         return -1;
+    o->base.n_out = n_out; /* (no output metadata is stored) */
+    o->base.out_meta = NULL;
     o->op = (jg_opcode)op;
+    o->saved = (jg_saved *)&o->in_meta[n_in];
     if (attrs) {
-        jg_attrs *copy = (jg_attrs *)&o->in_meta[n_in];
+        jg_attrs *copy = (jg_attrs *)&o->saved[n_saved];
         *copy = *(const jg_attrs *)attrs;
         o->attrs = copy;
     } else {
@@ -90,15 +104,32 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
         jg_meta_of(in[k], &o->in_meta[k]);
         jg_node_set_edge(&o->base, k, in[k]);
         if (info->flags & JG_OPF_SAVE_IN)
-            jg_saved_init(&o->in[k], in[k]);
+            jg_saved_init(&o->saved[k], in[k]);
     }
-    if (info->flags & JG_OPF_SAVE_OUT)
+    if (info->flags & JG_OPF_SAVE_OUT) {
+        jg_saved *so = saved_out(o, info);
         for (int k = 0; k < n_out; k++) {
-            jg_saved_init(&o->out[k], out[k]);
-            jg_saved_mark_output(&o->out[k], k);
+            jg_saved_init(&so[k], out[k]);
+            jg_saved_mark_output(&so[k], k);
         }
-    o->base.has_saved = (info->flags & (JG_OPF_SAVE_IN | JG_OPF_SAVE_OUT)) != 0;
-    jg_node_set_outputs(&o->base, n_out, out);
-    jg_node_release(&o->base); /* the outputs hold it now */
+    }
+    o->base.has_saved = n_saved != 0;
+    /* jg_node_set_outputs without the metadata; the node's reference is
+     * handed to the first differentiable output */
+    bool handed = false;
+    for (int k = 0; k < n_out; k++) {
+        jg_tensor *t = out[k];
+        if (t->dtype != JG_F32 && t->dtype != JG_F64)
+            continue; /* integer outputs (indices) are never differentiable */
+        if (handed)
+            jg_node_retain(&o->base);
+        handed = true;
+        jg_node_release(t->grad_fn);
+        t->grad_fn = &o->base;
+        t->output_nr = k;
+        t->requires_grad = true;
+    }
+    if (!handed)
+        jg_node_release(&o->base);
     return 0;
 }

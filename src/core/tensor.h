@@ -16,21 +16,24 @@ typedef struct jg_storage {
     void *data;
 } jg_storage;
 
+/* What allocation, release and autograd read comes first (64 bytes: structs
+ * are allocated 64-byte aligned, so that is one cache line), the geometry
+ * after it. */
 struct jg_tensor {
     int64_t refcount;
-    jg_dtype dtype;
-    int ndim;
-    int64_t shape[JG_MAX_DIMS];
-    int64_t stride[JG_MAX_DIMS]; /* in elements */
-    int64_t offset;              /* in elements */
-    int64_t numel;
     jg_storage *storage; /* NULL for a symbolic (traced) tensor */
-    jg_sym *sym;         /* non-NULL for a symbolic tensor */
-    bool requires_grad;
-    bool is_view; /* shares storage with the tensor it was made from */
     jg_tensor *grad;
     jg_node *grad_fn; /* NULL for leaves */
-    int output_nr;    /* which output of grad_fn this tensor is */
+    jg_sym *sym;      /* non-NULL for a symbolic tensor */
+    jg_dtype dtype;
+    int ndim;
+    int output_nr; /* which output of grad_fn this tensor is */
+    bool requires_grad;
+    bool is_view;   /* shares storage with the tensor it was made from */
+    int64_t offset; /* in elements */
+    int64_t numel;
+    int64_t shape[JG_MAX_DIMS];
+    int64_t stride[JG_MAX_DIMS]; /* in elements */
 };
 
 /* Shape and dtype of a value without data: what shape rules compute. */

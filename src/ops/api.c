@@ -12,10 +12,22 @@
     jg_tensor *fn(jg_tensor *a, jg_tensor *b) {                                                    \
         return jg_op1(JG_OP_##OP, NULL, a, b);                                                     \
     }
+/* {.s = s} with plain stores: gcc zeroes the 120-byte jg_attrs with `rep stos`
+ * otherwise, whose start-up cost dominates a tiny op's call. */
+static __attribute__((optimize("no-tree-loop-distribute-patterns"))) jg_tensor *
+scalar_op(jg_opcode op, jg_tensor *a, double s) {
+    jg_attrs at;
+    _Static_assert(sizeof at % sizeof(uint64_t) == 0, "jg_attrs size");
+    uint64_t *w = (uint64_t *)(void *)&at;
+#pragma GCC unroll 16
+    for (size_t i = 0; i < sizeof at / sizeof *w; i++)
+        w[i] = 0;
+    at.s = s;
+    return jg_op1(op, &at, a, NULL);
+}
 #define SCALAR(fn, OP)                                                                             \
     jg_tensor *fn(jg_tensor *a, double s) {                                                        \
-        jg_attrs at = {.s = s};                                                                    \
-        return jg_op1(JG_OP_##OP, &at, a, NULL);                                                   \
+        return scalar_op(JG_OP_##OP, a, s);                                                        \
     }
 
 BINARY(jg_add, ADD)
@@ -292,8 +304,13 @@ jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target) {
 /* ---- helpers for VJP rules ---- */
 
 jg_tensor *jg_sum_to(jg_tensor *g, int ndim, const int64_t *shape) {
-    if (g->ndim == ndim && !memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim))
-        return g;
+    if (g->ndim == ndim) { /* (a loop: ndim is tiny, a memcmp call costs more) */
+        int d = 0;
+        while (d < ndim && g->shape[d] == shape[d])
+            d++;
+        if (d == ndim)
+            return g;
+    }
     int lead = g->ndim - ndim;
     JG_ASSERT(lead >= 0);
     int dims[JG_MAX_DIMS], n = 0;

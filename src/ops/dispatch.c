@@ -96,13 +96,11 @@ static int ew_shortcut(jg_opcode op, const jg_op_info *info, const jg_attrs *a,
     return 0;
 }
 
-int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
+/* Everything else (kept out of line, so the shortcut runs without this
+ * path's large stack frame). */
+static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attrs *a,
+                                                     jg_tensor *const *in_arg, jg_tensor **out) {
     const jg_op_info *info = &jg_ops[op];
-    if ((info->flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]) { /* (to_dtype has none) */
-        int r = ew_shortcut(op, info, a, in_arg, out);
-        if (r <= 0)
-            return r;
-    }
     const jg_attrs *given = a; /* NULL attrs: the op node keeps no copy */
     jg_tensor *in[4] = {0}, *casts[4] = {0};
     int n_casts = 0; /* casts[0..n_casts) may be non-NULL */
@@ -179,6 +177,16 @@ fail:
     for (int k = 0; k < n_casts; k++)
         jg_release(casts[k]);
     return -1;
+}
+
+int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
+    const jg_op_info *info = &jg_ops[op];
+    if ((info->flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]) { /* (to_dtype has none) */
+        int r = ew_shortcut(op, info, a, in_arg, out);
+        if (r <= 0)
+            return r;
+    }
+    return op_call_general(op, a, in_arg, out);
 }
 
 jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1) {

@@ -510,6 +510,46 @@ static void test_nesting_and_identity(void **s) {
     TU_CHECK(jg_grad(x), 1, TU_SHAPE(2), TU_VALS(10, 10), 0);
 }
 
+/* A backward started from inside a custom backward, over a graph that shares
+ * nodes with the running one (the engine finds nodes through a per-node run
+ * index that the nested run overwrites). */
+static jg_tensor *nest_root, *nest_x;
+
+static int nest_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx;
+    (void)n;
+    out[0] = jg_mul_scalar(in[0], 2);
+    return 1;
+}
+
+static int nest_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)ctx;
+    (void)n_out;
+    jg_tensor *gx[1];
+    if (jg_autograd_grad(1, &nest_root, NULL, 1, &nest_x, JG_RETAIN_GRAPH, gx) < 0)
+        return -1;
+    din[0] = jg_add(jg_mul_scalar(g[0], 2), gx[0]); /* d/db: 2 + the nested 6x */
+    return n_in;
+}
+
+static const jg_function NestFn = {"Nest", nest_forward, nest_backward, NULL};
+
+static void test_backward_inside_backward(void **s) {
+    (void)s;
+    nest_x = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2));
+    jg_set_requires_grad(nest_x, true);
+    for (int round = 0; round < 2; round++) {
+        jg_tensor *a = jg_mul(nest_x, nest_x), *b = jg_add_scalar(a, 1);
+        /* nested graph: 3 * sum(x * x + 1), deeper than the outer one */
+        nest_root = jg_sum(jg_mul_scalar(jg_mul_scalar(jg_mul_scalar(b, 3), 1), 1));
+        jg_tensor *y = apply1(&NestFn, 1, &b, NULL, 0);
+        assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+        /* (2 + 6x) * 2x */
+        TU_CHECK(jg_grad(nest_x), 1, TU_SHAPE(2), TU_VALS(16, 56), 0);
+        jg_clear_grad(nest_x);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_seed_mask_true),
@@ -530,6 +570,7 @@ int main(void) {
         TU_TEST(test_second_backward_needs_retain),
         TU_TEST(test_args_copied_and_state_freed),
         TU_TEST(test_nesting_and_identity),
+        TU_TEST(test_backward_inside_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
