@@ -179,29 +179,6 @@ bool jg_any_requires_grad(int n, jg_tensor *const *in) {
 
 /* ------------------------------------------------------------ accumulate */
 
-/* ops/elementwise.c: the row functions of elementwise.def's ops by dtype. */
-extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
-
-/* t is laid out densely in row-major order (size-1 dims may have any stride) */
-static bool g_dense(const jg_tensor *t) {
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->stride[d] != s)
-            return false;
-        s *= t->shape[d];
-    }
-    return true;
-}
-
-static bool same_shape(const jg_tensor *a, const jg_tensor *b) {
-    if (a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
     if (!g)
         return 0;
@@ -215,9 +192,9 @@ int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
      * recording history (create_graph) or tracing. */
     if (!jg_grad_mode && a->refcount == 1 && a->storage && a->storage->refcount == 1 &&
         !a->grad_fn && !a->requires_grad && g->storage && a->dtype == g->dtype &&
-        same_shape(a, g) && g_dense(a)) {
+        jg_same_shape(a, g) && jg_dense(a)) {
         int rc = 0;
-        if (g_dense(g)) { /* the one row call jg_k_add makes for these operands */
+        if (jg_dense(g)) { /* the one row call jg_k_add makes for these operands */
             int64_t es = a->dtype == JG_F32 ? 4 : 8, one = a->numel == 1 ? 0 : es;
             int64_t st[3] = {es, one, one};
             char *pa = (char *)a->storage->data + a->offset * es;

@@ -900,27 +900,7 @@ static int rt_node(void *ctx, int i) {
             vals[n->out[k]] = out[k];
         return 0;
     }
-    const jg_op_info *info = &jg_ops[n->op];
-    jg_tensor *in[4], *out[2] = {0};
-    int rc = 0;
-    for (int k = 0; k < n->n_in; k++)
-        in[k] = vals[n->in[k]];
-    if (!(info->flags & JG_OPF_VIEW))
-        for (int k = 0; k < n->n_out; k++)
-            if (!(out[k] = alloc_out(p, &g->vals[n->out[k]].meta))) {
-                rc = -1;
-                break;
-            }
-    if (rc == 0)
-        rc = info->kernel(&n->attrs, in, out);
-    if (rc < 0) {
-        for (int k = 0; k < n->n_out; k++)
-            jg_release(out[k]);
-        return -1;
-    }
-    for (int k = 0; k < n->n_out; k++)
-        vals[n->out[k]] = out[k];
-    return 0;
+    return jg_interp_run_op(&p->pool, g, n, vals);
 }
 
 static const void *rt_in(void *ctx, int v) {

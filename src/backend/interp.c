@@ -77,10 +77,6 @@ static void drop(jg_interp_plan *p, jg_tensor *t) {
     jg_pool_drop(&p->pool, t);
 }
 
-static jg_tensor *alloc_out(jg_interp_plan *p, const jg_meta *m) {
-    return jg_pool_alloc(&p->pool, m);
-}
-
 /* A custom call: its forward subgraph, with each slot bound to its operand
  * (the subgraph has one placeholder per slot).  Planned per call: custom
  * subgraphs are small, and the plan would otherwise have to live as long as
@@ -192,6 +188,28 @@ static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor *
     return 0;
 }
 
+int jg_interp_run_op(jg_buffer_pool *pool, const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
+    const jg_op_info *info = &jg_ops[n->op];
+    jg_tensor *in[4], *out[2] = {0};
+    int rc = 0;
+    for (int k = 0; k < n->n_in; k++)
+        in[k] = vals[n->in[k]];
+    if (!(info->flags & JG_OPF_VIEW))
+        for (int k = 0; k < n->n_out && rc == 0; k++)
+            if (!(out[k] = jg_pool_alloc(pool, &g->vals[n->out[k]].meta)))
+                rc = -1;
+    if (rc == 0)
+        rc = info->kernel(&n->attrs, in, out);
+    if (rc < 0) {
+        for (int k = 0; k < n->n_out; k++)
+            jg_release(out[k]);
+        return -1;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        vals[n->out[k]] = out[k];
+    return 0;
+}
+
 int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     const jg_graph *g = p->g;
     jg_tensor **vals = p->vals;
@@ -209,25 +227,8 @@ int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outpu
                 break;
             goto release;
         }
-        const jg_op_info *info = &jg_ops[n->op];
-        jg_tensor *in[4], *out[2] = {0};
-        for (int k = 0; k < n->n_in; k++)
-            in[k] = vals[n->in[k]];
-        if (!(info->flags & JG_OPF_VIEW))
-            for (int k = 0; k < n->n_out; k++)
-                if (!(out[k] = alloc_out(p, &g->vals[n->out[k]].meta))) {
-                    rc = -1;
-                    break;
-                }
-        if (rc == 0)
-            rc = info->kernel(&n->attrs, in, out);
-        if (rc < 0) {
-            for (int k = 0; k < n->n_out; k++)
-                jg_release(out[k]);
+        if ((rc = jg_interp_run_op(&p->pool, g, n, vals)) < 0)
             break;
-        }
-        for (int k = 0; k < n->n_out; k++)
-            vals[n->out[k]] = out[k];
     release:
         for (int j = p->free_start[i]; j < p->free_start[i + 1]; j++) {
             drop(p, vals[p->free_list[j]]);

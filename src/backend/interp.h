@@ -6,6 +6,7 @@
 #ifndef JG_BACKEND_INTERP_H
 #define JG_BACKEND_INTERP_H
 
+#include "backend/pool.h"
 #include "graph/graph.h"
 
 typedef struct jg_interp_plan jg_interp_plan;
@@ -17,5 +18,9 @@ void jg_interp_plan_free(jg_interp_plan *p);
  * one per graph output, new references (NULL for a "none" output).  Not
  * thread safe per plan (the buffer pool).  0 or -1. */
 int jg_interp_run(jg_interp_plan *p, jg_tensor *const *inputs, jg_tensor **outputs);
+/* Runs op node n with its eager kernel: operands from vals, outputs (from
+ * pool) into vals.  Shared with the c backend, which calls it for the nodes
+ * it does not fuse.  0 or -1. */
+int jg_interp_run_op(jg_buffer_pool *pool, const jg_graph *g, const jg_gnode *n, jg_tensor **vals);
 
 #endif

@@ -513,13 +513,7 @@ uint64_t jg_version(const jg_tensor *t) {
 }
 
 bool jg_is_contiguous(const jg_tensor *t) {
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] != 1 && t->stride[i] != s)
-            return false;
-        s *= t->shape[i];
-    }
-    return true;
+    return jg_dense(t);
 }
 
 bool jg_same_storage(const jg_tensor *a, const jg_tensor *b) {

@@ -79,6 +79,27 @@ void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 static inline char *jg_tensor_ptr(const jg_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)jg_dtype_size(t->dtype);
 }
+/* Laid out densely in row-major order (size-1 dims may have any stride):
+ * what jg_is_contiguous answers, inline for the hot paths. */
+static inline bool jg_dense(const jg_tensor *t) {
+    if (t->ndim == 1)
+        return t->stride[0] == 1 || t->shape[0] == 1;
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != s)
+            return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+static inline bool jg_same_shape(const jg_tensor *a, const jg_tensor *b) {
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
 /* Register a new reference with the innermost scope (if any); returns t. */
 jg_tensor *jg_scope_track(jg_tensor *t);
 /* Error text "jg_item: ..." if t is symbolic; also notifies the tracer. */

@@ -28,29 +28,7 @@ static bool same_shape_ew(const jg_op_info *info, jg_tensor *const *in) {
         return true;
     if (info->infer != jg_infer_ew2)
         return false;
-    const jg_tensor *x = in[0], *y = in[1];
-    if (x->ndim != y->ndim)
-        return false;
-    for (int d = 0; d < x->ndim; d++)
-        if (x->shape[d] != y->shape[d])
-            return false;
-    return true;
-}
-
-/* ops/elementwise.c: the row functions of elementwise.def's ops by dtype. */
-extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
-
-/* t is laid out densely in row-major order (size-1 dims may have any stride) */
-static inline bool dense(const jg_tensor *t) {
-    if (t->ndim == 1)
-        return t->stride[0] == 1 || t->shape[0] == 1;
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->stride[d] != s)
-            return false;
-        s *= t->shape[d];
-    }
-    return true;
+    return jg_same_shape(in[0], in[1]);
 }
 
 /* The common eager case, taken before anything else: an elementwise.def op
@@ -71,10 +49,10 @@ static int ew_shortcut(jg_opcode op, const jg_op_info *info, const jg_attrs *a,
         for (int d = 0; d < x->ndim; d++)
             if (x->shape[d] != y->shape[d])
                 return 1;
-        if (!dense(y))
+        if (!jg_dense(y))
             return 1;
     }
-    if (!dense(x))
+    if (!jg_dense(x))
         return 1;
     jg_tensor *in[2] = {x, y};
     jg_tensor *o = jg_tensor_alloc(x->dtype, x->ndim, x->shape);

@@ -114,26 +114,6 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
         return jg_ew_run(rows[out[0]->dtype], at, n_in, in, out[0]);                               \
     }
 
-/* t is laid out densely in row-major order (size-1 dims may have any stride). */
-static inline bool ew_dense(const jg_tensor *t) {
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->stride[d] != s)
-            return false;
-        s *= t->shape[d];
-    }
-    return true;
-}
-
-static inline bool ew_same_shape(const jg_tensor *a, const jg_tensor *b) {
-    if (a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *const *in,
                      jg_tensor *out) {
     double s = at ? at->s : 0.0;
@@ -146,14 +126,14 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
     /* Shortcut: a dense output and operands that are dense with its shape or
      * single elements.  jg_iter_run would merge all dims into this one row
      * (a single element broadcasts with stride 0), so the call is the same. */
-    if (ew_dense(out)) {
+    if (jg_dense(out)) {
         int64_t es = (int64_t)jg_dtype_size(out->dtype);
         int64_t st[3] = {es, 0, 0};
         bool flat = true;
         for (int k = 0; k < n_in && flat; k++) {
             if (in[k]->numel == 1 && in[k]->ndim <= out->ndim)
                 st[k + 1] = 0;
-            else if (ew_same_shape(in[k], out) && ew_dense(in[k]))
+            else if (jg_same_shape(in[k], out) && jg_dense(in[k]))
                 st[k + 1] = es;
             else
                 flat = false;

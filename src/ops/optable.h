@@ -4,6 +4,7 @@
 #ifndef JG_OPS_OPTABLE_H
 #define JG_OPS_OPTABLE_H
 
+#include "core/iter.h"
 #include "core/tensor.h"
 
 typedef enum {
@@ -62,6 +63,10 @@ typedef struct jg_op_info {
 } jg_op_info;
 
 extern const jg_op_info jg_ops[JG_OP_COUNT];
+
+/* The row functions of the elementwise ops by dtype (ops/elementwise.c);
+ * NULL for other ops.  Hot paths call a row directly for dense operands. */
+extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
 
 /* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
  * kernel plus autograd recording.  Outputs are new references tracked by the
