@@ -244,32 +244,6 @@ static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_te
     return out[0] ? 1 : -1;
 }
 
-static int p_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *h = jg_tanh(jg_add(jg_matmul(in[0], in[1]), in[2]));
-    jg_tensor *r = jg_relu(jg_matmul(h, in[3]));
-    out[0] = jg_mean(jg_log(jg_add_scalar(r, 1.0)));
-    return out[0] ? 1 : -1;
-}
-
-static int p_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *l = jg_mul(in[0], in[1]);
-    jg_tensor *ce = jg_cross_entropy(l, in[2]);
-    jg_tensor *sm = jg_softmax(in[0], 1);
-    jg_tensor *s0 = jg_sum(jg_slice(sm, 1, 0, 1));
-    out[0] = jg_add(ce, s0);
-    return out[0] ? 1 : -1;
-}
-
-static int p_bcast(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *a = in[0], *b = in[1], *c = in[2];
-    jg_tensor *t = jg_sub(jg_mul(jg_add(a, b), c), jg_div(a, jg_add_scalar(jg_mul(b, b), 1)));
-    out[0] = jg_sum(jg_exp(jg_mul_scalar(t, 0.25)));
-    return out[0] ? 1 : -1;
-}
-
 static jg_tensor *leaf(jg_dtype dt, int ndim, const int64_t *shape) {
     jg_tensor *t = jg_randn(dt, ndim, shape);
     jg_set_requires_grad(t, true);
@@ -285,18 +259,18 @@ static void test_programs(void **state) {
     check3(p_qk, NULL, NULL, 0, 2, qk);
     jg_tensor *mlp[4] = {jg_randn(JG_F32, 2, TU_SHAPE(8, 5)), leaf(JG_F32, 2, TU_SHAPE(5, 16)),
                          leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 2, TU_SHAPE(16, 3))};
-    check3(p_mlp, NULL, NULL, 0, 4, mlp);
+    check3(tf_mlp, NULL, NULL, 0, 4, mlp);
     jg_set_requires_grad(mlp[0], true);
-    check3(p_mlp, NULL, NULL, 0, 4, mlp);
+    check3(tf_mlp, NULL, NULL, 0, 4, mlp);
     jg_tensor *ce[3] = {leaf(JG_F32, 2, TU_SHAPE(4, 3)), leaf(JG_F32, 1, TU_SHAPE(3)),
                         tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, 2))};
-    check3(p_ce, NULL, NULL, 0, 3, ce);
+    check3(tf_ce, NULL, NULL, 0, 3, ce);
     jg_tensor *bc[3] = {leaf(JG_F32, 2, TU_SHAPE(3, 1)), leaf(JG_F32, 1, TU_SHAPE(4)),
                         leaf(JG_F32, 0, NULL)};
-    check3(p_bcast, NULL, NULL, 0, 3, bc);
+    check3(tf_bcast, NULL, NULL, 0, 3, bc);
     jg_tensor *bc2[3] = {leaf(JG_F64, 2, TU_SHAPE(3, 1)), leaf(JG_F32, 1, TU_SHAPE(4)),
                          leaf(JG_F32, 0, NULL)};
-    check3(p_bcast, NULL, NULL, 0, 3, bc2);
+    check3(tf_bcast, NULL, NULL, 0, 3, bc2);
 }
 
 /* ------------------------------------------------------------ custom functions */

@@ -1,6 +1,7 @@
 /* jg_compile end to end: tracing, guards and the cache, graph breaks, and the
  * central promise — compiled gradients are bitwise equal to eager ones. */
 #include "testutil.h"
+#include "testutil_fns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,35 +28,6 @@ static int p_square(void *user, const void *args, int n, jg_tensor *const *in, j
 static int p_ab(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)user, (void)args, (void)n;
     out[0] = jg_sum(jg_mul(jg_exp(in[0]), jg_add(in[1], jg_mul(in[1], in[0]))));
-    return out[0] ? 1 : -1;
-}
-
-/* MLP: log(relu(tanh(x @ W1 + b1) @ W2) + 1).mean() */
-static int p_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *h = jg_tanh(jg_add(jg_matmul(in[0], in[1]), in[2]));
-    jg_tensor *r = jg_relu(jg_matmul(h, in[3]));
-    out[0] = jg_mean(jg_log(jg_add_scalar(r, 1.0)));
-    return out[0] ? 1 : -1;
-}
-
-/* cross_entropy(logits * w, target) + softmax(logits, 1)[:, 0].sum() */
-static int p_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *l = jg_mul(in[0], in[1]);
-    jg_tensor *ce = jg_cross_entropy(l, in[2]);
-    jg_tensor *sm = jg_softmax(in[0], 1);
-    jg_tensor *s0 = jg_sum(jg_slice(sm, 1, 0, 1));
-    out[0] = jg_add(ce, s0);
-    return out[0] ? 1 : -1;
-}
-
-/* broadcasting: ((a + b) * c - a / (b*b + 1)).exp().sum() with a [3,1], b [4], c [] */
-static int p_bcast(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    jg_tensor *a = in[0], *b = in[1], *c = in[2];
-    jg_tensor *t = jg_sub(jg_mul(jg_add(a, b), c), jg_div(a, jg_add_scalar(jg_mul(b, b), 1)));
-    out[0] = jg_sum(jg_exp(jg_mul_scalar(t, 0.25)));
     return out[0] ? 1 : -1;
 }
 
@@ -211,9 +183,9 @@ static void test_mlp(void **state) {
     jg_manual_seed(3);
     jg_tensor *in[4] = {jg_randn(JG_F32, 2, TU_SHAPE(8, 5)), leaf(JG_F32, 2, TU_SHAPE(5, 16)),
                         leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 2, TU_SHAPE(16, 3))};
-    jg_compiled_free(check_same(p_mlp, NULL, NULL, 0, 4, in));
+    jg_compiled_free(check_same(tf_mlp, NULL, NULL, 0, 4, in));
     jg_set_requires_grad(in[0], true); /* the data too */
-    jg_compiled_free(check_same(p_mlp, NULL, NULL, 0, 4, in));
+    jg_compiled_free(check_same(tf_mlp, NULL, NULL, 0, 4, in));
 }
 
 static void test_cross_entropy(void **state) {
@@ -221,7 +193,7 @@ static void test_cross_entropy(void **state) {
     jg_manual_seed(4);
     jg_tensor *in[3] = {leaf(JG_F32, 2, TU_SHAPE(4, 3)), leaf(JG_F32, 1, TU_SHAPE(3)),
                         tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, 2))};
-    jg_compiled_free(check_same(p_ce, NULL, NULL, 0, 3, in));
+    jg_compiled_free(check_same(tf_ce, NULL, NULL, 0, 3, in));
 }
 
 static void test_broadcast(void **state) {
@@ -229,11 +201,11 @@ static void test_broadcast(void **state) {
     jg_manual_seed(5);
     jg_tensor *in[3] = {leaf(JG_F32, 2, TU_SHAPE(3, 1)), leaf(JG_F32, 1, TU_SHAPE(4)),
                         leaf(JG_F32, 0, NULL)};
-    jg_compiled_free(check_same(p_bcast, NULL, NULL, 0, 3, in));
+    jg_compiled_free(check_same(tf_bcast, NULL, NULL, 0, 3, in));
     /* mixed dtypes promote through recorded casts */
     jg_tensor *in2[3] = {leaf(JG_F64, 2, TU_SHAPE(3, 1)), leaf(JG_F32, 1, TU_SHAPE(4)),
                          leaf(JG_F32, 0, NULL)};
-    jg_compiled_free(check_same(p_bcast, NULL, NULL, 0, 3, in2));
+    jg_compiled_free(check_same(tf_bcast, NULL, NULL, 0, 3, in2));
 }
 
 static void test_views(void **state) {

@@ -52,3 +52,29 @@ jg_tensor *tf_apply1(const jg_function *fn, int n, jg_tensor *const *in, const v
     jg_tensor *out[JG_MAX_OUTPUTS];
     return jg_apply(fn, n, in, args, size, out) < 0 ? NULL : out[0];
 }
+
+int tf_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *h = jg_tanh(jg_add(jg_matmul(in[0], in[1]), in[2]));
+    jg_tensor *r = jg_relu(jg_matmul(h, in[3]));
+    out[0] = jg_mean(jg_log(jg_add_scalar(r, 1.0)));
+    return out[0] ? 1 : -1;
+}
+
+int tf_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *l = jg_mul(in[0], in[1]);
+    jg_tensor *ce = jg_cross_entropy(l, in[2]);
+    jg_tensor *sm = jg_softmax(in[0], 1);
+    jg_tensor *s0 = jg_sum(jg_slice(sm, 1, 0, 1));
+    out[0] = jg_add(ce, s0);
+    return out[0] ? 1 : -1;
+}
+
+int tf_bcast(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *a = in[0], *b = in[1], *c = in[2];
+    jg_tensor *t = jg_sub(jg_mul(jg_add(a, b), c), jg_div(a, jg_add_scalar(jg_mul(b, b), 1)));
+    out[0] = jg_sum(jg_exp(jg_mul_scalar(t, 0.25)));
+    return out[0] ? 1 : -1;
+}
