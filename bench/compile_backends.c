@@ -7,6 +7,7 @@
  * ratios and, for the 1M chain, the bytes it must move against a plain-C
  * bandwidth reference (out[i] = a[i] + b[i] over the same arrays).
  *   build/bench/compile_backends        (needs a C compiler for "c") */
+#include "bench.h"
 #include <jitgrad.h>
 
 #include <stdio.h>
@@ -15,17 +16,6 @@
 #include <time.h>
 
 #define N_LARGE (1 << 20)
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* 8 arithmetic elementwise ops, then sum: memory bound when not fused */
 static int p_chain(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -63,42 +53,18 @@ static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_te
     return out[0] ? 1 : -1;
 }
 
-/* Median seconds of one call (+ backward when grad is on). */
-static double measure(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in, int samples,
-                      int inner, bool backward) {
-    double *t = malloc(sizeof(double) * (size_t)samples);
-    for (int s = 0; s < samples; s++) {
-        double t0 = now();
-        for (int r = 0; r < inner; r++) {
-            jg_scope_push();
-            jg_tensor *out;
-            int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
-            if (rc < 0 || (backward && jg_backward(out, NULL, 0) < 0)) {
-                fprintf(stderr, "error: %s\n", jg_last_error());
-                exit(1);
-            }
-            jg_scope_pop();
-        }
-        t[s] = (now() - t0) / inner;
-    }
-    qsort(t, (size_t)samples, sizeof *t, cmp);
-    double m = t[samples / 2];
-    free(t);
-    return m;
-}
-
 /* eager, interp, c: medians in t[0..3) (t[2] < 0 when c is unavailable) */
 static void bench3(const char *name, jg_program_fn f, int n, jg_tensor *const *in, int samples,
                    int inner, bool backward, double *t) {
     const char *be[2] = {"interp", "c"};
-    t[0] = measure(NULL, f, n, in, samples, inner, backward);
+    t[0] = bench_median_call(NULL, f, n, in, samples, inner, backward);
     for (int k = 0; k < 2; k++) {
         t[k + 1] = -1;
         if (!jg_compile_backend_available(be[k]))
             continue;
         jg_compiled *c = jg_compile(f, NULL, &(jg_compile_options){.backend = be[k]});
-        measure(c, f, n, in, 3, 1, backward); /* trace + compile outside the timing */
-        t[k + 1] = measure(c, f, n, in, samples, inner, backward);
+        bench_median_call(c, f, n, in, 3, 1, backward); /* trace + compile outside the timing */
+        t[k + 1] = bench_median_call(c, f, n, in, samples, inner, backward);
         jg_compiled_free(c);
     }
     printf("%-24s eager_us=%-9.4g interp_us=%-9.4g c_us=%-9.4g eager/c=%-6.3g interp/c=%.3g\n",
@@ -113,13 +79,13 @@ static double bandwidth_ref(void) {
         a[i] = (float)i, b[i] = 1.0f, o[i] = 0;
     double t[41];
     for (int s = 0; s < 41; s++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < N_LARGE; i++)
             o[i] = a[i] + b[i];
-        t[s] = now() - t0;
+        t[s] = bench_now() - t0;
         __asm__ volatile("" : : "r"(o) : "memory");
     }
-    qsort(t, 41, sizeof *t, cmp);
+    qsort(t, 41, sizeof *t, bench_cmp);
     free(a), free(b), free(o);
     return 3.0 * sizeof(float) * N_LARGE / t[20]; /* bytes per second */
 }

@@ -2,22 +2,12 @@
  * tiny program, where dispatch and bookkeeping dominate, and for an MLP
  * training step.  Medians of many repetitions, measured side by side in one
  * run; prints the ratios. */
+#include "bench.h"
 #include <jitgrad.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)user, (void)args, (void)n;
@@ -33,44 +23,20 @@ static int p_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_t
     return out[0] ? 1 : -1;
 }
 
-/* Median seconds of one call + backward, `inner` calls per sample. */
-static double measure(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in, int samples,
-                      int inner) {
-    double *t = malloc(sizeof(double) * (size_t)samples);
-    for (int s = 0; s < samples; s++) {
-        double t0 = now();
-        for (int r = 0; r < inner; r++) {
-            jg_scope_push();
-            jg_tensor *out;
-            int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
-            if (rc < 0 || jg_backward(out, NULL, 0) < 0) {
-                fprintf(stderr, "error: %s\n", jg_last_error());
-                exit(1);
-            }
-            jg_scope_pop();
-        }
-        t[s] = (now() - t0) / inner;
-    }
-    qsort(t, (size_t)samples, sizeof *t, cmp);
-    double m = t[samples / 2];
-    free(t);
-    return m;
-}
-
 static void bench(const char *name, jg_program_fn f, int n, jg_tensor *const *in, int samples,
                   int inner) {
     jg_compiled *c = jg_compile(f, NULL, NULL);
-    measure(c, f, n, in, 3, inner); /* warm up: trace, pools */
-    measure(NULL, f, n, in, 3, inner);
+    bench_median_call(c, f, n, in, 3, inner, true); /* warm up: trace, pools */
+    bench_median_call(NULL, f, n, in, 3, inner, true);
     double e = 0, k = 0;
     /* interleave to share machine noise */
     double es[5], ks[5];
     for (int r = 0; r < 5; r++) {
-        es[r] = measure(NULL, f, n, in, samples, inner);
-        ks[r] = measure(c, f, n, in, samples, inner);
+        es[r] = bench_median_call(NULL, f, n, in, samples, inner, true);
+        ks[r] = bench_median_call(c, f, n, in, samples, inner, true);
     }
-    qsort(es, 5, sizeof(double), cmp);
-    qsort(ks, 5, sizeof(double), cmp);
+    qsort(es, 5, sizeof(double), bench_cmp);
+    qsort(ks, 5, sizeof(double), bench_cmp);
     e = es[2];
     k = ks[2];
     printf("%-34s eager %9.2f us   compiled %9.2f us   compiled/eager %.2fx\n", name, e * 1e6,

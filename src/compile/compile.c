@@ -138,6 +138,14 @@ static void fmt_meta_shape(char *b, size_t n, const jg_meta *m) {
 }
 
 /* Does the entry's key admit this call?  If not, why (new != cached). */
+/* "the same tensor as input 1" / "a distinct tensor" for a guard message */
+static void alias_text(char *buf, size_t n, int other, const char *with, const char *without) {
+    if (other >= 0)
+        snprintf(buf, n, "%s %d", with, other);
+    else
+        snprintf(buf, n, "%s", without);
+}
+
 static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t n) {
     const jg_call_key *o = &e->key;
     if (o->grad_mode != k->grad_mode) {
@@ -169,26 +177,16 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t
             return false;
         }
         if (a->same_as != b->same_as) {
-            if (a->same_as >= 0)
-                snprintf(s1, sizeof s1, "the same tensor as input %d", a->same_as);
-            else
-                snprintf(s1, sizeof s1, "a distinct tensor");
-            if (b->same_as >= 0)
-                snprintf(s2, sizeof s2, "the same tensor as input %d", b->same_as);
-            else
-                snprintf(s2, sizeof s2, "a distinct tensor");
+            alias_text(s1, sizeof s1, a->same_as, "the same tensor as input", "a distinct tensor");
+            alias_text(s2, sizeof s2, b->same_as, "the same tensor as input", "a distinct tensor");
             snprintf(why, n, "input %d aliasing: %s != %s", i, s1, s2);
             return false;
         }
         if (a->storage_as != b->storage_as) {
-            if (a->storage_as >= 0)
-                snprintf(s1, sizeof s1, "shares storage with input %d", a->storage_as);
-            else
-                snprintf(s1, sizeof s1, "has its own storage");
-            if (b->storage_as >= 0)
-                snprintf(s2, sizeof s2, "shares storage with input %d", b->storage_as);
-            else
-                snprintf(s2, sizeof s2, "has its own storage");
+            alias_text(s1, sizeof s1, a->storage_as, "shares storage with input",
+                       "has its own storage");
+            alias_text(s2, sizeof s2, b->storage_as, "shares storage with input",
+                       "has its own storage");
             snprintf(why, n, "input %d storage aliasing: %s != %s", i, s1, s2);
             return false;
         }

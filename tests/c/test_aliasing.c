@@ -490,6 +490,43 @@ static void test_opaque_null_slot_leaves_no_grad(void **s) {
     jg_compiled_free(c);
 }
 
+/* ---- an opaque call whose output shape depends on its data ---- */
+
+static int sized_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx;
+    (void)n;
+    double v = jg_item(jg_sum(in[0])); /* traced: NaN, which makes the call opaque */
+    int64_t len = v == v && v >= 1 ? (int64_t)v : 1;
+    out[0] = jg_full(JG_F32, 1, (int64_t[]){len}, 1.0);
+    return 1;
+}
+
+static int sized_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)ctx, (void)n_out, (void)g;
+    din[0] = NULL;
+    return n_in;
+}
+
+static const jg_function Sized = {"Sized", sized_forward, sized_backward, NULL};
+
+static int p_sized(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    jg_tensor *y = tf_apply1(&Sized, 1, in, NULL, 0);
+    return y ? (out[0] = y, 1) : -1;
+}
+
+static void test_opaque_data_dependent_shape(void **s) {
+    (void)s;
+    jg_compiled *c = compile(p_sized);
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1, 1, 1)), *out = NULL;
+    jg_set_requires_grad(x, true);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &out), -1);
+    TU_ERROR("Sized output 0 is f32[3] at run time but had shape [1] when traced");
+    TU_ERROR("must not depend on its data");
+    assert_int_equal(jg_compiled_entries(c), 1); /* the cache stays usable */
+    jg_compiled_free(c);
+}
+
 /* ---- detach inside a compiled program stops the gradient ---- */
 
 static int p_detach(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -529,6 +566,7 @@ int main(void) {
         TU_TEST(test_mixed_eager_and_compiled),
         TU_TEST(test_opaque_calls),
         TU_TEST(test_detach_in_program),
+        TU_TEST(test_opaque_data_dependent_shape),
         TU_TEST(test_opaque_null_slot_leaves_no_grad),
     };
     int failed = cmocka_run_group_tests_name("interp", tests, NULL, NULL);

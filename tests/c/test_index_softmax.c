@@ -27,19 +27,12 @@ static void lcg_index(double *v, int64_t n, int64_t hi, uint64_t seed) {
     }
 }
 
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    return n;
-}
-
 /* Values of the given shape; transposed: the last two dims of a contiguous
  * base swapped (a non-contiguous view). */
 static jg_tensor *make_x(jg_dtype dt, int ndim, const int64_t *shape, bool transposed,
                          uint64_t seed) {
     double v[512];
-    lcg_fill(v, numel_of(ndim, shape), seed);
+    lcg_fill(v, tu_numel(ndim, shape), seed);
     if (!transposed || ndim < 2)
         return tu_tensor(dt, ndim, shape, v);
     int64_t bs[JG_MAX_DIMS];
@@ -104,7 +97,7 @@ static void test_gather_forward(void **state) {
                 const gather_case *g = &gcases[c];
                 jg_tensor *x = make_x(dts[t], g->ndim, g->xshape, tr, c + 1);
                 double iv[128], xv[128], want[128];
-                int64_t ni = numel_of(g->ndim, g->ishape);
+                int64_t ni = tu_numel(g->ndim, g->ishape);
                 lcg_index(iv, ni, g->xshape[g->dim], c + 5);
                 jg_tensor *idx = tu_tensor(JG_I64, g->ndim, g->ishape, iv);
                 jg_tensor *y = gather(x, g->dim, idx);

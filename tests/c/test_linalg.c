@@ -19,13 +19,6 @@ static void lcg_fill(double *v, int64_t n, uint64_t seed) {
     }
 }
 
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    return n;
-}
-
 enum { CONTIG, TRANSPOSED, PERMUTED, EXPANDED, SLICED, N_LAYOUTS };
 
 /* A tensor of the given logical shape laid out as `layout`:
@@ -37,7 +30,7 @@ enum { CONTIG, TRANSPOSED, PERMUTED, EXPANDED, SLICED, N_LAYOUTS };
 static jg_tensor *make_operand(jg_dtype dt, int ndim, const int64_t *shape, int layout,
                                uint64_t seed) {
     double v[2048];
-    int64_t n = numel_of(ndim, shape);
+    int64_t n = tu_numel(ndim, shape);
     assert_true(3 * n + 8 <= 2048);
     lcg_fill(v, 3 * n + 8, seed);
     int64_t bs[JG_MAX_DIMS];
@@ -84,7 +77,7 @@ static void naive_matmul(int na, const int64_t *sa, const double *a, int nb, con
         int64_t xa = da >= 0 ? sa[da] : 1, xb = db >= 0 ? sb[db] : 1;
         bshape[d] = xa == 1 ? xb : xa;
     }
-    int64_t nbat = numel_of(bo, bshape);
+    int64_t nbat = tu_numel(bo, bshape);
     for (int64_t bi = 0; bi < nbat; bi++) {
         /* offsets of batch bi in a and b (broadcast) */
         int64_t rem = bi, oa = 0, ob = 0, ma = 1, mb = 1;

@@ -22,20 +22,13 @@ static void lcg_fill(double *v, int64_t n, uint64_t seed) {
     }
 }
 
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    return n;
-}
-
 /* A tensor of the given logical shape; `layout` 0: contiguous, 1: the
  * transpose of a contiguous tensor (last two dims swapped), 2: a slice
  * [1:1+shape[0]] along dim 0 of a bigger tensor. */
 static jg_tensor *make_input(jg_dtype dt, int ndim, const int64_t *shape, int layout,
                              uint64_t seed) {
     double v[512];
-    int64_t n = numel_of(ndim, shape);
+    int64_t n = tu_numel(ndim, shape);
     assert_true(n + 64 <= 512);
     lcg_fill(v, n + 64, seed);
     if (layout == 1 && ndim >= 2) {
@@ -71,12 +64,12 @@ static double rnd(jg_dtype dt, double x) {
  * output slot; out has the keepdim shape.  Returns the count per output. */
 static int64_t naive_reduce(jg_dtype dt, int ndim, const int64_t *shape, const bool *mask,
                             const double *x, double *out, bool mean) {
-    int64_t kshape[JG_MAX_DIMS], n = numel_of(ndim, shape), count = 1;
+    int64_t kshape[JG_MAX_DIMS], n = tu_numel(ndim, shape), count = 1;
     for (int d = 0; d < ndim; d++) {
         kshape[d] = mask[d] ? 1 : shape[d];
         count *= mask[d] ? shape[d] : 1;
     }
-    int64_t on = numel_of(ndim, kshape);
+    int64_t on = tu_numel(ndim, kshape);
     for (int64_t o = 0; o < on; o++)
         out[o] = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-jg_tensor *tu_tensor(jg_dtype dtype, int ndim, const int64_t *shape, const double *values) {
+int64_t tu_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
         n *= shape[i];
+    return n;
+}
+
+jg_tensor *tu_tensor(jg_dtype dtype, int ndim, const int64_t *shape, const double *values) {
+    int64_t n = tu_numel(ndim, shape);
     void *buf = malloc((size_t)(n ? n : 1) * 8);
     for (int64_t i = 0; i < n; i++) {
         if (dtype == JG_F32)

@@ -14,6 +14,8 @@
 jg_tensor *tu_tensor(jg_dtype dtype, int ndim, const int64_t *shape, const double *values);
 #define TU_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define TU_VALS(...) ((const double[]){__VA_ARGS__})
+/* Product of a shape's dims. */
+int64_t tu_numel(int ndim, const int64_t *shape);
 /* Reads a tensor's values as doubles into out (numel entries). */
 void tu_values(const jg_tensor *t, double *out);
 /* Fails the test unless t has the shape and values within tol (tol 0: exact). */

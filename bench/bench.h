@@ -1,0 +1,49 @@
+/* Timing shared by the compiled-call benchmarks: medians of repeated
+ * calls, measured with the monotonic clock. */
+#ifndef JG_BENCH_H
+#define JG_BENCH_H
+
+#include <jitgrad.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline int bench_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of one call of f (compiled through c when c is set), plus
+ * backward when asked; `inner` calls per sample, each in its own scope. */
+static inline double bench_median_call(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in,
+                                       int samples, int inner, bool backward) {
+    double *t = malloc(sizeof(double) * (size_t)samples);
+    for (int s = 0; s < samples; s++) {
+        double t0 = bench_now();
+        for (int r = 0; r < inner; r++) {
+            jg_scope_push();
+            jg_tensor *out;
+            int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
+            if (rc < 0 || (backward && jg_backward(out, NULL, 0) < 0)) {
+                fprintf(stderr, "error: %s\n", jg_last_error());
+                exit(1);
+            }
+            jg_scope_pop();
+        }
+        t[s] = (bench_now() - t0) / inner;
+    }
+    qsort(t, (size_t)samples, sizeof *t, bench_cmp);
+    double m = t[samples / 2];
+    free(t);
+    return m;
+}
+
+#endif
