@@ -3,6 +3,7 @@
 #include "backend/pool.h"
 #include "backend/interp.h"
 #include "core/iter.h"
+#include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -421,7 +422,9 @@ static char *generate(const jg_graph *g, const layout *L) {
            "/* jitgrad generated code: %s graph, %d nodes, %d steps, %d fused loops (%d nodes).\n"
            " * vN is value N of the graph, xN / oN its input / output buffer. */\n",
            g->name ? g->name : "graph", g->n_nodes, L->n_steps, L->n_loops, L->n_fused);
-    sb_add(&b, "#include <stdint.h>\n#include <tgmath.h>\n\n%s\n", RT_DECL);
+    /* ew_math.h: the functions the expressions use besides <tgmath.h>'s,
+     * the same text the eager kernels were compiled from. */
+    sb_add(&b, "#include <stdint.h>\n#include <tgmath.h>\n\n%s\n%s\n", JG_EW_MATH_TEXT, RT_DECL);
     /* Vectorizing an elementwise loop changes no result (same operations per
      * element, no reassociation or contraction); gcc's -O2 cost model would
      * skip most of these loops, as for the eager kernels. */

@@ -2,6 +2,7 @@
  * expressions in elementwise.def (the same text the code generator emits). */
 #include "core/iter.h"
 #include "ops/decls.h"
+#include "ops/ew_math.h"
 
 #include <tgmath.h>
 
@@ -17,7 +18,7 @@ typedef int64_t jg_i64;
  * are compiled with the dynamic cost model.  Vectorizing an elementwise loop
  * does not change any result: every element is still computed by the same
  * IEEE operations in the same order (no -ffast-math, no reassociation, no
- * contraction), and calls such as expf/tanhf stay scalar. */
+ * contraction), and libm calls such as expf stay scalar. */
 #define EW_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
 
 /* True if the n-element rows at o and x (element size es) share no byte.

@@ -1,6 +1,7 @@
 /* Table-driven tests of every elementwise op: forward against a naive
  * reference (the same expression evaluated here with <tgmath.h>, so f32 rows
- * use the float functions and must match exactly), broadcasting, strided
+ * use the float functions and must match exactly; f32 tanh against a
+ * correctly rounded reference, over a sweep of all f32), broadcasting, strided
  * inputs, dtype promotion, backward and double backward against finite
  * differences in f64, and the autograd cases x*x and fan-out. */
 #include "testutil.h"
@@ -34,7 +35,9 @@ REF(div, a / b)
 REF(neg, -a)
 REF(exp, exp(a))
 REF(log, log(a))
-REF(tanh, tanh(a))
+/* f32 tanh is jitgrad's own and correctly rounded (ops/ew_math.h): the
+ * reference is long double tanh rounded to float; f64 tanh is libm's. */
+REF(tanh, sizeof(T) == sizeof(float) ? (T)tanh((long double)a) : tanh(a))
 REF(relu, a > 0 ? a : (T)0)
 REF(sigmoid, (T)1 / ((T)1 + exp(-a)))
 REF(sqrt, sqrt(a))
@@ -196,6 +199,50 @@ static void test_forward_table(void **state) {
             jg_scope_pop();
         }
     }
+}
+
+/* f32 tanh (ops/ew_math.h) is correctly rounded: every 997th f32 bit
+ * pattern (4.3 million values, all exponents, both signs, subnormals, inf
+ * and NaN) against long double tanh rounded to float, bit for bit, with the
+ * sign of zero.  The full 2^32 sweep is in docs/performance.md. */
+static void test_tanh_f32_correctly_rounded(void **state) {
+    (void)state;
+    const uint64_t step = 997;
+    const int64_t n = (int64_t)((UINT64_C(1) << 32) / step) + 1;
+    jg_scope_push();
+    jg_tensor *x = jg_tensor_new(JG_F32, 1, (int64_t[]){n}, NULL);
+    uint32_t *xb = jg_data(x);
+    for (int64_t i = 0; i < n; i++)
+        xb[i] = (uint32_t)((uint64_t)i * step);
+    jg_tensor *y = jg_tanh(x);
+    assert_non_null(y);
+    const uint32_t *yb = jg_data(y);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float xf, want;
+        memcpy(&xf, &xb[i], 4);
+        want = (float)tanhl((long double)xf);
+        uint32_t wb;
+        memcpy(&wb, &want, 4);
+        bool same = isnan(xf) ? (yb[i] & 0x7fffffffu) > 0x7f800000u : yb[i] == wb;
+        if (!same && bad++ < 5)
+            print_error("tanh(%a) = 0x%08x, want 0x%08x\n", (double)xf, yb[i], wb);
+    }
+    assert_int_equal(bad, 0);
+    /* specials, through the same kernel */
+    const float sx[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 9.5f, -10.0f, 1e-45f, -3e38f};
+    const float sy[] = {0.0f, -0.0f, 1.0f, -1.0f, NAN, 1.0f, -1.0f, 1e-45f, -1.0f};
+    jg_tensor *s = jg_tanh(jg_tensor_new(JG_F32, 1, (int64_t[]){9}, sx));
+    const float *sv = jg_data(s);
+    for (int i = 0; i < 9; i++) {
+        if (isnan(sx[i])) {
+            assert_true(isnan(sv[i]));
+            continue;
+        }
+        assert_true(sv[i] == sy[i]);
+        assert_int_equal(signbit(sv[i]) != 0, signbit(sy[i]) != 0);
+    }
+    jg_scope_pop();
 }
 
 static void test_int64_and_promotion(void **state) {
@@ -482,6 +529,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_forward_table),
+        TU_TEST(test_tanh_f32_correctly_rounded),
         TU_TEST(test_int64_and_promotion),
         TU_TEST(test_backward_gradcheck),
         TU_TEST(test_gradcheck_detects_errors),
