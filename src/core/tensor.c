@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,7 @@ typedef struct pool_blk {
 } pool_blk;
 
 typedef struct {
-    size_t size; /* block size of every entry; meaningful while head != NULL */
+    size_t size; /* block size of every entry (kept while empty; 0: unused) */
     pool_blk *head;
 } pool_bin;
 
@@ -108,18 +109,26 @@ static inline void *pool_get_bin(int bin, size_t size) {
 
 static _Thread_local int pool_last; /* the bin last used for storages */
 
+/* A storage bin keeps its block size while it is empty (size 0: never
+ * used), so the common cycle -- take the one cached block of a size, give it
+ * back -- finds its bin at pool_last without a search. */
 static bool storage_pool_put(jg_storage *s) {
     size_t total = storage_total(s->nbytes);
-    if (JG_POOL_BINS && pool_bins[pool_last].head && pool_bins[pool_last].size == total)
+    if (JG_POOL_BINS && pool_bins[pool_last].size == total)
         return pool_put_bin(pool_last, s, total);
     int empty = -1;
     for (int i = 0; i < JG_POOL_BINS; i++) {
-        if (pool_bins[i].head && pool_bins[i].size == total)
+        if (pool_bins[i].size == total) {
+            pool_last = i;
             return pool_put_bin(i, s, total);
+        }
         if (!pool_bins[i].head && empty < 0)
             empty = i;
     }
-    return empty >= 0 && pool_put_bin(empty, s, total);
+    if (empty < 0)
+        return false;
+    pool_last = empty;
+    return pool_put_bin(empty, s, total);
 }
 
 static jg_storage *storage_pool_get(size_t total) {
@@ -145,12 +154,32 @@ static jg_storage *storage_new(size_t nbytes) {
     s->version = 0;
     s->nbytes = nbytes;
     s->data = (char *)s + JG_STORAGE_HDR;
+    s->kind = JG_STORAGE_BLOCK;
     return s;
 }
 
+static void tensor_block_free(jg_tensor *t);
+
+/* A storage of JG_INLINE_BYTES or less lives inside the tensor struct that
+ * made it: one allocation instead of two for the small tensors of eager
+ * mode.  Views reference it like any storage, so the struct's memory is
+ * freed when both the tensor and the last reference to its storage are
+ * gone: the tensor's destruction marks the storage ORPHAN if views remain,
+ * and the release that takes an orphan's count to zero frees the block. */
 static void storage_release(jg_storage *s) {
-    if (s && --s->refcount == 0 && !storage_pool_put(s))
-        free(s);
+    if (!s || --s->refcount > 0)
+        return;
+    switch (s->kind) {
+    case JG_STORAGE_BLOCK:
+        if (!storage_pool_put(s))
+            free(s);
+        break;
+    case JG_STORAGE_ORPHAN:
+        tensor_block_free((jg_tensor *)(void *)((char *)s - offsetof(jg_tensor, inline_storage)));
+        break;
+    case JG_STORAGE_INLINE: /* its tensor holds a reference until it dies */
+        JG_ASSERT(!"inline storage released by its own tensor outside tensor_destroy");
+    }
 }
 
 /* ------------------------------------------------- deferred destruction */
@@ -187,11 +216,25 @@ typedef struct {
 
 /* Drops t's references; what dies on the way is pushed (drain runs it). */
 static void tensor_destroy(jg_tensor *t) {
-    storage_release(t->storage);
+    jg_storage *s = t->storage;
+    bool orphan = false;
+    if (s == &t->inline_storage) {
+        if (--s->refcount > 0) { /* views outlive the tensor: they free it */
+            s->kind = JG_STORAGE_ORPHAN;
+            orphan = true;
+        }
+    } else {
+        storage_release(s);
+    }
     if (t->grad && --t->grad->refcount == 0)
         push_dead(t->grad, false);
     if (t->grad_fn && --((node_head *)t->grad_fn)->refcount == 0)
         push_dead(t->grad_fn, true);
+    if (!orphan)
+        tensor_block_free(t);
+}
+
+static void tensor_block_free(jg_tensor *t) {
     if (JG_POOL_BINS == 0 || !pool_put_bin(JG_POOL_BINS, t, sizeof *t))
         free(t);
 }
@@ -286,8 +329,14 @@ void jg_scope_pop(void) {
     if (scope_depth == 0)
         jg_fatal("jg_scope_pop without a matching jg_scope_push");
     size_t start = scope_starts[--scope_depth];
-    while (scope_len > start)
-        jg_release(scope_items[--scope_len]);
+    while (scope_len > start) {
+        jg_tensor *t = scope_items[--scope_len];
+        JG_ASSERT(t->refcount > 0);
+        if (t->refcount > 1) /* jg_release's common case, without the call */
+            t->refcount--;
+        else
+            jg_release(t);
+    }
     if (scope_depth == 0 && scope_cap > 65536) {
         free(scope_items);
         scope_items = NULL;
@@ -341,22 +390,21 @@ void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
     }
 }
 
-/* Zeroes a struct with plain stores (gcc's inline memset of 200 bytes
- * is a `rep stos`, whose start-up cost dominates at this size). */
-static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void
-zero_struct(jg_tensor *t) {
-    _Static_assert(sizeof *t % sizeof(uint64_t) == 0, "jg_tensor size");
-    uint64_t *w = (uint64_t *)(void *)t;
-#pragma GCC unroll 32
-    for (size_t i = 0; i < sizeof *t / sizeof *w; i++)
-        w[i] = 0;
-}
-
+/* A tensor struct with the fields before shape zeroed and the shape set;
+ * shape and stride entries past ndim are left as they are (nothing reads
+ * them), which saves most of the stores for the common small ndim. */
 static jg_tensor *tensor_struct(jg_dtype dtype, int ndim, const int64_t *shape) {
     jg_tensor *t = JG_POOL_BINS ? pool_get_bin(JG_POOL_BINS, sizeof *t) : NULL;
-    if (!t && !(t = aligned_alloc(64, (sizeof *t + 63) & ~(size_t)63)))
+    if (!t && !(t = aligned_alloc(64, sizeof *t)))
         return NULL;
-    zero_struct(t);
+    t->storage = NULL;
+    t->grad = NULL;
+    t->grad_fn = NULL;
+    t->sym = NULL;
+    t->output_nr = 0;
+    t->requires_grad = false;
+    t->is_view = false;
+    t->offset = 0;
     t->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -375,9 +423,20 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
         t->stride[0] = 1;
     else
         jg_contiguous_strides(ndim, shape, t->stride);
-    t->storage = storage_new((size_t)t->numel * (dtype == JG_F32 ? 4 : 8));
+    size_t nbytes = (size_t)t->numel * (dtype == JG_F32 ? 4 : 8);
+    if (nbytes <= JG_INLINE_BYTES) {
+        jg_storage *s = &t->inline_storage;
+        s->refcount = 1;
+        s->version = 0;
+        s->nbytes = nbytes;
+        s->data = t->inline_data;
+        s->kind = JG_STORAGE_INLINE;
+        t->storage = s;
+        return t;
+    }
+    t->storage = storage_new(nbytes);
     if (!t->storage) {
-        free(t);
+        tensor_block_free(t);
         char shp[256];
         jg_format_shape(shp, sizeof shp, ndim, shape);
         return jg_errorf_null("out of memory allocating a %s tensor of shape %s",
@@ -548,7 +607,7 @@ int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes) {
                          need);
     }
     jg_tensor tmp = *t; /* a contiguous tensor over dst, same dtype */
-    jg_storage st = {1, 0, need, dst};
+    jg_storage st = {1, 0, need, dst, JG_STORAGE_BLOCK};
     tmp.storage = &st;
     tmp.offset = 0;
     jg_contiguous_strides(t->ndim, t->shape, tmp.stride);

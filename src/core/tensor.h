@@ -8,13 +8,25 @@
 typedef struct jg_node jg_node;
 typedef struct jg_sym jg_sym; /* a traced value; defined by src/trace */
 
-/* One allocation: this header, padding, then 64-byte aligned data. */
+/* Where a storage lives (see tensor.c, "storage"). */
+typedef enum {
+    JG_STORAGE_BLOCK,  /* its own allocation: this header, then the data */
+    JG_STORAGE_INLINE, /* inside the tensor that made it (small data) */
+    JG_STORAGE_ORPHAN  /* inline, and that tensor is gone: views keep it */
+} jg_storage_kind;
+
+/* Data plus what every tensor viewing it shares: a reference count and the
+ * version counter. */
 typedef struct jg_storage {
     int64_t refcount;
     uint64_t version; /* bumped by in-place ops; checked by saved tensors */
     size_t nbytes;
-    void *data;
+    void *data; /* 64-byte aligned */
+    jg_storage_kind kind;
 } jg_storage;
+
+/* Data of at most this many bytes is stored inside the tensor struct. */
+#define JG_INLINE_BYTES 64
 
 /* What allocation, release and autograd read comes first (64 bytes: structs
  * are allocated 64-byte aligned, so that is one cache line), the geometry
@@ -32,8 +44,11 @@ struct jg_tensor {
     bool is_view;   /* shares storage with the tensor it was made from */
     int64_t offset; /* in elements */
     int64_t numel;
+    /* only the first ndim entries of shape and stride are meaningful */
     int64_t shape[JG_MAX_DIMS];
     int64_t stride[JG_MAX_DIMS]; /* in elements */
+    jg_storage inline_storage;   /* kind JG_STORAGE_INLINE when storage points here */
+    _Alignas(64) unsigned char inline_data[JG_INLINE_BYTES];
 };
 
 /* Shape and dtype of a value without data: what shape rules compute. */
