@@ -198,6 +198,39 @@ static void test_views_of_views(void **state) {
         }
 }
 
+/* Small tensors keep their data inside the tensor struct (core/tensor.c):
+ * views must keep that data alive after the tensor that owns it is gone,
+ * see each other's writes and bump one version counter; the memory goes
+ * when the last view does (ASan checks the frees). */
+static void test_views_outlive_small_base(void **state) {
+    (void)state;
+    jg_scope_push(); /* every tensor below is kept: this test holds the only reference */
+    jg_tensor *x = jg_keep(arange(JG_F32, 2, TU_SHAPE(2, 3))); /* 24 bytes: inline */
+    jg_tensor *x64 = jg_keep(arange(JG_F64, 1, TU_SHAPE(8)));  /* 64 bytes: inline */
+    jg_tensor *big = jg_keep(arange(JG_F64, 1, TU_SHAPE(9)));  /* 72 bytes: own block */
+    jg_tensor *t = jg_keep(jg_transpose(x, 0, 1));
+    jg_tensor *s = jg_keep(jg_slice(x, 1, 1, 3));
+    jg_tensor *v64 = jg_keep(jg_slice(x64, 0, 2, 8));
+    jg_tensor *vbig = jg_keep(jg_slice(big, 0, 1, 9));
+    jg_scope_pop();
+    jg_release(x); /* the tensor dies, its data stays with t and s */
+    jg_release(x64);
+    jg_release(big);
+    assert_true(jg_same_storage(t, s));
+    TU_CHECK(t, 2, TU_SHAPE(3, 2), ((double[]){0, 3, 1, 4, 2, 5}), 0);
+    uint64_t v0 = jg_version(t);
+    assert_int_equal(jg_mul_scalar_(s, 10), 0); /* x[:, 1:3] *= 10 */
+    assert_true(jg_version(t) == v0 + 1);
+    TU_CHECK(t, 2, TU_SHAPE(3, 2), ((double[]){0, 3, 10, 40, 20, 50}), 0);
+    jg_release(t);
+    TU_CHECK(s, 2, TU_SHAPE(2, 2), ((double[]){10, 20, 40, 50}), 0);
+    jg_release(s); /* the last reference: the block is freed */
+    TU_CHECK(v64, 1, TU_SHAPE(6), ((double[]){2, 3, 4, 5, 6, 7}), 0);
+    TU_CHECK(vbig, 1, TU_SHAPE(8), ((double[]){1, 2, 3, 4, 5, 6, 7, 8}), 0);
+    jg_release(v64);
+    jg_release(vbig);
+}
+
 static void test_grad_fn_names(void **state) {
     (void)state;
     jg_tensor *x = arange(JG_F32, 2, TU_SHAPE(2, 3));
@@ -431,6 +464,7 @@ int main(void) {
         TU_TEST(test_slice),
         TU_TEST(test_expand),
         TU_TEST(test_views_of_views),
+        TU_TEST(test_views_outlive_small_base),
         TU_TEST(test_grad_fn_names),
         TU_TEST(test_backward_values),
         TU_TEST(test_backward_gradcheck),
