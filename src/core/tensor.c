@@ -158,7 +158,7 @@ static jg_storage *storage_new(size_t nbytes) {
     return s;
 }
 
-static void tensor_block_free(jg_tensor *t);
+static inline void tensor_block_free(jg_tensor *t);
 
 /* A storage of JG_INLINE_BYTES or less lives inside the tensor struct that
  * made it: one allocation instead of two for the small tensors of eager
@@ -234,7 +234,7 @@ static void tensor_destroy(jg_tensor *t) {
         tensor_block_free(t);
 }
 
-static void tensor_block_free(jg_tensor *t) {
+static inline __attribute__((always_inline)) void tensor_block_free(jg_tensor *t) {
     if (JG_POOL_BINS == 0 || !pool_put_bin(JG_POOL_BINS, t, sizeof *t))
         free(t);
 }
@@ -393,7 +393,8 @@ void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
 /* A tensor struct with the fields before shape zeroed and the shape set;
  * shape and stride entries past ndim are left as they are (nothing reads
  * them), which saves most of the stores for the common small ndim. */
-static jg_tensor *tensor_struct(jg_dtype dtype, int ndim, const int64_t *shape) {
+static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype dtype, int ndim,
+                                                                      const int64_t *shape) {
     jg_tensor *t = JG_POOL_BINS ? pool_get_bin(JG_POOL_BINS, sizeof *t) : NULL;
     if (!t && !(t = aligned_alloc(64, sizeof *t)))
         return NULL;

@@ -6,28 +6,15 @@
 
 #define UNARY(fn, OP)                                                                              \
     jg_tensor *fn(jg_tensor *a) {                                                                  \
-        return jg_op1(JG_OP_##OP, NULL, a, NULL);                                                  \
+        return jg_ew_call(JG_OP_##OP, a, NULL);                                                    \
     }
 #define BINARY(fn, OP)                                                                             \
     jg_tensor *fn(jg_tensor *a, jg_tensor *b) {                                                    \
-        return jg_op1(JG_OP_##OP, NULL, a, b);                                                     \
+        return jg_ew_call(JG_OP_##OP, a, b);                                                       \
     }
-/* {.s = s} with plain stores: gcc zeroes the 120-byte jg_attrs with `rep stos`
- * otherwise, whose start-up cost dominates a tiny op's call. */
-static __attribute__((optimize("no-tree-loop-distribute-patterns"))) jg_tensor *
-scalar_op(jg_opcode op, jg_tensor *a, double s) {
-    jg_attrs at;
-    _Static_assert(sizeof at % sizeof(uint64_t) == 0, "jg_attrs size");
-    uint64_t *w = (uint64_t *)(void *)&at;
-#pragma GCC unroll 16
-    for (size_t i = 0; i < sizeof at / sizeof *w; i++)
-        w[i] = 0;
-    at.s = s;
-    return jg_op1(op, &at, a, NULL);
-}
 #define SCALAR(fn, OP)                                                                             \
     jg_tensor *fn(jg_tensor *a, double s) {                                                        \
-        return scalar_op(JG_OP_##OP, a, s);                                                        \
+        return jg_ew_call_scalar(JG_OP_##OP, a, s);                                                \
     }
 
 BINARY(jg_add, ADD)

@@ -31,15 +31,32 @@ static bool same_shape_ew(const jg_op_info *info, jg_tensor *const *in) {
     return jg_same_shape(in[0], in[1]);
 }
 
+/* {.s = s}, zeroed with plain stores (gcc's `rep stos` for the 120-byte
+ * struct costs more than the rest of a tiny op). */
+static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void scalar_attrs(jg_attrs *at,
+                                                                                       double s) {
+    _Static_assert(sizeof *at % sizeof(uint64_t) == 0, "jg_attrs size");
+    uint64_t *w = (uint64_t *)(void *)at;
+#pragma GCC unroll 16
+    for (size_t i = 0; i < sizeof *at / sizeof *w; i++)
+        w[i] = 0;
+    at->s = s;
+}
+
 /* The common eager case, taken before anything else: an elementwise.def op
  * (to_dtype is not one) on concrete, dense operands of one dtype and one shape that
  * needs no promotion.  It does what the general path below does for them --
  * no casts, the output has the input's shape and dtype (jg_infer_ew1/ew2),
- * one kernel row call, history, scope -- with fewer checks.  Returns 1 when
+ * one kernel row call, history, scope -- with fewer checks.  `a` is the
+ * call's attributes; when it is NULL and `scalar` is set, the attributes
+ * are {.s = s} and are only built if history is recorded.  Returns 1 when
  * the call does not qualify. */
-static int ew_shortcut(jg_opcode op, const jg_op_info *info, const jg_attrs *a,
-                       jg_tensor *const *in_arg, jg_tensor **out) {
-    jg_tensor *x = in_arg[0], *y = info->n_in == 2 ? in_arg[1] : x;
+static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const jg_op_info *info,
+                                                             const jg_attrs *a, double s,
+                                                             bool scalar, jg_tensor *x,
+                                                             jg_tensor *y, jg_tensor **out) {
+    if (info->n_in == 1)
+        y = x;
     if (!x || !y || x->sym || y->sym || x->dtype != y->dtype ||
         ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
         return 1;
@@ -54,24 +71,49 @@ static int ew_shortcut(jg_opcode op, const jg_op_info *info, const jg_attrs *a,
     }
     if (!jg_dense(x))
         return 1;
-    jg_tensor *in[2] = {x, y};
     jg_tensor *o = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
     if (!o)
         return -1;
     if (o->numel > 0) { /* the one row call jg_ew_run makes here */
-        double sc = a ? a->s : 0.0;
         int64_t es = x->dtype == JG_F32 ? 4 : 8, st[3] = {es, es, es};
         char *base[3] = {o->storage->data, (char *)x->storage->data + x->offset * es,
                          (char *)y->storage->data + y->offset * es};
-        jg_ew_rows[op][x->dtype](&sc, o->numel, base, st);
+        jg_ew_rows[op][x->dtype](&s, o->numel, base, st);
     }
-    if (!(info->flags & JG_OPF_NONDIFF) && jg_grad_mode && (x->requires_grad || y->requires_grad) &&
-        jg_autograd_record_op(op, a, info->n_in, in, 1, &o) < 0) {
-        jg_release(o);
-        return -1;
+    if (!(info->flags & JG_OPF_NONDIFF) && jg_grad_mode && (x->requires_grad || y->requires_grad)) {
+        jg_attrs at;
+        if (!a && scalar) {
+            scalar_attrs(&at, s);
+            a = &at;
+        }
+        jg_tensor *in[2] = {x, y};
+        if (jg_autograd_record_op(op, a, info->n_in, in, 1, &o) < 0) {
+            jg_release(o);
+            return -1;
+        }
     }
     out[0] = jg_scope_track(o);
     return 0;
+}
+
+static inline bool has_row(jg_opcode op) {
+    return (jg_ops[op].flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]; /* (to_dtype has none) */
+}
+
+jg_tensor *jg_ew_call(jg_opcode op, jg_tensor *x, jg_tensor *y) {
+    jg_tensor *o;
+    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, 0.0, false, x, y, &o) : 1;
+    return r == 0 ? o : r < 0 ? NULL : jg_op1(op, NULL, x, y);
+}
+
+jg_tensor *jg_ew_call_scalar(jg_opcode op, jg_tensor *x, double s) {
+    jg_tensor *o;
+    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, s, true, x, NULL, &o) : 1;
+    if (r <= 0)
+        return r == 0 ? o : NULL;
+    jg_attrs at;
+    scalar_attrs(&at, s);
+    return jg_op1(op, &at, x, NULL);
 }
 
 /* Everything else (kept out of line, so the shortcut runs without this
@@ -159,8 +201,9 @@ fail:
 
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
     const jg_op_info *info = &jg_ops[op];
-    if ((info->flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]) { /* (to_dtype has none) */
-        int r = ew_shortcut(op, info, a, in_arg, out);
+    if (has_row(op)) {
+        int r = ew_shortcut(op, info, a, a ? a->s : 0.0, false, in_arg[0],
+                            info->n_in == 2 ? in_arg[1] : NULL, out);
         if (r <= 0)
             return r;
     }

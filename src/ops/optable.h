@@ -80,6 +80,12 @@ typedef int (*jg_trace_op_fn)(jg_opcode op, const jg_attrs *a, jg_tensor *const 
 extern jg_trace_op_fn jg_trace_op_hook;
 /* Single-output convenience: NULL on error. */
 jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1);
+/* The public elementwise functions (api.c): op(x, y) and op(x) with the
+ * scalar attribute s.  They take the dispatch shortcut directly, and fall
+ * back to jg_op1 for everything it does not cover (any op may be passed:
+ * ops without an elementwise row always fall back). */
+jg_tensor *jg_ew_call(jg_opcode op, jg_tensor *x, jg_tensor *y);
+jg_tensor *jg_ew_call_scalar(jg_opcode op, jg_tensor *x, double s);
 
 /* Shared shape rules (ops/shape.c). */
 int jg_broadcast_shapes(const jg_meta *a, const jg_meta *b, jg_meta *out);
