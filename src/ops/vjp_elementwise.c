@@ -81,7 +81,7 @@ int jg_vjp_log(VJP_ARGS) {
 
 int jg_vjp_tanh(VJP_ARGS) { /* tanh_backward(grad, y) = grad * (1 - y*y), one op */
     UNUSED_ARGS;
-    gin[0] = jg_op1(JG_OP_TANH_GRAD, NULL, gout[0], out[0]);
+    gin[0] = jg_ew_call(JG_OP_TANH_GRAD, gout[0], out[0]);
     CHECK(0);
     return 0;
 }
@@ -90,7 +90,7 @@ int jg_vjp_tanh(VJP_ARGS) { /* tanh_backward(grad, y) = grad * (1 - y*y), one op
 int jg_vjp_tanh_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
-        gin[0] = SUM_TO(jg_op1(JG_OP_TANH_GRAD, NULL, gout[0], in[1]), 0);
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_TANH_GRAD, gout[0], in[1]), 0);
     if (needs[1])
         gin[1] = SUM_TO(jg_mul(gout[0], jg_mul(jg_mul_scalar(in[1], -2.0), in[0])), 1);
     CHECK(0);
@@ -100,7 +100,7 @@ int jg_vjp_tanh_grad(VJP_ARGS) {
 
 int jg_vjp_relu(VJP_ARGS) {
     UNUSED_ARGS;
-    gin[0] = jg_op1(JG_OP_RELU_GRAD, NULL, gout[0], out[0]);
+    gin[0] = jg_ew_call(JG_OP_RELU_GRAD, gout[0], out[0]);
     CHECK(0);
     return 0;
 }
@@ -108,7 +108,7 @@ int jg_vjp_relu(VJP_ARGS) {
 int jg_vjp_relu_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
-        gin[0] = jg_op1(JG_OP_RELU_GRAD, NULL, gout[0], in[1]);
+        gin[0] = jg_ew_call(JG_OP_RELU_GRAD, gout[0], in[1]);
     gin[1] = NULL; /* the mask is piecewise constant */
     CHECK(0);
     return 0;
@@ -116,7 +116,7 @@ int jg_vjp_relu_grad(VJP_ARGS) {
 
 int jg_vjp_sigmoid(VJP_ARGS) { /* sigmoid_backward(grad, y) = grad * (1 - y) * y, one op */
     UNUSED_ARGS;
-    gin[0] = jg_op1(JG_OP_SIGMOID_GRAD, NULL, gout[0], out[0]);
+    gin[0] = jg_ew_call(JG_OP_SIGMOID_GRAD, gout[0], out[0]);
     CHECK(0);
     return 0;
 }
@@ -126,7 +126,7 @@ int jg_vjp_sigmoid(VJP_ARGS) { /* sigmoid_backward(grad, y) = grad * (1 - y) * y
 int jg_vjp_sigmoid_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
-        gin[0] = SUM_TO(jg_op1(JG_OP_SIGMOID_GRAD, NULL, gout[0], in[1]), 0);
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_SIGMOID_GRAD, gout[0], in[1]), 0);
     if (needs[1])
         gin[1] = SUM_TO(
             jg_mul(jg_mul(gout[0], in[0]), jg_add_scalar(jg_mul_scalar(in[1], -2.0), 1.0)), 1);
