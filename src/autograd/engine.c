@@ -289,6 +289,8 @@ static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
                     rs->heap[sp++] = j;
                 }
                 rs->next_idx[rs->nodes[ci].next + k] = j;
+                if (j >= 0)
+                    rs->nodes[j].deps++; /* every edge; mark_needed recounts */
             }
         }
     }
@@ -299,7 +301,7 @@ static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
  * anything).  Computed by iterating to a fixed point in reverse discovery
  * order, which is cheap since most graphs settle in one or two passes. */
 static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture) {
-    if (!n_capture) {
+    if (!n_capture) { /* all needed: discovery's dependency counts stand */
         for (int i = 0; i < rs->n_nodes; i++)
             rs->nodes[i].needed = true;
         return;
@@ -333,6 +335,18 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
         }
     }
     map_free(&leafset);
+    /* dependencies count only edges between needed nodes */
+    for (int i = 0; i < rs->n_nodes; i++)
+        rs->nodes[i].deps = 0;
+    for (int i = 0; i < rs->n_nodes; i++) {
+        node_info *ni = &rs->nodes[i];
+        if (!ni->needed)
+            continue;
+        const int *nx = rs->next_idx + ni->next;
+        for (int k = 0, nn = ni->node->n_next; k < nn; k++)
+            if (nx[k] >= 0 && rs->nodes[nx[k]].needed) /* (edges to nodes: nx >= 0) */
+                rs->nodes[nx[k]].deps++;
+    }
 }
 
 /* Hands each slot's gradient to the accumulator its edge names: the next
@@ -485,16 +499,6 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     if (rc < 0)
         goto out;
     mark_needed(rs, n_capture, capture);
-    /* dependencies among needed nodes */
-    for (int i = 0; i < rs->n_nodes; i++) {
-        node_info *ni = &rs->nodes[i];
-        if (!ni->needed)
-            continue;
-        const int *nx = rs->next_idx + ni->next;
-        for (int k = 0, nn = ni->node->n_next; k < nn; k++)
-            if (nx[k] >= 0 && rs->nodes[nx[k]].needed) /* (edges to nodes: nx >= 0) */
-                rs->nodes[nx[k]].deps++;
-    }
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;

@@ -45,6 +45,41 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
         }                                                                                          \
     }
 
+/* In place: out is the operand (its row exactly).  Each element is read
+ * before it is written, at the same index, so this is the plain loop's
+ * result. */
+#define EW_INPLACE1(name, TY, expr)                                                                \
+    static EW_VECTORIZE void name##_i_##TY(int64_t n, jg_##TY *restrict o, double s) {             \
+        typedef jg_##TY T;                                                                         \
+        (void)s;                                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = o[i];                                                                            \
+            o[i] = (T)(expr);                                                                      \
+        }                                                                                          \
+    }
+
+/* Binary in place (out is a's row; b a row (iv) or one element (is) that
+ * shares no byte with it). */
+#define EW_INPLACE2(name, TY, expr)                                                                \
+    static EW_VECTORIZE void name##_iv_##TY(int64_t n, jg_##TY *restrict o,                        \
+                                            const jg_##TY *restrict y, double s) {                 \
+        typedef jg_##TY T;                                                                         \
+        (void)s;                                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = o[i], b = y[i];                                                                  \
+            o[i] = (T)(expr);                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static EW_VECTORIZE void name##_is_##TY(int64_t n, jg_##TY *restrict o, const jg_##TY b,       \
+                                            double s) {                                            \
+        typedef jg_##TY T;                                                                         \
+        (void)s;                                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = o[i];                                                                            \
+            o[i] = (T)(expr);                                                                      \
+        }                                                                                          \
+    }
+
 /* Binary: both operands rows (vv), b one element (vs), a one element (sv). */
 #define EW_CONTIG2(name, TY, expr)                                                                 \
     static EW_VECTORIZE void name##_vv_##TY(int64_t n, jg_##TY *restrict o,                        \
@@ -76,18 +111,31 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
         }                                                                                          \
     }
 
+/* True if the element at x (size es) lies outside the n-element row at o. */
+static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es) {
+    uintptr_t a = (uintptr_t)o, b = (uintptr_t)x, len = (uintptr_t)n * es;
+    return b + es <= a || a + len <= b;
+}
+
 /* One row of a unary op: p[0] = out, p[1] = a.  The restrict loop runs only
  * when out and a do not share memory; out == a (in place) takes the plain
  * loop, which gives the same values. */
 #define EW_INNER1(name, TY, expr)                                                                  \
     EW_CONTIG1(name, TY, expr)                                                                     \
+    EW_INPLACE1(name, TY, expr)                                                                    \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
-        if (st[0] == sizeof(T) && st[1] == sizeof(T) && ew_disjoint(p[0], p[1], n, sizeof(T))) {   \
-            name##_c_##TY(n, (T *)p[0], (const T *)p[1], s);                                       \
-            return;                                                                                \
+        if (st[0] == sizeof(T) && st[1] == sizeof(T)) {                                            \
+            if (p[0] == p[1]) {                                                                    \
+                name##_i_##TY(n, (T *)p[0], s);                                                    \
+                return;                                                                            \
+            }                                                                                      \
+            if (ew_disjoint(p[0], p[1], n, sizeof(T))) {                                           \
+                name##_c_##TY(n, (T *)p[0], (const T *)p[1], s);                                   \
+                return;                                                                            \
+            }                                                                                      \
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T a = *(const T *)(p[1] + i * st[1]);                                                  \
@@ -95,18 +143,29 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
         }                                                                                          \
     }
 
-/* One row of a binary op: p[0] = out, p[1] = a, p[2] = b.  Fast paths: both
- * operands contiguous, or one of them broadcast (stride 0) and the other
- * contiguous, with no memory shared between out and a contiguous operand
- * (then the restrict loops vectorize); anything else, in-place calls
- * included, takes the plain strided loop. */
+/* One row of a binary op: p[0] = out, p[1] = a, p[2] = b.  Fast paths: in
+ * place (out is exactly a's row) with b a row or one element that shares
+ * no memory with it; both operands contiguous, or one of them broadcast
+ * (stride 0) and the other contiguous, with no memory shared between out
+ * and an operand.  Then the restrict loops vectorize; anything else takes
+ * the plain strided loop, element by element in order. */
 #define EW_INNER2(name, TY, expr)                                                                  \
     EW_CONTIG2(name, TY, expr)                                                                     \
+    EW_INPLACE2(name, TY, expr)                                                                    \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
         const size_t es = sizeof(T);                                                               \
+        if (st[0] == (int64_t)es && p[0] == p[1] && st[1] == (int64_t)es &&                        \
+            (st[2] ? st[2] == (int64_t)es && ew_disjoint(p[0], p[2], n, es)                        \
+                   : ew_outside(p[2], p[0], n, es))) {                                             \
+            if (st[2])                                                                             \
+                name##_iv_##TY(n, (T *)p[0], (const T *)p[2], s);                                  \
+            else                                                                                   \
+                name##_is_##TY(n, (T *)p[0], *(const T *)p[2], s);                                 \
+            return;                                                                                \
+        }                                                                                          \
         if (st[0] == (int64_t)es) {                                                                \
             bool ok1 = (st[1] == 0 || st[1] == (int64_t)es) && ew_disjoint(p[0], p[1], n, es);     \
             bool ok2 = (st[2] == 0 || st[2] == (int64_t)es) && ew_disjoint(p[0], p[2], n, es);     \

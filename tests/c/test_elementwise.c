@@ -245,6 +245,53 @@ static void test_tanh_f32_correctly_rounded(void **state) {
     jg_scope_pop();
 }
 
+/* In-place kernels (ops/elementwise.c): out exactly the operand's row takes
+ * a vectorized loop; any other overlap between out and an operand runs
+ * element by element in order, so later elements see earlier writes.
+ * Checked against that sequential reference. */
+static void test_inplace_rows_and_overlap(void **state) {
+    (void)state;
+    jg_scope_push();
+    for (int n = 1; n <= 37; n += 4) {
+        double v[40], w[40], want[40];
+        for (int i = 0; i < n; i++) {
+            v[i] = i * 1.5 - 7;
+            w[i] = 3 - i * 0.25;
+        }
+        /* x += y, x *= 2.5, x = tanh(x) in place, y untouched */
+        jg_tensor *x = tu_tensor(JG_F32, 1, (int64_t[]){n}, v);
+        jg_tensor *y = tu_tensor(JG_F32, 1, (int64_t[]){n}, w);
+        assert_int_equal(jg_add_(x, y), 0);
+        assert_int_equal(jg_mul_scalar_(x, 2.5), 0);
+        for (int i = 0; i < n; i++)
+            want[i] = (double)(((float)v[i] + (float)w[i]) * 2.5f);
+        TU_CHECK(x, 1, ((int64_t[]){n}), want, 0);
+        TU_CHECK(y, 1, ((int64_t[]){n}), w, 0);
+        /* x += x[2] broadcast: element 2 changes on the way */
+        if (n >= 3) {
+            jg_tensor *z = tu_tensor(JG_F64, 1, (int64_t[]){n}, v);
+            jg_tensor *e = jg_expand(jg_slice(z, 0, 2, 3), 1, (int64_t[]){n});
+            assert_int_equal(jg_add_(z, e), 0);
+            double seq[40];
+            memcpy(seq, v, sizeof(double) * (size_t)n);
+            for (int i = 0; i < n; i++)
+                seq[i] = seq[i] + seq[2];
+            TU_CHECK(z, 1, ((int64_t[]){n}), seq, 0);
+        }
+        /* x[1:] += x[:-1]: rows overlapping by all but one element */
+        if (n >= 2) {
+            jg_tensor *z = tu_tensor(JG_F64, 1, (int64_t[]){n}, v);
+            assert_int_equal(jg_add_(jg_slice(z, 0, 1, n), jg_slice(z, 0, 0, n - 1)), 0);
+            double seq[40];
+            memcpy(seq, v, sizeof(double) * (size_t)n);
+            for (int i = 1; i < n; i++)
+                seq[i] = seq[i] + seq[i - 1];
+            TU_CHECK(z, 1, ((int64_t[]){n}), seq, 0);
+        }
+    }
+    jg_scope_pop();
+}
+
 static void test_int64_and_promotion(void **state) {
     (void)state;
     jg_tensor *i1 = tu_tensor(JG_I64, 1, TU_SHAPE(3), TU_VALS(7, -3, 4));
@@ -530,6 +577,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_forward_table),
         TU_TEST(test_tanh_f32_correctly_rounded),
+        TU_TEST(test_inplace_rows_and_overlap),
         TU_TEST(test_int64_and_promotion),
         TU_TEST(test_backward_gradcheck),
         TU_TEST(test_gradcheck_detects_errors),
