@@ -1,21 +1,50 @@
 /* Thread-local error text: failing calls set it and return NULL / -1. */
 #include "core/tensor.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static _Thread_local char jg_err_buf[1024];
+/* The text lives on the heap, allocated at a thread's first error and
+ * freed at its exit: thread-local storage holds only the pointer, which
+ * keeps the shared library's static TLS block small (see CMakeLists.txt). */
+#define ERR_SIZE 1024
+static _Thread_local char *err_buf;
+static pthread_key_t err_key;
+static pthread_once_t err_once = PTHREAD_ONCE_INIT;
+static bool err_key_ok;
+
+static void err_free(void *p) {
+    free(p);
+    err_buf = NULL;
+}
+
+static void err_make_key(void) {
+    err_key_ok = pthread_key_create(&err_key, err_free) == 0;
+}
 
 const char *jg_last_error(void) {
-    return jg_err_buf;
+    return err_buf ? err_buf : "";
 }
 
 void jg_clear_error(void) {
-    jg_err_buf[0] = '\0';
+    if (err_buf)
+        err_buf[0] = '\0';
 }
 
 static void jg_verror(const char *fmt, va_list ap) {
-    vsnprintf(jg_err_buf, sizeof jg_err_buf, fmt, ap);
+    if (!err_buf) {
+        pthread_once(&err_once, err_make_key);
+        char *b = malloc(ERR_SIZE);
+        if (!b)
+            return; /* the message is lost; the call still fails */
+        if (!err_key_ok || pthread_setspecific(err_key, b) != 0) {
+            free(b);
+            return;
+        }
+        err_buf = b;
+    }
+    vsnprintf(err_buf, ERR_SIZE, fmt, ap);
 }
 
 int jg_errorf(const char *fmt, ...) {

@@ -197,12 +197,15 @@ static _Thread_local dead_obj *dead_stack;
 static _Thread_local size_t dead_len, dead_cap;
 static _Thread_local bool draining;
 
+static void arrays_register(void);
+
 static void push_dead(void *obj, bool is_node) {
     if (dead_len == dead_cap) {
         size_t cap = dead_cap ? dead_cap * 2 : 64;
         dead_obj *d = realloc(dead_stack, cap * sizeof *d);
         if (!d)
             jg_fatal("out of memory while releasing tensors");
+        arrays_register();
         dead_stack = d;
         dead_cap = cap;
     }
@@ -264,12 +267,20 @@ jg_tensor *jg_retain(jg_tensor *t) {
     return t;
 }
 
+static void release_dead(jg_tensor *t);
+
 void jg_release(jg_tensor *t) {
     if (!t)
         return;
     JG_ASSERT(t->refcount > 0);
     if (--t->refcount > 0)
         return;
+    release_dead(t);
+}
+
+/* t's count reached zero (out of line: jg_release's common path saves no
+ * registers). */
+static __attribute__((noinline)) void release_dead(jg_tensor *t) {
     if (draining) { /* inside a destruction: the running drain loop gets it */
         push_dead(t, false);
         return;
@@ -313,12 +324,47 @@ static _Thread_local size_t scope_len, scope_cap;
 static _Thread_local size_t *scope_starts;
 static _Thread_local size_t scope_depth, scope_starts_cap;
 
+/* The scope and dead-object arrays are freed when their thread exits (the
+ * tensors a thread leaves in its scopes are not: ending a thread inside a
+ * scope leaks them, as an unmatched jg_scope_push does). */
+static _Thread_local bool arrays_registered;
+static pthread_key_t arrays_key;
+static pthread_once_t arrays_once = PTHREAD_ONCE_INIT;
+static bool arrays_key_ok;
+
+static void arrays_free(void *unused) {
+    (void)unused;
+    free(scope_items);
+    free(scope_starts);
+    free(dead_stack);
+    scope_items = NULL;
+    scope_starts = NULL;
+    dead_stack = NULL;
+    scope_len = scope_cap = scope_depth = scope_starts_cap = dead_len = dead_cap = 0;
+    arrays_registered = false;
+}
+
+static void arrays_make_key(void) {
+    arrays_key_ok = pthread_key_create(&arrays_key, arrays_free) == 0;
+}
+
+static void arrays_register(void) {
+    if (arrays_registered)
+        return;
+    pthread_once(&arrays_once, arrays_make_key);
+    /* the value only makes the destructor run; without a key the arrays
+     * stay allocated after the thread ends */
+    if (arrays_key_ok && pthread_setspecific(arrays_key, &scope_len) == 0)
+        arrays_registered = true;
+}
+
 void jg_scope_push(void) {
     if (scope_depth == scope_starts_cap) {
         size_t cap = scope_starts_cap ? scope_starts_cap * 2 : 16;
         size_t *s = realloc(scope_starts, cap * sizeof *s);
         if (!s)
             jg_fatal("out of memory in jg_scope_push");
+        arrays_register();
         scope_starts = s;
         scope_starts_cap = cap;
     }
@@ -344,17 +390,21 @@ void jg_scope_pop(void) {
     }
 }
 
+static __attribute__((noinline, cold)) void scope_grow(void) {
+    size_t cap = scope_cap ? scope_cap * 2 : 256;
+    jg_tensor **it = realloc(scope_items, cap * sizeof *it);
+    if (!it)
+        jg_fatal("out of memory in a scope");
+    arrays_register();
+    scope_items = it;
+    scope_cap = cap;
+}
+
 jg_tensor *jg_scope_track(jg_tensor *t) {
     if (!t || scope_depth == 0)
         return t;
-    if (scope_len == scope_cap) {
-        size_t cap = scope_cap ? scope_cap * 2 : 256;
-        jg_tensor **it = realloc(scope_items, cap * sizeof *it);
-        if (!it)
-            jg_fatal("out of memory in a scope");
-        scope_items = it;
-        scope_cap = cap;
-    }
+    if (scope_len == scope_cap)
+        scope_grow(); /* (out of line: the common path saves no registers) */
     scope_items[scope_len++] = t;
     return t;
 }
@@ -416,6 +466,20 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     return t;
 }
 
+/* t with a storage block of its own (out of line, so the inline-data path
+ * of jg_tensor_alloc stays small). */
+static __attribute__((noinline)) jg_tensor *tensor_with_block(jg_tensor *t, size_t nbytes) {
+    t->storage = storage_new(nbytes);
+    if (!t->storage) {
+        char shp[256];
+        jg_format_shape(shp, sizeof shp, t->ndim, t->shape);
+        jg_errorf("out of memory allocating a %s tensor of shape %s", jg_dtype_name(t->dtype), shp);
+        tensor_block_free(t);
+        return NULL;
+    }
+    return t;
+}
+
 jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
     jg_tensor *t = tensor_struct(dtype, ndim, shape);
     if (!t)
@@ -435,15 +499,7 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
         t->storage = s;
         return t;
     }
-    t->storage = storage_new(nbytes);
-    if (!t->storage) {
-        tensor_block_free(t);
-        char shp[256];
-        jg_format_shape(shp, sizeof shp, ndim, shape);
-        return jg_errorf_null("out of memory allocating a %s tensor of shape %s",
-                              jg_dtype_name(dtype), shp);
-    }
-    return t;
+    return tensor_with_block(t, nbytes);
 }
 
 jg_tensor *jg_tensor_view_of(jg_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
