@@ -74,11 +74,11 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
     jg_tensor *o = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
     if (!o)
         return -1;
-    if (o->numel > 0) { /* the one row call jg_ew_run makes here */
-        int64_t es = x->dtype == JG_F32 ? 4 : 8, st[3] = {es, es, es};
-        char *base[3] = {o->storage->data, (char *)x->storage->data + x->offset * es,
-                         (char *)y->storage->data + y->offset * es};
-        jg_ew_rows[op][x->dtype](&s, o->numel, base, st);
+    if (o->numel > 0) { /* the dense loop jg_ew_run's one row call runs here (o is fresh) */
+        int64_t es = x->dtype == JG_F32 ? 4 : 8;
+        jg_ew_dense[op][x->dtype](o->numel, o->storage->data,
+                                  (char *)x->storage->data + x->offset * es,
+                                  (char *)y->storage->data + y->offset * es, s);
     }
     if (!(info->flags & JG_OPF_NONDIFF) && jg_grad_mode && (x->requires_grad || y->requires_grad)) {
         jg_attrs at;
@@ -97,7 +97,7 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
 }
 
 static inline bool has_row(jg_opcode op) {
-    return (jg_ops[op].flags & JG_OPF_ELEMENTWISE) && jg_ew_rows[op][0]; /* (to_dtype has none) */
+    return jg_ew_dense[op][0] != NULL; /* the elementwise.def ops (to_dtype is not one) */
 }
 
 jg_tensor *jg_ew_call(jg_opcode op, jg_tensor *x, jg_tensor *y) {

@@ -123,6 +123,10 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
 #define EW_INNER1(name, TY, expr)                                                                  \
     EW_CONTIG1(name, TY, expr)                                                                     \
     EW_INPLACE1(name, TY, expr)                                                                    \
+    static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
+        (void)y;                                                                                   \
+        name##_c_##TY(n, o, x, s);                                                                 \
+    }                                                                                              \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
@@ -152,6 +156,9 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
 #define EW_INNER2(name, TY, expr)                                                                  \
     EW_CONTIG2(name, TY, expr)                                                                     \
     EW_INPLACE2(name, TY, expr)                                                                    \
+    static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
+        name##_vv_##TY(n, o, x, y, s);                                                             \
+    }                                                                                              \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
@@ -246,6 +253,16 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
 const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3] = {
 #define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr)                                           \
     [JG_OP_##ID] = {name##_row_f32, name##_row_f64, name##_row_i64},
+#include "ops/elementwise.def"
+#undef JG_EW
+};
+
+/* The dense loops by op and dtype: out, a (and b) dense rows of n elements,
+ * out sharing no byte with a or b (a fresh output); what the row functions
+ * above run for such operands, without their stride and overlap tests. */
+const jg_dense_fn jg_ew_dense[JG_OP_COUNT][3] = {
+#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr)                                           \
+    [JG_OP_##ID] = {name##_d_f32, name##_d_f64, name##_d_i64},
 #include "ops/elementwise.def"
 #undef JG_EW
 };

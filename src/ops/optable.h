@@ -67,6 +67,10 @@ extern const jg_op_info jg_ops[JG_OP_COUNT];
 /* The row functions of the elementwise ops by dtype (ops/elementwise.c);
  * NULL for other ops.  Hot paths call a row directly for dense operands. */
 extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
+/* Dense loop of an elementwise.def op: out[i] = op(a[i], b[i]) for n
+ * elements (b unused by unary ops), out sharing no memory with a or b. */
+typedef void (*jg_dense_fn)(int64_t n, void *out, const void *a, const void *b, double s);
+extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][3];
 
 /* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
  * kernel plus autograd recording.  Outputs are new references tracked by the
