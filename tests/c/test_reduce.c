@@ -1,9 +1,10 @@
 /* Reductions: sum, mean (dim lists, keepdim, negative dims, 0-d and empty
  * inputs) and max over a dim (first maximum, NaN propagation, indices).
- * Forward results are compared with naive loops written here, bit for bit
- * (the kernels sum sequentially in row-major order in the input's dtype, and
- * so does the reference); backward against finite differences in f64; error
- * paths by message. */
+ * Forward results are compared with naive loops written here, bit for bit:
+ * the reference follows the documented summation order (ops/reduce.c: 8
+ * lanes combined pairwise for float sums over trailing dims, sequential in
+ * row-major order otherwise, in the input's dtype); backward against finite
+ * differences in f64; error paths by message. */
 #include "testutil.h"
 
 #include "ops/optable.h"
@@ -60,8 +61,19 @@ static double rnd(jg_dtype dt, double x) {
     return dt == JG_F32 ? (double)(float)x : x;
 }
 
-/* Naive sum/mean: every input element in row-major order is added into its
- * output slot; out has the keepdim shape.  Returns the count per output. */
+/* True if mask reduces exactly the trailing dims (all of them included). */
+static bool trailing(int ndim, const bool *mask) {
+    int r = ndim;
+    while (r > 0 && mask[r - 1])
+        r--;
+    for (int d = 0; d < r; d++)
+        if (mask[d])
+            return false;
+    return true;
+}
+
+/* Naive sum/mean in the documented order; out has the keepdim shape.
+ * Returns the count per output. */
 static int64_t naive_reduce(jg_dtype dt, int ndim, const int64_t *shape, const bool *mask,
                             const double *x, double *out, bool mean) {
     int64_t kshape[JG_MAX_DIMS], n = tu_numel(ndim, shape), count = 1;
@@ -72,16 +84,30 @@ static int64_t naive_reduce(jg_dtype dt, int ndim, const int64_t *shape, const b
     int64_t on = tu_numel(ndim, kshape);
     for (int64_t o = 0; o < on; o++)
         out[o] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t rem = i, o = 0, mul = 1;
-        for (int d = ndim - 1; d >= 0; d--) {
-            int64_t id = rem % shape[d];
-            rem /= shape[d];
-            if (!mask[d])
-                o += id * mul;
-            mul *= kshape[d];
+    if (dt != JG_I64 && trailing(ndim, mask)) {
+        /* output o sums inputs [o * count, (o + 1) * count): input i goes to
+         * lane i % 8 of its block, lanes combined pairwise */
+        for (int64_t o = 0; o < on; o++) {
+            double l[8] = {0};
+            for (int64_t i = 0; i < count; i++)
+                l[i % 8] = rnd(dt, l[i % 8] + x[o * count + i]);
+            double p[4];
+            for (int k = 0; k < 4; k++)
+                p[k] = rnd(dt, l[2 * k] + l[2 * k + 1]);
+            out[o] = rnd(dt, rnd(dt, p[0] + p[1]) + rnd(dt, p[2] + p[3]));
         }
-        out[o] = dt == JG_I64 ? out[o] + x[i] : rnd(dt, out[o] + x[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t rem = i, o = 0, mul = 1;
+            for (int d = ndim - 1; d >= 0; d--) {
+                int64_t id = rem % shape[d];
+                rem /= shape[d];
+                if (!mask[d])
+                    o += id * mul;
+                mul *= kshape[d];
+            }
+            out[o] = dt == JG_I64 ? out[o] + x[i] : rnd(dt, out[o] + x[i]);
+        }
     }
     if (mean)
         for (int64_t o = 0; o < on; o++)
@@ -97,11 +123,23 @@ typedef struct {
 } reduce_case;
 
 static const reduce_case cases[] = {
-    {2, {3, 4}, 1, {0}},       {2, {3, 4}, 1, {1}},          {2, {3, 4}, 1, {-1}},
-    {2, {3, 4}, 2, {0, 1}},    {2, {3, 4}, 2, {-1, 0}},      {3, {2, 3, 4}, 1, {1}},
-    {3, {2, 3, 4}, 2, {0, 2}}, {3, {2, 3, 4}, 2, {-3, -1}},  {3, {2, 3, 4}, 3, {2, 1, 0}},
-    {3, {2, 1, 4}, 1, {1}},    {4, {2, 3, 2, 3}, 2, {1, 3}}, {1, {7}, 1, {0}},
+    {2, {3, 4}, 1, {0}},
+    {2, {3, 4}, 1, {1}},
+    {2, {3, 4}, 1, {-1}},
+    {2, {3, 4}, 2, {0, 1}},
+    {2, {3, 4}, 2, {-1, 0}},
+    {3, {2, 3, 4}, 1, {1}},
+    {3, {2, 3, 4}, 2, {0, 2}},
+    {3, {2, 3, 4}, 2, {-3, -1}},
+    {3, {2, 3, 4}, 3, {2, 1, 0}},
+    {3, {2, 1, 4}, 1, {1}},
+    {4, {2, 3, 2, 3}, 2, {1, 3}},
+    {1, {7}, 1, {0}},
     {2, {3, 4}, 0, {0}}, /* empty list: every dim */
+    /* float sums over trailing dims with whole 8-lane rounds and a tail */
+    {2, {3, 37}, 1, {1}},
+    {3, {5, 2, 9}, 2, {1, 2}},
+    {1, {64}, 0, {0}},
 };
 
 static void run_reduce_case(const reduce_case *c, jg_dtype dt, int layout, bool keepdim,
