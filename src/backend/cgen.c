@@ -131,6 +131,14 @@ static bool repeated_scalar(const jg_graph *g, int u) {
     return n->kind == JG_GN_OP && n->op == JG_OP_EXPAND && meta_numel(&g->vals[n->in[0]].meta) == 1;
 }
 
+/* Does an expression call a libm function (exp, log, pow)?  Such a call
+ * keeps gcc from vectorizing the whole loop it sits in, so an op with one
+ * runs as its own kernel step: the fused loops around it stay vectorized
+ * (jitgrad's own tanh, the arithmetic), and the results are the same. */
+static bool calls_libm(const char *expr) {
+    return strstr(expr, "exp(") || strstr(expr, "log(") || strstr(expr, "pow(");
+}
+
 /* Can node n be computed inside a loop over its output's elements?  Its
  * operands must have its shape (read at the same index) or one element
  * (read once). */
@@ -139,7 +147,7 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
         return false;
     const jg_op_info *info = &jg_ops[n->op];
     if (!(info->flags & JG_OPF_ELEMENTWISE) || !info->cexpr || n->n_out != 1 || n->n_in < 1 ||
-        n->n_in > 2)
+        n->n_in > 2 || calls_libm(info->cexpr))
         return false;
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {
