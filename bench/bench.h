@@ -1,5 +1,6 @@
-/* Timing shared by the compiled-call benchmarks: medians of repeated
- * calls, measured with the monotonic clock. */
+/* What the benchmarks share: the eager chain workload, and the
+ * compiled-call benchmarks' timing (medians of repeated calls, measured with
+ * the monotonic clock). */
 #ifndef JG_BENCH_H
 #define JG_BENCH_H
 
@@ -9,6 +10,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* The eager chain (bench/eager_ops.c, bench/chain_iters.c): y = x, then
+ * BENCH_CHAIN_LEN ops cycling add_scalar(y, 0.5), mul_scalar(y, 0.75),
+ * tanh(y), mul(y, x) (25 of each), then sum.  Values stay in (-2, 2).
+ * NULL (with jg_last_error) if an op fails. */
+#define BENCH_CHAIN_LEN 100
+static inline jg_tensor *bench_chain(jg_tensor *x) {
+    jg_tensor *y = x;
+    for (int i = 0; i < BENCH_CHAIN_LEN && y; i++) {
+        switch (i % 4) {
+        case 0:
+            y = jg_add_scalar(y, 0.5);
+            break;
+        case 1:
+            y = jg_mul_scalar(y, 0.75);
+            break;
+        case 2:
+            y = jg_tanh(y);
+            break;
+        default:
+            y = jg_mul(y, x);
+            break;
+        }
+    }
+    return y ? jg_sum(y) : NULL;
+}
 
 static inline double bench_now(void) {
     struct timespec ts;

@@ -7,32 +7,12 @@
  * (I(30) - I(10)) / 20 is the cost of one iteration, start-up cancelled.
  * Prints the gradient's checksum, so a change can be checked to leave the
  * results bitwise alone. */
+#include "bench.h"
 #include <jitgrad.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static jg_tensor *chain(jg_tensor *x) {
-    jg_tensor *y = x;
-    for (int i = 0; i < 100; i++) {
-        switch (i % 4) {
-        case 0:
-            y = jg_add_scalar(y, 0.5);
-            break;
-        case 1:
-            y = jg_mul_scalar(y, 0.75);
-            break;
-        case 2:
-            y = jg_tanh(y);
-            break;
-        default:
-            y = jg_mul(y, x);
-            break;
-        }
-    }
-    return jg_sum(y);
-}
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 10;
@@ -42,7 +22,8 @@ int main(int argc, char **argv) {
     unsigned long long sum = 0;
     for (int i = 0; i < n; i++) {
         jg_scope_push();
-        if (jg_backward(chain(x), NULL, 0) < 0) {
+        jg_tensor *s = bench_chain(x);
+        if (!s || jg_backward(s, NULL, 0) < 0) {
             fprintf(stderr, "chain_iters: %s\n", jg_last_error());
             return 1;
         }

@@ -11,6 +11,7 @@
  *
  * Output: one line per figure, `<impl> <workload> key=value ...`; the first
  * key is the headline figure (bench/run.sh reads it). */
+#include "bench.h"
 #include <jitgrad.h>
 
 #include <math.h>
@@ -21,7 +22,7 @@
 
 #define BATCHES 15
 #define TARGET_BATCH_S 0.02
-#define CHAIN_LEN 100
+#define CHAIN_LEN BENCH_CHAIN_LEN
 #define SMALL_N 16
 #define LARGE_N (1 << 20)
 
@@ -78,31 +79,11 @@ static timing measure(void (*fn)(void *), void *user) {
 
 /* ------------------------------------------------------------ the chain */
 
-/* y = x; then CHAIN_LEN ops cycling add_scalar, mul_scalar, tanh, mul(y, x)
- * (25 of each), then sum.  Values stay in (-2, 2). */
+/* The chain (bench.h), dying on error. */
 static jg_tensor *chain_forward(jg_tensor *x) {
-    jg_tensor *y = x;
-    for (int i = 0; i < CHAIN_LEN; i++) {
-        switch (i % 4) {
-        case 0:
-            y = jg_add_scalar(y, 0.5);
-            break;
-        case 1:
-            y = jg_mul_scalar(y, 0.75);
-            break;
-        case 2:
-            y = jg_tanh(y);
-            break;
-        default:
-            y = jg_mul(y, x);
-            break;
-        }
-        if (!y)
-            die("chain op");
-    }
-    jg_tensor *s = jg_sum(y);
+    jg_tensor *s = bench_chain(x);
     if (!s)
-        die("jg_sum");
+        die("chain");
     return s;
 }
 
