@@ -1,5 +1,6 @@
 /* The "c" backend (see cgen.h and docs/compiler.md, "The c backend"). */
 #include "backend/cgen.h"
+#include "backend/cache.h"
 #include "backend/pool.h"
 #include "backend/interp.h"
 #include "core/iter.h"
@@ -514,43 +515,6 @@ static int find_compiler(char *path, size_t n, char *why, size_t why_n) {
 }
 
 /* mkdir -p */
-static int make_dirs(const char *dir) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) && access(tmp, W_OK) == 0 ? 0 : -1;
-}
-
-/* JITGRAD_CACHE_DIR, else $XDG_CACHE_HOME/jitgrad, else ~/.cache/jitgrad. */
-static int cache_dir(char *dir, size_t n, char *why, size_t why_n) {
-    const char *e = getenv("JITGRAD_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (e && *e)
-        snprintf(dir, n, "%s", e);
-    else if (x && *x)
-        snprintf(dir, n, "%.3000s/jitgrad", x);
-    else if (h && *h)
-        snprintf(dir, n, "%.3000s/.cache/jitgrad", h);
-    else {
-        snprintf(why, why_n, "no cache directory (set JITGRAD_CACHE_DIR)");
-        return -1;
-    }
-    if (make_dirs(dir) < 0) {
-        snprintf(why, why_n, "cannot create or write the cache directory %.400s: %s", dir,
-                 strerror(errno ? errno : EACCES));
-        return -1;
-    }
-    return 0;
-}
-
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) {
@@ -633,7 +597,7 @@ static void *load_source(const char *src, const char *label, bool quiet) {
     char cc[4096], dir[4096], why[600];
     if (find_compiler(cc, sizeof cc, why, sizeof why) < 0)
         return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
-    if (cache_dir(dir, sizeof dir, why, sizeof why) < 0)
+    if (jg_cache_dir(dir, sizeof dir, why, sizeof why) < 0)
         return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
     uint64_t h = 0xcbf29ce484222325ULL;
     h = fnv1a(h, src, strlen(src) + 1);
@@ -656,9 +620,12 @@ static void *load_source(const char *src, const char *label, bool quiet) {
     last_hit = true;
     if (access(so, R_OK) == 0) {
         void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (dl)
+        if (dl) {
+            jg_cache_touch(so); /* recently used: pruned last */
             return dl;
-        /* unreadable (e.g. made by another system): compile it again */
+        }
+        /* unreadable (e.g. made by another system) or pruned meanwhile:
+         * compile it again */
     }
     last_hit = false;
     static atomic_uint seq; /* temp names: unique per process and thread */
@@ -685,9 +652,19 @@ static void *load_source(const char *src, const char *label, bool quiet) {
                               cc, st, label, tail[0] ? tail : "(no output)");
     }
     unlink(log);
+    /* Loaded before it is moved into the cache: the mapping stays valid
+     * whatever happens to the file (another process pruning the cache). */
+    void *dl = dlopen(tmp_so, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        jg_errorf("jg_compile(c): cannot load %s: %s", tmp_so, dlerror());
+        unlink(tmp_so);
+        unlink(tmp_c);
+        return NULL;
+    }
     /* atomic: another process may be compiling the same source */
     if (rename(tmp_so, so) < 0) {
         int e = errno;
+        dlclose(dl);
         unlink(tmp_so);
         unlink(tmp_c);
         return jg_errorf_null("jg_compile(c): cannot move %s into the cache: %s", tmp_so,
@@ -695,9 +672,7 @@ static void *load_source(const char *src, const char *label, bool quiet) {
     }
     if (rename(tmp_c, final_c) < 0) /* the source, kept for reading */
         unlink(tmp_c);
-    void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!dl)
-        return jg_errorf_null("jg_compile(c): cannot load %s: %s", so, dlerror());
+    jg_cache_prune(dir, so);
     return dl;
 }
 

@@ -380,6 +380,45 @@ static int compile_chain_once(void) {
     return rc;
 }
 
+/* Compiles p_arith without grad for n-element inputs (the shape is in the
+ * generated code: one new object per n) and runs it; whether the plan came
+ * from the cache. */
+static bool compile_arith(int64_t n) {
+    jg_scope_push();
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *in[2] = {values(JG_F32, n, 5, false), values(JG_F32, n, 6, false)}, *o;
+    jg_compiled *c = jg_compile(p_arith, NULL, &(jg_compile_options){.backend = "c"});
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &o), 1);
+    bool hit = false;
+    jg_cgen_last_stats(NULL, NULL, &hit);
+    jg_compiled_free(c);
+    jg_set_grad_enabled(prev);
+    jg_scope_pop();
+    return hit;
+}
+
+/* JITGRAD_CACHE_MAX bounds the cache, least recently used out first.  The
+ * backend's probe object is used by every jg_compile, so it stays: a limit
+ * of 3 keeps it and the 2 most recently used graphs. */
+static void check_cache_limit(const char *dir) {
+    int before = count_files(dir, ".so", NULL);
+    setenv("JITGRAD_CACHE_MAX", "0", 1); /* no limit */
+    assert_false(compile_arith(5));
+    assert_int_equal(count_files(dir, ".so", NULL), before + 1);
+    setenv("JITGRAD_CACHE_MAX", "3", 1);
+    assert_false(compile_arith(6)); /* keeps 6, the probe and 5 */
+    assert_int_equal(count_files(dir, ".so", NULL), 3);
+    assert_int_equal(count_files(dir, ".c", NULL), 3);
+    assert_true(compile_arith(5));  /* a hit: 5 becomes the most recently used */
+    assert_false(compile_arith(7)); /* so 6 goes */
+    assert_int_equal(count_files(dir, ".so", NULL), 3);
+    assert_true(compile_arith(5));
+    assert_true(compile_arith(7));
+    assert_false(compile_arith(6)); /* pruned: compiled again, and it works */
+    assert_int_equal(count_files(dir, ".so", NULL), 3);
+    unsetenv("JITGRAD_CACHE_MAX");
+}
+
 static void test_cache(void **state) {
     (void)state;
     if (!have_c())
@@ -419,6 +458,7 @@ static void test_cache(void **state) {
     jg_cgen_last_stats(NULL, NULL, &hit);
     assert_true(hit);
     assert_int_equal(count_files(sub, ".so", NULL), 3);
+    check_cache_limit(sub);
     if (saved)
         setenv("JITGRAD_CACHE_DIR", saved, 1);
     else
