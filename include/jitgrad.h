@@ -132,6 +132,7 @@ jg_tensor *jg_neg(jg_tensor *a);
 jg_tensor *jg_exp(jg_tensor *a);
 jg_tensor *jg_log(jg_tensor *a);
 jg_tensor *jg_tanh(jg_tensor *a);
+jg_tensor *jg_abs(jg_tensor *a); /* |a|; gradient grad * sign(a), 0 at 0 */
 jg_tensor *jg_relu(jg_tensor *a);
 jg_tensor *jg_sigmoid(jg_tensor *a);
 jg_tensor *jg_sqrt(jg_tensor *a);

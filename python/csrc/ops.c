@@ -199,12 +199,17 @@ static PyObject *nb_idiv(PyObject *a, PyObject *b) {
     return inplace(a, b, JGP_DIV, 1.0);
 }
 
+static PyObject *nb_abs(PyObject *a) {
+    return jgp_wrap_new(jg_abs(jgp_t(a)));
+}
+
 PyNumberMethods jgp_tensor_as_number = {
     .nb_add = nb_add,
     .nb_subtract = nb_sub,
     .nb_multiply = nb_mul,
     .nb_true_divide = nb_div,
     .nb_negative = nb_neg,
+    .nb_absolute = nb_abs,
     .nb_positive = nb_pos,
     .nb_power = nb_pow,
     .nb_matrix_multiply = nb_matmul,
@@ -329,25 +334,11 @@ UNARY_METHOD(log, jg_log)
 UNARY_METHOD(tanh, jg_tanh)
 UNARY_METHOD(sigmoid, jg_sigmoid)
 UNARY_METHOD(relu, jg_relu)
+UNARY_METHOD(abs, jg_abs)
 UNARY_METHOD(sqrt, jg_sqrt)
 UNARY_METHOD(clone, jg_clone)
 UNARY_METHOD(detach, jg_detach)
 UNARY_METHOD(contiguous, jg_contiguous)
-
-/* |x| = relu(x) + relu(-x): exact values, and the gradient sign(x) with 0 at
- * 0 as PyTorch's; the library has no abs op yet. */
-static PyObject *m_abs(PyObject *self, PyObject *unused) {
-    (void)unused;
-    jg_tensor *x = jgp_t(self);
-    jg_tensor *p = jg_keep(jg_relu(x));
-    jg_tensor *n = p ? jg_keep(jg_neg(x)) : NULL;
-    jg_tensor *rn = n ? jg_keep(jg_relu(n)) : NULL;
-    PyObject *r = rn ? jgp_wrap_new(jg_add(p, rn)) : jgp_raise();
-    jg_release(p);
-    jg_release(n);
-    jg_release(rn);
-    return r;
-}
 
 static PyObject *m_square(PyObject *self, PyObject *unused) {
     (void)unused;

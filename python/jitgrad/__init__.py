@@ -126,8 +126,8 @@ class set_grad_enabled(_GradMode):
 def _fmt_floats(values):
     finite = [v for v in values if v == v and v not in (_math.inf, -_math.inf)]
     ints = all(v == int(v) for v in finite) if finite else True
-    big = _builtins.max((abs(v) for v in finite), default=0.0)
-    small = _builtins.min((abs(v) for v in finite if v != 0), default=1.0)
+    big = _builtins.max((_builtins.abs(v) for v in finite), default=0.0)
+    small = _builtins.min((_builtins.abs(v) for v in finite if v != 0), default=1.0)
     sci = finite and (big >= 1e8 or small < 1e-4)
     out = []
     for v in values:
@@ -252,7 +252,7 @@ def _method(name):
 
 
 for _name in (
-    "exp", "log", "tanh", "sigmoid", "relu", "sqrt", "neg", "sum", "mean", "max",
+    "exp", "log", "tanh", "sigmoid", "relu", "abs", "sqrt", "neg", "sum", "mean", "max",
     "softmax", "log_softmax", "reshape", "t", "transpose", "permute", "detach", "clone",
     "matmul", "mm", "add", "sub", "mul", "div", "pow", "square", "flatten", "squeeze",
     "unsqueeze", "numel", "is_floating_point",

@@ -218,6 +218,9 @@ SCENARIOS = {
     "unary_chain": (lambda T: [det(T, 6, seed=29, positive=True)],
                     lambda T, x: x.exp().log() + x.tanh() + x.sigmoid() + x.relu() + x.sqrt()),
     "relu_negative": (lambda T: [det(T, 8, seed=30)], lambda T, x: T.relu(x) * x),
+    # abs at its kink: |x| where x has exact zeros (gradient 0 there, as torch)
+    "abs_with_zeros": (lambda T: [det(T, 9, seed=50)],
+                       lambda T, x: abs(x * 0) + x.abs() * 2 + T.abs(x - x)),
     "methods_add_alpha": (lambda T: [det(T, 3, seed=31), det(T, 3, seed=32)],
                           lambda T, a, b: a.add(b, alpha=2).sub(b, alpha=0.5).mul(b).div(2.0)),
     # ---- reductions

@@ -275,6 +275,27 @@ static const char *ctype(jg_dtype d) {
 
 /* Writes expr with the identifiers a, b, s and T replaced (numbers are
  * copied whole, so the b of 0x1b is not an operand). */
+/* Does an expression read the scalar attribute, the identifier s (not an
+ * s inside another name such as sqrt)? */
+static bool uses_scalar(const char *expr) {
+    for (const char *p = expr; *p;) {
+        if (isalpha((unsigned char)*p) || *p == '_') {
+            const char *q = p + 1;
+            while (isalnum((unsigned char)*q) || *q == '_')
+                q++;
+            if (q - p == 1 && *p == 's')
+                return true;
+            p = q;
+        } else if (isdigit((unsigned char)*p)) { /* a number, with its suffixes */
+            while (isalnum((unsigned char)*p) || *p == '.')
+                p++;
+        } else {
+            p++;
+        }
+    }
+    return false;
+}
+
 static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, const char *rs,
                      const char *rt, const char *opname) {
     const char *p = expr;
@@ -351,7 +372,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
-        if (L->group[i] == gi && strchr(jg_ops[g->nodes[i].op].cexpr, 's')) {
+        if (L->group[i] == gi && uses_scalar(jg_ops[g->nodes[i].op].cexpr)) {
             double sv = g->nodes[i].attrs.s;
             uint64_t u;
             memcpy(&u, &sv, sizeof u);
@@ -411,7 +432,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
         char ra[24], rb[24], rs[64] = "";
         snprintf(ra, sizeof ra, "v%d", n->in[0]);
         snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
-        if (strchr(info->cexpr, 's'))
+        if (uses_scalar(info->cexpr))
             snprintf(rs, sizeof rs, "s%d", i);
         sb_add(b, "            const %s v%d = (%s)(", T, v, T);
         rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,

@@ -60,6 +60,28 @@ static inline float jg_ew_tanhf(float xf) {
     return y;
 }
 
+/* |x| by clearing the sign bit, as fabs does (|-0| = 0, NaN keeps its
+ * payload), without a libm call; int64 wraps like two's complement (|min|
+ * is min, as in PyTorch). */
+static inline float jg_ew_absf(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0x7fffffffu;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static inline double jg_ew_absd(double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    u &= ~((uint64_t)1 << 63);
+    memcpy(&x, &u, 8);
+    return x;
+}
+static inline int64_t jg_ew_absi(int64_t x) {
+    return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+}
+#define jg_ew_abs(x) _Generic((x), float : jg_ew_absf, double : jg_ew_absd, default : jg_ew_absi)(x)
+
 /* tanh for the expression of every dtype: f32 above, libm's tanh otherwise
  * (f64; the i64 instantiation, which dispatch never runs, converts). */
 #define jg_ew_tanh(x) _Generic((x), float : jg_ew_tanhf, default : tanh)(x)

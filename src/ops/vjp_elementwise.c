@@ -98,6 +98,22 @@ int jg_vjp_tanh_grad(VJP_ARGS) {
     return 0;
 }
 
+int jg_vjp_abs(VJP_ARGS) { /* grad * sgn(x), one op */
+    UNUSED_ARGS;
+    gin[0] = jg_ew_call(JG_OP_ABS_GRAD, gout[0], in[0]);
+    CHECK(0);
+    return 0;
+}
+
+int jg_vjp_abs_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[0])
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_ABS_GRAD, gout[0], in[1]), 0);
+    gin[1] = NULL; /* the sign is piecewise constant */
+    CHECK(0);
+    return 0;
+}
+
 int jg_vjp_relu(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = jg_ew_call(JG_OP_RELU_GRAD, gout[0], out[0]);

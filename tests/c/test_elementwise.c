@@ -38,12 +38,14 @@ REF(log, log(a))
 /* f32 tanh is jitgrad's own and correctly rounded (ops/ew_math.h): the
  * reference is long double tanh rounded to float; f64 tanh is libm's. */
 REF(tanh, sizeof(T) == sizeof(float) ? (T)tanh((long double)a) : tanh(a))
+REF(abs, a < 0 ? -a : a)
 REF(relu, a > 0 ? a : (T)0)
 REF(sigmoid, (T)1 / ((T)1 + exp(-a)))
 REF(sqrt, sqrt(a))
 REF(pow_scalar, pow(a, (T)s))
 REF(add_scalar, a + (T)s)
 REF(mul_scalar, a *(T)s)
+REF(abs_grad, a *(b > 0 ? (T)1 : b < 0 ? (T)-1 : (T)0))
 REF(tanh_grad, a *(-(b *b) + (T)1))
 REF(sigmoid_grad, (a * (-b + (T)1)) * b)
 REF(clone, a)
@@ -53,6 +55,9 @@ static jg_tensor *w_pow(jg_tensor *a, double s) {
     return jg_pow_scalar(a, s);
 }
 /* the fused backward ops of tanh and sigmoid (internal: no public wrapper) */
+static jg_tensor *jg_abs_grad(jg_tensor *g, jg_tensor *x) {
+    return jg_op1(JG_OP_ABS_GRAD, NULL, g, x);
+}
 static jg_tensor *jg_tanh_grad(jg_tensor *g, jg_tensor *y) {
     return jg_op1(JG_OP_TANH_GRAD, NULL, g, y);
 }
@@ -92,12 +97,14 @@ static const ew_row rows[] = {
     ROW1(exp, false, "ExpBackward0"),
     ROW1(log, true, "LogBackward0"),
     ROW1(tanh, false, "TanhBackward0"),
+    ROW1(abs, false, "AbsBackward0"),
     ROW1(relu, false, "ReluBackward0"),
     ROW1(sigmoid, false, "SigmoidBackward0"),
     ROW1(sqrt, true, "SqrtBackward0"),
     ROWS(pow_scalar, w_pow, 2.5, true, "PowBackward0"),
     ROWS(add_scalar, jg_add_scalar, -1.75, false, "AddBackward1"),
     ROWS(mul_scalar, jg_mul_scalar, 3.25, false, "MulBackward1"),
+    ROW2(abs_grad, "AbsBackwardBackward0"),
     ROW2(tanh_grad, "TanhBackwardBackward0"),
     ROW2(sigmoid_grad, "SigmoidBackwardBackward0"),
     ROW1(clone, false, "CloneBackward0"),
@@ -289,6 +296,37 @@ static void test_inplace_rows_and_overlap(void **state) {
             TU_CHECK(z, 1, ((int64_t[]){n}), seq, 0);
         }
     }
+    jg_scope_pop();
+}
+
+/* abs at its kink and at specials, as PyTorch: |-0| = +0, |NaN| is NaN,
+ * d|x|/dx = sign(x), 0 at 0 and at NaN; int64 wraps at its minimum. */
+static void test_abs_specials(void **state) {
+    (void)state;
+    jg_scope_push();
+    const double xv[] = {-0.0, 0.0, -2.5, 3.0, -INFINITY, NAN};
+    for (int dt = 0; dt < 2; dt++) {
+        jg_tensor *x = tu_tensor(dt ? JG_F64 : JG_F32, 1, (int64_t[]){6}, xv);
+        jg_set_requires_grad(x, true);
+        jg_tensor *y = jg_abs(x);
+        double yv[6];
+        tu_values(y, yv);
+        for (int i = 0; i < 5; i++) {
+            assert_true(yv[i] == fabs(xv[i]));
+            assert_false(signbit(yv[i]));
+        }
+        assert_true(isnan(yv[5]));
+        assert_string_equal(jg_grad_fn_name(y), "AbsBackward0");
+        assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+        double gv[6];
+        tu_values(jg_grad(x), gv);
+        assert_true(gv[0] == 0 && gv[1] == 0 && gv[2] == -1 && gv[3] == 1 && gv[4] == -1);
+        assert_true(gv[5] == 0);
+    }
+    int64_t iv[3] = {-7, 7, INT64_MIN};
+    jg_tensor *xi = jg_tensor_new(JG_I64, 1, (int64_t[]){3}, iv);
+    const int64_t *ai = jg_data(jg_abs(xi));
+    assert_true(ai[0] == 7 && ai[1] == 7 && ai[2] == INT64_MIN);
     jg_scope_pop();
 }
 
@@ -578,6 +616,7 @@ int main(void) {
         TU_TEST(test_forward_table),
         TU_TEST(test_tanh_f32_correctly_rounded),
         TU_TEST(test_inplace_rows_and_overlap),
+        TU_TEST(test_abs_specials),
         TU_TEST(test_int64_and_promotion),
         TU_TEST(test_backward_gradcheck),
         TU_TEST(test_gradcheck_detects_errors),
