@@ -159,8 +159,17 @@ jg_tensor *jg_detach(jg_tensor *a);     /* shares storage, no history */
 jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype); /* records history */
 jg_tensor *jg_softmax(jg_tensor *a, int dim);
 jg_tensor *jg_log_softmax(jg_tensor *a, int dim);
-/* Mean cross entropy of [N, C] logits against i64 class targets [N]. */
+/* Mean cross entropy of [N, C] logits against i64 class targets [N]; rows
+ * whose target is -100 are left out (PyTorch's defaults). */
 jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target);
+/* How a loss reduces its per-row values, as PyTorch's reduction=. */
+typedef enum { JG_REDUCTION_MEAN, JG_REDUCTION_SUM, JG_REDUCTION_NONE } jg_reduction;
+/* Cross entropy with PyTorch's reduction and ignore_index: rows whose target
+ * equals ignore_index count neither in the sum nor in the mean's divisor (a
+ * mean over no rows is NaN), and get no gradient; JG_REDUCTION_NONE returns
+ * the [N] per-row losses (0 for ignored rows). */
+jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reduction reduction,
+                               int64_t ignore_index);
 
 /* in place: return 0 or -1; bump the storage's version counter; refuse, as
  * PyTorch does, a leaf that requires grad while grad mode is on */

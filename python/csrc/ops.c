@@ -5,6 +5,8 @@
 
 #include <structseq.h>
 
+#include <string.h>
+
 /* ------------------------------------------------------------ helpers */
 
 static bool is_scalar(PyObject *o) {
@@ -822,16 +824,30 @@ PyMethodDef jgp_tensor_op_methods[] = {
 
 /* ------------------------------------------------------------ module functions */
 
+/* _cross_entropy(input, target, reduction: "mean"|"sum"|"none", ignore_index) */
 static PyObject *f_cross_entropy(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *x, *y;
-    if (!PyArg_ParseTuple(args, "OO:cross_entropy", &x, &y))
+    const char *red = "mean";
+    long long ignore = -100;
+    if (!PyArg_ParseTuple(args, "OO|sL:cross_entropy", &x, &y, &red, &ignore))
         return NULL;
     if (!jgp_is_tensor(x) || !jgp_is_tensor(y)) {
         PyErr_SetString(PyExc_TypeError, "cross_entropy(): input and target must be Tensors");
         return NULL;
     }
-    return jgp_wrap_new(jg_cross_entropy(jgp_t(x), jgp_t(y)));
+    jg_reduction r;
+    if (!strcmp(red, "mean"))
+        r = JG_REDUCTION_MEAN;
+    else if (!strcmp(red, "sum"))
+        r = JG_REDUCTION_SUM;
+    else if (!strcmp(red, "none"))
+        r = JG_REDUCTION_NONE;
+    else {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", red);
+        return NULL;
+    }
+    return jgp_wrap_new(jg_cross_entropy_ex(jgp_t(x), jgp_t(y), r, (int64_t)ignore));
 }
 
 PyMethodDef jgp_module_op_functions[] = {

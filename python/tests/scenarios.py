@@ -252,6 +252,15 @@ SCENARIOS = {
     # ---- nn.functional
     "cross_entropy": (lambda T: [det(T, 4, 3, seed=44)],
                       lambda T, x: T.nn.functional.cross_entropy(x, T.tensor([0, 2, 1, 2]))),
+    # -100 (the default ignore_index) and an explicit ignore_index; sum and none
+    "cross_entropy_ignore": (lambda T: [det(T, 5, 3, seed=45)],
+                             lambda T, x: T.nn.functional.cross_entropy(
+                                 x, T.tensor([0, -100, 2, 1, -100]))
+                             + T.nn.functional.cross_entropy(x, T.tensor([0, 1, 2, 1, 2]),
+                                                             ignore_index=1, reduction="sum")),
+    "cross_entropy_rows": (lambda T: [det(T, 4, 3, seed=46)],
+                           lambda T, x: (T.nn.functional.cross_entropy(
+                               x * 2, T.tensor([2, 0, -100, 1]), reduction="none") ** 2).sum()),
     "mse_loss": (lambda T: [det(T, 5, seed=45), det(T, 5, seed=46)],
                  lambda T, a, b: T.nn.functional.mse_loss(a, b)),
     "linear_relu": (lambda T: [det(T, 4, 3, seed=47), det(T, 2, 3, seed=48), det(T, 2, seed=49)],

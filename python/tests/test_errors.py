@@ -179,6 +179,15 @@ def e_grad_outputs_count(T):
     T.autograd.grad([a.sum(), (a * 2).sum()], [a], [None])
 
 
+def e_cross_entropy_reduction(T):
+    T.nn.functional.cross_entropy(det(T, 2, 3, seed=1), T.tensor([0, 1]), reduction="avg")
+
+
+def e_cross_entropy_target_bounds(T):
+    # -100 is only ignored while it is the ignore_index
+    T.nn.functional.cross_entropy(det(T, 2, 3, seed=1), T.tensor([0, -100]), ignore_index=0)
+
+
 CASES = {k[2:]: v for k, v in dict(globals()).items() if k.startswith("e_")}
 
 # Messages that embed PyTorch-internal names (tensor type names, node names

@@ -126,6 +126,17 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
         emit(o, ", dim=%lld, shape=", (long long)a->i[0]);
         emit_list(o, a->i + 1, a->n - 1);
         return;
+    case JG_OP_NLL_LOSS:
+    case JG_OP_NLL_LOSS_BACKWARD: { /* attrs: ops/softmax.c */
+        static const char *const red[] = {"mean", "sum", "none"};
+        int r = a->n ? (int)a->i[2] : 0;
+        emit(o, ", reduction=%s", r >= 0 && r < 3 ? red[r] : "?");
+        if (a->n && a->i[0])
+            emit(o, ", ignore_index=%lld", (long long)a->i[1]);
+        if (n->op == JG_OP_NLL_LOSS_BACKWARD)
+            emit(o, ", classes=%lld", (long long)a->i[3]);
+        return;
+    }
     default: {
         static const jg_attrs zero;
         if (memcmp(a, &zero, sizeof zero)) {

@@ -268,9 +268,12 @@ jg_tensor *jg_log_softmax(jg_tensor *a, int dim) {
     return dim_op(JG_OP_LOG_SOFTMAX, a, dim);
 }
 
-jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target) {
+jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reduction reduction,
+                               int64_t ignore_index) {
     if (!logits || !target)
         return jg_errorf_null("jg_cross_entropy: NULL argument");
+    if ((int)reduction < JG_REDUCTION_MEAN || (int)reduction > JG_REDUCTION_NONE)
+        return jg_errorf_null("jg_cross_entropy: invalid reduction %d", (int)reduction);
     if (logits->ndim != 2)
         return jg_errorf_null("cross_entropy: expected 2-D logits [N, C], got %d-D", logits->ndim);
     if (target->dtype != JG_I64)
@@ -281,12 +284,21 @@ jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target) {
                               "(%lld).",
                               (long long)logits->shape[0],
                               (long long)(target->ndim ? target->shape[0] : 1));
+    jg_attrs at = {.n = 4}; /* see ops/softmax.c */
+    at.i[0] = 1;
+    at.i[1] = ignore_index;
+    at.i[2] = reduction;
+    at.i[3] = logits->shape[1];
     jg_scope_push();
     jg_tensor *lsm = jg_log_softmax(logits, 1);
-    jg_tensor *loss = lsm ? jg_op1(JG_OP_NLL_LOSS, NULL, lsm, target) : NULL;
+    jg_tensor *loss = lsm ? jg_op1(JG_OP_NLL_LOSS, &at, lsm, target) : NULL;
     jg_keep(loss);
     jg_scope_pop();
     return jg_scope_track(loss);
+}
+
+jg_tensor *jg_cross_entropy(jg_tensor *logits, jg_tensor *target) {
+    return jg_cross_entropy_ex(logits, target, JG_REDUCTION_MEAN, -100);
 }
 
 /* ---- helpers for VJP rules ---- */

@@ -1,15 +1,18 @@
 /* softmax and log_softmax over attrs.i[0] (numerically stable: the slice's
- * maximum is subtracted before exp), and nll_loss: the mean over rows of
- * -logp[i, target[i]] (PyTorch's default reduction='mean', no weights).
+ * maximum is subtracted before exp), and nll_loss: -logp[i, target[i]] per
+ * row, reduced as PyTorch's reduction= says, rows whose target is the
+ * ignore_index left out (no class weights).
  *
  * Per slice: m = max; e_i = exp(x_i - m) summed sequentially in the dtype;
  * softmax_i = e_i / sum, log_softmax_i = (x_i - m) - log(sum).  (PyTorch's
  * vectorised kernel multiplies by 1/sum; dividing is the exactly rounded
  * form and is what a compiled loop emits too.)
  *
- * nll_loss has no ignore_index: every target must lie in [0, C) (PyTorch's
- * default ignore_index=-100 is not supported; -100 is reported out of
- * bounds). */
+ * nll_loss attrs: n == 0 (internal calls): mean over all rows, no ignored
+ * target; n == 4: i[0] nonzero if i[1] is an ignore_index, i[2] the
+ * jg_reduction, i[3] the number of classes (read by nll_loss_backward, whose
+ * attrs are always these four).  Every other target must lie in [0, C).  A
+ * mean over no rows is 0 / 0 = NaN, as in PyTorch. */
 #include "ops/decls.h"
 
 #include <math.h>
@@ -130,8 +133,23 @@ static const char *torch_dtype_name(jg_dtype d) {
     return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
 }
 
+typedef struct {
+    bool has_ignore;
+    int64_t ignore;
+    int reduction; /* jg_reduction */
+} nll_opts;
+
+static nll_opts nll_options(const jg_attrs *a) {
+    if (!a || a->n == 0)
+        return (nll_opts){false, 0, JG_REDUCTION_MEAN};
+    return (nll_opts){a->i[0] != 0, a->i[1], (int)a->i[2]};
+}
+
+static bool nll_ignored(const nll_opts *o, int64_t c) {
+    return o->has_ignore && c == o->ignore;
+}
+
 int jg_infer_nll_loss(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    (void)a;
     const jg_meta *x = &in[0], *t = &in[1];
     if (!jg_dtype_is_float(x->dtype))
         return jg_errorf("\"nll_loss_out_frame\" not implemented for '%s'",
@@ -145,54 +163,140 @@ int jg_infer_nll_loss(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     if (t->shape[0] != x->shape[0])
         return jg_errorf("Expected input batch_size (%lld) to match target batch_size (%lld).",
                          (long long)x->shape[0], (long long)t->shape[0]);
+    nll_opts o = nll_options(a);
+    if (o.reduction < JG_REDUCTION_MEAN || o.reduction > JG_REDUCTION_NONE)
+        return jg_errorf("nll_loss(): invalid reduction %d", o.reduction);
     memset(&out[0], 0, sizeof out[0]);
     out[0].dtype = x->dtype;
+    if (o.reduction == JG_REDUCTION_NONE) { /* one loss per row */
+        out[0].ndim = 1;
+        out[0].shape[0] = x->shape[0];
+    }
     return 0;
 }
 
-#define NLL_SUM(T)                                                                                 \
+/* Rows in order; the sum of the kept rows' -x[i, t_i] in the dtype, then
+ * divided by their count for the mean. */
+#define NLL_FWD(T)                                                                                 \
     do {                                                                                           \
         const T *xp = (const T *)jg_tensor_ptr(x);                                                 \
-        T acc = 0;                                                                                 \
+        T *op = (T *)jg_tensor_ptr(out[0]), acc = 0;                                               \
+        int64_t count = 0;                                                                         \
         for (int64_t i = 0; i < n; i++) {                                                          \
             int64_t c = tp[i * t->stride[0]];                                                      \
+            if (nll_ignored(&o, c)) {                                                              \
+                if (o.reduction == JG_REDUCTION_NONE)                                              \
+                    op[i] = 0;                                                                     \
+                continue;                                                                          \
+            }                                                                                      \
             if (c < 0 || c >= n_cls)                                                               \
                 return jg_errorf("Target %lld is out of bounds.", (long long)c);                   \
-            acc += -xp[i * x->stride[0] + c * x->stride[1]];                                       \
+            T v = -xp[i * x->stride[0] + c * x->stride[1]];                                        \
+            if (o.reduction == JG_REDUCTION_NONE)                                                  \
+                op[i] = v;                                                                         \
+            else                                                                                   \
+                acc += v;                                                                          \
+            count++;                                                                               \
         }                                                                                          \
-        *(T *)jg_tensor_ptr(out[0]) = acc / (T)n;                                                  \
+        if (o.reduction == JG_REDUCTION_MEAN)                                                      \
+            *op = acc / (T)count;                                                                  \
+        else if (o.reduction == JG_REDUCTION_SUM)                                                  \
+            *op = acc;                                                                             \
     } while (0)
 
 int jg_k_nll_loss(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
-    (void)a;
     const jg_tensor *x = in[0], *t = in[1];
+    nll_opts o = nll_options(a);
     int64_t n = x->shape[0], n_cls = x->shape[1];
     const int64_t *tp = (const int64_t *)jg_tensor_ptr(t);
     if (x->dtype == JG_F32)
-        NLL_SUM(float);
+        NLL_FWD(float);
     else
-        NLL_SUM(double);
+        NLL_FWD(double);
     return 0;
 }
 
-/* nll_loss_backward: grad_input[i, t_i] = -(grad / N), written as a
- * scatter_add of the expanded 0-d value so that it has a gradient itself. */
+/* The attrs of nll_loss_backward for a loss with attrs a over C classes. */
+static jg_attrs nll_bw_attrs(const jg_attrs *a, int64_t n_cls) {
+    nll_opts o = nll_options(a);
+    jg_attrs b = {.n = 4};
+    b.i[0] = o.has_ignore;
+    b.i[1] = o.ignore;
+    b.i[2] = o.reduction;
+    b.i[3] = n_cls;
+    return b;
+}
+
+/* PyTorch's nll_loss_backward: grad_input[i, t_i] = -(grad / count) for
+ * the mean, -grad for the sum, -grad[i] for none; 0 elsewhere and on
+ * ignored rows.  Its own gradient is nll_loss again (it is linear in grad),
+ * so nll_loss differentiates to any order. */
 int jg_vjp_nll_loss(VJP_ARGS) {
-    (void)out, (void)needs, (void)a;
-    int64_t n = meta[0].shape[0], n_cls = meta[0].shape[1];
-    jg_tensor *g = gout[0];
-    jg_tensor *cnt = jg_scalar(jg_dtype_of(g), (double)n);
-    jg_tensor *v = cnt ? jg_neg(jg_div(g, cnt)) : NULL;
-    int64_t col[2] = {n, 1};
-    jg_tensor *ve = v ? jg_expand(v, 2, col) : NULL;
-    jg_tensor *tc = ve ? jg_reshape(in[1], 2, col) : NULL;
+    (void)out, (void)needs;
+    jg_attrs b = nll_bw_attrs(a, meta[0].shape[1]);
     gin[1] = NULL; /* targets are not differentiable */
-    if (!tc)
-        return -1;
-    jg_attrs sa = {.n = 3};
-    sa.i[0] = 1;
-    sa.i[1] = n;
-    sa.i[2] = n_cls;
-    gin[0] = jg_op1(JG_OP_SCATTER_ADD, &sa, ve, tc);
+    gin[0] = jg_op1(JG_OP_NLL_LOSS_BACKWARD, &b, gout[0], in[1]);
+    return gin[0] ? 0 : -1;
+}
+
+int jg_infer_nll_loss_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    const jg_meta *g = &in[0], *t = &in[1];
+    nll_opts o = nll_options(a);
+    if (a->n != 4 || a->i[3] < 0 || o.reduction < JG_REDUCTION_MEAN ||
+        o.reduction > JG_REDUCTION_NONE)
+        return jg_errorf("nll_loss_backward(): bad attributes");
+    if (!jg_dtype_is_float(g->dtype) || t->dtype != JG_I64 || t->ndim != 1)
+        return jg_errorf("nll_loss_backward(): expected a float gradient and 1-D i64 targets");
+    bool per_row = o.reduction == JG_REDUCTION_NONE;
+    if (per_row ? g->ndim != 1 || g->shape[0] != t->shape[0] : g->ndim != 0)
+        return jg_errorf("nll_loss_backward(): the gradient must have the loss's shape");
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = g->dtype;
+    out[0].ndim = 2;
+    out[0].shape[0] = t->shape[0];
+    out[0].shape[1] = a->i[3];
+    return 0;
+}
+
+#define NLL_BWD(T)                                                                                 \
+    do {                                                                                           \
+        const T *gp = (const T *)jg_tensor_ptr(g);                                                 \
+        T *op = (T *)jg_tensor_ptr(out[0]);                                                        \
+        memset(op, 0, sizeof(T) * (size_t)(n * n_cls));                                            \
+        int64_t count = 0;                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            int64_t c = tp[i * t->stride[0]];                                                      \
+            if (nll_ignored(&o, c))                                                                \
+                continue;                                                                          \
+            if (c < 0 || c >= n_cls)                                                               \
+                return jg_errorf("Target %lld is out of bounds.", (long long)c);                   \
+            count++;                                                                               \
+        }                                                                                          \
+        bool per_row = o.reduction == JG_REDUCTION_NONE;                                           \
+        T v = per_row ? 0 : o.reduction == JG_REDUCTION_MEAN ? -(gp[0] / (T)count) : -gp[0];       \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            int64_t c = tp[i * t->stride[0]];                                                      \
+            if (!nll_ignored(&o, c))                                                               \
+                op[i * n_cls + c] = per_row ? -gp[i * g->stride[0]] : v;                           \
+        }                                                                                          \
+    } while (0)
+
+int jg_k_nll_loss_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    const jg_tensor *g = in[0], *t = in[1];
+    nll_opts o = nll_options(a);
+    int64_t n = t->shape[0], n_cls = a->i[3];
+    const int64_t *tp = (const int64_t *)jg_tensor_ptr(t);
+    if (g->dtype == JG_F32)
+        NLL_BWD(float);
+    else
+        NLL_BWD(double);
+    return 0;
+}
+
+/* d/dgrad of nll_loss_backward is nll_loss of the incoming gradient. */
+int jg_vjp_nll_loss_backward(VJP_ARGS) {
+    (void)out, (void)needs, (void)meta;
+    gin[1] = NULL;
+    gin[0] = jg_op1(JG_OP_NLL_LOSS, a, gout[0], in[1]);
     return gin[0] ? 0 : -1;
 }

@@ -283,6 +283,16 @@ static jg_tensor *leaf(jg_dtype dt, int ndim, const int64_t *shape) {
     return t;
 }
 
+/* per-row cross entropy with ignored rows, squared and weighted: the loss
+ * with reduction none, its backward op and the ignore_index through a graph */
+static int p_ce_rows(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    jg_tensor *l = jg_cross_entropy_ex(jg_mul(in[0], in[1]), in[2], JG_REDUCTION_NONE, 1);
+    jg_tensor *m = jg_cross_entropy_ex(in[0], in[2], JG_REDUCTION_SUM, -100);
+    out[0] = l && m ? jg_add(jg_sum(jg_mul(l, l)), m) : NULL;
+    return out[0] ? 1 : -1;
+}
+
 static void test_programs(void **state) {
     (void)state;
     if (!have_c())
@@ -298,6 +308,9 @@ static void test_programs(void **state) {
     jg_tensor *ce[3] = {leaf(JG_F32, 2, TU_SHAPE(4, 3)), leaf(JG_F32, 1, TU_SHAPE(3)),
                         tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, 2))};
     check3(tf_ce, NULL, NULL, 0, 3, ce);
+    jg_tensor *rows[3] = {leaf(JG_F32, 2, TU_SHAPE(5, 3)), leaf(JG_F32, 1, TU_SHAPE(3)),
+                          tu_tensor(JG_I64, 1, TU_SHAPE(5), TU_VALS(0, 1, 2, 1, 0))};
+    check3(p_ce_rows, NULL, NULL, 0, 3, rows);
     jg_tensor *bc[3] = {leaf(JG_F32, 2, TU_SHAPE(3, 1)), leaf(JG_F32, 1, TU_SHAPE(4)),
                         leaf(JG_F32, 0, NULL)};
     check3(tf_bcast, NULL, NULL, 0, 3, bc);

@@ -485,6 +485,94 @@ static void test_cross_entropy(void **state) {
         fail_msg("cross_entropy 2nd order: %s", jg_last_error());
 }
 
+/* reduction= and ignore_index, against PyTorch 1.13 (f64, same x as above):
+ *   l = F.cross_entropy(x, torch.tensor([2, -100, 1]), reduction=r)
+ *   (l.sum() if r == "none" else l).backward()
+ * and an all-ignored batch (F.cross_entropy(x, [3, 3, 3], ignore_index=3):
+ * mean NaN, sum 0, gradient 0). */
+static jg_tensor *ce_ex_fn(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    jg_tensor *l = jg_cross_entropy_ex(in[0], (jg_tensor *)user, JG_REDUCTION_NONE, -100);
+    return l ? jg_sum(jg_mul(l, l)) : NULL; /* a non-linear use of the per-row losses */
+}
+
+static jg_tensor *ce_ex_grad_fn(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    jg_tensor *l = jg_cross_entropy_ex(in[0], (jg_tensor *)user, JG_REDUCTION_MEAN, -100), *g;
+    if (!l || jg_autograd_grad(1, &l, NULL, 1, &in[0], JG_CREATE_GRAPH, &g) < 0)
+        return NULL;
+    return g;
+}
+
+static void test_cross_entropy_options(void **state) {
+    (void)state;
+    const double xs[12] = {0.5, -1.25, 2.0, 0.75, 1.5, 0.25, -0.5, 3.0, -2.0, 1.0, 0.0, -0.25};
+    const double mean_v = 0.48515350694630915, sum_v = 0.9703070138926183;
+    const double none_v[3] = {0.43722805861390257, 0.0, 0.5330789552787157};
+    const double g_mean[12] = {0.07205142064999241,
+                               0.012520659497556017,
+                               -0.17708793557059865,
+                               0.09251585542305024,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0.014607413051993003,
+                               -0.20660226579194108,
+                               0.10793499450142809,
+                               0.08405985823851997};
+    const double g_sum[12] = {0.14410284129998482,
+                              0.025041318995112034,
+                              -0.3541758711411973,
+                              0.18503171084610048,
+                              0,
+                              0,
+                              0,
+                              0,
+                              0.029214826103986007,
+                              -0.41320453158388215,
+                              0.21586998900285617,
+                              0.16811971647703994};
+    jg_tensor *tg = tu_tensor(JG_I64, 1, TU_SHAPE(3), TU_VALS(2, -100, 1));
+    const jg_reduction reds[3] = {JG_REDUCTION_MEAN, JG_REDUCTION_SUM, JG_REDUCTION_NONE};
+    for (int r = 0; r < 3; r++) {
+        jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(3, 4), xs);
+        jg_set_requires_grad(x, true);
+        jg_tensor *l = jg_cross_entropy_ex(x, tg, reds[r], -100);
+        assert_non_null(l);
+        if (r == 2)
+            TU_CHECK(l, 1, TU_SHAPE(3), none_v, 1e-15);
+        else
+            TU_CHECK(l, 0, NULL, r ? &sum_v : &mean_v, 1e-15);
+        assert_int_equal(jg_backward(jg_sum(l), NULL, 0), 0);
+        TU_CHECK(jg_grad(x), 2, TU_SHAPE(3, 4), r ? g_sum : g_mean, 1e-15);
+    }
+    /* the default: -100 is ignored, as PyTorch's */
+    jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(3, 4), xs);
+    TU_CHECK(jg_cross_entropy(x, tg), 0, NULL, &mean_v, 1e-15);
+    /* finite differences: per-row losses used non-linearly, and 2nd order */
+    jg_set_requires_grad(x, true);
+    if (jg_gradcheck(ce_ex_fn, tg, 1, &x, 1e-6, 1e-5, 1e-3) < 0)
+        fail_msg("cross_entropy(reduction=none): %s", jg_last_error());
+    if (jg_gradcheck(ce_ex_grad_fn, tg, 1, &x, 1e-6, 1e-5, 1e-3) < 0)
+        fail_msg("cross_entropy(ignore_index) 2nd order: %s", jg_last_error());
+    /* every row ignored: the mean is NaN, the sum 0, no gradient */
+    jg_tensor *all = tu_tensor(JG_I64, 1, TU_SHAPE(3), TU_VALS(3, 3, 3));
+    jg_tensor *lm = jg_cross_entropy_ex(x, all, JG_REDUCTION_MEAN, 3);
+    assert_true(isnan(jg_item(lm)));
+    assert_true(jg_item(jg_cross_entropy_ex(x, all, JG_REDUCTION_SUM, 3)) == 0.0);
+    assert_int_equal(jg_backward(lm, NULL, 0), 0);
+    double gz[12];
+    tu_values(jg_grad(x), gz);
+    for (int i = 0; i < 12; i++)
+        assert_true(gz[i] == 0.0);
+    /* an ignore_index other than -100 still leaves -100 out of bounds */
+    assert_null(jg_cross_entropy_ex(x, tg, JG_REDUCTION_MEAN, 0));
+    TU_ERROR("Target -100 is out of bounds.");
+    assert_null(jg_cross_entropy_ex(x, tg, (jg_reduction)7, -100));
+    TU_ERROR("jg_cross_entropy: invalid reduction 7");
+}
+
 static void test_nll_errors(void **state) {
     (void)state;
     jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(2, 3), TU_VALS(0, 0, 0, 0, 0, 0));
@@ -517,10 +605,15 @@ static void test_nll_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_gather_forward),  TU_TEST(test_scatter_add_forward),
-        TU_TEST(test_index_gradcheck), TU_TEST(test_index_errors),
-        TU_TEST(test_softmax_forward), TU_TEST(test_softmax_gradcheck),
-        TU_TEST(test_nll_loss),        TU_TEST(test_cross_entropy),
+        TU_TEST(test_gather_forward),
+        TU_TEST(test_scatter_add_forward),
+        TU_TEST(test_index_gradcheck),
+        TU_TEST(test_index_errors),
+        TU_TEST(test_softmax_forward),
+        TU_TEST(test_softmax_gradcheck),
+        TU_TEST(test_nll_loss),
+        TU_TEST(test_cross_entropy),
+        TU_TEST(test_cross_entropy_options),
         TU_TEST(test_nll_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,15 +30,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     if weight is not None or label_smoothing != 0.0 or size_average is not None or \
             reduce is not None:
-        raise NotImplementedError("jitgrad: cross_entropy supports input, target and reduction "
-                                  "only")
-    if reduction not in ("mean", "sum"):
-        raise NotImplementedError(f"jitgrad: cross_entropy(reduction={reduction!r}) is not "
-                                  "supported")
-    loss = _C._cross_entropy(input, target)
-    if reduction == "sum":
-        loss = loss * input.shape[0]
-    return loss
+        raise NotImplementedError("jitgrad: cross_entropy supports input, target, reduction and "
+                                  "ignore_index only")
+    return _C._cross_entropy(input, target, reduction, int(ignore_index))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
