@@ -5,8 +5,8 @@
  * a backward that fails leaves every .grad exactly as it was. */
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "core/thread.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,20 +217,15 @@ static void run_free_arrays(run_state *rs) {
 /* The thread's spare run_state (NULL while a run uses it: a backward inside
  * a backward, e.g. from a custom function, gets a fresh one). */
 static _Thread_local run_state *spare_state;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-static bool spare_key_ok;
+static _Thread_local bool spare_registered;
 
-static void spare_destroy(void *p) {
-    (void)p;
+/* At thread exit. */
+static void spare_destroy(void) {
     if (spare_state) {
         run_free_arrays(spare_state);
         spare_state = NULL;
     }
-}
-
-static void spare_make_key(void) {
-    spare_key_ok = pthread_key_create(&spare_key, spare_destroy) == 0;
+    spare_registered = false;
 }
 
 static run_state *run_acquire(void) {
@@ -253,9 +248,7 @@ static void run_release(run_state *rs) {
         run_free_arrays(rs);
         return;
     }
-    pthread_once(&spare_once, spare_make_key);
-    /* the key's value only makes the destructor run at thread exit */
-    if (!spare_key_ok || pthread_setspecific(spare_key, rs) != 0) {
+    if (!spare_registered && !(spare_registered = jg_at_thread_exit(spare_destroy))) {
         run_free_arrays(rs);
         return;
     }

@@ -2,9 +2,9 @@
 #include "autograd/node.h"
 
 #include "core/iter.h"
+#include "core/thread.h"
 #include "ops/optable.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +46,9 @@ typedef union node_blk {
 static _Thread_local node_blk *node_free[NODE_CLASSES];
 static _Thread_local size_t node_cached_bytes;
 static _Thread_local bool node_registered;
-static pthread_key_t node_key;
-static pthread_once_t node_once = PTHREAD_ONCE_INIT;
-static bool node_key_ok;
 
-static void node_cache_flush(void *unused) {
-    (void)unused;
+/* At thread exit: the cached blocks go back to malloc. */
+static void node_cache_flush(void) {
     for (int c = 0; c < NODE_CLASSES; c++)
         while (node_free[c]) {
             node_blk *b = node_free[c];
@@ -59,10 +56,7 @@ static void node_cache_flush(void *unused) {
             free(b);
         }
     node_cached_bytes = 0;
-}
-
-static void node_make_key(void) {
-    node_key_ok = pthread_key_create(&node_key, node_cache_flush) == 0;
+    node_registered = false;
 }
 
 /* A zeroed block with room for `bytes` bytes of node after the header. */
@@ -92,13 +86,9 @@ static void node_block_free(void *p) {
     node_blk *b = (node_blk *)((char *)p - NODE_HDR);
     size_t cls = b->cls, total = (cls + 1) * NODE_CLASS_BYTES;
     if (JG_NODE_CACHE && cls < NODE_CLASSES && node_cached_bytes + total <= NODE_CACHE_MAX_BYTES) {
-        if (!node_registered) { /* node_cache_flush runs at this thread's exit */
-            pthread_once(&node_once, node_make_key);
-            if (!node_key_ok || pthread_setspecific(node_key, &node_cached_bytes) != 0) {
-                free(b);
-                return;
-            }
-            node_registered = true;
+        if (!node_registered && !(node_registered = jg_at_thread_exit(node_cache_flush))) {
+            free(b);
+            return;
         }
         b->next = node_free[cls];
         node_free[cls] = b;

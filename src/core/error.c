@@ -1,7 +1,7 @@
 /* Thread-local error text: failing calls set it and return NULL / -1. */
 #include "core/tensor.h"
+#include "core/thread.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,17 +10,10 @@
  * keeps the shared library's static TLS block small (see CMakeLists.txt). */
 #define ERR_SIZE 1024
 static _Thread_local char *err_buf;
-static pthread_key_t err_key;
-static pthread_once_t err_once = PTHREAD_ONCE_INIT;
-static bool err_key_ok;
 
-static void err_free(void *p) {
-    free(p);
+static void err_free(void) {
+    free(err_buf);
     err_buf = NULL;
-}
-
-static void err_make_key(void) {
-    err_key_ok = pthread_key_create(&err_key, err_free) == 0;
 }
 
 const char *jg_last_error(void) {
@@ -34,11 +27,10 @@ void jg_clear_error(void) {
 
 static void jg_verror(const char *fmt, va_list ap) {
     if (!err_buf) {
-        pthread_once(&err_once, err_make_key);
         char *b = malloc(ERR_SIZE);
         if (!b)
             return; /* the message is lost; the call still fails */
-        if (!err_key_ok || pthread_setspecific(err_key, b) != 0) {
+        if (!jg_at_thread_exit(err_free)) {
             free(b);
             return;
         }

@@ -2,9 +2,9 @@
  * recursion, scopes and the read accessors of the public API. */
 #include "core/iter.h"
 #include "core/tensor.h"
+#include "core/thread.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,16 +51,13 @@ typedef struct {
 static _Thread_local pool_bin pool_bins[JG_POOL_BINS + 1];
 static _Thread_local size_t pool_bytes;
 static _Thread_local bool pool_registered;
-static pthread_key_t pool_key;
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-static bool pool_key_ok;
 
 static size_t storage_total(size_t nbytes) {
     return JG_STORAGE_HDR + ((nbytes + 63) & ~(size_t)63);
 }
 
-static void pool_flush(void *unused) {
-    (void)unused;
+/* At thread exit: the cached blocks go back to malloc. */
+static void pool_flush(void) {
     for (int i = 0; i <= JG_POOL_BINS; i++)
         while (pool_bins[i].head) {
             pool_blk *b = pool_bins[i].head;
@@ -68,21 +65,12 @@ static void pool_flush(void *unused) {
             free(b);
         }
     pool_bytes = 0;
+    pool_registered = false;
 }
 
-static void pool_make_key(void) {
-    pool_key_ok = pthread_key_create(&pool_key, pool_flush) == 0;
-}
-
-/* Keeps block p (size bytes) on bin `bin`; false when it cannot (the caller
- * frees it). */
 /* Makes pool_flush run at this thread's exit; false if that is impossible. */
 static __attribute__((noinline)) bool pool_register(void) {
-    pthread_once(&pool_once, pool_make_key);
-    if (!pool_key_ok || pthread_setspecific(pool_key, &pool_bytes) != 0)
-        return false;
-    pool_registered = true;
-    return true;
+    return pool_registered = jg_at_thread_exit(pool_flush);
 }
 
 static inline bool pool_put_bin(int bin, void *p, size_t size) {
@@ -328,12 +316,8 @@ static _Thread_local size_t scope_depth, scope_starts_cap;
  * tensors a thread leaves in its scopes are not: ending a thread inside a
  * scope leaks them, as an unmatched jg_scope_push does). */
 static _Thread_local bool arrays_registered;
-static pthread_key_t arrays_key;
-static pthread_once_t arrays_once = PTHREAD_ONCE_INIT;
-static bool arrays_key_ok;
 
-static void arrays_free(void *unused) {
-    (void)unused;
+static void arrays_free(void) {
     free(scope_items);
     free(scope_starts);
     free(dead_stack);
@@ -344,18 +328,10 @@ static void arrays_free(void *unused) {
     arrays_registered = false;
 }
 
-static void arrays_make_key(void) {
-    arrays_key_ok = pthread_key_create(&arrays_key, arrays_free) == 0;
-}
-
+/* (without it the arrays stay allocated after the thread ends) */
 static void arrays_register(void) {
-    if (arrays_registered)
-        return;
-    pthread_once(&arrays_once, arrays_make_key);
-    /* the value only makes the destructor run; without a key the arrays
-     * stay allocated after the thread ends */
-    if (arrays_key_ok && pthread_setspecific(arrays_key, &scope_len) == 0)
-        arrays_registered = true;
+    if (!arrays_registered)
+        arrays_registered = jg_at_thread_exit(arrays_free);
 }
 
 void jg_scope_push(void) {
