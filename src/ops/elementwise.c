@@ -33,83 +33,38 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
 /* The contiguous loops, as functions whose restrict pointers are
  * parameters: gcc trusts restrict there and vectorizes without the runtime
  * overlap checks it adds for restrict locals, which made a 16-element row
- * cost twice its arithmetic.  Callers pass only rows that share no byte. */
+ * cost twice its arithmetic.  Callers pass only rows that share no byte.
+ * EW_LOOP(fn, TY, expr, A, B, params...) defines
+ * fn(n, params..., s): for each i, a = A and b = B, o[i] = expr. */
+#define EW_LOOP(fn, TY, expr, A, B, ...)                                                           \
+    static EW_VECTORIZE void fn(int64_t n, __VA_ARGS__, double s) {                                \
+        typedef jg_##TY T;                                                                         \
+        (void)s;                                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = (A), b = (B);                                                                    \
+            (void)a, (void)b;                                                                      \
+            o[i] = (T)(expr);                                                                      \
+        }                                                                                          \
+    }
+#define EW_OUT(TY) jg_##TY *restrict o
+#define EW_ROW(TY, p) const jg_##TY *restrict p
+
+/* Unary: a row (c); in place (i: out is the operand's row exactly, each
+ * element read before it is written at the same index, so this is the
+ * plain loop's result). */
 #define EW_CONTIG1(name, TY, expr)                                                                 \
-    static EW_VECTORIZE void name##_c_##TY(int64_t n, jg_##TY *restrict o,                         \
-                                           const jg_##TY *restrict x, double s) {                  \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = x[i];                                                                            \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }
+    EW_LOOP(name##_c_##TY, TY, expr, x[i], 0, EW_OUT(TY), EW_ROW(TY, x))                           \
+    EW_LOOP(name##_i_##TY, TY, expr, o[i], 0, EW_OUT(TY))
 
-/* In place: out is the operand (its row exactly).  Each element is read
- * before it is written, at the same index, so this is the plain loop's
- * result. */
-#define EW_INPLACE1(name, TY, expr)                                                                \
-    static EW_VECTORIZE void name##_i_##TY(int64_t n, jg_##TY *restrict o, double s) {             \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = o[i];                                                                            \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }
-
-/* Binary in place (out is a's row; b a row (iv) or one element (is) that
- * shares no byte with it). */
-#define EW_INPLACE2(name, TY, expr)                                                                \
-    static EW_VECTORIZE void name##_iv_##TY(int64_t n, jg_##TY *restrict o,                        \
-                                            const jg_##TY *restrict y, double s) {                 \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = o[i], b = y[i];                                                                  \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    static EW_VECTORIZE void name##_is_##TY(int64_t n, jg_##TY *restrict o, const jg_##TY b,       \
-                                            double s) {                                            \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = o[i];                                                                            \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }
-
-/* Binary: both operands rows (vv), b one element (vs), a one element (sv). */
+/* Binary: both operands rows (vv), b one element (vs), a one element (sv);
+ * in place, out being a's row, with b a row (iv) or one element (is) that
+ * shares no byte with it. */
 #define EW_CONTIG2(name, TY, expr)                                                                 \
-    static EW_VECTORIZE void name##_vv_##TY(int64_t n, jg_##TY *restrict o,                        \
-                                            const jg_##TY *restrict x, const jg_##TY *restrict y,  \
-                                            double s) {                                            \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = x[i], b = y[i];                                                                  \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    static EW_VECTORIZE void name##_vs_##TY(                                                       \
-        int64_t n, jg_##TY *restrict o, const jg_##TY *restrict x, const jg_##TY b, double s) {    \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T a = x[i];                                                                            \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    static EW_VECTORIZE void name##_sv_##TY(int64_t n, jg_##TY *restrict o, const jg_##TY a,       \
-                                            const jg_##TY *restrict y, double s) {                 \
-        typedef jg_##TY T;                                                                         \
-        (void)s;                                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T b = y[i];                                                                            \
-            o[i] = (T)(expr);                                                                      \
-        }                                                                                          \
-    }
+    EW_LOOP(name##_vv_##TY, TY, expr, x[i], y[i], EW_OUT(TY), EW_ROW(TY, x), EW_ROW(TY, y))        \
+    EW_LOOP(name##_vs_##TY, TY, expr, x[i], y0, EW_OUT(TY), EW_ROW(TY, x), const jg_##TY y0)       \
+    EW_LOOP(name##_sv_##TY, TY, expr, x0, y[i], EW_OUT(TY), const jg_##TY x0, EW_ROW(TY, y))       \
+    EW_LOOP(name##_iv_##TY, TY, expr, o[i], y[i], EW_OUT(TY), EW_ROW(TY, y))                       \
+    EW_LOOP(name##_is_##TY, TY, expr, o[i], y0, EW_OUT(TY), const jg_##TY y0)
 
 /* True if the element at x (size es) lies outside the n-element row at o. */
 static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es) {
@@ -122,7 +77,6 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
  * loop, which gives the same values. */
 #define EW_INNER1(name, TY, expr)                                                                  \
     EW_CONTIG1(name, TY, expr)                                                                     \
-    EW_INPLACE1(name, TY, expr)                                                                    \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
         (void)y;                                                                                   \
         name##_c_##TY(n, o, x, s);                                                                 \
@@ -155,7 +109,6 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
  * the plain strided loop, element by element in order. */
 #define EW_INNER2(name, TY, expr)                                                                  \
     EW_CONTIG2(name, TY, expr)                                                                     \
-    EW_INPLACE2(name, TY, expr)                                                                    \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
         name##_vv_##TY(n, o, x, y, s);                                                             \
     }                                                                                              \
