@@ -124,7 +124,7 @@ int jg_vjp_relu(VJP_ARGS) {
 int jg_vjp_relu_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
-        gin[0] = jg_ew_call(JG_OP_RELU_GRAD, gout[0], in[1]);
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_RELU_GRAD, gout[0], in[1]), 0);
     gin[1] = NULL; /* the mask is piecewise constant */
     CHECK(0);
     return 0;

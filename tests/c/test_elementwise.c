@@ -45,6 +45,7 @@ REF(sqrt, sqrt(a))
 REF(pow_scalar, pow(a, (T)s))
 REF(add_scalar, a + (T)s)
 REF(mul_scalar, a *(T)s)
+REF(relu_grad, b > 0 ? a : (T)0)
 REF(abs_grad, a *(b > 0 ? (T)1 : b < 0 ? (T)-1 : (T)0))
 REF(tanh_grad, a *(-(b *b) + (T)1))
 REF(sigmoid_grad, (a * (-b + (T)1)) * b)
@@ -55,6 +56,9 @@ static jg_tensor *w_pow(jg_tensor *a, double s) {
     return jg_pow_scalar(a, s);
 }
 /* the fused backward ops of tanh and sigmoid (internal: no public wrapper) */
+static jg_tensor *jg_relu_grad(jg_tensor *g, jg_tensor *y) {
+    return jg_op1(JG_OP_RELU_GRAD, NULL, g, y);
+}
 static jg_tensor *jg_abs_grad(jg_tensor *g, jg_tensor *x) {
     return jg_op1(JG_OP_ABS_GRAD, NULL, g, x);
 }
@@ -104,6 +108,7 @@ static const ew_row rows[] = {
     ROWS(pow_scalar, w_pow, 2.5, true, "PowBackward0"),
     ROWS(add_scalar, jg_add_scalar, -1.75, false, "AddBackward1"),
     ROWS(mul_scalar, jg_mul_scalar, 3.25, false, "MulBackward1"),
+    ROW2(relu_grad, "ThresholdBackwardBackward0"),
     ROW2(abs_grad, "AbsBackwardBackward0"),
     ROW2(tanh_grad, "TanhBackwardBackward0"),
     ROW2(sigmoid_grad, "SigmoidBackwardBackward0"),
