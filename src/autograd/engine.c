@@ -400,14 +400,14 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     jg_tensor *gin_small[8] = {0}, **gin = gin_small;
     if (n->n_next > 8 && !(gin = calloc((size_t)n->n_next, sizeof *gin)))
         return jg_errorf("out of memory in backward");
-    jg_scope_push();
+    size_t mark = jg_scope_mark(); /* (the run loop's scope is open) */
     bool prev = jg_grad_mode;
     jg_grad_mode = create_graph;
     int rc = n->vt->apply(n, buf, gin, create_graph);
     if (rc == 0)
         rc = route(rs, &rs->nodes[idx], gin); /* (leaf_slot never moves nodes[]) */
     jg_grad_mode = prev;
-    jg_scope_pop();
+    jg_scope_release_to(mark);
     if (gin != gin_small)
         free(gin);
     rs->nodes[idx].ran = true;
@@ -523,7 +523,9 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     for (int i = 0; i < rs->n_nodes; i++)
         if (rs->nodes[i].needed && rs->nodes[i].deps == 0)
             heap_push(rs, i);
-    /* captured non-leaf tensors read their node's buffer before it runs */
+    /* captured non-leaf tensors read their node's buffer before it runs;
+     * each node's temporaries are released when it is done (run_node) */
+    jg_scope_push();
     while (rs->heap_len && rc == 0) {
         int i = heap_pop(rs);
         {
@@ -543,6 +545,7 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
                 heap_push(rs, j);
         }
     }
+    jg_scope_pop();
     if (rc < 0)
         goto out;
     if (n_capture) {

@@ -366,6 +366,22 @@ void jg_scope_pop(void) {
     }
 }
 
+size_t jg_scope_mark(void) {
+    JG_ASSERT(scope_depth > 0);
+    return scope_len;
+}
+
+void jg_scope_release_to(size_t mark) {
+    JG_ASSERT(scope_depth > 0 && mark >= scope_starts[scope_depth - 1] && mark <= scope_len);
+    while (scope_len > mark) {
+        jg_tensor *t = scope_items[--scope_len];
+        if (t->refcount > 1) /* jg_release's common case, without the call */
+            t->refcount--;
+        else
+            jg_release(t);
+    }
+}
+
 static __attribute__((noinline, cold)) void scope_grow(void) {
     size_t cap = scope_cap ? scope_cap * 2 : 256;
     jg_tensor **it = realloc(scope_items, cap * sizeof *it);

@@ -118,6 +118,10 @@ static inline bool jg_same_shape(const jg_tensor *a, const jg_tensor *b) {
 }
 /* Register a new reference with the innermost scope (if any); returns t. */
 jg_tensor *jg_scope_track(jg_tensor *t);
+/* A lighter jg_scope_push/pop pair for a loop inside an open scope: the
+ * innermost scope's current height, and releasing what was tracked since. */
+size_t jg_scope_mark(void);
+void jg_scope_release_to(size_t mark);
 /* Error text "jg_item: ..." if t is symbolic; also notifies the tracer. */
 int jg_check_concrete(const jg_tensor *t, const char *what);
 
