@@ -1,7 +1,8 @@
 # Thin wrapper over CMake.  See docs/building.md.
 #   make                 release build into build/
 #   make test            deps check, format check, release + ASan/UBSan builds,
-#                        ctest in both, install check, then scripts/test-python.sh
+#                        ctest in both (and the release tests under valgrind
+#                        memcheck), install check, then scripts/test-python.sh
 #   make demo            build and run the demo (examples/seed.c, else examples/mlp.c)
 #   make bench           build and run bench/ (bench/run.sh if it exists)
 #   make install PREFIX=dir
@@ -30,7 +31,7 @@ FORMAT_FILES = $(shell find include src tests examples bench python \
 DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
 DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
 
-.PHONY: all build asan deps-build deps-test test test-c test-asan install-check \
+.PHONY: all build asan deps-build deps-test test test-c test-memcheck test-asan install-check \
 	test-python demo bench install format format-check clean
 
 all: build
@@ -57,13 +58,18 @@ test: deps-test
 	$(MAKE) format-check
 	$(MAKE) build
 	$(MAKE) test-c
+	$(MAKE) test-memcheck
 	$(MAKE) asan
 	$(MAKE) test-asan
 	$(MAKE) install-check
 	$(MAKE) test-python
 
 test-c:
-	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS)
+	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS) -LE memcheck
+
+# The C tests again under valgrind memcheck (uninitialised reads).
+test-memcheck: build
+	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS) -L memcheck
 
 test-asan:
 	cd $(ASAN_BUILD) && \

@@ -59,8 +59,9 @@ static void node_cache_flush(void) {
     node_registered = false;
 }
 
-/* A zeroed block with room for `bytes` bytes of node after the header. */
-static void *node_block_alloc(size_t bytes) {
+/* A block with room for `bytes` bytes of node after the header; zeroed if
+ * `zero` (else what a cached block held, or zeros). */
+static void *node_block_alloc(size_t bytes, bool zero) {
     size_t total = NODE_HDR + bytes;
     size_t cls = (total + NODE_CLASS_BYTES - 1) / NODE_CLASS_BYTES - 1;
     node_blk *b;
@@ -69,7 +70,8 @@ static void *node_block_alloc(size_t bytes) {
         if ((b = node_free[cls])) {
             node_free[cls] = b->next;
             node_cached_bytes -= block;
-            memset(b, 0, total); /* (the block's tail past the node is never read) */
+            if (zero) /* (the block's tail past the node is never read) */
+                memset(b, 0, total);
         } else if (!(b = calloc(1, block))) {
             return NULL;
         }
@@ -115,12 +117,17 @@ void jg_autograd_init(void) {
     jg_hooks.node_destroy = node_destroy;
 }
 
-jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out) {
+static jg_node *node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out, bool all) {
     size_t base = (size + 15) & ~(size_t)15;
     size_t edges = (size_t)n_next * sizeof(jg_edge);
-    jg_node *n = node_block_alloc(base + edges + (size_t)n_out * sizeof(jg_meta));
+    size_t bytes = base + edges + (size_t)n_out * sizeof(jg_meta);
+    jg_node *n = node_block_alloc(bytes, all);
     if (!n)
         return jg_errorf_null("out of memory allocating an autograd node");
+    if (!all) { /* the header and the edges; the caller writes the rest */
+        memset(n, 0, sizeof *n);
+        memset((char *)n + base, 0, edges);
+    }
     n->refcount = 1;
     n->vt = vt;
     n->seq = next_seq++;
@@ -129,6 +136,14 @@ jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out)
     n->n_out = n_out;
     n->out_meta = (jg_meta *)((char *)n + base + edges);
     return n;
+}
+
+jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out) {
+    return node_alloc(size, vt, n_next, n_out, true);
+}
+
+jg_node *jg_node_alloc_fields(size_t size, const jg_node_vt *vt, int n_next, int n_out) {
+    return node_alloc(size, vt, n_next, n_out, false);
 }
 
 void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t) {

@@ -44,6 +44,9 @@ struct jg_node {
 /* Allocates a node of `size` bytes (a struct starting with jg_node) with
  * room for its edges and output metadata; refcount 1. */
 jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out);
+/* The same with only the jg_node header and the edges zeroed: for callers
+ * that write every other byte they read (op nodes, autograd/opnode.c). */
+jg_node *jg_node_alloc_fields(size_t size, const jg_node_vt *vt, int n_next, int n_out);
 /* Points slot `slot` of n at tensor t (its grad_fn, or itself if a leaf that
  * requires grad). */
 void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t);

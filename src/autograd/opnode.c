@@ -86,7 +86,8 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
         ((info->flags & JG_OPF_SAVE_IN) ? n_in : 0) + ((info->flags & JG_OPF_SAVE_OUT) ? n_out : 0);
     size_t size = sizeof(op_node) + (size_t)n_in * sizeof(jg_meta) +
                   (size_t)n_saved * sizeof(jg_saved) + (attrs ? sizeof(jg_attrs) : 0);
-    op_node *o = (op_node *)jg_node_alloc(size, &opnode_vt, n_in, 0);
+    /* every field below the header is written here */
+    op_node *o = (op_node *)jg_node_alloc_fields(size, &opnode_vt, n_in, 0);
     if (!o)
         return -1;
     o->base.n_out = n_out; /* (no output metadata is stored) */

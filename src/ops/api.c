@@ -284,7 +284,9 @@ jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reductio
                               "(%lld).",
                               (long long)logits->shape[0],
                               (long long)(target->ndim ? target->shape[0] : 1));
-    jg_attrs at = {.n = 4}; /* see ops/softmax.c */
+    jg_attrs at; /* see ops/softmax.c; every byte set: graph passes hash attrs as bytes */
+    memset(&at, 0, sizeof at);
+    at.n = 4;
     at.i[0] = 1;
     at.i[1] = ignore_index;
     at.i[2] = reduction;

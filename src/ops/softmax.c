@@ -216,15 +216,16 @@ int jg_k_nll_loss(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return 0;
 }
 
-/* The attrs of nll_loss_backward for a loss with attrs a over C classes. */
-static jg_attrs nll_bw_attrs(const jg_attrs *a, int64_t n_cls) {
+/* The attrs of nll_loss_backward for a loss with attrs a over C classes
+ * (every byte set: graph passes hash attrs as bytes). */
+static void nll_bw_attrs(jg_attrs *b, const jg_attrs *a, int64_t n_cls) {
     nll_opts o = nll_options(a);
-    jg_attrs b = {.n = 4};
-    b.i[0] = o.has_ignore;
-    b.i[1] = o.ignore;
-    b.i[2] = o.reduction;
-    b.i[3] = n_cls;
-    return b;
+    memset(b, 0, sizeof *b);
+    b->n = 4;
+    b->i[0] = o.has_ignore;
+    b->i[1] = o.ignore;
+    b->i[2] = o.reduction;
+    b->i[3] = n_cls;
 }
 
 /* PyTorch's nll_loss_backward: grad_input[i, t_i] = -(grad / count) for
@@ -233,7 +234,8 @@ static jg_attrs nll_bw_attrs(const jg_attrs *a, int64_t n_cls) {
  * so nll_loss differentiates to any order. */
 int jg_vjp_nll_loss(VJP_ARGS) {
     (void)out, (void)needs;
-    jg_attrs b = nll_bw_attrs(a, meta[0].shape[1]);
+    jg_attrs b;
+    nll_bw_attrs(&b, a, meta[0].shape[1]);
     gin[1] = NULL; /* targets are not differentiable */
     gin[0] = jg_op1(JG_OP_NLL_LOSS_BACKWARD, &b, gout[0], in[1]);
     return gin[0] ? 0 : -1;
