@@ -65,11 +65,11 @@ test: deps-test
 	$(MAKE) test-python
 
 test-c:
-	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS) -LE memcheck
+	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS)
 
 # The C tests again under valgrind memcheck (uninitialised reads).
 test-memcheck: build
-	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS) -L memcheck
+	JOBS=$(JOBS) bash scripts/memcheck.sh $(BUILD)
 
 test-asan:
 	cd $(ASAN_BUILD) && \
