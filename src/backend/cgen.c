@@ -132,23 +132,17 @@ static bool repeated_scalar(const jg_graph *g, int u) {
     return n->kind == JG_GN_OP && n->op == JG_OP_EXPAND && meta_numel(&g->vals[n->in[0]].meta) == 1;
 }
 
-/* Does an expression call a libm function (exp, log, pow)?  Such a call
- * keeps gcc from vectorizing the whole loop it sits in, so an op with one
- * runs as its own kernel step: the fused loops around it stay vectorized
- * (jitgrad's own tanh, the arithmetic), and the results are the same. */
-static bool calls_libm(const char *expr) {
-    return strstr(expr, "exp(") || strstr(expr, "log(") || strstr(expr, "pow(");
-}
-
 /* Can node n be computed inside a loop over its output's elements?  Its
  * operands must have its shape (read at the same index) or one element
- * (read once). */
+ * (read once), and its row must not be JG_OPF_NOFUSE (a libm call would
+ * keep gcc from vectorizing the whole loop; such an op runs its eager
+ * kernel between the fused loops, with the same results). */
 static bool fusable(const jg_graph *g, const jg_gnode *n) {
     if (n->kind != JG_GN_OP)
         return false;
     const jg_op_info *info = &jg_ops[n->op];
     if (!(info->flags & JG_OPF_ELEMENTWISE) || !info->cexpr || n->n_out != 1 || n->n_in < 1 ||
-        n->n_in > 2 || calls_libm(info->cexpr))
+        n->n_in > 2 || (info->flags & JG_OPF_NOFUSE))
         return false;
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {
@@ -275,27 +269,6 @@ static const char *ctype(jg_dtype d) {
 
 /* Writes expr with the identifiers a, b, s and T replaced (numbers are
  * copied whole, so the b of 0x1b is not an operand). */
-/* Does an expression read the scalar attribute, the identifier s (not an
- * s inside another name such as sqrt)? */
-static bool uses_scalar(const char *expr) {
-    for (const char *p = expr; *p;) {
-        if (isalpha((unsigned char)*p) || *p == '_') {
-            const char *q = p + 1;
-            while (isalnum((unsigned char)*q) || *q == '_')
-                q++;
-            if (q - p == 1 && *p == 's')
-                return true;
-            p = q;
-        } else if (isdigit((unsigned char)*p)) { /* a number, with its suffixes */
-            while (isalnum((unsigned char)*p) || *p == '.')
-                p++;
-        } else {
-            p++;
-        }
-    }
-    return false;
-}
-
 static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, const char *rs,
                      const char *rt, const char *opname) {
     const char *p = expr;
@@ -372,7 +345,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
-        if (L->group[i] == gi && uses_scalar(jg_ops[g->nodes[i].op].cexpr)) {
+        if (L->group[i] == gi && (jg_ops[g->nodes[i].op].flags & JG_OPF_SCALAR)) {
             double sv = g->nodes[i].attrs.s;
             uint64_t u;
             memcpy(&u, &sv, sizeof u);
@@ -432,7 +405,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
         char ra[24], rb[24], rs[64] = "";
         snprintf(ra, sizeof ra, "v%d", n->in[0]);
         snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
-        if (uses_scalar(info->cexpr))
+        if (info->flags & JG_OPF_SCALAR)
             snprintf(rs, sizeof rs, "s%d", i);
         sb_add(b, "            const %s v%d = (%s)(", T, v, T);
         rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,

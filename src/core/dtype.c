@@ -3,14 +3,7 @@
 
 #include <stdio.h>
 
-size_t jg_dtype_size(jg_dtype d) {
-    switch (d) {
-    case JG_F32:
-        return 4;
-    case JG_F64:
-    case JG_I64:
-        return 8;
-    }
+_Noreturn void jg_dtype_bad(jg_dtype d) {
     jg_fatal("bad dtype %d", (int)d);
 }
 
@@ -53,8 +46,12 @@ void jg_format_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     snprintf(buf + used, used < n ? n - used : 0, "]");
 }
 
-static const char *jg_dtype_short(jg_dtype d) {
+const char *jg_dtype_short(jg_dtype d) {
     return d == JG_F32 ? "f32" : d == JG_F64 ? "f64" : "i64";
+}
+
+const char *jg_dtype_torch_name(jg_dtype d) {
+    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
 }
 
 int jg_describe(const jg_tensor *t, char *buf, size_t n) {

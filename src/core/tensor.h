@@ -73,7 +73,19 @@ _Noreturn void jg_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2
     } while (0)
 
 /* ---- dtypes ---- */
-size_t jg_dtype_size(jg_dtype d);
+_Noreturn void jg_dtype_bad(jg_dtype d);
+/* Bytes per element (inline: every kernel's pointer arithmetic uses it). */
+static inline size_t jg_dtype_size(jg_dtype d) {
+    if (d == JG_F32)
+        return 4;
+    if (d == JG_F64 || d == JG_I64)
+        return 8;
+    jg_dtype_bad(d);
+}
+/* "f32", as the IR printer and jg_describe write dtypes. */
+const char *jg_dtype_short(jg_dtype d);
+/* "Float", "Double", "Long": PyTorch's scalar type names in its messages. */
+const char *jg_dtype_torch_name(jg_dtype d);
 bool jg_dtype_is_float(jg_dtype d);
 bool jg_dtype_valid(int d);
 jg_dtype jg_dtype_promote(jg_dtype a, jg_dtype b);

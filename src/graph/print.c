@@ -49,14 +49,10 @@ static void emit(out_t *o, const char *fmt, ...) {
     (*o->buf)[*o->len] = 0;
 }
 
-static const char *dt(jg_dtype d) {
-    return d == JG_F32 ? "f32" : d == JG_F64 ? "f64" : "i64";
-}
-
 static void emit_meta(out_t *o, const jg_meta *m) {
     char s[160];
     jg_format_shape(s, sizeof s, m->ndim, m->shape);
-    emit(o, "%s%s", dt(m->dtype), s);
+    emit(o, "%s%s", jg_dtype_short(m->dtype), s);
 }
 
 static void emit_list(out_t *o, const int64_t *v, int n) {
@@ -74,15 +70,14 @@ static void emit_scalar(out_t *o, double s) {
 static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
     const jg_attrs *a = &n->attrs;
     const jg_meta *in0 = n->n_in ? &g->vals[n->in[0]].meta : NULL;
-    switch (n->op) {
-    case JG_OP_ADD_SCALAR:
-    case JG_OP_MUL_SCALAR:
-    case JG_OP_POW_SCALAR:
+    if (jg_ops[n->op].flags & JG_OPF_SCALAR) {
         emit(o, ", ");
         emit_scalar(o, a->s);
         return;
+    }
+    switch (n->op) {
     case JG_OP_TO_DTYPE:
-        emit(o, ", %s", dt((jg_dtype)a->dtype));
+        emit(o, ", %s", jg_dtype_short((jg_dtype)a->dtype));
         return;
     case JG_OP_SUM:
     case JG_OP_MEAN: {

@@ -278,19 +278,13 @@ jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reductio
         return jg_errorf_null("cross_entropy: expected 2-D logits [N, C], got %d-D", logits->ndim);
     if (target->dtype != JG_I64)
         return jg_errorf_null("expected scalar type Long but found %s",
-                              target->dtype == JG_F32 ? "Float" : "Double");
+                              jg_dtype_torch_name(target->dtype));
     if (target->ndim != 1 || target->shape[0] != logits->shape[0])
         return jg_errorf_null("Expected input batch_size (%lld) to match target batch_size "
                               "(%lld).",
                               (long long)logits->shape[0],
                               (long long)(target->ndim ? target->shape[0] : 1));
-    jg_attrs at; /* see ops/softmax.c; every byte set: graph passes hash attrs as bytes */
-    memset(&at, 0, sizeof at);
-    at.n = 4;
-    at.i[0] = 1;
-    at.i[1] = ignore_index;
-    at.i[2] = reduction;
-    at.i[3] = logits->shape[1];
+    jg_attrs at = jg_nll_attrs(true, ignore_index, reduction, logits->shape[1]);
     jg_scope_push();
     jg_tensor *lsm = jg_log_softmax(logits, 1);
     jg_tensor *loss = lsm ? jg_op1(JG_OP_NLL_LOSS, &at, lsm, target) : NULL;

@@ -12,4 +12,11 @@
 #include "ops/ops.def"
 #undef JG_OP
 
+/* The parameter list of every VJP rule (jg_vjp_fn), for their definitions. */
+#define VJP_ARGS                                                                                   \
+    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
+        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
+/* ... and a rule's way to say it reads none of them but its own. */
+#define UNUSED_ARGS (void)a, (void)meta, (void)in, (void)out, (void)gout, (void)needs
+
 #endif

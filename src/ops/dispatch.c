@@ -48,41 +48,31 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void scalar
  * needs no promotion.  It does what the general path below does for them --
  * no casts, the output has the input's shape and dtype (jg_infer_ew1/ew2),
  * one kernel row call, history, scope -- with fewer checks.  `a` is the
- * call's attributes; when it is NULL and `scalar` is set, the attributes
+ * call's attributes; when it is NULL for a JG_OPF_SCALAR op, the attributes
  * are {.s = s} and are only built if history is recorded.  Returns 1 when
  * the call does not qualify. */
 static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const jg_op_info *info,
                                                              const jg_attrs *a, double s,
-                                                             bool scalar, jg_tensor *x,
-                                                             jg_tensor *y, jg_tensor **out) {
+                                                             jg_tensor *x, jg_tensor *y,
+                                                             jg_tensor **out) {
     if (info->n_in == 1)
         y = x;
     if (!x || !y || x->sym || y->sym || x->dtype != y->dtype ||
         ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
         return 1;
-    if (x != y) {
-        if (x->ndim != y->ndim)
-            return 1;
-        for (int d = 0; d < x->ndim; d++)
-            if (x->shape[d] != y->shape[d])
-                return 1;
-        if (!jg_dense(y))
-            return 1;
-    }
+    if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
+        return 1;
     if (!jg_dense(x))
         return 1;
     jg_tensor *o = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
     if (!o)
         return -1;
-    if (o->numel > 0) { /* the dense loop jg_ew_run's one row call runs here (o is fresh) */
-        int64_t es = x->dtype == JG_F32 ? 4 : 8;
-        jg_ew_dense[op][x->dtype](o->numel, o->storage->data,
-                                  (char *)x->storage->data + x->offset * es,
-                                  (char *)y->storage->data + y->offset * es, s);
-    }
+    if (o->numel > 0) /* the dense loop jg_ew_run's one row call runs here (o is fresh) */
+        jg_ew_dense[op][x->dtype](o->numel, o->storage->data, jg_tensor_ptr(x), jg_tensor_ptr(y),
+                                  s);
     if (!(info->flags & JG_OPF_NONDIFF) && jg_grad_mode && (x->requires_grad || y->requires_grad)) {
         jg_attrs at;
-        if (!a && scalar) {
+        if (!a && (info->flags & JG_OPF_SCALAR)) {
             scalar_attrs(&at, s);
             a = &at;
         }
@@ -100,20 +90,28 @@ static inline bool has_row(jg_opcode op) {
     return jg_ew_dense[op][0] != NULL; /* the elementwise.def ops (to_dtype is not one) */
 }
 
+static int op_call_general(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg,
+                           jg_tensor **out);
+
+/* The public elementwise functions: the shortcut, else straight to the
+ * general path (jg_op_call would only try the shortcut again). */
 jg_tensor *jg_ew_call(jg_opcode op, jg_tensor *x, jg_tensor *y) {
-    jg_tensor *o;
-    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, 0.0, false, x, y, &o) : 1;
-    return r == 0 ? o : r < 0 ? NULL : jg_op1(op, NULL, x, y);
+    jg_tensor *o, *in[2] = {x, y};
+    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, 0.0, x, y, &o) : 1;
+    if (r > 0)
+        r = op_call_general(op, NULL, in, &o);
+    return r == 0 ? o : NULL;
 }
 
 jg_tensor *jg_ew_call_scalar(jg_opcode op, jg_tensor *x, double s) {
-    jg_tensor *o;
-    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, s, true, x, NULL, &o) : 1;
-    if (r <= 0)
-        return r == 0 ? o : NULL;
-    jg_attrs at;
-    scalar_attrs(&at, s);
-    return jg_op1(op, &at, x, NULL);
+    jg_tensor *o, *in[2] = {x, NULL};
+    int r = has_row(op) ? ew_shortcut(op, &jg_ops[op], NULL, s, x, NULL, &o) : 1;
+    if (r > 0) {
+        jg_attrs at;
+        scalar_attrs(&at, s);
+        r = op_call_general(op, &at, in, &o);
+    }
+    return r == 0 ? o : NULL;
 }
 
 /* Everything else (kept out of line, so the shortcut runs without this
@@ -202,7 +200,7 @@ fail:
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in_arg, jg_tensor **out) {
     const jg_op_info *info = &jg_ops[op];
     if (has_row(op)) {
-        int r = ew_shortcut(op, info, a, a ? a->s : 0.0, false, in_arg[0],
+        int r = ew_shortcut(op, info, a, a ? a->s : 0.0, in_arg[0],
                             info->n_in == 2 ? in_arg[1] : NULL, out);
         if (r <= 0)
             return r;

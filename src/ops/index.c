@@ -11,10 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
-
 /* A 0-d shape as [1]: returns the number of dims (>= 1). */
 static int nonempty_shape(int ndim, const int64_t *shape, int64_t *s) {
     if (ndim == 0) {

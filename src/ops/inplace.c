@@ -54,7 +54,7 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
     }
     if (other && self->dtype == JG_I64 && other->dtype != JG_I64)
         return jg_errorf("result type %s can't be cast to the desired output type Long",
-                         other->dtype == JG_F32 ? "Float" : "Double");
+                         jg_dtype_torch_name(other->dtype));
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
     if (!jg_any_requires_grad(n_in, in)) {

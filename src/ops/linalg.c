@@ -17,17 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
-
-static int64_t prod(int n, const int64_t *s) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++)
-        p *= s[i];
-    return p;
-}
-
 /* PyTorch's matmul (1.13) folds an N-D operand against a 1-D/2-D one into a
  * single mm/mv, so its error messages speak of the folded sizes; these
  * reproduce them. */
@@ -40,9 +29,8 @@ int jg_infer_matmul(const jg_attrs *at, const jg_meta *in, jg_meta *out) {
                          "%dD",
                          na, nb);
     if (A->dtype != B->dtype)
-        return jg_errorf("expected scalar type %s but found %s",
-                         A->dtype == JG_F64 ? "Double" : "Float",
-                         B->dtype == JG_F64 ? "Double" : "Float");
+        return jg_errorf("expected scalar type %s but found %s", jg_dtype_torch_name(A->dtype),
+                         jg_dtype_torch_name(B->dtype));
     int64_t ka = A->shape[na - 1], kb = nb == 1 ? B->shape[0] : B->shape[nb - 2];
     int64_t n = na >= 2 ? A->shape[na - 2] : 1, p = nb >= 2 ? B->shape[nb - 1] : 1;
     memset(&out[0], 0, sizeof out[0]);
@@ -64,7 +52,7 @@ int jg_infer_matmul(const jg_attrs *at, const jg_meta *in, jg_meta *out) {
                              (long long)n, (long long)ka, (long long)kb, (long long)p);
         }
     } else if (nb <= 2) { /* N-D . 1-D/2-D: A folds to [rows, k] */
-        int64_t rows = prod(na - 1, A->shape);
+        int64_t rows = jg_shape_numel(na - 1, A->shape);
         if (ka != kb) {
             if (nb == 1)
                 return jg_errorf("size mismatch, got %lld, %lldx%lld,%lld", (long long)rows,
@@ -73,7 +61,7 @@ int jg_infer_matmul(const jg_attrs *at, const jg_meta *in, jg_meta *out) {
                              (long long)rows, (long long)ka, (long long)kb, (long long)p);
         }
     } else if (na <= 2) { /* 1-D/2-D . N-D: B^T folds to [rows, k] */
-        int64_t rows = prod(nb - 2, B->shape) * p;
+        int64_t rows = jg_shape_numel(nb - 2, B->shape) * p;
         if (ka != kb) {
             if (na == 1)
                 return jg_errorf("size mismatch, got %lld, %lldx%lld,%lld", (long long)rows,
@@ -91,7 +79,7 @@ int jg_infer_matmul(const jg_attrs *at, const jg_meta *in, jg_meta *out) {
     if (jg_broadcast_shapes(&ba, &bb, &bo) < 0)
         return -1;
     if (ka != kb) { /* both batched */
-        long long nbat = (long long)prod(bo.ndim, bo.shape);
+        long long nbat = (long long)jg_shape_numel(bo.ndim, bo.shape);
         return jg_errorf("Expected size for first two dimensions of batch2 tensor to be: [%lld, "
                          "%lld] but got: [%lld, %lld].",
                          nbat, (long long)ka, nbat, (long long)kb);
@@ -237,7 +225,7 @@ int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
         sa[d] = da >= 0 && A.t->shape[da] != 1 ? A.t->stride[da] : 0;
         sb[d] = db >= 0 && B.t->shape[db] != 1 ? B.t->stride[db] : 0;
     }
-    int64_t nbat = prod(ybatch, y->shape);
+    int64_t nbat = jg_shape_numel(ybatch, y->shape);
     for (int64_t bi = 0; bi < nbat; bi++) {
         int64_t oa = 0, ob = 0;
         for (int d = 0; d < ybatch; d++) {
@@ -307,7 +295,7 @@ int jg_vjp_matmul(VJP_ARGS) {
     if (needs[1]) {
         jg_tensor *gb;
         if (w->ndim == 2 && x->ndim > 2) {
-            int64_t rows = prod(x->ndim - 1, x->shape), p = w->shape[1];
+            int64_t rows = jg_shape_numel(x->ndim - 1, x->shape), p = w->shape[1];
             jg_tensor *x2 = jg_reshape(x, 2, (const int64_t[]){rows, k});
             jg_tensor *g2 = x2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : NULL;
             gb = g2 ? jg_matmul(jg_transpose(x2, 0, 1), g2) : NULL;

@@ -19,10 +19,15 @@ typedef enum {
 typedef struct jg_attrs {
     int64_t i[JG_MAX_DIMS + 4]; /* dims / shape / perm / (dim, start, end, shape...) */
     int n;                      /* entries of i[] in use */
+    int32_t unused;             /* a member, not padding: initialisers zero it */
     double s;                   /* scalar operand */
     int keepdim;
     int dtype; /* target dtype of to_dtype */
 } jg_attrs;
+/* No padding bytes: `jg_attrs a = {.n = 1}` sets every byte memcmp reads. */
+_Static_assert(sizeof(jg_attrs) == sizeof(int64_t) * (JG_MAX_DIMS + 4) + 2 * sizeof(int) +
+                                       sizeof(double) + 2 * sizeof(int),
+               "jg_attrs has padding");
 
 enum {
     JG_OPF_ELEMENTWISE = 1u << 0, /* broadcasting map; has a C expression */
@@ -32,6 +37,11 @@ enum {
     JG_OPF_FLOAT = 1u << 4,       /* int64 inputs are promoted to float32 */
     JG_OPF_PROMOTE = 1u << 5,     /* tensor inputs are promoted to one dtype */
     JG_OPF_NONDIFF = 1u << 6,     /* no VJP: outputs never require grad */
+    JG_OPF_SCALAR = 1u << 7,      /* reads the scalar attribute s (expression and printer) */
+    /* its expression calls a libm function (expf, logf, powf) that keeps gcc
+     * from vectorizing a loop: the c backend runs it as its own kernel step
+     * rather than inside a fused loop (backend/cgen.c) */
+    JG_OPF_NOFUSE = 1u << 8,
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
@@ -63,6 +73,10 @@ typedef struct jg_op_info {
 } jg_op_info;
 
 extern const jg_op_info jg_ops[JG_OP_COUNT];
+
+/* nll_loss's and nll_loss_backward's attributes (their one encoding; the
+ * layout is described in ops/softmax.c). */
+jg_attrs jg_nll_attrs(bool has_ignore, int64_t ignore_index, int reduction, int64_t n_cls);
 
 /* The row functions of the elementwise ops by dtype (ops/elementwise.c);
  * NULL for other ops.  Hot paths call a row directly for dense operands. */

@@ -19,14 +19,6 @@
 
 #include <string.h>
 
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
-
-static const char *torch_dtype_name(jg_dtype d) {
-    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
-}
-
 /* Which dims of an ndim-d input attrs reduce (n == 0: all). */
 static int reduced_mask(const jg_attrs *a, int ndim, bool *mask) {
     memset(mask, 0, sizeof(bool) * JG_MAX_DIMS);
@@ -75,7 +67,7 @@ int jg_infer_mean(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     if (!jg_dtype_is_float(in[0].dtype))
         return jg_errorf("mean(): could not infer output dtype. Input dtype must be either a "
                          "floating point or complex dtype. Got: %s",
-                         torch_dtype_name(in[0].dtype));
+                         jg_dtype_torch_name(in[0].dtype));
     return jg_infer_reduce(a, in, out);
 }
 

@@ -8,7 +8,7 @@
  * vectorised kernel multiplies by 1/sum; dividing is the exactly rounded
  * form and is what a compiled loop emits too.)
  *
- * nll_loss attrs: n == 0 (internal calls): mean over all rows, no ignored
+ * nll_loss attrs: n == 0 (none given): mean over all rows, no ignored
  * target; n == 4: i[0] nonzero if i[1] is an ignore_index, i[2] the
  * jg_reduction, i[3] the number of classes (read by nll_loss_backward, whose
  * attrs are always these four).  Every other target must lie in [0, C).  A
@@ -17,10 +17,6 @@
 
 #include <math.h>
 #include <string.h>
-
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
 
 #define SOFTMAX_SLICE(T, EXP, LOG)                                                                 \
     do {                                                                                           \
@@ -129,10 +125,6 @@ int jg_vjp_log_softmax(VJP_ARGS) {
 
 /* ---- nll_loss ---- */
 
-static const char *torch_dtype_name(jg_dtype d) {
-    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
-}
-
 typedef struct {
     bool has_ignore;
     int64_t ignore;
@@ -153,11 +145,11 @@ int jg_infer_nll_loss(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     const jg_meta *x = &in[0], *t = &in[1];
     if (!jg_dtype_is_float(x->dtype))
         return jg_errorf("\"nll_loss_out_frame\" not implemented for '%s'",
-                         torch_dtype_name(x->dtype));
+                         jg_dtype_torch_name(x->dtype));
     if (x->ndim != 2)
         return jg_errorf("nll_loss(): expected a 2-D input [N, C], got %d-D", x->ndim);
     if (t->dtype != JG_I64)
-        return jg_errorf("expected scalar type Long but found %s", torch_dtype_name(t->dtype));
+        return jg_errorf("expected scalar type Long but found %s", jg_dtype_torch_name(t->dtype));
     if (t->ndim != 1)
         return jg_errorf("1D target tensor expected, multi-target not supported");
     if (t->shape[0] != x->shape[0])
@@ -216,16 +208,13 @@ int jg_k_nll_loss(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return 0;
 }
 
-/* The attrs of nll_loss_backward for a loss with attrs a over C classes
- * (every byte set: graph passes hash attrs as bytes). */
-static void nll_bw_attrs(jg_attrs *b, const jg_attrs *a, int64_t n_cls) {
-    nll_opts o = nll_options(a);
-    memset(b, 0, sizeof *b);
-    b->n = 4;
-    b->i[0] = o.has_ignore;
-    b->i[1] = o.ignore;
-    b->i[2] = o.reduction;
-    b->i[3] = n_cls;
+jg_attrs jg_nll_attrs(bool has_ignore, int64_t ignore_index, int reduction, int64_t n_cls) {
+    jg_attrs a = {.n = 4};
+    a.i[0] = has_ignore;
+    a.i[1] = ignore_index;
+    a.i[2] = reduction;
+    a.i[3] = n_cls;
+    return a;
 }
 
 /* PyTorch's nll_loss_backward: grad_input[i, t_i] = -(grad / count) for
@@ -234,8 +223,8 @@ static void nll_bw_attrs(jg_attrs *b, const jg_attrs *a, int64_t n_cls) {
  * so nll_loss differentiates to any order. */
 int jg_vjp_nll_loss(VJP_ARGS) {
     (void)out, (void)needs;
-    jg_attrs b;
-    nll_bw_attrs(&b, a, meta[0].shape[1]);
+    nll_opts o = nll_options(a);
+    jg_attrs b = jg_nll_attrs(o.has_ignore, o.ignore, o.reduction, meta[0].shape[1]);
     gin[1] = NULL; /* targets are not differentiable */
     gin[0] = jg_op1(JG_OP_NLL_LOSS_BACKWARD, &b, gout[0], in[1]);
     return gin[0] ? 0 : -1;

@@ -7,11 +7,6 @@
 
 #include <string.h>
 
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
-#define UNUSED_ARGS (void)a, (void)meta, (void)in, (void)out, (void)gout, (void)needs
-
 /* ------------------------------------------------------------ reshape */
 
 int jg_infer_reshape(const jg_attrs *a, const jg_meta *in, jg_meta *out) {

@@ -5,10 +5,6 @@
  * back to their own shape. */
 #include "ops/decls.h"
 
-#define VJP_ARGS                                                                                   \
-    const jg_attrs *a, const jg_meta *meta, jg_tensor *const *in, jg_tensor *const *out,           \
-        jg_tensor *const *gout, const bool *needs, jg_tensor **gin
-#define UNUSED_ARGS (void)a, (void)meta, (void)in, (void)out, (void)gout, (void)needs
 #define SUM_TO(g, k) ((g) ? jg_sum_to((g), meta[k].ndim, meta[k].shape) : NULL)
 #define CHECK(k)                                                                                   \
     if (needs[k] && !gin[k])                                                                       \
