@@ -1,6 +1,6 @@
-/* What the benchmarks share: the eager chain workload, and the
- * compiled-call benchmarks' timing (medians of repeated calls, measured with
- * the monotonic clock). */
+/* What the benchmarks share: the eager chain workload, the small
+ * (q * (k + k)).sum() program, and the compiled-call benchmarks' timing
+ * (medians of repeated calls, measured with the monotonic clock). */
 #ifndef JG_BENCH_H
 #define JG_BENCH_H
 
@@ -35,6 +35,15 @@ static inline jg_tensor *bench_chain(jg_tensor *x) {
         }
     }
     return y ? jg_sum(y) : NULL;
+}
+
+/* (q * (k + k)).sum() of inputs q, k (a jg_program_fn): the small program of
+ * bench/compile_overhead.c and bench/compile_backends.c. */
+static inline int bench_qk(void *user, const void *args, int n, jg_tensor *const *in,
+                           jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_sum(jg_mul(in[0], jg_add(in[1], in[1])));
+    return out[0] ? 1 : -1;
 }
 
 static inline double bench_now(void) {

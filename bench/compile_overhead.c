@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    out[0] = jg_sum(jg_mul(in[0], jg_add(in[1], in[1])));
-    return out[0] ? 1 : -1;
-}
-
 static int p_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)user, (void)args, (void)n;
     jg_tensor *h = jg_relu(jg_add(jg_matmul(in[0], in[1]), in[2]));
@@ -26,6 +20,10 @@ static int p_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_t
 static void bench(const char *name, jg_program_fn f, int n, jg_tensor *const *in, int samples,
                   int inner) {
     jg_compiled *c = jg_compile(f, NULL, NULL);
+    if (!c) {
+        fprintf(stderr, "error: %s\n", jg_last_error());
+        exit(1);
+    }
     bench_median_call(c, f, n, in, 3, inner, true); /* warm up: trace, pools */
     bench_median_call(NULL, f, n, in, 3, inner, true);
     double e = 0, k = 0;
@@ -51,7 +49,7 @@ int main(void) {
     jg_tensor *q = jg_randn(JG_F32, 1, s16), *k = jg_randn(JG_F32, 1, s16);
     jg_set_requires_grad(q, true);
     jg_set_requires_grad(k, true);
-    bench("(q*(k+k)).sum() [16] fwd+bwd", p_qk, 2, (jg_tensor *[]){q, k}, 201, 200);
+    bench("(q*(k+k)).sum() [16] fwd+bwd", bench_qk, 2, (jg_tensor *[]){q, k}, 201, 200);
 
     int64_t sx[] = {64, 128}, sw1[] = {128, 256}, sb1[] = {256}, sw2[] = {256, 10}, sb2[] = {10},
             st[] = {64};

@@ -60,7 +60,7 @@ END {
     }
     big = "qkk_f32x1048576"
     if ((("jitgrad", big) in val) && (("cref", big "_bound") in val)) {
-        printf "\n%s forward+backward against plain C (52 MiB of traffic):\n", big
+        printf "\n%s forward+backward against plain C (7 reads + 5 writes = 48 MiB of traffic):\n", big
         printf "  %-34s %10.4g us\n", "jitgrad", val["jitgrad", big]
         if (("torch", big) in val)
             printf "  %-34s %10.4g us\n", "torch", val["torch", big]

@@ -70,22 +70,15 @@ static void check_scaled(jg_tensor *got, jg_tensor *x, double f) {
 
 /* ---- the motivating program: f(q, k) = MyFn(q, k, k, mask).sum() ---- */
 
-static int p_seed(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)u;
-    (void)n;
-    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[1], in[1]}, args, sizeof(bool));
-    return y ? (out[0] = y, 1) : -1;
-}
-
 static void test_seed_both_masks(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_seed);
+    jg_compiled *c = compile(tf_seed);
     for (int dt = 0; dt < 2; dt++)
         for (int m = 0; m < 2; m++) {
             bool mask = m;
             jg_tensor *l[2];
             make_leaves(dt ? JG_F64 : JG_F32, 2, l, 16);
-            run_both(c, p_seed, &mask, sizeof mask, 2, l, 2, l, NULL);
+            run_both(c, tf_seed, &mask, sizeof mask, 2, l, 2, l, NULL);
             check_scaled(jg_grad(l[1]), l[0], 2.0); /* k.grad == 2q */
             check_scaled(jg_grad(l[0]), l[1], 2.0); /* q.grad == 2k */
         }
@@ -95,7 +88,7 @@ static void test_seed_both_masks(void **s) {
 
 static void test_seed_golden_graph(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_seed);
+    jg_compiled *c = compile(tf_seed);
     bool mask = true;
     jg_tensor *l[2], *out;
     make_leaves(JG_F32, 2, l, 16);
@@ -133,21 +126,14 @@ static void test_seed_golden_graph(void **s) {
 
 /* ---- one tensor in all three slots ---- */
 
-static int p_all_slots(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)u;
-    (void)n;
-    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[0], in[0]}, args, sizeof(bool));
-    return y ? (out[0] = y, 1) : -1;
-}
-
 static void test_same_tensor_all_slots(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_all_slots);
+    jg_compiled *c = compile(tf_all_slots);
     for (int m = 0; m < 2; m++) {
         bool mask = m;
         jg_tensor *l[1];
         make_leaves(JG_F64, 1, l, 8);
-        run_both(c, p_all_slots, &mask, sizeof mask, 1, l, 1, l, NULL);
+        run_both(c, tf_all_slots, &mask, sizeof mask, 1, l, 1, l, NULL);
         check_scaled(jg_grad(l[0]), l[0], 4.0); /* d/dk sum(2k^2) */
     }
     jg_compiled_free(c);
@@ -209,12 +195,12 @@ static void test_fan_out_and_two_functions(void **s) {
 
 static void test_input_without_grad(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_seed);
+    jg_compiled *c = compile(tf_seed);
     bool mask = true;
     jg_tensor *l[2];
     make_leaves(JG_F32, 2, l, 16);
     jg_set_requires_grad(l[0], false);
-    run_both(c, p_seed, &mask, sizeof mask, 2, l, 2, l, NULL);
+    run_both(c, tf_seed, &mask, sizeof mask, 2, l, 2, l, NULL);
     assert_null(jg_grad(l[0]));
     check_scaled(jg_grad(l[1]), l[0], 2.0);
     jg_compiled_free(c);
@@ -291,7 +277,7 @@ static void test_program_inputs_alias(void **s) {
 
 static void test_two_calls_accumulate(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_seed);
+    jg_compiled *c = compile(tf_seed);
     bool t = true, f = false;
     jg_tensor *l[2], *o1, *o2;
     make_leaves(JG_F32, 2, l, 16);
@@ -302,8 +288,8 @@ static void test_two_calls_accumulate(void **s) {
     jg_clear_grad(l[0]);
     jg_clear_grad(l[1]);
     jg_tensor *e1 = NULL, *e2 = NULL;
-    p_seed(NULL, &t, 2, l, &e1);
-    p_seed(NULL, &f, 2, l, &e2);
+    tf_seed(NULL, &t, 2, l, &e1);
+    tf_seed(NULL, &f, 2, l, &e2);
     assert_int_equal(jg_backward(jg_add(jg_sum(e1), jg_sum(e2)), NULL, 0), 0);
     TU_SAME(gq, jg_grad(l[0]));
     TU_SAME(gk, jg_grad(l[1]));
@@ -368,7 +354,7 @@ static void test_multi_output_materialize(void **s) {
 static void test_verify_catches_wrong_backend(void **s) {
     (void)s;
     jg_compile_options o = {.backend = backend, .fullgraph = true, .verify = true};
-    jg_compiled *c = jg_compile(p_seed, NULL, &o);
+    jg_compiled *c = jg_compile(tf_seed, NULL, &o);
     assert_non_null(c);
     bool mask = true;
     jg_tensor *l[2], *out;
@@ -389,7 +375,7 @@ static void test_verify_catches_wrong_backend(void **s) {
 
 static void test_mixed_eager_and_compiled(void **s) {
     (void)s;
-    jg_compiled *c = compile(p_seed);
+    jg_compiled *c = compile(tf_seed);
     bool mask = true;
     jg_tensor *l[2], *o;
     make_leaves(JG_F32, 2, l, 16);

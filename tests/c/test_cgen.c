@@ -115,13 +115,9 @@ static jg_tensor *values(jg_dtype dt, int64_t n, int seed, bool grad) {
     return t;
 }
 
-/* The ops with a scalar attribute (the identifier s in their expression). */
+/* The ops with a scalar attribute, as the op table marks them. */
 static bool scalar_op(const jg_op_info *info) {
-    static const char *const names[] = {"pow_scalar", "add_scalar", "mul_scalar"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(info->name, names[i]))
-            return true;
-    return false;
+    return info->flags & JG_OPF_SCALAR;
 }
 
 static void run_op_cases(jg_dtype dt) {
@@ -268,12 +264,6 @@ static void test_strided_and_scalar_inputs(void **state) {
 
 /* ------------------------------------------------------------ programs of test_compile */
 
-static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    out[0] = jg_sum(jg_mul(in[0], jg_add(in[1], in[1])));
-    return out[0] ? 1 : -1;
-}
-
 static jg_tensor *leaf(jg_dtype dt, int ndim, const int64_t *shape) {
     jg_tensor *t = jg_randn(dt, ndim, shape);
     jg_set_requires_grad(t, true);
@@ -296,7 +286,7 @@ static void test_programs(void **state) {
         return;
     jg_manual_seed(1);
     jg_tensor *qk[2] = {leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 1, TU_SHAPE(16))};
-    check3(p_qk, NULL, NULL, 0, 2, qk);
+    check3(tf_qk, NULL, NULL, 0, 2, qk);
     jg_tensor *mlp[4] = {jg_randn(JG_F32, 2, TU_SHAPE(8, 5)), leaf(JG_F32, 2, TU_SHAPE(5, 16)),
                          leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 2, TU_SHAPE(16, 3))};
     check3(tf_mlp, NULL, NULL, 0, 4, mlp);
@@ -318,18 +308,6 @@ static void test_programs(void **state) {
 
 /* ------------------------------------------------------------ custom functions */
 
-static int p_seed(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)u, (void)n;
-    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[1], in[1]}, args, sizeof(bool));
-    return y ? (out[0] = y, 1) : -1;
-}
-
-static int p_all_slots(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)u, (void)n;
-    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[0], in[0]}, args, sizeof(bool));
-    return y ? (out[0] = y, 1) : -1;
-}
-
 /* elementwise code around two custom calls: exp(MyFn(q*2, k, k)) * tf_mul(q, k) */
 static int p_mixed(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)u, (void)n;
@@ -350,8 +328,8 @@ static void test_custom_functions(void **state) {
             bool mask = m;
             jg_tensor *l[2] = {values(dt ? JG_F64 : JG_F32, 16, 7, true),
                                values(dt ? JG_F64 : JG_F32, 16, 8, true)};
-            check3(p_seed, NULL, &mask, sizeof mask, 2, l);
-            check3(p_all_slots, NULL, &mask, sizeof mask, 1, l);
+            check3(tf_seed, NULL, &mask, sizeof mask, 2, l);
+            check3(tf_all_slots, NULL, &mask, sizeof mask, 1, l);
             check3(p_mixed, NULL, &mask, sizeof mask, 2, l);
         }
 }
@@ -527,30 +505,10 @@ static void test_compiler_errors(void **state) {
     assert_true(jg_compile_backend_available("c"));
 }
 
-static char *capture_stderr(void (*fn)(void)) {
-    char path[] = "/tmp/jg_test_stderr_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    fn();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    lseek(fd, 0, SEEK_SET);
-    char *buf = calloc(1, 1 << 20);
-    ssize_t n = read(fd, buf, (1 << 20) - 1);
-    (void)n;
-    close(fd);
-    unlink(path);
-    return buf;
-}
-
 static void log_run(void) {
     setenv("JITGRAD_LOG", "code", 1);
     jg_tensor *in[2] = {leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 1, TU_SHAPE(16))}, *o;
-    jg_compiled *c = jg_compile(p_qk, NULL, &(jg_compile_options){.backend = "c"});
+    jg_compiled *c = jg_compile(tf_qk, NULL, &(jg_compile_options){.backend = "c"});
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &o), 1);
     unsetenv("JITGRAD_LOG");
     jg_compiled_free(c);
@@ -560,7 +518,7 @@ static void test_log_code(void **state) {
     (void)state;
     if (!have_c())
         return;
-    char *s = capture_stderr(log_run);
+    char *s = tu_capture_stderr(log_run);
     assert_non_null(strstr(s, "jitgrad: generated C for the forward graph ("));
     assert_non_null(strstr(s, "jitgrad: generated C for the backward graph ("));
     assert_non_null(strstr(s, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {"));

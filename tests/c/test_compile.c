@@ -6,16 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------ programs */
-
-/* (q * (k + k)).sum() */
-static int p_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
-    (void)user, (void)args, (void)n;
-    out[0] = jg_sum(jg_mul(in[0], jg_add(in[1], in[1])));
-    return out[0] ? 1 : -1;
-}
 
 /* sum(x * x) */
 static int p_square(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -168,7 +160,7 @@ static void test_qk(void **state) {
     (void)state;
     jg_manual_seed(1);
     jg_tensor *in[2] = {leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 1, TU_SHAPE(16))};
-    jg_compiled_free(check_same(p_qk, NULL, NULL, 0, 2, in));
+    jg_compiled_free(check_same(tf_qk, NULL, NULL, 0, 2, in));
 }
 
 static void test_square(void **state) {
@@ -269,7 +261,7 @@ static void test_compose_with_eager(void **state) {
     /* loss = sum(f(x', k) * w) + sum(f(w, x)) with x' = x*2 built outside */
     jg_tensor *e1, *e2;
     jg_tensor *x2 = jg_mul_scalar(x, 2);
-    assert_int_equal(p_qk(NULL, NULL, 2, (jg_tensor *[]){x2, k}, &e1), 1);
+    assert_int_equal(tf_qk(NULL, NULL, 2, (jg_tensor *[]){x2, k}, &e1), 1);
     assert_int_equal(p_ab(NULL, NULL, 2, (jg_tensor *[]){w, x}, &e2), 1);
     jg_tensor *eloss = jg_add(jg_mul(e1, jg_sum(w)), e2);
     assert_int_equal(jg_backward(eloss, NULL, JG_RETAIN_GRAPH), 0);
@@ -277,7 +269,7 @@ static void test_compose_with_eager(void **state) {
     jg_tensor *gx = grad_copy(x), *gw = grad_copy(w), *gk = grad_copy(k);
     jg_clear_grad(x), jg_clear_grad(w), jg_clear_grad(k);
 
-    jg_compiled *c1 = jg_compile(p_qk, NULL, NULL), *c2 = jg_compile(p_ab, NULL, NULL);
+    jg_compiled *c1 = jg_compile(tf_qk, NULL, NULL), *c2 = jg_compile(p_ab, NULL, NULL);
     jg_tensor *o1, *o2;
     x2 = jg_mul_scalar(x, 2);
     assert_int_equal(jg_compiled_call(c1, NULL, 0, 2, (jg_tensor *[]){x2, k}, &o1), 1);
@@ -303,7 +295,7 @@ static void test_outputs_outlive_compiled(void **state) {
     (void)state;
     jg_manual_seed(10);
     jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = leaf(JG_F32, 1, TU_SHAPE(16)), *o;
-    jg_compiled *c = jg_compile(p_qk, NULL, NULL);
+    jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
     jg_compiled_free(c); /* the node keeps its entry alive */
     assert_int_equal(jg_backward(o, NULL, 0), 0);
@@ -388,7 +380,7 @@ static void test_no_grad_call(void **state) {
     (void)state;
     jg_manual_seed(14);
     jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = leaf(JG_F32, 1, TU_SHAPE(16)), *o;
-    jg_compiled *c = jg_compile(p_qk, NULL, NULL);
+    jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
     bool prev = jg_set_grad_enabled(false);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
     assert_false(jg_requires_grad(o));
@@ -406,7 +398,7 @@ static void test_saved_modified_in_place(void **state) {
     (void)state;
     jg_manual_seed(15);
     jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = jg_randn(JG_F32, 1, TU_SHAPE(16)), *o;
-    jg_compiled *c = jg_compile(p_qk, NULL, NULL);
+    jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
     /* k itself is not saved (the mul saved q and k + k), as in eager */
     assert_int_equal(jg_mul_scalar_(k, 2.0), 0);
@@ -473,26 +465,6 @@ static void test_guards(void **state) {
     jg_compiled_free(c);
 }
 
-static char *capture_stderr(void (*fn)(void)) {
-    char path[] = "/tmp/jg_test_stderr_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    fn();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    lseek(fd, 0, SEEK_SET);
-    char *buf = calloc(1, 65536);
-    ssize_t n = read(fd, buf, 65535);
-    (void)n;
-    close(fd);
-    unlink(path);
-    return buf;
-}
-
 static void log_run(void) {
     setenv("JITGRAD_LOG", "recompiles,graphs", 1);
     jg_compiled *c = jg_compile(p_square, NULL, NULL);
@@ -513,7 +485,7 @@ static void log_run(void) {
 
 static void test_log(void **state) {
     (void)state;
-    char *s = capture_stderr(log_run);
+    char *s = tu_capture_stderr(log_run);
     assert_non_null(strstr(s, "jitgrad: recompiling (entry 1): input 0 shape [4] != [3]\n"));
     assert_non_null(strstr(s, "jitgrad: new entry 0\nforward(x0: f32[3]):\n"));
     assert_non_null(strstr(s, "backward(g0: f32[], x0: f32[3]):\n"));
@@ -528,7 +500,7 @@ static void test_log(void **state) {
 static void test_golden_graph(void **state) {
     (void)state;
     jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = leaf(JG_F32, 1, TU_SHAPE(16)), *o;
-    jg_compiled *c = jg_compile(p_qk, NULL, NULL);
+    jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
     char *s = jg_compiled_graph(c, 0);
     const char *golden = "forward(x0: f32[16], x1: f32[16]):\n"
@@ -587,7 +559,7 @@ static void fallback_run(void) {
 
 static void test_fallback(void **state) {
     (void)state;
-    char *s = capture_stderr(fallback_run);
+    char *s = tu_capture_stderr(fallback_run);
     assert_non_null(strstr(s, "jitgrad: graph break (entry 0): jg_item() read the values"));
     free(s);
 }

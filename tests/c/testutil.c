@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int64_t tu_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
@@ -98,6 +99,26 @@ void tu_check_error(const char *needle, const char *file, int line) {
                     jg_last_error(), needle);
         _fail(file, line);
     }
+}
+
+char *tu_capture_stderr(void (*fn)(void)) {
+    char path[] = "/tmp/jg_test_stderr_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    char *buf = calloc(1, 1 << 20);
+    ssize_t n = read(fd, buf, (1 << 20) - 1);
+    (void)n;
+    close(fd);
+    unlink(path);
+    return buf;
 }
 
 int tu_setup(void **state) {

@@ -29,6 +29,9 @@ void tu_check_same(const jg_tensor *a, const jg_tensor *b, const char *file, int
 /* Fails unless jg_last_error() contains needle. */
 void tu_check_error(const char *needle, const char *file, int line);
 #define TU_ERROR(needle) tu_check_error((needle), __FILE__, __LINE__)
+/* Runs fn with stderr (fd 2) redirected to a temporary file and returns what
+ * it wrote, NUL-terminated (at most 1 MiB - 1 bytes); the caller frees it. */
+char *tu_capture_stderr(void (*fn)(void));
 /* Every test opens a scope in setup and pops it in teardown. */
 int tu_setup(void **state);
 int tu_teardown(void **state);

@@ -78,3 +78,21 @@ int tf_bcast(void *user, const void *args, int n, jg_tensor *const *in, jg_tenso
     out[0] = jg_sum(jg_exp(jg_mul_scalar(t, 0.25)));
     return out[0] ? 1 : -1;
 }
+
+int tf_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_sum(jg_mul(in[0], jg_add(in[1], in[1])));
+    return out[0] ? 1 : -1;
+}
+
+int tf_seed(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)n;
+    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[1], in[1]}, args, sizeof(bool));
+    return y ? (out[0] = y, 1) : -1;
+}
+
+int tf_all_slots(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)n;
+    jg_tensor *y = tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], in[0], in[0]}, args, sizeof(bool));
+    return y ? (out[0] = y, 1) : -1;
+}

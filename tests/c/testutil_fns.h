@@ -22,10 +22,16 @@ int tf_mul_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_te
 /* Programs shared by the compile tests (jg_program_fn):
  * tf_mlp: log(relu(tanh(x @ W1 + b1) @ W2) + 1).mean(), inputs x, W1, b1, W2;
  * tf_ce: cross_entropy(logits * w, target) + softmax(logits, 1)[:, 0].sum();
- * tf_bcast: ((a + b) * c - a / (b*b + 1)).exp().sum(), a [3,1], b [4], c []. */
+ * tf_bcast: ((a + b) * c - a / (b*b + 1)).exp().sum(), a [3,1], b [4], c [];
+ * tf_qk: (q * (k + k)).sum(), inputs q, k;
+ * tf_seed: tf_myfn(q, k, k), inputs q, k, args the bool mask_v_grad;
+ * tf_all_slots: tf_myfn(x, x, x), input x, args the bool mask_v_grad. */
 int tf_mlp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
 int tf_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
 int tf_bcast(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
+int tf_qk(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
+int tf_seed(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
+int tf_all_slots(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out);
 
 /* Applies fn to n inputs with args and returns its first output (NULL on
  * error). */
