@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The compiler is being written in parallel with this binding: until its
- * objects are in the library these resolve to NULL and compile() raises. */
+/* Weak references: against a libjitgrad without the compiler they are NULL.
+ * Compiled() checks jg_compile and jg_compiled_call (and raises
+ * RuntimeError), the other uses check theirs, and HAS_COMPILER reports it. */
 #pragma weak jg_compile
 #pragma weak jg_compiled_call
 #pragma weak jg_compiled_free

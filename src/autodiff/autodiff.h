@@ -37,7 +37,9 @@ typedef struct jg_autodiff_result {
 } jg_autodiff_result;
 
 /* seeds: distinct forward values (requiring grad) whose gradients arrive
- * from outside.  Custom nodes: not supported yet (error). */
+ * from outside.  Custom nodes are differentiated by their own backward:
+ * traced into the backward graph, or, for opaque calls, one node that asks
+ * the eager engine at run time (custom_vjp in autodiff.c). */
 int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, jg_autodiff_result *r);
 void jg_autodiff_result_free(jg_autodiff_result *r);
 

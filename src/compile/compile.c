@@ -236,8 +236,9 @@ static int check_outputs(int n_out, jg_tensor *const *outs) {
 /* Fills e's run-time maps from the traced graph g and derives the backward. */
 static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
     (void)c;
-    e->fwd = g;                          /* owned by e from here on */
-    if (jg_compile_passes(g, false) < 0) /* verify, DCE, verify (no CSE before autodiff) */
+    e->fwd = g; /* owned by e from here on */
+    if (jg_compile_passes(g, false) <
+        0) /* verify, dedup, DCE, verifying after each (no CSE before autodiff) */
         return -1;
     e->n_graph_inputs = g->n_inputs;
     e->n_prog_out = g->n_outputs;

@@ -96,7 +96,8 @@ int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
  * can check that verify notices a wrong backend result. */
 extern int jg_debug_corrupt_backward;
 
-/* Runs verify -> pass -> verify on g (passes: "cse", "dce"). */
+/* Verifies g, then runs dedup, CSE (when cse is true) and DCE on it,
+ * verifying again after each pass. */
 int jg_compile_passes(jg_graph *g, bool cse);
 
 #endif

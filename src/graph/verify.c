@@ -1,5 +1,6 @@
-/* The IR verifier: checks every invariant a pass must preserve.  Runs after
- * every pass in the tests (and in jg_compile when JITGRAD_VERIFY_IR is set). */
+/* The IR verifier: checks every invariant a pass must preserve.  jg_compile
+ * runs it on every graph it builds, before the passes and after each one
+ * (jg_compile_passes in compile/cnode.c); the tests also call it directly. */
 #include "graph/graph.h"
 
 #include <stdio.h>
