@@ -30,16 +30,6 @@ static int note_input(ad_state *s, int src) {
     return 0;
 }
 
-/* A node's input slots: a custom call's slots map to its (deduplicated)
- * operands through slot_map; an op's slots are its operands. */
-static int n_slots(const jg_gnode *n) {
-    return n->kind == JG_GN_CUSTOM ? n->custom->n_slots : n->n_in;
-}
-
-static int slot_value(const jg_gnode *n, int s) {
-    return n->kind == JG_GN_CUSTOM ? n->in[n->custom->slot_map[s]] : n->in[s];
-}
-
 /* The backward graph's stand-in for forward value v (borrowed). */
 static jg_tensor *fwd_value(ad_state *s, int v) {
     if (s->fsym[v])
@@ -63,11 +53,11 @@ static jg_tensor *fwd_value(ad_state *s, int v) {
  * the engine like eager's per-slot edges); any other operand accumulates it. */
 static int route_slots(const jg_graph *f, const jg_gnode *n, jg_tensor *const *gin, jg_tensor **acc,
                        jg_tensor **contrib) {
-    int ns = n_slots(n), c = 0;
+    int ns = jg_gnode_n_slots(n), c = 0;
     jg_tensor **targets[64];
     JG_ASSERT(ns <= 64);
     for (int k = 0; k < ns; k++) {
-        int v = slot_value(n, k);
+        int v = jg_gnode_slot_value(n, k);
         bool needs = f->vals[v].requires_grad;
         if (f->vals[v].kind == JG_VAL_INPUT && needs)
             targets[k] = &contrib[c++];
@@ -92,14 +82,14 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         if ((g[k] = acc[n->out[k]]) && !(hist[k] = fwd_value(s, n->out[nco + k])))
             return -1;
     for (int k = 0; k < ns; k++) {
-        needs[k] = s->f->vals[slot_value(n, k)].requires_grad;
+        needs[k] = s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
         if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k])))
             return -1;
     }
     if (jg_trace_opaque_backward(c, needs, nco, g, hist, leaves, raw, filled) < 0)
         return -1;
     for (int k = 0; k < ns; k++) {
-        const jg_value *v = &s->f->vals[slot_value(n, k)];
+        const jg_value *v = &s->f->vals[jg_gnode_slot_value(n, k)];
         gin[k] = !needs[k] ? NULL : v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
     }
     return 0;
@@ -132,7 +122,7 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
             continue;
         int fo = c->fwd->outputs[info->saved_out[j]], v = n->out[info->saved_out[j]];
         if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
-            v = slot_value(n, c->fwd->vals[fo].index);
+            v = jg_gnode_slot_value(n, c->fwd->vals[fo].index);
         if (!(saved_in[j] = fwd_value(s, v)))
             return -1;
     }
@@ -196,8 +186,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
      * requires grad, latest node first */
     int n_contrib = 0;
     for (int i = f->n_nodes - 1; i >= 0; i--)
-        for (int k = 0; k < n_slots(&f->nodes[i]); k++) {
-            const jg_value *ov = &f->vals[slot_value(&f->nodes[i], k)];
+        for (int k = 0; k < jg_gnode_n_slots(&f->nodes[i]); k++) {
+            const jg_value *ov = &f->vals[jg_gnode_slot_value(&f->nodes[i], k)];
             n_contrib += ov->kind == JG_VAL_INPUT && ov->requires_grad;
         }
     int *first = malloc(sizeof(int) * (size_t)(f->n_nodes + 1)); /* node -> first contrib */
@@ -208,8 +198,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
         int c = 0;
         for (int i = f->n_nodes - 1; i >= 0; i--) {
             first[i] = c;
-            for (int k = 0; k < n_slots(&f->nodes[i]); k++) {
-                const jg_value *ov = &f->vals[slot_value(&f->nodes[i], k)];
+            for (int k = 0; k < jg_gnode_n_slots(&f->nodes[i]); k++) {
+                const jg_value *ov = &f->vals[jg_gnode_slot_value(&f->nodes[i], k)];
                 if (ov->kind == JG_VAL_INPUT && ov->requires_grad)
                     cin[c++] = ov->index;
             }

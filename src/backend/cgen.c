@@ -601,15 +601,7 @@ static void *load_source(const char *src, const char *label, bool quiet) {
     char so[4400], tmp_so[4500], tmp_c[4500], final_c[4400], log[4500];
     snprintf(so, sizeof so, "%.4000s/%016" PRIx64 ".so", dir, h);
     snprintf(final_c, sizeof final_c, "%.4000s/%016" PRIx64 ".c", dir, h);
-    const char *lg = getenv("JITGRAD_LOG");
-    bool log_code = false;
-    while (lg && *lg && !quiet) {
-        size_t n = strcspn(lg, ",");
-        if ((n == 4 && !strncmp(lg, "code", 4)) || (n == 3 && !strncmp(lg, "all", 3)))
-            log_code = true;
-        lg += n + (lg[n] == ',');
-    }
-    if (log_code)
+    if (!quiet && jg_log_topic("code"))
         fprintf(stderr, "jitgrad: generated C for the %s graph (%s):\n%s", label, so, src);
     last_hit = true;
     if (access(so, R_OK) == 0) {

@@ -98,7 +98,7 @@ static int run_custom(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     }
     jg_tensor **in = io, **out = io + c->n_slots;
     for (int s = 0; s < c->n_slots; s++)
-        in[s] = vals[n->in[c->slot_map[s]]];
+        in[s] = vals[jg_gnode_slot_value(n, s)];
     int rc = jg_interp_run(sub, in, out);
     for (int k = 0; k < n->n_out && rc == 0; k++)
         vals[n->out[k]] = out[k];
@@ -121,10 +121,10 @@ static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     for (int k = 0; k < nco; k++)
         history |= g->vals[n->out[k]].requires_grad;
     for (int s = 0; s < ns && rc == 0; s++) {
-        if (!(leaves[s] = jg_alias_no_history(vals[n->in[c->slot_map[s]]])))
+        if (!(leaves[s] = jg_alias_no_history(vals[jg_gnode_slot_value(n, s)])))
             rc = -1;
         else
-            leaves[s]->requires_grad = history && g->vals[n->in[c->slot_map[s]]].requires_grad;
+            leaves[s]->requires_grad = history && g->vals[jg_gnode_slot_value(n, s)].requires_grad;
     }
     bool prev = jg_set_grad_enabled(history);
     int got = rc == 0 ? jg_apply(c->fn, ns, leaves, c->args, c->args_size, o) : -1;
@@ -171,7 +171,7 @@ static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor *
     int n_need = n->n_out / 2, n_ops = c->n_slots, n_present = (n_ops - n_need) / 2;
     jg_tensor *op[2 * JG_MAX_OUTPUTS + 64], *res[64] = {0};
     for (int s = 0; s < n_ops; s++)
-        op[s] = vals[n->in[c->slot_map[s]]];
+        op[s] = vals[jg_gnode_slot_value(n, s)];
     /* the eager engine runs the user's backward; the compiled node decides
      * when the saved state goes, so the eager graph is always retained */
     if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,

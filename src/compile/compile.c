@@ -25,19 +25,9 @@ struct jg_compiled {
 };
 
 static unsigned parse_log(void) {
-    const char *s = getenv("JITGRAD_LOG");
-    unsigned log = 0;
-    while (s && *s) {
-        size_t n = strcspn(s, ",");
-        if ((n == 10 && !strncmp(s, "recompiles", n)) || (n == 3 && !strncmp(s, "all", n)))
-            log |= LOG_RECOMPILES;
-        if ((n == 6 && !strncmp(s, "graphs", n)) || (n == 3 && !strncmp(s, "all", n)))
-            log |= LOG_GRAPHS;
-        if ((n == 12 && !strncmp(s, "graph_breaks", n)) || (n == 3 && !strncmp(s, "all", n)))
-            log |= LOG_BREAKS;
-        s += n + (s[n] == ',');
-    }
-    return log;
+    return (jg_log_topic("recompiles") ? LOG_RECOMPILES : 0) |
+           (jg_log_topic("graphs") ? LOG_GRAPHS : 0) |
+           (jg_log_topic("graph_breaks") ? LOG_BREAKS : 0);
 }
 
 jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *opts) {
@@ -137,7 +127,6 @@ static void fmt_meta_shape(char *b, size_t n, const jg_meta *m) {
     jg_format_shape(b, n, m->ndim, m->shape);
 }
 
-/* Does the entry's key admit this call?  If not, why (new != cached). */
 /* "the same tensor as input 1" / "a distinct tensor" for a guard message */
 static void alias_text(char *buf, size_t n, int other, const char *with, const char *without) {
     if (other >= 0)
@@ -146,77 +135,90 @@ static void alias_text(char *buf, size_t n, int other, const char *with, const c
         snprintf(buf, n, "%s", without);
 }
 
+/* Formats the reason for a mismatch into why, unless why is NULL (the
+ * guard check runs on every call; only one entry's reason is ever shown). */
+#define WHY(...) (why ? (void)snprintf(why, n, __VA_ARGS__) : (void)0)
+
+/* Does the entry's key admit this call?  If not, why (new != cached). */
 static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t n) {
     const jg_call_key *o = &e->key;
     if (o->grad_mode != k->grad_mode) {
-        snprintf(why, n, "grad mode %s != %s", k->grad_mode ? "on" : "off",
-                 o->grad_mode ? "on" : "off");
+        WHY("grad mode %s != %s", k->grad_mode ? "on" : "off", o->grad_mode ? "on" : "off");
         return false;
     }
     if (o->n_inputs != k->n_inputs) {
-        snprintf(why, n, "number of inputs %d != %d", k->n_inputs, o->n_inputs);
+        WHY("number of inputs %d != %d", k->n_inputs, o->n_inputs);
         return false;
     }
     for (int i = 0; i < k->n_inputs; i++) {
         const jg_in_key *a = &k->in[i], *b = &o->in[i];
         char s1[160], s2[160];
         if (a->meta.dtype != b->meta.dtype) {
-            snprintf(why, n, "input %d dtype %s != %s", i, jg_dtype_name(a->meta.dtype),
-                     jg_dtype_name(b->meta.dtype));
+            WHY("input %d dtype %s != %s", i, jg_dtype_name(a->meta.dtype),
+                jg_dtype_name(b->meta.dtype));
             return false;
         }
         if (!jg_meta_equal(&a->meta, &b->meta)) {
-            fmt_meta_shape(s1, sizeof s1, &a->meta);
-            fmt_meta_shape(s2, sizeof s2, &b->meta);
-            snprintf(why, n, "input %d shape %s != %s", i, s1, s2);
+            if (why) {
+                fmt_meta_shape(s1, sizeof s1, &a->meta);
+                fmt_meta_shape(s2, sizeof s2, &b->meta);
+            }
+            WHY("input %d shape %s != %s", i, s1, s2);
             return false;
         }
         if (a->requires_grad != b->requires_grad) {
-            snprintf(why, n, "input %d requires_grad %s != %s", i,
-                     a->requires_grad ? "true" : "false", b->requires_grad ? "true" : "false");
+            WHY("input %d requires_grad %s != %s", i, a->requires_grad ? "true" : "false",
+                b->requires_grad ? "true" : "false");
             return false;
         }
         if (a->same_as != b->same_as) {
-            alias_text(s1, sizeof s1, a->same_as, "the same tensor as input", "a distinct tensor");
-            alias_text(s2, sizeof s2, b->same_as, "the same tensor as input", "a distinct tensor");
-            snprintf(why, n, "input %d aliasing: %s != %s", i, s1, s2);
+            if (why) {
+                alias_text(s1, sizeof s1, a->same_as, "the same tensor as input",
+                           "a distinct tensor");
+                alias_text(s2, sizeof s2, b->same_as, "the same tensor as input",
+                           "a distinct tensor");
+            }
+            WHY("input %d aliasing: %s != %s", i, s1, s2);
             return false;
         }
         if (a->storage_as != b->storage_as) {
-            alias_text(s1, sizeof s1, a->storage_as, "shares storage with input",
-                       "has its own storage");
-            alias_text(s2, sizeof s2, b->storage_as, "shares storage with input",
-                       "has its own storage");
-            snprintf(why, n, "input %d storage aliasing: %s != %s", i, s1, s2);
+            if (why) {
+                alias_text(s1, sizeof s1, a->storage_as, "shares storage with input",
+                           "has its own storage");
+                alias_text(s2, sizeof s2, b->storage_as, "shares storage with input",
+                           "has its own storage");
+            }
+            WHY("input %d storage aliasing: %s != %s", i, s1, s2);
             return false;
         }
     }
     if (o->args_size != k->args_size) {
-        snprintf(why, n, "args size %zu != %zu", k->args_size, o->args_size);
+        WHY("args size %zu != %zu", k->args_size, o->args_size);
         return false;
     }
     if (k->args_size && memcmp(o->args, k->args, k->args_size)) {
         size_t b = 0;
         while (((const unsigned char *)o->args)[b] == ((const unsigned char *)k->args)[b])
             b++;
-        snprintf(why, n, "args byte %zu 0x%02x != 0x%02x", b, ((const unsigned char *)k->args)[b],
-                 ((const unsigned char *)o->args)[b]);
+        WHY("args byte %zu 0x%02x != 0x%02x", b, ((const unsigned char *)k->args)[b],
+            ((const unsigned char *)o->args)[b]);
         return false;
     }
     /* captured tensors: their requires_grad decided constant vs lifted input */
     for (int i = 0; i < e->n_lifted; i++)
         if (!e->lifted[i]->requires_grad) {
-            snprintf(why, n, "captured tensor lifted%d no longer requires grad", i);
+            WHY("captured tensor lifted%d no longer requires grad", i);
             return false;
         }
     if (e->fwd)
         for (int i = 0; i < e->fwd->n_consts; i++)
             if (e->fwd->consts[i]->requires_grad && k->grad_mode) {
-                snprintf(why, n, "captured tensor c%d now requires grad", i);
+                WHY("captured tensor c%d now requires grad", i);
                 return false;
             }
     return true;
 }
+#undef WHY
 
 /* --------------------------------------------------------------- tracing */
 
@@ -476,13 +478,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     make_key(&key, in, args, args_size, n_inputs, inputs);
     jg_entry *e = NULL;
     char why[400] = "";
-    for (int i = c->n_entries - 1; i >= 0 && !e; i--) {
-        char w[400];
-        if (key_match(c->entries[i], &key, w, sizeof w))
+    for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
+        if (key_match(c->entries[i], &key, i == c->n_entries - 1 ? why : NULL, sizeof why))
             e = c->entries[i];
-        else if (i == c->n_entries - 1)
-            memcpy(why, w, sizeof why);
-    }
     if (!e) {
         if (c->n_entries && (c->log & LOG_RECOMPILES))
             fprintf(stderr, "jitgrad: recompiling (entry %d): %s\n", c->n_entries, why);

@@ -151,6 +151,9 @@ typedef struct jg_core_hooks {
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 
+/* Whether JITGRAD_LOG names `topic` (or "all"). */
+bool jg_log_topic(const char *topic);
+
 /* Grad mode (thread-local). */
 extern _Thread_local bool jg_grad_mode;
 

@@ -87,6 +87,16 @@ typedef struct jg_gnode {
     jg_gcustom *custom; /* JG_GN_CUSTOM */
 } jg_gnode;
 
+/* A node's input slots: a custom call's slots map to its (deduplicated)
+ * operands through slot_map; an op's slots are its operands.  The one place
+ * that mapping is spelled out. */
+static inline int jg_gnode_n_slots(const jg_gnode *n) {
+    return n->kind == JG_GN_CUSTOM ? n->custom->n_slots : n->n_in;
+}
+static inline int jg_gnode_slot_value(const jg_gnode *n, int s) {
+    return n->kind == JG_GN_CUSTOM ? n->in[n->custom->slot_map[s]] : n->in[s];
+}
+
 struct jg_graph {
     jg_arena arena;
     jg_value *vals;

@@ -263,7 +263,7 @@ int jg_graph_print_to(const jg_graph *g, char **buf, size_t *len, size_t *cap) {
             /* one operand per slot, then the dedup map */
             const jg_gcustom *c = n->custom;
             for (int s = 0; s < c->n_slots; s++)
-                emit(&o, "%s%s", s ? ", " : "", names[n->in[c->slot_map[s]]]);
+                emit(&o, "%s%s", s ? ", " : "", names[jg_gnode_slot_value(n, s)]);
             emit(&o, ")  slots=(");
             for (int s = 0; s < c->n_slots; s++)
                 emit(&o, "%s%d", s ? "," : "", c->slot_map[s]);

@@ -29,7 +29,7 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
         const jg_gcustom *c = n->custom;
         const jg_custom_info *info = c->user;
         for (int s = 0; s < c->n_slots; s++)
-            in[s] = v[n->in[c->slot_map[s]]];
+            in[s] = v[jg_gnode_slot_value(n, s)];
         int got = jg_apply(c->fn, c->n_slots, in, c->args, c->args_size, out);
         if (got < 0 || got != info->n_call_out) {
             rc = got < 0 ? -1
