@@ -24,11 +24,6 @@
 
 const char *jg_cgen_debug_extra_source = NULL;
 
-/* The flags the generated code is compiled with.  -ffp-contract=off as the
- * library itself: no a*b+c is ever fused into an fma.  Never -ffast-math. */
-static const char *const CC_FLAGS[] = {"-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off"};
-#define N_CC_FLAGS (int)(sizeof CC_FLAGS / sizeof *CC_FLAGS)
-
 /* ------------------------------------------------------------ runtime table */
 
 /* The table the generated code calls.  The generated source declares the
@@ -476,189 +471,18 @@ char *jg_cgen_source(const jg_graph *g, int *n_loops, int *n_fused) {
 
 /* ------------------------------------------------------------ compiler + cache */
 
-/* The compiler to run: JITGRAD_CC (a path, or a name looked up on PATH),
- * else cc.  Fills path; -1 + why if none is found. */
-static int find_compiler(char *path, size_t n, char *why, size_t why_n) {
-    const char *cc = getenv("JITGRAD_CC");
-    if (!cc || !*cc)
-        cc = "cc";
-    if (strchr(cc, '/')) {
-        if (access(cc, X_OK) == 0) {
-            snprintf(path, n, "%s", cc);
-            return 0;
-        }
-        snprintf(why, why_n, "C compiler '%.400s' not found or not executable (JITGRAD_CC)", cc);
-        return -1;
-    }
-    const char *envp = getenv("PATH");
-    if (!envp || !*envp)
-        envp = "/usr/local/bin:/usr/bin:/bin";
-    while (*envp) {
-        size_t len = strcspn(envp, ":");
-        char cand[4096];
-        snprintf(cand, sizeof cand, "%.*s/%.1000s", (int)(len ? len > 2000 ? 2000 : len : 1),
-                 len ? envp : ".", cc);
-        if (access(cand, X_OK) == 0) {
-            snprintf(path, n, "%s", cand);
-            return 0;
-        }
-        envp += len + (envp[len] == ':');
-    }
-    snprintf(why, why_n, "no C compiler found: '%.400s' is not on PATH (set JITGRAD_CC)", cc);
-    return -1;
-}
-
-/* mkdir -p */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-static void read_tail(const char *path, char *out, size_t n) {
-    out[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    long start = len > (long)n - 1 ? len - ((long)n - 1) : 0;
-    fseek(f, start, SEEK_SET);
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = 0;
-    fclose(f);
-    while (got && (out[got - 1] == '\n' || out[got - 1] == ' '))
-        out[--got] = 0;
-}
-
-static int write_file(const char *path, const char *s) {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t n = strlen(s);
-    int rc = fwrite(s, 1, n, f) == n ? 0 : -1;
-    if (fclose(f) != 0)
-        rc = -1;
-    return rc;
-}
-
-/* Runs cc on src_path -> so_path, stderr to log_path.  Exit status or -1. */
-static int run_compiler(const char *cc, const char *so_path, const char *src_path,
-                        const char *log_path) {
-    const char *argv[N_CC_FLAGS + 8];
-    int k = 0;
-    argv[k++] = cc;
-    for (int i = 0; i < N_CC_FLAGS; i++)
-        argv[k++] = CC_FLAGS[i];
-    argv[k++] = "-o";
-    argv[k++] = so_path;
-    argv[k++] = src_path;
-    argv[k++] = "-lm";
-    argv[k] = NULL;
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-        execv(cc, (char *const *)argv);
-        _exit(127);
-    }
-    close(fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status)
-                             : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 static _Thread_local int last_loops, last_fused;
 static _Thread_local bool last_hit;
 
-/* Finds src's shared object in the cache or compiles it there; dlopens it. */
-static void *load_source(const char *src, const char *label, bool quiet) {
-    char cc[4096], dir[4096], why[600];
-    if (find_compiler(cc, sizeof cc, why, sizeof why) < 0)
-        return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
-    if (jg_cache_dir(dir, sizeof dir, why, sizeof why) < 0)
-        return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
-    uint64_t h = 0xcbf29ce484222325ULL;
-    h = fnv1a(h, src, strlen(src) + 1);
-    for (int i = 0; i < N_CC_FLAGS; i++)
-        h = fnv1a(h, CC_FLAGS[i], strlen(CC_FLAGS[i]) + 1);
-    h = fnv1a(h, cc, strlen(cc) + 1);
-    char so[4400], tmp_so[4500], tmp_c[4500], final_c[4400], log[4500];
-    snprintf(so, sizeof so, "%.4000s/%016" PRIx64 ".so", dir, h);
-    snprintf(final_c, sizeof final_c, "%.4000s/%016" PRIx64 ".c", dir, h);
-    if (!quiet && jg_log_topic("code"))
-        fprintf(stderr, "jitgrad: generated C for the %s graph (%s):\n%s", label, so, src);
-    last_hit = true;
-    if (access(so, R_OK) == 0) {
-        void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (dl) {
-            jg_cache_touch(so); /* recently used: pruned last */
-            return dl;
-        }
-        /* unreadable (e.g. made by another system) or pruned meanwhile:
-         * compile it again */
+/* Loads src through the cache.  A failure the interpreter absorbs (see
+ * jg_cache_load) is said once per process on stderr; *fallback tells. */
+static void *load_source(const char *src, const char *label, bool quiet, bool *fallback) {
+    void *dl = jg_cache_load(src, label, quiet, &last_hit, fallback);
+    if (!dl && *fallback) {
+        static atomic_bool said;
+        if (!atomic_exchange(&said, true))
+            fprintf(stderr, "jitgrad: %s; the interpreter runs instead\n", jg_last_error());
     }
-    last_hit = false;
-    static atomic_uint seq; /* temp names: unique per process and thread */
-    unsigned id = atomic_fetch_add(&seq, 1);
-    snprintf(tmp_so, sizeof tmp_so, "%s.tmp%ld.%u.so", so, (long)getpid(), id);
-    snprintf(tmp_c, sizeof tmp_c, "%s.tmp%ld.%u.c", so, (long)getpid(), id);
-    snprintf(log, sizeof log, "%s.tmp%ld.%u.log", so, (long)getpid(), id);
-    if (write_file(tmp_c, src) < 0) {
-        unlink(tmp_c);
-        return jg_errorf_null("jg_compile(c): cannot write %s: %s", tmp_c, strerror(errno));
-    }
-    int st = run_compiler(cc, tmp_so, tmp_c, log);
-    if (st != 0) {
-        char tail[1500];
-        read_tail(log, tail, sizeof tail);
-        unlink(tmp_so);
-        unlink(tmp_c);
-        unlink(log);
-        if (st < 0)
-            return jg_errorf_null("jg_compile(c): cannot run the C compiler %s: %s", cc,
-                                  strerror(errno));
-        return jg_errorf_null("jg_compile(c): the C compiler %s failed (exit status %d) on the "
-                              "code of the %s graph:\n%s",
-                              cc, st, label, tail[0] ? tail : "(no output)");
-    }
-    unlink(log);
-    /* Loaded before it is moved into the cache: the mapping stays valid
-     * whatever happens to the file (another process pruning the cache). */
-    void *dl = dlopen(tmp_so, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        jg_errorf("jg_compile(c): cannot load %s: %s", tmp_so, dlerror());
-        unlink(tmp_so);
-        unlink(tmp_c);
-        return NULL;
-    }
-    /* atomic: another process may be compiling the same source */
-    if (rename(tmp_so, so) < 0) {
-        int e = errno;
-        dlclose(dl);
-        unlink(tmp_so);
-        unlink(tmp_c);
-        return jg_errorf_null("jg_compile(c): cannot move %s into the cache: %s", tmp_so,
-                              strerror(e));
-    }
-    if (rename(tmp_c, final_c) < 0) /* the source, kept for reading */
-        unlink(tmp_c);
-    jg_cache_prune(dir, so);
     return dl;
 }
 
@@ -667,7 +491,10 @@ static const char PROBE[] = "/* jitgrad: does the c backend work here? */\n"
                             "double jg_probe(double x) { return exp(x) + (double)(int64_t)x; }\n";
 
 bool jg_cgen_available(char *why, size_t why_size) {
-    void *dl = load_source(PROBE, "probe", true);
+    bool fallback;
+    void *dl = load_source(PROBE, "probe", true, &fallback);
+    if (!dl && fallback)
+        return true; /* plans run the interpreter, said on stderr */
     if (!dl) {
         if (why && why_size)
             snprintf(why, why_size, "%s", jg_last_error());
@@ -703,6 +530,7 @@ struct jg_cgen_plan {
     int n_scratch;
     jg_graph **cgraph;      /* per node: a one-node graph running a custom call */
     jg_interp_plan **cplan; /* ... and its interpreter plan */
+    jg_interp_plan *interp; /* runs the whole graph when no object could be made */
 };
 
 void jg_cgen_plan_free(jg_cgen_plan *p) {
@@ -720,6 +548,7 @@ void jg_cgen_plan_free(jg_cgen_plan *p) {
     free(p->free_list);
     free(p->vals);
     free(p->scratch);
+    jg_interp_plan_free(p->interp);
     if (p->dl)
         dlclose(p->dl);
     free(p);
@@ -819,14 +648,20 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind == JG_GN_CUSTOM && wrap_custom(p, i) < 0)
             goto fail;
-    if (!(p->dl = load_source(src, g->name ? g->name : "graph", false)))
-        goto fail;
+    bool fallback;
+    if (!(p->dl = load_source(src, g->name ? g->name : "graph", false, &fallback))) {
+        if (!fallback || !(p->interp = jg_interp_plan_new(g)))
+            goto fail;
+        jg_clear_error();
+        goto done;
+    }
     void *sym = dlsym(p->dl, "jg_gen_run");
     memcpy(&p->fn, &sym, sizeof sym);
     if (!p->fn) {
         jg_errorf("jg_compile(c): the generated library has no jg_gen_run: %s", dlerror());
         goto fail;
     }
+done:
     free(dies);
     free(src);
     layout_free(&L);
@@ -916,6 +751,8 @@ static void rt_done(void *ctx, int s) {
 static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done};
 
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
+    if (p->interp)
+        return jg_interp_run(p->interp, inputs, outputs);
     const jg_graph *g = p->g;
     jg_tensor **vals = p->vals;
     for (int k = 0; k < g->n_inputs; k++)
