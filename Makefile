@@ -73,7 +73,7 @@ test-memcheck: build
 
 test-asan:
 	cd $(ASAN_BUILD) && \
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(CTEST) --output-on-failure -j$(JOBS)
 

@@ -417,11 +417,18 @@ jg_tensor *jg_keep(jg_tensor *t) {
 
 /* ---------------------------------------------------------- construction */
 
+/* -1 when the product of the non-zero dims overflows, even if another dim
+ * is 0: such a shape has no contiguous strides. */
 int64_t jg_shape_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    return n;
+    bool zero = false, ovf = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0)
+            zero = true;
+        else
+            ovf |= __builtin_mul_overflow(n, shape[i], &n);
+    }
+    return ovf ? -1 : zero ? 0 : n;
 }
 
 void jg_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
@@ -451,11 +458,34 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;
+    /* as jg_shape_numel: numel -1 marks an overflow, refused by the callers */
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= t->shape[i] = shape[i];
-    t->numel = n;
+    bool zero = false, ovf = false;
+    for (int i = 0; i < ndim; i++) {
+        int64_t d = t->shape[i] = shape[i];
+        if (d == 0)
+            zero = true;
+        else
+            ovf |= __builtin_mul_overflow(n, d, &n);
+    }
+    t->numel = ovf ? -1 : zero ? 0 : n;
     return t;
+}
+
+/* Largest element count whose bytes (8 per element at most) fit a size_t
+ * and a ptrdiff_t. */
+#define MAX_NUMEL ((int64_t)(PTRDIFF_MAX / 8))
+
+/* A shape whose elements or bytes do not fit: PyTorch's message. */
+static __attribute__((noinline, cold)) jg_tensor *too_large(jg_tensor *t, bool view) {
+    char shp[256];
+    jg_format_shape(shp, sizeof shp, t->ndim, t->shape);
+    if (view && t->numel < 0)
+        jg_errorf("numel: integer multiplication overflow (sizes=%s)", shp);
+    else
+        jg_errorf("Storage size calculation overflowed with sizes=%s", shp);
+    tensor_block_free(t);
+    return NULL;
 }
 
 /* t with a storage block of its own (out of line, so the inline-data path
@@ -476,6 +506,8 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
     jg_tensor *t = tensor_struct(dtype, ndim, shape);
     if (!t)
         return jg_errorf_null("out of memory allocating a tensor");
+    if (__builtin_expect((uint64_t)t->numel > (uint64_t)MAX_NUMEL, 0))
+        return too_large(t, false);
     if (ndim == 1)
         t->stride[0] = 1;
     else
@@ -499,6 +531,8 @@ jg_tensor *jg_tensor_view_of(jg_tensor *src, int ndim, const int64_t *shape, con
     jg_tensor *t = tensor_struct(src->dtype, ndim, shape);
     if (!t)
         return jg_errorf_null("out of memory allocating a view");
+    if (__builtin_expect(t->numel < 0, 0)) /* a view may be larger than memory */
+        return too_large(t, true);
     if (ndim)
         memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
     t->offset = offset;
@@ -512,6 +546,8 @@ jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym) {
     jg_tensor *t = tensor_struct(m->dtype, m->ndim, m->shape);
     if (!t)
         return jg_errorf_null("out of memory allocating a symbolic tensor");
+    if (t->numel < 0)
+        return too_large(t, true);
     jg_contiguous_strides(m->ndim, m->shape, t->stride);
     t->sym = sym;
     return t;
@@ -547,6 +583,11 @@ static int check_geometry(const char *fn, jg_dtype dtype, int ndim, const int64_
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return jg_errorf("%s: negative dimension %lld at index %d", fn, (long long)shape[i], i);
+    if ((uint64_t)jg_shape_numel(ndim, shape) > (uint64_t)MAX_NUMEL) {
+        char shp[256];
+        jg_format_shape(shp, sizeof shp, ndim, shape);
+        return jg_errorf("%s: Storage size calculation overflowed with sizes=%s", fn, shp);
+    }
     return 0;
 }
 
@@ -598,29 +639,46 @@ jg_tensor *jg_scalar(jg_dtype dtype, double value) {
 
 /* -------------------------------------------------------------- accessors */
 
+/* The accessors answer NULL with an error and a value no tensor has. */
+#define NULL_CHECK(t, fn, bad)                                                                     \
+    do {                                                                                           \
+        if (__builtin_expect(!(t), 0)) {                                                           \
+            jg_errorf(fn ": tensor is NULL");                                                      \
+            return bad;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 jg_dtype jg_dtype_of(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_dtype_of", (jg_dtype)-1);
     return t->dtype;
 }
 int jg_ndim(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_ndim", -1);
     return t->ndim;
 }
 const int64_t *jg_shape(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_shape", NULL);
     return t->shape;
 }
 const int64_t *jg_strides(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_strides", NULL);
     return t->stride;
 }
 int64_t jg_storage_offset(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_storage_offset", -1);
     return t->offset;
 }
 int64_t jg_numel(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_numel", -1);
     return t->numel;
 }
 uint64_t jg_version(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_version", 0);
     return t->storage ? t->storage->version : 0;
 }
 
 bool jg_is_contiguous(const jg_tensor *t) {
+    NULL_CHECK(t, "jg_is_contiguous", false);
     return jg_dense(t);
 }
 
