@@ -2,6 +2,7 @@
 #include "backend/cgen.h"
 #include "backend/cache.h"
 #include "backend/pool.h"
+#include "core/strbuf.h"
 #include "backend/interp.h"
 #include "core/iter.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
@@ -59,30 +60,10 @@ static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 
 static void sb_add(sbuf *b, const char *fmt, ...) {
     if (b->oom)
         return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->len + (size_t)n)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    b->oom = jg_vappendf(&b->s, &b->len, &b->cap, fmt, ap) < 0;
+    va_end(ap);
 }
 
 static void sb_putn(sbuf *b, const char *s, size_t n) {

@@ -9,6 +9,8 @@
  */
 #include "graph/graph.h"
 
+#include "core/strbuf.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,28 +27,9 @@ static void emit(out_t *o, const char *fmt, ...) {
         return;
     va_list ap;
     va_start(ap, fmt);
-    char tmp[512];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
+    if (jg_vappendf(o->buf, o->len, o->cap, fmt, ap) < 0)
         o->err = 1;
-        return;
-    }
-    if (*o->len + (size_t)n + 1 > *o->cap) {
-        size_t c = *o->cap ? *o->cap * 2 : 1024;
-        while (c < *o->len + (size_t)n + 1)
-            c *= 2;
-        char *b = realloc(*o->buf, c);
-        if (!b) {
-            o->err = 1;
-            return;
-        }
-        *o->buf = b;
-        *o->cap = c;
-    }
-    memcpy(*o->buf + *o->len, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-    *o->len += (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
-    (*o->buf)[*o->len] = 0;
+    va_end(ap);
 }
 
 static void emit_meta(out_t *o, const jg_meta *m) {
