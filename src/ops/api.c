@@ -141,6 +141,7 @@ jg_tensor *jg_reshape(jg_tensor *a, int ndim, const int64_t *shape) {
     jg_attrs at = {.n = ndim};
     int infer = -1;
     int64_t known = 1;
+    bool ovf = false; /* such a shape never fits the input */
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == -1) {
             if (infer >= 0)
@@ -149,13 +150,14 @@ jg_tensor *jg_reshape(jg_tensor *a, int ndim, const int64_t *shape) {
         } else if (shape[d] < 0) {
             return jg_errorf_null("invalid shape dimension %lld", (long long)shape[d]);
         } else {
-            known *= shape[d];
+            ovf |= __builtin_mul_overflow(known, shape[d], &known);
         }
         at.i[d] = shape[d];
     }
-    if (infer >= 0 && known != 0 && a->numel % known == 0)
+    if (!ovf && infer >= 0 && known != 0 && a->numel % known == 0)
         at.i[infer] = a->numel / known;
-    if ((infer >= 0 && (known == 0 || a->numel % known != 0)) || (infer < 0 && known != a->numel)) {
+    if (ovf || (infer >= 0 && (known == 0 || a->numel % known != 0)) ||
+        (infer < 0 && known != a->numel)) {
         char s[160];
         jg_format_shape(s, sizeof s, ndim, shape);
         return jg_errorf_null("shape '%s' is invalid for input of size %lld", s,

@@ -124,6 +124,8 @@ static void test_shape_overflow(void **state) {
     jg_tensor *x = jg_full(JG_F32, 2, TU_SHAPE(2, 3), 1.0);
     assert_null(jg_reshape(x, 2, TU_SHAPE(big + 1, 64)));
     TU_ERROR("shape '[4611686018427387905, 64]' is invalid for input of size 6");
+    assert_null(jg_reshape(x, 3, TU_SHAPE(-1, big + 1, 64)));
+    TU_ERROR("shape '[-1, 4611686018427387905, 64]' is invalid for input of size 6");
     jg_tensor *one = jg_full(JG_F32, 1, TU_SHAPE(1), 2.0);
     jg_tensor *e = jg_expand(one, 1, TU_SHAPE(big)); /* a view may exceed memory */
     assert_non_null(e);
