@@ -18,12 +18,14 @@
 
 #define MAXIN 6
 
-static bool have_c(void) {
-    if (jg_compile_backend_available("c"))
-        return true;
-    print_message("skipping: the c backend is not available here: %s\n", jg_last_error());
-    return false;
-}
+/* Skips the test (reported as skipped, not passed) without a c backend. */
+#define REQUIRE_C()                                                                                \
+    do {                                                                                           \
+        if (!jg_compile_backend_available("c")) {                                                  \
+            print_message("skipping: the c backend is not available here: %s\n", jg_last_error()); \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
 
 /* Runs prog eagerly, then compiled with "interp" and with "c" (two calls
  * each: the trace, then a cache hit); every output and every input gradient
@@ -157,20 +159,20 @@ static void run_op_cases(jg_dtype dt) {
 
 static void test_every_op_f32(void **state) {
     (void)state;
-    if (have_c())
-        run_op_cases(JG_F32);
+    REQUIRE_C();
+    run_op_cases(JG_F32);
 }
 
 static void test_every_op_f64(void **state) {
     (void)state;
-    if (have_c())
-        run_op_cases(JG_F64);
+    REQUIRE_C();
+    run_op_cases(JG_F64);
 }
 
 static void test_every_op_i64(void **state) {
     (void)state;
-    if (have_c())
-        run_op_cases(JG_I64);
+    REQUIRE_C();
+    run_op_cases(JG_I64);
 }
 
 /* ------------------------------------------------------------ fused chains */
@@ -219,8 +221,7 @@ static void fusion_stats(jg_program_fn p, jg_tensor **in, int *loops, int *fused
 
 static void test_long_chain(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     for (int dt = 0; dt < 2; dt++) {
         jg_dtype d = dt ? JG_F64 : JG_F32;
         jg_tensor *in[2] = {values(d, 1001, 5, true), values(d, 1001, 6, true)};
@@ -251,8 +252,7 @@ static int p_strided(void *user, const void *args, int n, jg_tensor *const *in, 
 
 static void test_strided_and_scalar_inputs(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     jg_manual_seed(9);
     jg_tensor *base = jg_randn(JG_F32, 2, TU_SHAPE(5, 7));
     jg_tensor *in[3] = {jg_transpose(base, 0, 1), jg_randn(JG_F32, 2, TU_SHAPE(7, 5)),
@@ -282,8 +282,7 @@ static int p_ce_rows(void *u, const void *args, int n, jg_tensor *const *in, jg_
 
 static void test_programs(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     jg_manual_seed(1);
     jg_tensor *qk[2] = {leaf(JG_F32, 1, TU_SHAPE(16)), leaf(JG_F32, 1, TU_SHAPE(16))};
     check3(tf_qk, NULL, NULL, 0, 2, qk);
@@ -321,8 +320,7 @@ static int p_mixed(void *u, const void *args, int n, jg_tensor *const *in, jg_te
 
 static void test_custom_functions(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     for (int dt = 0; dt < 2; dt++)
         for (int m = 0; m < 2; m++) {
             bool mask = m;
@@ -418,8 +416,7 @@ static void check_cache_limit(const char *dir) {
 
 static void test_cache(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     const char *old = getenv("JITGRAD_CACHE_DIR");
     char *saved = old ? strdup(old) : NULL;
     char dir[] = "/tmp/jg_cgen_cache_XXXXXX";
@@ -469,8 +466,7 @@ static void test_cache(void **state) {
 
 static void test_compiler_errors(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     /* a failing compile: the call fails with the compiler's message */
     jg_cgen_debug_extra_source = "#error jitgrad test: injected failure";
     jg_tensor *in[2] = {values(JG_F32, 8, 5, false), values(JG_F32, 8, 6, false)}, *o;
@@ -516,8 +512,7 @@ static void log_run(void) {
 
 static void test_log_code(void **state) {
     (void)state;
-    if (!have_c())
-        return;
+    REQUIRE_C();
     char *s = tu_capture_stderr(log_run);
     assert_non_null(strstr(s, "jitgrad: generated C for the forward graph ("));
     assert_non_null(strstr(s, "jitgrad: generated C for the backward graph ("));
