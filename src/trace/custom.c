@@ -199,7 +199,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         drop_child(G, F);
         return -1;
     }
-    for (int k = 0; k < n_out; k++)
+    /* every output of the node: the call's, then the values saved for backward */
+    for (int k = 0; k < (n_out > 0 ? F->n_outputs : 0); k++)
         metas[k] = F->vals[F->outputs[k]].meta;
     bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, why, sizeof why);
     int n_node_out = n_out > 0 ? F->n_outputs : 0;
