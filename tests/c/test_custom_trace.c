@@ -230,7 +230,6 @@ static void test_two_output_function_chained_fullgraph(void **state) {
  * reads: eager works, so compiled must too (it is saved implicitly). */
 static void test_state_tensor_read_in_backward(void **state) {
     (void)state;
-    skip(); /* TODO */
     int mode = SAVE_STATE;
     for (int fg = 0; fg < 2; fg++)
         check_matches_eager(p_exp2, NULL, &mode, sizeof mode, fg);
@@ -240,7 +239,6 @@ static void test_state_tensor_read_in_backward(void **state) {
  * backward runs, with eager's message; the compiled forward succeeds. */
 static void test_backward_error_waits_for_backward(void **state) {
     (void)state;
-    skip(); /* TODO */
     int count = 2;
     for (int b = 0; b < 2; b++) {
         if (b == 1 && !jg_compile_backend_available("c"))
@@ -264,7 +262,6 @@ static void test_backward_error_waits_for_backward(void **state) {
  * and works when the gradient arrives. */
 static void test_backward_error_depends_on_arrived_grads(void **state) {
     (void)state;
-    skip(); /* TODO */
     int count = 1;
     check_matches_eager(p_two, NULL, &count, sizeof count, true);
     for (int b = 0; b < 2; b++) {
