@@ -169,3 +169,113 @@ def test_dataclass_of_tensors_argument(jg, torch):
         xt = torch.ones(3, requires_grad=True)
         fn(torch).apply(xt, Params(torch.full((3,), 3.0), torch.ones(3))).sum().backward()
         assert x.grad.tolist() == xt.grad.tolist()
+
+
+def ctx_attribute_fn(T):
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.scale = x * 2  # kept on ctx, not saved
+            ctx.y = x.exp()
+            return ctx.y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.y * ctx.scale / 2
+
+    return F
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_ctx_attribute_tensor_read_in_backward(jg, torch, fullgraph):
+    F = ctx_attribute_fn(jg)
+
+    def prog(x):
+        return (F.apply(x) * F.apply(x.tanh())).sum()
+
+    check_compiled(jg, prog, [leaves(jg, (3,)), leaves(jg, (4,))], fullgraph)
+    x = jg.tensor([0.5, -1.0, 2.0]).requires_grad_()
+    jg.compile(prog, fullgraph=fullgraph)(x).backward()
+    xt = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    Ft = ctx_attribute_fn(torch)
+    (Ft.apply(xt) * Ft.apply(xt.tanh())).sum().backward()
+    assert x.grad.tolist() == pytest.approx(xt.grad.tolist(), rel=1e-5)
+
+
+def two_outputs_fn(T, materialize, count_ok):
+    class TwoOut(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(materialize)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            if count_ok:
+                return g1 * 2 + g2 * 3
+            return g1, g2
+
+    return TwoOut
+
+
+def raised(f):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_backward_error_only_in_backward(jg, torch, fullgraph):
+    """An error eager raises in backward (a wrong gradient count) must not
+    fail the compiled forward, and backward raises it with eager's message."""
+    def prog_for(T):
+        F = two_outputs_fn(T, False, False)
+
+        def prog(x):
+            a, b = F.apply(x)
+            return (a + b).sum()
+        return prog
+
+    xt = torch.ones(2, requires_grad=True)
+    want = raised(lambda: prog_for(torch)(xt).backward())
+    assert want is not None
+    x = jg.ones(2, requires_grad=True)
+    assert raised(lambda: prog_for(jg)(x).backward()) == want
+    for be in backends(jg):
+        y = jg.compile(prog_for(jg), backend=be, fullgraph=fullgraph)(x)
+        assert y.tolist() == 10.0
+        assert raised(lambda: y.backward()) == want
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_missing_gradient_error_only_in_backward(jg, torch, fullgraph):
+    """materialize_grads off, one output used: backward gets None for the
+    other and fails (TypeError) in eager; compiled the same, in backward."""
+    def prog_for(T):
+        F = two_outputs_fn(T, False, True)
+
+        def prog(x):
+            a, _ = F.apply(x)
+            return a.sum()
+        return prog
+
+    xt = torch.ones(2, requires_grad=True)
+    want = raised(lambda: prog_for(torch)(xt).backward())
+    assert want is not None and want[0] is TypeError
+    for be in backends(jg):
+        x = jg.ones(2, requires_grad=True)
+        y = jg.compile(prog_for(jg), backend=be, fullgraph=fullgraph)(x)
+        assert raised(lambda: y.backward()) == want
+
+
+def test_materialized_two_outputs_one_used(jg):
+    """With materialize_grads on the same program works (zeros arrive)."""
+    F = two_outputs_fn(jg, True, True)
+
+    def prog(x):
+        a, _ = F.apply(x)
+        return a.sum()
+
+    check_compiled(jg, prog, [leaves(jg, (2,)), leaves(jg, (3,))])
