@@ -95,6 +95,25 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     return 0;
 }
 
+/* While a custom call's backward is traced into B: the tensors its forward
+ * kept (symbolic tensors of its forward subgraph) map to B's placeholders. */
+typedef struct {
+    const jg_graph *fwd;
+    const jg_custom_info *info;
+    jg_tensor *const *ph;
+    const char *name;
+} kept_map;
+
+static int resolve_kept(void *user, jg_tensor *t) {
+    const kept_map *m = user;
+    for (int j = 0; t->sym->g == m->fwd && j < m->info->n_kept; j++)
+        if (m->info->kept_fval[j] == t->sym->value)
+            return m->ph[j]->sym->value;
+    return jg_errorf("the backward of %s used a tensor of another trace (its forward's, not "
+                     "saved, or an enclosing program's)",
+                     m->name);
+}
+
 /* A custom call's backward: the user's backward callback — with the call's
  * own ctx, as in eager mode — is traced into a subgraph (inputs: the output
  * gradients that arrived and the saved values; outputs: one value per slot,
@@ -108,12 +127,14 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     jg_ctx *ctx = c->state;
     const char *name = c->fn->name ? c->fn->name : "Function";
     int ns = c->n_slots, nco = info->n_call_out, nr = 0, rc = 0;
-    jg_tensor *rin[JG_MAX_OUTPUTS + 64]; /* replay inputs: arrived grads, then saved */
-    jg_tensor *ph[JG_MAX_OUTPUTS + 64] = {0}, *saved_in[64] = {0}, *saved_ph[64] = {0};
+    /* replay inputs: arrived grads, then saved, then kept values */
+    jg_tensor *rin[JG_MAX_OUTPUTS + 128];
+    jg_tensor *ph[JG_MAX_OUTPUTS + 128] = {0}, *saved_in[64] = {0}, *saved_ph[64] = {0};
+    jg_tensor *kept_in[64] = {0}, *kept_ph[64] = {0};
     jg_tensor *gout_b[JG_MAX_OUTPUTS] = {0}, *gin_b[64] = {0};
     jg_meta out_meta[JG_MAX_OUTPUTS];
-    if (ns > 64 || info->n_saved > 64)
-        return jg_errorf("autodiff: %s has more than 64 slots or saved tensors", name);
+    if (ns > 64 || info->n_saved > 64 || info->n_kept > 64)
+        return jg_errorf("autodiff: %s has more than 64 slots, saved or kept tensors", name);
     /* the saved values' stand-ins in the backward graph (made before B's
      * frame opens: they are inputs of the backward graph, not of B); a saved
      * input of the call is read where it comes from */
@@ -124,6 +145,13 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
             v = jg_gnode_slot_value(n, c->fwd->vals[fo].index);
         if (!(saved_in[j] = fwd_value(s, v)))
+            return -1;
+    }
+    for (int j = 0; j < info->n_kept; j++) {
+        int fv = info->kept_fval[j], v = n->out[info->kept_out + j];
+        if (c->fwd->vals[fv].kind == JG_VAL_INPUT)
+            v = jg_gnode_slot_value(n, c->fwd->vals[fv].index);
+        if (!(kept_in[j] = fwd_value(s, v)))
             return -1;
     }
     jg_graph *B = jg_graph_new_child(jg_trace_graph());
@@ -153,6 +181,17 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         if (!(ph[nr++] = saved_ph[j] = jg_trace_placeholder(&m, false, false, pn)))
             rc = -1;
     }
+    for (int j = 0; j < info->n_kept && rc == 0; j++) {
+        jg_meta m;
+        jg_meta_of(kept_in[j], &m);
+        char pn[24];
+        snprintf(pn, sizeof pn, "kept%d", j);
+        rin[nr] = kept_in[j];
+        if (!(ph[nr++] = kept_ph[j] = jg_trace_placeholder(&m, false, false, pn)))
+            rc = -1;
+    }
+    kept_map km = {c->fwd, info, kept_ph, name};
+    jg_trace_set_resolver(resolve_kept, &km);
     int outs[64];
     if (rc == 0) {
         jg_scope_push();
@@ -241,6 +280,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
             jg_scope_push();
             jg_tensor *gin[64] = {0};
             rc = custom_vjp(&s, n, acc, gin);
+            if (rc < 0 && !n->custom->opaque)
+                r->failed_fn = n->custom->fn;
             if (rc == 0)
                 rc = route_slots(f, n, gin, acc, contrib + first[i]);
             jg_scope_pop();
@@ -296,7 +337,7 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
         free(s.in_src);
         free(cin);
         jg_graph_free(b);
-        return -1;
+        return -1; /* r keeps failed_fn */
     }
     r->contrib_input = cin;
     r->n_contrib = n_contrib;

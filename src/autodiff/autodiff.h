@@ -34,6 +34,9 @@ typedef struct jg_autodiff_result {
     /* per backward output: the forward graph input it contributes to */
     int *contrib_input;
     int n_contrib;
+    /* on failure: the function of the custom call whose backward could not
+     * be traced (the compiler traces such calls as opaque ones instead) */
+    const jg_function *failed_fn;
 } jg_autodiff_result;
 
 /* seeds: distinct forward values (requiring grad) whose gradients arrive

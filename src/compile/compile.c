@@ -4,6 +4,7 @@
 #include "backend/cgen.h"
 #include "compile/compile.h"
 #include "passes/passes.h"
+#include "trace/custom.h"
 #include "trace/trace.h"
 
 #include <stdio.h>
@@ -236,7 +237,7 @@ static int check_outputs(int n_out, jg_tensor *const *outs) {
 }
 
 /* Fills e's run-time maps from the traced graph g and derives the backward. */
-static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
+static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **failed) {
     (void)c;
     e->fwd = g; /* owned by e from here on */
     if (jg_compile_passes(g, false) <
@@ -269,8 +270,10 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
     int seeds[JG_MAX_OUTPUTS];
     for (int k = 0; k < e->n_node_out; k++)
         seeds[k] = e->node_out_val[k];
-    if (jg_autodiff(g, e->n_node_out, seeds, &r) < 0)
+    if (jg_autodiff(g, e->n_node_out, seeds, &r) < 0) {
+        *failed = r.failed_fn;
         return -1;
+    }
     /* saved values: forward inputs come from the call; node values become
      * extra outputs of the forward graph */
     int n_save = 0;
@@ -326,8 +329,10 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
 }
 
 /* Traces the program for this key.  Returns the new entry (possibly an eager
- * one after a graph break), or NULL + error. */
-static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs) {
+ * one after a graph break), or NULL + error (*failed: the function of a
+ * custom call whose backward could not be traced). */
+static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
+                                  const jg_function **failed) {
     int n = k->n_inputs;
     jg_entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -415,13 +420,35 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
         return e;
     }
     if (rc == 0)
-        rc = build(c, e, g);
+        rc = build(c, e, g, failed);
     else
         jg_graph_free(g);
     if (rc == 0)
         return e;
     jg_entry_release(e); /* build() gave g to e */
     return NULL;
+}
+
+/* A custom call whose backward callback cannot be traced for the output
+ * gradients that reach it (it fails, e.g. with materialize_grads off and a
+ * gradient missing) must not fail the forward: eager mode would fail only
+ * when backward runs.  The program is traced again with that function's
+ * calls opaque, so its callbacks run at run time exactly as in eager mode. */
+static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs) {
+    const jg_function *opaque[16];
+    int n_opaque = 0;
+    for (;;) {
+        const jg_function *failed = NULL;
+        jg_trace_custom_force_opaque(opaque, n_opaque);
+        jg_entry *e = trace_entry_once(c, k, inputs, &failed);
+        jg_trace_custom_force_opaque(NULL, 0);
+        bool again = !e && failed && n_opaque < 16;
+        for (int i = 0; i < n_opaque && again; i++)
+            again = opaque[i] != failed;
+        if (!again)
+            return e;
+        opaque[n_opaque++] = failed;
+    }
 }
 
 /* ---------------------------------------------------------------- calls */

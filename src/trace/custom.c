@@ -13,6 +13,8 @@
 #include <string.h>
 
 #define MAX_SLOTS 64
+/* node outputs: the call's, saved values, kept values */
+#define MAX_NODE_OUT (JG_MAX_OUTPUTS + 2 * MAX_SLOTS)
 
 static const char *fn_name(const jg_function *fn) {
     return fn->name ? fn->name : "Function";
@@ -105,14 +107,63 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
     return rc < 0 ? -1 : n_out;
 }
 
+static _Thread_local const jg_function *const *forced;
+static _Thread_local int n_forced;
+
+void jg_trace_custom_force_opaque(const jg_function *const *fns, int n) {
+    forced = n ? fns : NULL;
+    n_forced = n;
+}
+
+static bool is_forced(const jg_function *fn) {
+    for (int i = 0; i < n_forced; i++)
+        if (forced[i] == fn)
+            return true;
+    return false;
+}
+
+/* Tensors of the forward subgraph F that the backward uses without their
+ * having been saved (kept in the ctx): each becomes a placeholder of the
+ * trial graph, and later an extra output of F. */
+typedef struct {
+    const jg_graph *F;
+    int n;
+    int fval[MAX_SLOTS];
+    jg_tensor *ph[MAX_SLOTS];
+} kept_set;
+
+static int resolve_kept(void *user, jg_tensor *t) {
+    kept_set *k = user;
+    if (t->sym->g != k->F)
+        return jg_errorf("a traced tensor of an enclosing trace was used inside a nested trace; "
+                         "pass it as an input instead");
+    for (int i = 0; i < k->n; i++)
+        if (k->fval[i] == t->sym->value)
+            return k->ph[i]->sym->value;
+    if (k->n == MAX_SLOTS)
+        return jg_errorf("the backward uses more than %d tensors its forward kept", MAX_SLOTS);
+    char name[24];
+    snprintf(name, sizeof name, "kept%d", k->n);
+    jg_tensor *ph = jg_trace_placeholder(&k->F->vals[t->sym->value].meta, false, false, name);
+    if (!ph)
+        return -1;
+    k->fval[k->n] = t->sym->value;
+    k->ph[k->n++] = ph;
+    return ph->sym->value;
+}
+
 /* Does the backward callback trace?  Tried once on stand-ins in a scratch
- * graph, with every output's gradient present; a read of values makes the
- * call opaque. */
+ * graph, with every output's gradient present.  If it fails — it reads
+ * values, or it raises an error that eager mode would raise only when
+ * backward runs — the call becomes opaque, so the callback runs at backward
+ * time exactly as in eager mode.  Tensors of F it uses are collected in
+ * kept. */
 static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *out_meta,
-                            const jg_graph *F, char *why, size_t why_n) {
+                            const jg_graph *F, kept_set *kept, char *why, size_t why_n) {
     jg_graph *S = jg_graph_new_child(G);
     if (!S || jg_trace_begin(S, 0) < 0)
         return true; /* out of memory: the real trace will report it */
+    jg_trace_set_resolver(resolve_kept, kept);
     jg_tensor *g[JG_MAX_OUTPUTS] = {0}, *saved[MAX_SLOTS + JG_MAX_OUTPUTS] = {0};
     jg_tensor *gin[MAX_SLOTS];
     bool ok = true;
@@ -126,8 +177,9 @@ static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *
         jg_scope_push();
         int rc = jg_custom_trace_backward(ctx, n_out, out_meta, g, saved, gin);
         jg_scope_pop();
-        if (rc < 0 && jg_trace_breaks()) {
-            snprintf(why, why_n, "%s", jg_trace_break_reason());
+        if (rc < 0) {
+            snprintf(why, why_n, "%s",
+                     jg_trace_breaks() ? jg_trace_break_reason() : jg_last_error());
             ok = false;
         }
     }
@@ -135,9 +187,22 @@ static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *
         jg_release(g[k]);
     for (int j = 0; j < ctx->n_saved; j++)
         jg_release(saved[j]);
+    for (int j = 0; j < kept->n; j++)
+        jg_release(kept->ph[j]);
     jg_trace_end();
     drop_child(G, S);
     return ok;
+}
+
+/* Appends the kept values to F's outputs. */
+static int add_kept_outputs(jg_graph *F, const kept_set *kept) {
+    int vals[MAX_NODE_OUT];
+    if (F->n_outputs + kept->n > MAX_NODE_OUT)
+        return jg_errorf("too many values saved and kept for backward");
+    memcpy(vals, F->outputs, sizeof(int) * (size_t)F->n_outputs);
+    for (int j = 0; j < kept->n; j++)
+        vals[F->n_outputs + j] = kept->fval[j];
+    return jg_graph_set_outputs(F, F->n_outputs + kept->n, vals);
 }
 
 /* An opaque call: the forward runs once on zeros here, only to learn its
@@ -191,17 +256,31 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     snprintf(fname, sizeof fname, "%s.forward", fn_name(fn));
     F->name = jg_arena_strdup(&F->arena, fname);
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
-    jg_meta metas[2 * JG_MAX_OUTPUTS + MAX_SLOTS];
-    bool rgs[2 * JG_MAX_OUTPUTS + MAX_SLOTS] = {0};
-    int n_out = trace_forward(F, ctx, n, inputs, outs, why, sizeof why);
-    if (n_out < 0 && !why[0]) {
+    jg_meta metas[MAX_NODE_OUT];
+    bool rgs[MAX_NODE_OUT] = {0};
+    kept_set kept = {.F = F};
+    bool force = is_forced(fn);
+    int n_out = force ? -1 : trace_forward(F, ctx, n, inputs, outs, why, sizeof why);
+    if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
         drop_child(G, F);
         return -1;
     }
-    for (int k = 0; k < n_out; k++)
+    /* every output of the node: the call's, then the values saved for
+     * backward, then those it kept */
+    for (int k = 0; k < (n_out > 0 ? F->n_outputs : 0); k++)
         metas[k] = F->vals[F->outputs[k]].meta;
-    bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, why, sizeof why);
+    bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, &kept, why, sizeof why);
+    int kept_out = n_out > 0 ? F->n_outputs : 0;
+    if (!opaque && kept.n && add_kept_outputs(F, &kept) < 0) {
+        for (int k = 0; k < n_out; k++)
+            jg_release(outs[k]);
+        jg_ctx_free(ctx);
+        drop_child(G, F);
+        return -1;
+    }
+    for (int k = kept_out; k < (opaque ? 0 : F->n_outputs); k++)
+        metas[k] = F->vals[F->outputs[k]].meta;
     int n_node_out = n_out > 0 ? F->n_outputs : 0;
     if (opaque) {
         /* outputs: the call's, the same with eager history, the slot leaves */
@@ -225,9 +304,10 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     /* the call's record: differentiable outputs, saved entries */
     jg_custom_info *info = jg_arena_alloc(&G->arena, sizeof *info);
     bool *diff = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)n_out);
-    int n_saved = ctx ? ctx->n_saved : 0;
+    int n_saved = ctx ? ctx->n_saved : 0, n_kept = opaque ? 0 : kept.n;
     int *saved_out = jg_arena_alloc(&G->arena, sizeof(int) * (size_t)(n_saved + 1));
-    int rc = info && diff && saved_out ? 0 : -1;
+    int *kept_fval = jg_arena_alloc(&G->arena, sizeof(int) * (size_t)(n_kept + 1));
+    int rc = info && diff && saved_out && kept_fval ? 0 : -1;
     bool any_rg = false;
     for (int i = 0; i < n; i++)
         any_rg |= jg_grad_mode && inputs[i]->requires_grad;
@@ -241,14 +321,17 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         int next = n_out;
         for (int s = 0; s < n_saved; s++)
             saved_out[s] = ctx->saved[s].t ? next++ : -1;
-        *info =
-            (jg_custom_info){n_out, diff, n_saved, saved_out, ctx ? ctx->materialize_grads : true};
+        if (n_kept)
+            memcpy(kept_fval, kept.fval, sizeof(int) * (size_t)n_kept);
+        *info = (jg_custom_info){
+            n_out,  diff,      n_saved, saved_out, ctx ? ctx->materialize_grads : true,
+            n_kept, kept_fval, kept_out};
     }
     for (int k = 0; k < n_out && !opaque; k++) {
         jg_release(outs[k]);
         outs[k] = NULL;
     }
-    int out_vals[2 * JG_MAX_OUTPUTS + MAX_SLOTS];
+    int out_vals[MAX_NODE_OUT];
     jg_gcustom call = {.fn = fn,
                        .args = (void *)args,
                        .args_size = args_size,

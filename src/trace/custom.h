@@ -28,15 +28,28 @@ typedef struct jg_custom_info {
     int n_saved;    /* the ctx's saved entries */
     int *saved_out; /* per saved entry: its node output index, or -1 (NULL) */
     bool materialize;
+    /* tensors the forward made and kept for backward without saving them
+     * (in the ctx state, PyTorch's ctx.attr = t), found by tracing the
+     * backward: their values in the forward subgraph, and the node outputs
+     * (from kept_out on) that carry them to the backward */
+    int n_kept;
+    int *kept_fval;
+    int kept_out;
 } jg_custom_info;
 
 /* Makes sure the tracer's jg_apply hook is installed (it is at load). */
 void jg_trace_custom_init(void);
 
+/* Calls of these functions are traced as opaque calls on this thread (the
+ * compiler's retry when a call's backward cannot be traced for the output
+ * gradients that actually reach it); n 0 clears the list, which is
+ * borrowed until then. */
+void jg_trace_custom_force_opaque(const jg_function *const *fns, int n);
+
 /* Runs ctx's backward callback with `saved` standing in for the tensors the
  * forward saved (one per saved entry, NULL where NULL was saved), inside the
- * innermost trace frame.  gin: per slot, borrowed from the current scope.  A
- * read of traced values fails it (-1) after recording a graph break. */
+ * innermost trace frame (whose resolver maps the kept tensors).  gin: per slot, borrowed from the
+ * current scope.  A read of traced values fails it (-1) after recording a graph break. */
 int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
                              jg_tensor *const *gout, jg_tensor *const *saved, jg_tensor **gin);
 

@@ -23,6 +23,8 @@ typedef struct frame {
     int n_lifted, cap_lifted;
     int breaks;
     char reason[512];
+    jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
+    void *resolve_user;
 } frame;
 
 static _Thread_local frame *frames;
@@ -121,6 +123,13 @@ jg_tensor *jg_trace_placeholder(const jg_meta *m, bool value_rg, bool tensor_rg,
     return t;
 }
 
+void jg_trace_set_resolver(jg_trace_resolve_fn resolve, void *user) {
+    frame *f = top();
+    JG_ASSERT(f);
+    f->resolve = resolve;
+    f->resolve_user = user;
+}
+
 jg_tensor *jg_trace_tensor(int v) {
     frame *f = top();
     if (!f)
@@ -134,6 +143,8 @@ int jg_trace_value(jg_tensor *t) {
     if (!f)
         return jg_errorf("no trace is open");
     if (t->sym) {
+        if (t->sym->g != f->g && f->resolve)
+            return f->resolve(f->resolve_user, t);
         if (t->sym->g != f->g)
             return jg_errorf("a traced tensor of an enclosing trace was used inside a nested "
                              "trace; pass it as an input instead");

@@ -45,6 +45,12 @@ jg_tensor *jg_trace_placeholder(const jg_meta *m, bool value_rg, bool tensor_rg,
  * constant (deduplicated by pointer) or a lifted input.  -1 + error for a
  * symbolic tensor of another graph. */
 int jg_trace_value(jg_tensor *t);
+/* Lets the innermost frame take in symbolic tensors of other graphs: a
+ * custom call's backward may use tensors its forward made and kept (in the
+ * ctx, not saved); resolve returns the value standing for t in the frame's
+ * graph, or -1 + error.  Cleared when the frame ends. */
+typedef int (*jg_trace_resolve_fn)(void *user, jg_tensor *t);
+void jg_trace_set_resolver(jg_trace_resolve_fn resolve, void *user);
 /* A symbolic tensor for value v of the innermost graph (new reference,
  * untracked). */
 jg_tensor *jg_trace_tensor(int v);
