@@ -211,10 +211,14 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
         }
     }
     if (rc >= 0) {
-        /* saved outputs would form a cycle node -> saved -> output -> node */
+        /* saved outputs would form a cycle node -> saved -> output -> node.
+         * A returned input (or tensor with history) is not one: the output is
+         * a new alias, and the saved tensor keeps its own history (PyTorch:
+         * a saved tensor is an output only if this node is its grad_fn). */
         for (int s = 0; s < ctx->n_saved; s++)
             for (int i = 0; i < n; i++)
-                if (ctx->saved[s].t && ctx->saved[s].t == outs[i] && ctx->saved[s].output_nr < 0)
+                if (ctx->saved[s].t && ctx->saved[s].t == outs[i] && outputs[i] == outs[i] &&
+                    ctx->saved[s].output_nr < 0)
                     jg_saved_mark_output(&ctx->saved[s], i);
         for (int k = 0; k < ctx->n_non_diff; k++) {
             bool found = false;

@@ -1,10 +1,12 @@
 /* Running a cache entry, and the autograd node a compiled call's outputs
  * share: its apply runs the backward graph, its edges go to the call's
- * inputs (one per graph input), it saves what the backward graph reads. */
+ * inputs (one per gradient contribution), it saves what the backward graph
+ * reads, and the call's inputs for a backward that records history. */
 #include "autodiff/autodiff.h"
 #include "autograd/node.h"
 #include "compile/compile.h"
 #include "passes/passes.h"
+#include "trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +14,9 @@
 typedef struct {
     jg_node base;
     jg_entry *e;
-    int n_saved;
-    jg_saved *saved;
+    int n_saved, n_inputs;
+    jg_saved *saved; /* n_saved values the backward graphs read, then the n_inputs graph
+                      * inputs (read only by a backward with JG_CREATE_GRAPH) */
 } compiled_node;
 
 int jg_compile_passes(jg_graph *g, bool cse) {
@@ -115,13 +118,86 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
 
 /* ------------------------------------------------------------------ node */
 
+/* A backward that records history (JG_CREATE_GRAPH).  The compiled forward
+ * kept no history, so the traced forward graph is run again through the
+ * eager ops (custom calls through jg_apply) with grad mode on, from the
+ * call's inputs, and the eager engine differentiates that with create_graph:
+ * the gradients are eager's own, and so is their history.  Each input that
+ * requires grad is read through an identity view, and the engine is asked
+ * for the views' gradients: that stops it at the call's boundary (an input
+ * computed from another input must not pass its gradient on here; its own
+ * edge does that), and every use of the input inside the call adds into the
+ * view in eager's order, which keeps second derivatives bitwise eager's.
+ * The sum goes out on the input's first edge; its other edges get none. */
+static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg_tensor **gin) {
+    jg_entry *e = c->e;
+    const jg_graph *f = e->fwd_ad;
+    int ng = e->n_graph_inputs, ne = e->n_edges, nf = f->n_outputs;
+    size_t words = (size_t)ng * 3 + (size_t)nf;
+    jg_tensor **in = calloc(words ? words : 1, sizeof *in);
+    if (!in)
+        return jg_errorf("out of memory in backward");
+    jg_tensor **view = in + ng, **res = view + ng, **fo = res + ng;
+    int perm[JG_MAX_DIMS], *of = NULL, n_wrt = 0;
+    for (int d = 0; d < JG_MAX_DIMS; d++)
+        perm[d] = d;
+    jg_scope_push();
+    int rc = 0;
+    for (int k = 0; k < ng && rc == 0; k++)
+        if (!(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
+            rc = -1;
+    /* the inputs an edge goes to, in order of first edge */
+    if (rc == 0 && !(of = calloc((size_t)(unsigned)ng + 1, sizeof(int))))
+        rc = jg_errorf("out of memory in backward");
+    for (int k = 0; k < ng && rc == 0; k++)
+        of[k] = -1;
+    for (int j = 0; j < ne && rc == 0; j++) {
+        int k = e->edge_input[j];
+        if (of[k] >= 0)
+            continue;
+        of[k] = n_wrt;
+        if (!(view[n_wrt] = jg_permute(in[k], perm)))
+            rc = -1;
+        else
+            in[k] = view[n_wrt++];
+    }
+    if (rc == 0)
+        rc = jg_trace_replay(f, in, fo);
+    jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
+    int nr = 0;
+    for (int k = 0; k < e->n_node_out && rc == 0; k++) {
+        jg_tensor *o = fo[e->node_out_prog[k]];
+        if (gout[k] && o->requires_grad) {
+            roots[nr] = o;
+            grads[nr++] = gout[k];
+        }
+    }
+    if (rc == 0 && nr && n_wrt)
+        rc = jg_autograd_grad(nr, roots, grads, n_wrt, view,
+                              JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
+    bool ok = rc == 0 && nr && n_wrt;
+    for (int k = 0; k < n_wrt; k++)
+        if (ok && res[k])
+            jg_keep(res[k]); /* out of the scope popped below */
+    jg_scope_pop();
+    for (int j = 0; j < ne; j++) {
+        int k = e->edge_input[j], i = of ? of[k] : -1;
+        gin[j] = NULL;
+        if (ok && i >= 0 && res[i]) {
+            gin[j] = jg_scope_track(res[i]);
+            res[i] = NULL; /* only the first edge */
+        }
+    }
+    free(of);
+    free(in);
+    return rc;
+}
+
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
     compiled_node *c = (compiled_node *)n;
     jg_entry *e = c->e;
     if (create_graph)
-        return jg_errorf("CompiledFunctionBackward: double backward (JG_CREATE_GRAPH) through a "
-                         "compiled function is not supported yet; call the program eagerly to "
-                         "differentiate it twice");
+        return cnode_apply_create_graph(c, gout, gin);
     unsigned mask = 0;
     for (int k = 0; k < e->n_node_out; k++)
         if (gout[k])
@@ -161,7 +237,7 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool
 
 static void cnode_release_saved(jg_node *n) {
     compiled_node *c = (compiled_node *)n;
-    for (int i = 0; i < c->n_saved; i++)
+    for (int i = 0; i < c->n_saved + c->n_inputs; i++)
         jg_saved_free(&c->saved[i]);
 }
 
@@ -199,7 +275,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     if (rc == 0 && e->n_node_out && jg_grad_mode) {
         compiled_node *c = (compiled_node *)jg_node_alloc(sizeof(compiled_node), &cnode_vt,
                                                           e->n_edges, e->n_node_out);
-        if (c && e->n_saved && !(c->saved = calloc((size_t)e->n_saved, sizeof *c->saved))) {
+        if (c && !(c->saved = calloc((size_t)(e->n_saved + e->n_graph_inputs), sizeof *c->saved))) {
             jg_node_release(&c->base);
             c = NULL;
             jg_errorf("out of memory running a compiled function");
@@ -212,6 +288,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             for (int k = 0; k < e->n_edges; k++)
                 jg_node_set_edge(&c->base, k, gt[e->edge_input[k]]);
             c->n_saved = e->n_saved;
+            c->n_inputs = e->n_graph_inputs;
             for (int i = 0; i < e->n_saved; i++) {
                 int src = e->saved_src[i];
                 jg_saved_init(&c->saved[i], src < 0 ? gt[-1 - src] : fo[src]);
@@ -223,6 +300,10 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
                         break;
                     }
             }
+            /* the inputs, for a backward with JG_CREATE_GRAPH (it runs the
+             * forward again) */
+            for (int k = 0; k < e->n_graph_inputs; k++)
+                jg_saved_init(&c->saved[e->n_saved + k], gt[k]);
             c->base.has_saved = e->n_saved > 0;
             jg_tensor *outs[JG_MAX_OUTPUTS];
             for (int k = 0; k < e->n_node_out; k++)

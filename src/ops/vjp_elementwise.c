@@ -105,8 +105,11 @@ int jg_vjp_abs_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
         gin[0] = SUM_TO(jg_ew_call(JG_OP_ABS_GRAD, gout[0], in[1]), 0);
-    gin[1] = NULL; /* the sign is piecewise constant */
+    /* the sign is piecewise constant: zeros, as PyTorch's SgnBackward gives
+     * (not "no gradient": the input's .grad becomes zeros) */
+    gin[1] = needs[1] ? jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0) : NULL;
     CHECK(0);
+    CHECK(1);
     return 0;
 }
 
