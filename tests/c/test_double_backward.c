@@ -37,8 +37,7 @@ static int ident_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **o
     out[0] = jg_retain(in[0]);
     return 1;
 }
-static int ident_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
-                          jg_tensor **din) {
+static int ident_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
     (void)n_out, (void)n_in;
     din[0] = jg_mul(g[0], jg_ctx_saved(ctx, 0));
     return din[0] ? 1 : -1;
@@ -172,7 +171,8 @@ static void run(const prog *p, const char *backend, result *r) {
         x[i] = jg_randn(p->dtype, p->ndim[i], p->shape[i]);
         jg_set_requires_grad(x[i], true);
     }
-    int n_out = c ? jg_compiled_call(c, NULL, 0, p->n_in, x, out) : p->fn(NULL, NULL, p->n_in, x, out);
+    int n_out =
+        c ? jg_compiled_call(c, NULL, 0, p->n_in, x, out) : p->fn(NULL, NULL, p->n_in, x, out);
     assert_true(n_out >= 1);
     jg_tensor *g[MAX_IN];
     assert_int_equal(
