@@ -75,6 +75,19 @@ PROGRAMS = {
     "opaque": ([(3,), (3,)], lambda T, F, x, w: (F["OpaqueSquare"].apply(x.exp()) * w).sum()),
     "abs_mean": ([(4,)], lambda T, F, p: p.mean().abs()),
     "softmax_ce": ([(3, 4)], lambda T, F, x: (x.softmax(1) * x).sum()),
+    # a spread of ops, each differentiated twice
+    "detach": ([(4, 3), (4, 3)], lambda T, F, x, w: ((x * x.detach()).tanh() * w).sum()),
+    "max_dim": ([(4, 3), (4, 3)], lambda T, F, x, w: (x.max(1).values * w[:, 0]).sum()),
+    "views": ([(4, 3), (4, 3)],
+              lambda T, F, x, w: (x.reshape(12)[2:10].reshape(2, 4).t() @ w[:2, :2].exp()).sum()),
+    "cross_entropy": ([(4, 3), (4, 3)], lambda T, F, x, w: T.nn.functional.cross_entropy(
+        x * w.sum(), T.tensor([0, 2, 1, 1]))),
+    "log_softmax": ([(4, 3), (4, 3)],
+                    lambda T, F, x, w: (x.log_softmax(1) * w.sigmoid().sum()).sum()),
+    "mean_expand": ([(4, 3), (4, 3)], lambda T, F, x, w: (
+        x.mean(1, keepdim=True).expand(4, 3) * w.relu().sum()).pow(2).sum()),
+    "div_sqrt": ([(4, 3), (4, 3)],
+                 lambda T, F, x, w: ((x * x + 1).sqrt() / (w.abs().sum() + 1)).sum()),
 }
 
 
