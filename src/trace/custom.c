@@ -140,7 +140,12 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
 static _Thread_local const jg_function *const *forced;
 static _Thread_local int n_forced;
 
-void jg_trace_custom_force_opaque(const jg_function *const *fns, int n) {
+void jg_trace_custom_force_opaque(const jg_function *const *fns, int n,
+                                  const jg_function *const **prev, int *n_prev) {
+    if (prev)
+        *prev = forced;
+    if (n_prev)
+        *n_prev = n_forced;
     forced = n ? fns : NULL;
     n_forced = n;
 }

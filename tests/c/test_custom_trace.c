@@ -118,10 +118,11 @@ static int two_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, j
 static const jg_function two_fn = {"Two", two_forward, two_backward, NULL};
 
 /* x * t, where t reaches forward through the args (a pointer), not as a
- * tensor argument; backward: g * t (read back from the args) */
+ * tensor argument; backward: g * t (kept in the state) */
 static int via_args_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)n;
     jg_tensor *t = *(jg_tensor *const *)jg_ctx_args(ctx);
+    jg_ctx_set_state(ctx, jg_retain(t), release_state);
     out[0] = jg_mul(in[0], t);
     return out[0] ? 1 : -1;
 }
@@ -129,7 +130,7 @@ static int via_args_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor 
 static int via_args_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
                              jg_tensor **din) {
     (void)n_out;
-    din[0] = jg_mul(g[0], *(jg_tensor *const *)jg_ctx_args(ctx));
+    din[0] = jg_mul(g[0], jg_ctx_state(ctx));
     return din[0] ? n_in : -1;
 }
 
