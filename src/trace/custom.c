@@ -54,9 +54,6 @@ int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
     return rc;
 }
 
-/* Runs the forward callback on placeholders inside subgraph F and sets F's
- * outputs (call outputs, then saved values).  Returns the output count, or
- * -1: an error, or a graph break inside F (why is set). */
 /* A callback used a traced tensor of the program that is not one of the
  * call's tensor arguments (one reached through another argument, such as a
  * field of an object, or captured by a closure).  The node could not feed
@@ -86,6 +83,9 @@ static int refuse_foreign(void *user, jg_tensor *t) {
     return foreign_error(u->fn, "forward");
 }
 
+/* Runs the forward callback on placeholders inside subgraph F and sets F's
+ * outputs (call outputs, then saved values).  Returns the output count, or
+ * -1: an error, or a graph break inside F (why is set). */
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
                          jg_tensor **outs, foreign_use *foreign, char *why, size_t why_n) {
     jg_tensor *ph[MAX_SLOTS];
