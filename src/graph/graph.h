@@ -114,6 +114,7 @@ struct jg_graph {
     jg_graph **children; /* subgraphs owned by this graph */
     int n_children, cap_children;
     const char *name; /* "graph" unless set */
+    uint64_t id;      /* unique for the process's lifetime (symbolic tensors name it) */
 };
 
 jg_graph *jg_graph_new(void);

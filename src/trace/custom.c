@@ -171,7 +171,7 @@ typedef struct {
 
 static int resolve_kept(void *user, jg_tensor *t) {
     kept_set *k = user;
-    if (t->sym->g != k->F) {
+    if (t->sym->graph != k->F->id) {
         k->foreign = true;
         return foreign_error(k->fn, "backward");
     }

@@ -176,6 +176,18 @@ static int p_via_args(void *user, const void *args, int n, jg_tensor *const *in,
     return out[0] ? 1 : -1;
 }
 
+/* sum(x * t), where t = exp(x) is made by the first call and kept in *user:
+ * a traced tensor that escapes its trace */
+static int p_escape(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor **keep = user;
+    if (!*keep)
+        *keep = jg_retain(jg_exp(in[0]));
+    jg_tensor *m = jg_mul(in[0], *keep);
+    out[0] = m ? jg_sum(m) : NULL;
+    return out[0] ? 1 : -1;
+}
+
 /* ---------------------------------------------------------------- check */
 
 static jg_tensor *leaf(int64_t n, uint64_t seed) {
@@ -325,6 +337,22 @@ static void test_traced_tensor_outside_arguments_breaks(void **state) {
     jg_release(ye), jg_release(ge), jg_release(yc), jg_release(gc);
 }
 
+/* A traced tensor kept past its trace (and its graph) is refused with a
+ * clear error when a later trace uses it; it used to be read through the
+ * freed graph. */
+static void test_escaped_traced_tensor_refused(void **state) {
+    (void)state;
+    jg_tensor *kept = NULL, *x = jg_full(JG_F32, 1, TU_SHAPE(3), 1.0), *out[JG_MAX_OUTPUTS];
+    jg_compiled *c = jg_compile(p_escape, &kept, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), 1);
+    jg_compiled_free(c); /* the graph kept's value belonged to is gone */
+    c = jg_compile(p_escape, &kept, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), -1);
+    TU_ERROR("a traced tensor of another trace (an enclosing one, or one that has ended)");
+    jg_compiled_free(c);
+    jg_release(kept);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_saved_created_tensor_traced_twice),
@@ -333,6 +361,7 @@ int main(void) {
         TU_TEST(test_backward_error_waits_for_backward),
         TU_TEST(test_backward_error_depends_on_arrived_grads),
         TU_TEST(test_traced_tensor_outside_arguments_breaks),
+        TU_TEST(test_escaped_traced_tensor_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
