@@ -321,3 +321,38 @@ def test_program_shapes(jg, torch, name):
                     assert got[:2] == want[:2], (be, fg)
                 else:
                     assert got == want, (be, fg)
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_opaque_function_with_object_argument(jg, torch, fullgraph):
+    """A Function whose forward reads values runs at run time (opaque): its
+    non-tensor arguments, a dataclass here, must be there when it runs."""
+    def fn(T):
+        class Scaled(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, p):
+                s = float((x * p.scale).sum().item())  # reads values
+                ctx.save_for_backward(x)
+                ctx.s = s
+                return x * s
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * ctx.s + (g * x).sum() * 2, None
+
+        return Scaled
+
+    F, p = fn(jg), Params(jg.full((3,), 2.0), None)
+
+    def prog(x):
+        return F.apply(x, p).sum()
+
+    for be in backends(jg):
+        f = jg.compile(prog, backend=be, fullgraph=fullgraph)
+        for n in (3, 3):
+            got, want = outcome(jg, f, (n,)), outcome(jg, prog, (n,))
+            assert got == want
+    Ft, pt = fn(torch), Params(torch.full((3,), 2.0), None)
+    ref = outcome(torch, lambda x: Ft.apply(x, pt).sum(), (3,))
+    assert want[1] == pytest.approx(ref[1], rel=1e-5)
