@@ -109,6 +109,8 @@ int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {
     snprintf(buf, sizeof buf, "%s@%p", Py_TYPE(o)->tp_name, (void *)o);
     PyObject *s = PyUnicode_FromString(buf);
     int rc = s ? put_str(b, 'o', s) : -1;
+    if (rc == 0 && jgp_trace_objects && PyDict_SetItem(jgp_trace_objects, s, o) < 0)
+        rc = -1;
     Py_XDECREF(s);
     return rc;
 }
@@ -172,10 +174,19 @@ PyObject *jgp_deserialize(const char **p, const char *end, jg_tensor *const *ten
             Py_XDECREF(str);
             return r;
         }
-        PyErr_Format(PyExc_RuntimeError,
-                     "jitgrad: cannot rebuild the argument %.*s of a custom function called "
-                     "outside its Python call",
-                     (int)n, s);
+        PyObject *key = PyUnicode_FromStringAndSize(s, n);
+        PyObject *o =
+            key && jgp_call_objects ? PyDict_GetItemWithError(jgp_call_objects, key) : NULL;
+        if (o) {
+            Py_DECREF(key);
+            return Py_NewRef(o);
+        }
+        if (key && !PyErr_Occurred())
+            PyErr_Format(PyExc_RuntimeError,
+                         "jitgrad: cannot rebuild the argument %U of a custom function called "
+                         "outside its Python call",
+                         key);
+        Py_XDECREF(key);
         return NULL;
     }
     case '(':

@@ -24,6 +24,7 @@ typedef struct {
     PyObject *fn;
     PyObject *classes;   /* autograd.Function classes its graphs call */
     PyObject *templates; /* (args bytes, n outputs) -> (template, is_tuple) */
+    PyObject *objects;   /* see jgp_call_objects */
     char backend[16];
     int fullgraph;
 } JGCompiled;
@@ -39,6 +40,9 @@ static compiled_call *current;
 
 #define TENSOR_MARK Py_Ellipsis
 
+/* tensors rebuild() replaced by the library's (symbolic stand-ins: a trace) */
+static int rebuilt_stand_ins;
+
 /* A copy of o with each tensor replaced by the next input (the original
  * object when the library passes the very same tensor). */
 static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
@@ -48,7 +52,10 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
             return NULL;
         }
         jg_tensor *t = inputs[(*k)++];
-        return t == jgp_t(o) ? Py_NewRef(o) : jgp_wrap_borrowed(t);
+        if (t == jgp_t(o))
+            return Py_NewRef(o);
+        rebuilt_stand_ins++;
+        return jgp_wrap_borrowed(t);
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
         Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
@@ -93,11 +100,16 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
         goto fail;
     }
     int k = 0;
+    rebuilt_stand_ins = 0;
     args = rebuild(call->args, inputs, n_inputs, &k);
     kwargs = args && call->kwargs ? rebuild(call->kwargs, inputs, n_inputs, &k) : NULL;
     if (!args || (call->kwargs && !kwargs))
         goto fail;
+    /* objects are kept for traces only (an eager run may make new ones per call) */
+    PyObject *prev_objects = jgp_trace_objects;
+    jgp_trace_objects = n_inputs == 0 || rebuilt_stand_ins ? self->objects : NULL;
     res = PyObject_Call(self->fn, args, kwargs);
+    jgp_trace_objects = prev_objects;
     if (!res)
         goto fail;
     bool is_tuple = PyTuple_Check(res) || PyList_Check(res);
@@ -152,6 +164,7 @@ static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     Py_VISIT(self->fn);
     Py_VISIT(self->classes);
     Py_VISIT(self->templates);
+    Py_VISIT(self->objects);
     return 0;
 }
 
@@ -164,6 +177,7 @@ static int compiled_clear(PyObject *o) {
     Py_CLEAR(self->fn);
     Py_CLEAR(self->classes);
     Py_CLEAR(self->templates);
+    Py_CLEAR(self->objects);
     return 0;
 }
 
@@ -201,8 +215,9 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->fn = Py_NewRef(fn);
     self->classes = PySet_New(NULL);
     self->templates = PyDict_New();
+    self->objects = PyDict_New();
     self->fullgraph = fullgraph;
-    if (!self->classes || !self->templates) {
+    if (!self->classes || !self->templates || !self->objects) {
         Py_DECREF(self);
         return NULL;
     }
@@ -247,13 +262,15 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         goto done;
     compiled_call call = {self, args, kwargs, key, current};
     current = &call;
-    PyObject *prev_classes = jgp_trace_classes;
+    PyObject *prev_classes = jgp_trace_classes, *prev_objects = jgp_call_objects;
     jgp_trace_classes = self->classes;
+    jgp_call_objects = self->objects;
     jg_tensor *outs[JG_MAX_OUTPUTS];
     jgp_enter();
     int n = jg_compiled_call(self->c, bytes.data, bytes.len, (int)n_in, inputs, outs);
     jgp_leave(n >= 0);
     jgp_trace_classes = prev_classes;
+    jgp_call_objects = prev_objects;
     current = call.prev;
     if (n < 0) {
         jgp_raise();

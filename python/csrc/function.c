@@ -15,6 +15,7 @@
 #include <structmember.h>
 
 PyObject *jgp_trace_classes;
+PyObject *jgp_call_objects, *jgp_trace_objects;
 
 /* ------------------------------------------------------------ ctx object */
 

@@ -75,6 +75,14 @@ int jgp_function_init(PyObject *module);
 extern PyMethodDef jgp_module_function_functions[];
 /* set while a compiled function traces: Function classes seen are added */
 extern PyObject *jgp_trace_classes;
+/* The compiled function's dict from the identity key of each object
+ * argument a traced program serialized (guarded by identity) to the object:
+ * it keeps them alive as long as the compiled function, so an identity guard
+ * cannot match a newer object at a reused address, and an opaque custom call
+ * can rebuild its arguments when it runs.  jgp_call_objects is set during a
+ * compiled call (lookups), jgp_trace_objects only while its program is
+ * traced (additions). */
+extern PyObject *jgp_call_objects, *jgp_trace_objects;
 
 /* ---- compile.c ---- */
 int jgp_compile_init(PyObject *module);

@@ -279,3 +279,80 @@ def test_materialized_two_outputs_one_used(jg):
         return a.sum()
 
     check_compiled(jg, prog, [leaves(jg, (2,)), leaves(jg, (3,))])
+
+
+def values(T, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return T.tensor([0.5 + 0.37 * ((i * 7) % 5) for i in range(n)]).reshape(*shape)
+
+
+def outcome(T, prog, shape):
+    x = values(T, shape).requires_grad_()
+    try:
+        y = prog(x)
+        y.backward()
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e).__name__, str(e))
+    return (y.tolist(), None if x.grad is None else x.grad.tolist())
+
+
+@pytest.mark.parametrize("name", __import__("custom_cases").NAMES)
+def test_program_shapes(jg, torch, name):
+    """Every shape of custom-function program: compiled == eager bitwise on
+    every backend, with and without fullgraph, traced again for a new shape;
+    eager == PyTorch (to float tolerance)."""
+    import custom_cases as cc
+
+    for shape in [(3,), (5,)]:
+        want = outcome(jg, cc.mk(jg, name), shape)
+        ref = outcome(torch, cc.mk(torch, name), shape)
+        if want[0] == "error":  # as PyTorch's (e.g. a None gradient used in backward)
+            assert ref[:2] == want[:2]
+        else:
+            assert want[1] == pytest.approx(ref[1], rel=1e-5)
+        for be in backends(jg):
+            for fg in (True, False):
+                got = outcome(jg, jg.compile(cc.mk(jg, name), backend=be, fullgraph=fg), shape)
+                if fg and name in cc.FOREIGN:
+                    assert got[0] == "error" and "is not one of its tensor arguments" in got[2]
+                elif want[0] == "error":
+                    assert got[:2] == want[:2], (be, fg)
+                else:
+                    assert got == want, (be, fg)
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_opaque_function_with_object_argument(jg, torch, fullgraph):
+    """A Function whose forward reads values runs at run time (opaque): its
+    non-tensor arguments, a dataclass here, must be there when it runs."""
+    def fn(T):
+        class Scaled(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, p):
+                s = float((x * p.scale).sum().item())  # reads values
+                ctx.save_for_backward(x)
+                ctx.s = s
+                return x * s
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * ctx.s + (g * x).sum() * 2, None
+
+        return Scaled
+
+    F, p = fn(jg), Params(jg.full((3,), 2.0), None)
+
+    def prog(x):
+        return F.apply(x, p).sum()
+
+    for be in backends(jg):
+        f = jg.compile(prog, backend=be, fullgraph=fullgraph)
+        for n in (3, 3):
+            got, want = outcome(jg, f, (n,)), outcome(jg, prog, (n,))
+            assert got == want
+    Ft, pt = fn(torch), Params(torch.full((3,), 2.0), None)
+    ref = outcome(torch, lambda x: Ft.apply(x, pt).sum(), (3,))
+    assert want[1] == pytest.approx(ref[1], rel=1e-5)

@@ -106,7 +106,7 @@ typedef struct {
 
 static int resolve_kept(void *user, jg_tensor *t) {
     const kept_map *m = user;
-    for (int j = 0; t->sym->g == m->fwd && j < m->info->n_kept; j++)
+    for (int j = 0; t->sym->graph == m->fwd->id && j < m->info->n_kept; j++)
         if (m->info->kept_fval[j] == t->sym->value)
             return m->ph[j]->sym->value;
     return jg_errorf("the backward of %s used a tensor of another trace (its forward's, not "

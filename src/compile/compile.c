@@ -438,10 +438,11 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
     const jg_function *opaque[16];
     int n_opaque = 0;
     for (;;) {
-        const jg_function *failed = NULL;
-        jg_trace_custom_force_opaque(opaque, n_opaque);
+        const jg_function *failed = NULL, *const * prev;
+        int n_prev;
+        jg_trace_custom_force_opaque(opaque, n_opaque, &prev, &n_prev);
         jg_entry *e = trace_entry_once(c, k, inputs, &failed);
-        jg_trace_custom_force_opaque(NULL, 0);
+        jg_trace_custom_force_opaque(prev, n_prev, NULL, NULL);
         bool again = !e && failed && n_opaque < 16;
         for (int i = 0; i < n_opaque && again; i++)
             again = opaque[i] != failed;

@@ -542,14 +542,18 @@ jg_tensor *jg_tensor_view_of(jg_tensor *src, int ndim, const int64_t *shape, con
     return t;
 }
 
-jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym) {
+jg_tensor *jg_tensor_symbolic(const jg_meta *m, const jg_sym *sym) {
     jg_tensor *t = tensor_struct(m->dtype, m->ndim, m->shape);
     if (!t)
         return jg_errorf_null("out of memory allocating a symbolic tensor");
     if (t->numel < 0)
         return too_large(t, true);
     jg_contiguous_strides(m->ndim, m->shape, t->stride);
-    t->sym = sym;
+    /* a symbolic tensor has no data: its record lives where inline data
+     * would, and goes with the tensor */
+    _Static_assert(sizeof(jg_sym) <= JG_INLINE_BYTES, "jg_sym fits the inline data");
+    t->sym = (jg_sym *)(void *)t->inline_data;
+    *t->sym = *sym;
     return t;
 }
 

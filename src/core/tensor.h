@@ -6,7 +6,13 @@
 #include <stdarg.h>
 
 typedef struct jg_node jg_node;
-typedef struct jg_sym jg_sym; /* a traced value; defined by src/trace */
+/* A traced value (src/trace): the id of the graph it belongs to (jg_graph.id,
+ * never reused, so a symbolic tensor that outlives its graph is recognised
+ * as foreign without touching freed memory) and its value there. */
+typedef struct jg_sym {
+    uint64_t graph;
+    int value;
+} jg_sym;
 
 /* Where a storage lives (see tensor.c, "storage"). */
 typedef enum {
@@ -37,7 +43,7 @@ struct jg_tensor {
     jg_storage *storage; /* NULL for a symbolic (traced) tensor */
     jg_tensor *grad;
     jg_node *grad_fn; /* NULL for leaves */
-    jg_sym *sym;      /* non-NULL for a symbolic tensor */
+    jg_sym *sym;      /* non-NULL for a symbolic tensor: points into inline_data */
     jg_dtype dtype;
     int ndim;
     int output_nr; /* which output of grad_fn this tensor is */
@@ -99,7 +105,7 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape);
 jg_tensor *jg_tensor_view_of(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                              int64_t offset);
 /* Symbolic tensor: geometry only, no storage. */
-jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym);
+jg_tensor *jg_tensor_symbolic(const jg_meta *m, const jg_sym *sym); /* copies *sym */
 void jg_meta_of(const jg_tensor *t, jg_meta *m);
 bool jg_meta_equal(const jg_meta *a, const jg_meta *b);
 int64_t jg_shape_numel(int ndim, const int64_t *shape);

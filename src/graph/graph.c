@@ -1,6 +1,7 @@
 /* IR graphs: arena, builders and the edits passes make. */
 #include "graph/graph.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,8 @@ jg_graph *jg_graph_new(void) {
     if (!g)
         return jg_errorf_null("out of memory allocating a graph");
     g->name = "graph";
+    static _Atomic uint64_t last_id;
+    g->id = atomic_fetch_add(&last_id, 1) + 1;
     return g;
 }
 
@@ -307,7 +310,9 @@ jg_graph *jg_graph_clone(const jg_graph *g) {
     if (!c)
         return NULL;
     jg_arena *a = &c->arena;
+    uint64_t id = c->id;
     *c = *g;
+    c->id = id;
     c->arena = (jg_arena){0};
     c->children = NULL;
     c->n_children = c->cap_children = 0;

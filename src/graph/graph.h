@@ -17,9 +17,10 @@
  *                 added on top of this IR (see docs/compiler.md).
  *
  * Memory: everything a graph allocates (values, nodes, operand lists, names,
- * custom args, symbolic-value records) comes from the graph's arena and is
- * freed at once by jg_graph_free; constants are retained tensors released
- * there; subgraphs are owned by their parent and freed with it. */
+ * custom args) comes from the graph's arena and is freed at once by
+ * jg_graph_free; constants are retained tensors released there; subgraphs
+ * are owned by their parent and freed with it.  Symbolic tensors name a
+ * graph by its id, so they may outlive it. */
 #ifndef JG_GRAPH_GRAPH_H
 #define JG_GRAPH_GRAPH_H
 
@@ -114,6 +115,7 @@ struct jg_graph {
     jg_graph **children; /* subgraphs owned by this graph */
     int n_children, cap_children;
     const char *name; /* "graph" unless set */
+    uint64_t id;      /* unique for the process's lifetime (symbolic tensors name it) */
 };
 
 jg_graph *jg_graph_new(void);

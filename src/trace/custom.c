@@ -54,14 +54,44 @@ int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
     return rc;
 }
 
+/* A callback used a traced tensor of the program that is not one of the
+ * call's tensor arguments (one reached through another argument, such as a
+ * field of an object, or captured by a closure).  The node could not feed
+ * it, and an opaque call could not find it at run time: a graph break (the
+ * program runs eagerly; with fullgraph, this is the error). */
+static int foreign_error(const jg_function *fn, const char *callback) {
+    return jg_errorf("%s.%s used a traced tensor that is not one of its tensor arguments (reached "
+                     "through another argument or captured); pass it to apply() as an argument",
+                     fn_name(fn), callback);
+}
+
+static int foreign_break(const jg_function *fn, const char *callback) {
+    foreign_error(fn, callback);
+    jg_trace_note_break("%s", jg_last_error());
+    return -1;
+}
+
+typedef struct {
+    const jg_function *fn;
+    bool hit;
+} foreign_use;
+
+static int refuse_foreign(void *user, jg_tensor *t) {
+    (void)t;
+    foreign_use *u = user;
+    u->hit = true;
+    return foreign_error(u->fn, "forward");
+}
+
 /* Runs the forward callback on placeholders inside subgraph F and sets F's
  * outputs (call outputs, then saved values).  Returns the output count, or
  * -1: an error, or a graph break inside F (why is set). */
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
-                         jg_tensor **outs, char *why, size_t why_n) {
+                         jg_tensor **outs, foreign_use *foreign, char *why, size_t why_n) {
     jg_tensor *ph[MAX_SLOTS];
     if (jg_trace_begin(F, 0) < 0)
         return -1;
+    jg_trace_set_resolver(refuse_foreign, foreign);
     int rc = 0, n_out = -1;
     for (int i = 0; i < n && rc == 0; i++) {
         jg_meta m;
@@ -110,7 +140,12 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
 static _Thread_local const jg_function *const *forced;
 static _Thread_local int n_forced;
 
-void jg_trace_custom_force_opaque(const jg_function *const *fns, int n) {
+void jg_trace_custom_force_opaque(const jg_function *const *fns, int n,
+                                  const jg_function *const **prev, int *n_prev) {
+    if (prev)
+        *prev = forced;
+    if (n_prev)
+        *n_prev = n_forced;
     forced = n ? fns : NULL;
     n_forced = n;
 }
@@ -126,7 +161,9 @@ static bool is_forced(const jg_function *fn) {
  * having been saved (kept in the ctx): each becomes a placeholder of the
  * trial graph, and later an extra output of F. */
 typedef struct {
+    const jg_function *fn;
     const jg_graph *F;
+    bool foreign; /* it used a traced tensor of another graph */
     int n;
     int fval[MAX_SLOTS];
     jg_tensor *ph[MAX_SLOTS];
@@ -134,9 +171,10 @@ typedef struct {
 
 static int resolve_kept(void *user, jg_tensor *t) {
     kept_set *k = user;
-    if (t->sym->g != k->F)
-        return jg_errorf("a traced tensor of an enclosing trace was used inside a nested trace; "
-                         "pass it as an input instead");
+    if (t->sym->graph != k->F->id) {
+        k->foreign = true;
+        return foreign_error(k->fn, "backward");
+    }
     for (int i = 0; i < k->n; i++)
         if (k->fval[i] == t->sym->value)
             return k->ph[i]->sym->value;
@@ -258,13 +296,14 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     jg_meta metas[MAX_NODE_OUT];
     bool rgs[MAX_NODE_OUT] = {0};
-    kept_set kept = {.F = F};
+    kept_set kept = {.fn = fn, .F = F};
     bool force = is_forced(fn);
-    int n_out = force ? -1 : trace_forward(F, ctx, n, inputs, outs, why, sizeof why);
+    foreign_use foreign = {fn, false};
+    int n_out = force ? -1 : trace_forward(F, ctx, n, inputs, outs, &foreign, why, sizeof why);
     if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
         drop_child(G, F);
-        return -1;
+        return foreign.hit ? foreign_break(fn, "forward") : -1;
     }
     /* every output of the node: the call's, then the values saved for
      * backward, then those it kept */
@@ -272,6 +311,13 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         metas[k] = F->vals[F->outputs[k]].meta;
     bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, &kept, why, sizeof why);
     int kept_out = n_out > 0 ? F->n_outputs : 0;
+    if (kept.foreign) {
+        for (int k = 0; k < n_out; k++)
+            jg_release(outs[k]);
+        jg_ctx_free(ctx);
+        drop_child(G, F);
+        return foreign_break(fn, "backward");
+    }
     if (!opaque && kept.n && add_kept_outputs(F, &kept) < 0) {
         for (int k = 0; k < n_out; k++)
             jg_release(outs[k]);

@@ -42,9 +42,11 @@ void jg_trace_custom_init(void);
 
 /* Calls of these functions are traced as opaque calls on this thread (the
  * compiler's retry when a call's backward cannot be traced for the output
- * gradients that actually reach it); n 0 clears the list, which is
- * borrowed until then. */
-void jg_trace_custom_force_opaque(const jg_function *const *fns, int n);
+ * gradients that actually reach it).  The list is borrowed until replaced;
+ * the previous one is returned through prev/n_prev so that a nested
+ * compile can put it back. */
+void jg_trace_custom_force_opaque(const jg_function *const *fns, int n,
+                                  const jg_function *const **prev, int *n_prev);
 
 /* Runs ctx's backward callback with `saved` standing in for the tensors the
  * forward saved (one per saved entry, NULL where NULL was saved), inside the

@@ -101,12 +101,8 @@ void jg_trace_note_break(const char *fmt, ...) {
 }
 
 static jg_tensor *make_sym(frame *f, int v) {
-    jg_sym *s = jg_arena_alloc(&f->g->arena, sizeof *s);
-    if (!s)
-        return NULL;
-    s->g = f->g;
-    s->value = v;
-    jg_tensor *t = jg_tensor_symbolic(&f->g->vals[v].meta, s);
+    jg_sym s = {f->g->id, v};
+    jg_tensor *t = jg_tensor_symbolic(&f->g->vals[v].meta, &s);
     if (t)
         t->requires_grad = f->g->vals[v].requires_grad;
     return t;
@@ -143,11 +139,11 @@ int jg_trace_value(jg_tensor *t) {
     if (!f)
         return jg_errorf("no trace is open");
     if (t->sym) {
-        if (t->sym->g != f->g && f->resolve)
+        if (t->sym->graph != f->g->id && f->resolve)
             return f->resolve(f->resolve_user, t);
-        if (t->sym->g != f->g)
-            return jg_errorf("a traced tensor of an enclosing trace was used inside a nested "
-                             "trace; pass it as an input instead");
+        if (t->sym->graph != f->g->id)
+            return jg_errorf("a traced tensor of another trace (an enclosing one, or one that "
+                             "has ended) was used; pass it as an input instead");
         return t->sym->value;
     }
     for (int i = 0; i < f->n_consts; i++)

@@ -8,7 +8,7 @@
  * which appends a node to the innermost frame's graph and returns symbolic
  * outputs; kernels never see symbolic tensors.
  *
- * A symbolic tensor (storage NULL) carries a jg_sym naming its graph and
+ * A symbolic tensor (storage NULL) carries a jg_sym naming its graph (by id) and
  * value.  Concrete tensors used as operands become constants of the graph
  * (retained), or, when the frame lifts them and they require grad, extra
  * graph inputs so their gradients flow (jg_trace_lifted). */
@@ -16,11 +16,6 @@
 #define JG_TRACE_TRACE_H
 
 #include "graph/graph.h"
-
-struct jg_sym {
-    jg_graph *g;
-    int value;
-};
 
 enum {
     JG_TRACE_LIFT = 1u << 0, /* concrete operands that require grad become graph inputs */

@@ -117,6 +117,25 @@ static int two_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, j
 
 static const jg_function two_fn = {"Two", two_forward, two_backward, NULL};
 
+/* x * t, where t reaches forward through the args (a pointer), not as a
+ * tensor argument; backward: g * t (kept in the state) */
+static int via_args_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_tensor *t = *(jg_tensor *const *)jg_ctx_args(ctx);
+    jg_ctx_set_state(ctx, jg_retain(t), release_state);
+    out[0] = jg_mul(in[0], t);
+    return out[0] ? 1 : -1;
+}
+
+static int via_args_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
+                             jg_tensor **din) {
+    (void)n_out;
+    din[0] = jg_mul(g[0], jg_ctx_state(ctx));
+    return din[0] ? n_in : -1;
+}
+
+static const jg_function via_args_fn = {"ViaArgs", via_args_forward, via_args_backward, NULL};
+
 /* ------------------------------------------------------------- programs */
 
 /* sum(Exp2(x) * Exp2(tanh(x))): one call on a graph input, one on a node */
@@ -146,6 +165,26 @@ static int p_two(void *user, const void *args, int n, jg_tensor *const *in, jg_t
     if (jg_apply(&two_fn, 1, in, args, sizeof(int), o) < 0)
         return -1;
     out[0] = jg_sum(user ? o[0] : jg_add(o[0], o[1]));
+    return out[0] ? 1 : -1;
+}
+
+/* sum(ViaArgs(x; tanh(x))) */
+static int p_via_args(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *t = jg_tanh(in[0]);
+    out[0] = jg_sum(tf_apply1(&via_args_fn, 1, in, &t, sizeof t));
+    return out[0] ? 1 : -1;
+}
+
+/* sum(x * t), where t = exp(x) is made by the first call and kept in *user:
+ * a traced tensor that escapes its trace */
+static int p_escape(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor **keep = user;
+    if (!*keep)
+        *keep = jg_retain(jg_exp(in[0]));
+    jg_tensor *m = jg_mul(in[0], *keep);
+    out[0] = m ? jg_sum(m) : NULL;
     return out[0] ? 1 : -1;
 }
 
@@ -278,6 +317,42 @@ static void test_backward_error_depends_on_arrived_grads(void **state) {
     }
 }
 
+/* A traced tensor that reaches a function other than as a tensor argument
+ * cannot be fed to its node: a graph break (eager fallback, equal to eager),
+ * and with fullgraph a clear error naming the function. */
+static void test_traced_tensor_outside_arguments_breaks(void **state) {
+    (void)state;
+    jg_compiled *c = jg_compile(p_via_args, NULL, NULL);
+    jg_tensor *ye, *ge, *yc, *gc;
+    assert_int_equal(run_once(NULL, p_via_args, NULL, NULL, 0, 3, &ye, &ge), 0);
+    assert_int_equal(run_once(c, p_via_args, NULL, NULL, 0, 3, &yc, &gc), 0);
+    TU_SAME(yc, ye);
+    TU_SAME(gc, ge);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    jg_compiled_free(c);
+    c = jg_compile(p_via_args, NULL, &(jg_compile_options){.fullgraph = true});
+    assert_int_equal(run_once(c, p_via_args, NULL, NULL, 0, 3, &yc, &gc), -1);
+    TU_ERROR("ViaArgs.forward used a traced tensor that is not one of its tensor arguments");
+    jg_compiled_free(c);
+    jg_release(ye), jg_release(ge), jg_release(yc), jg_release(gc);
+}
+
+/* A traced tensor kept past its trace (and its graph) is refused with a
+ * clear error when a later trace uses it; it used to be read through the
+ * freed graph. */
+static void test_escaped_traced_tensor_refused(void **state) {
+    (void)state;
+    jg_tensor *kept = NULL, *x = jg_full(JG_F32, 1, TU_SHAPE(3), 1.0), *out[JG_MAX_OUTPUTS];
+    jg_compiled *c = jg_compile(p_escape, &kept, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), 1);
+    jg_compiled_free(c); /* the graph kept's value belonged to is gone */
+    c = jg_compile(p_escape, &kept, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), -1);
+    TU_ERROR("a traced tensor of another trace (an enclosing one, or one that has ended)");
+    jg_compiled_free(c);
+    jg_release(kept);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_saved_created_tensor_traced_twice),
@@ -285,6 +360,8 @@ int main(void) {
         TU_TEST(test_state_tensor_read_in_backward),
         TU_TEST(test_backward_error_waits_for_backward),
         TU_TEST(test_backward_error_depends_on_arrived_grads),
+        TU_TEST(test_traced_tensor_outside_arguments_breaks),
+        TU_TEST(test_escaped_traced_tensor_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
