@@ -100,8 +100,29 @@ static int run_custom(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     for (int s = 0; s < c->n_slots; s++)
         in[s] = vals[jg_gnode_slot_value(n, s)];
     int rc = jg_interp_run(sub, in, out);
-    for (int k = 0; k < n->n_out && rc == 0; k++)
+    for (int k = 0; k < n->n_out && rc == 0; k++) {
+        /* An output that is not computed by the subgraph (a slot returned
+         * unchanged, a constant) or repeats an earlier one becomes a new
+         * alias, as eager jg_apply makes it: the call's outputs are distinct
+         * tensors, so the compiled node's history never lands on an input
+         * or on another output. */
+        int fv = c->fwd->outputs[k];
+        bool shared = c->fwd->vals[fv].kind != JG_VAL_NODE;
+        for (int j = 0; j < k && !shared; j++)
+            shared = c->fwd->outputs[j] == fv;
+        if (shared) {
+            jg_tensor *a = jg_alias_no_history(out[k]);
+            jg_release(out[k]);
+            out[k] = a;
+            if (!a) { /* the run's cleanup releases the outputs stored so far */
+                for (int j = k + 1; j < n->n_out; j++)
+                    jg_release(out[j]);
+                rc = -1;
+                break;
+            }
+        }
         vals[n->out[k]] = out[k];
+    }
     jg_interp_plan_free(sub);
     free(io);
     return rc;

@@ -1,0 +1,109 @@
+"""Gradient routing of compiled calls: which node receives which output's
+gradient, which backward runs, and None versus zeros.  Each program runs
+under PyTorch (the reference, eager) and under jitgrad eager and compiled
+with both backends; compiled must equal eager bitwise (None vs tensor
+included) and eager must equal PyTorch."""
+import math
+
+import pytest
+
+MODES = ["eager", "interp", "c"]
+
+
+def vals(t):
+    return None if t is None else [float(v) for v in t.detach().reshape(-1).tolist()]
+
+
+def close(a, b, rtol=2e-5, atol=2e-6):
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if math.isnan(a):
+        return math.isnan(b)
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+def maybe_compile(T, f, mode):
+    if mode == "eager" or T.__name__ == "torch":
+        return f
+    return T.compile(f, fullgraph=True, backend=mode)
+
+
+def check(torch, jg, program):
+    want = program(torch, "eager")
+    eager = program(jg, "eager")
+    assert close(eager, want), (eager, want)
+    for mode in MODES[1:]:
+        got = program(jg, mode)
+        assert got == eager, (mode, got, eager)  # bitwise, None included
+
+
+def identity_fn(T):
+    class Ident(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    return Ident
+
+
+# item 4: a Function returning its input; the program returns that input too
+def prog_identity_and_input(T, mode):
+    Ident = identity_fn(T)
+
+    def f(p):
+        a = p * 2
+        return a, Ident.apply(a)
+
+    p = T.tensor([1.0, 2.0], requires_grad=True)
+    a, y = maybe_compile(T, f, mode)(p)
+    (-0.5 * a).sum().backward()
+    q = T.tensor([1.0, 2.0], requires_grad=True)
+    a, y = maybe_compile(T, f, mode)(q)
+    (g,) = T.autograd.grad((-0.5 * a).sum() + y.sum(), [q])
+    return [vals(p.grad), vals(g)]
+
+
+def test_identity_function_output_keeps_plain_output_gradient(torch, jg):
+    check(torch, jg, prog_identity_and_input)
+
+
+def prog_identity_of_program_input(T, mode):
+    Ident = identity_fn(T)
+
+    def f(p):
+        return p, Ident.apply(p)
+
+    p = T.tensor([1.0, 2.0], requires_grad=True)
+    a, y = maybe_compile(T, f, mode)(p)
+    (-1 * a).sum().backward()
+    q = T.tensor([1.0, 2.0], requires_grad=True)
+    a, y = maybe_compile(T, f, mode)(q)
+    (g,) = T.autograd.grad((-1 * a).sum() + y.sum(), [q])
+    return [vals(p.grad), vals(g), p.is_leaf, q.is_leaf]
+
+
+def test_identity_function_of_program_input_leaves_input_a_leaf(torch, jg):
+    check(torch, jg, prog_identity_of_program_input)
+
+
+# item 4b: the identity Function under autograd.grad runs its backward
+def prog_identity_autograd_grad(T, mode):
+    Ident = identity_fn(T)
+
+    def f(p):
+        return Ident.apply(p)
+
+    p = T.tensor([1.25], requires_grad=True)
+    y = maybe_compile(T, f, mode)(p)
+    (g,) = T.autograd.grad((y * 1.25).sum(), [p])
+    return [vals(g), vals(p.grad)]
+
+
+def test_identity_function_under_autograd_grad_runs_backward(torch, jg):
+    check(torch, jg, prog_identity_autograd_grad)
