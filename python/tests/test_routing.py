@@ -107,3 +107,71 @@ def prog_identity_autograd_grad(T, mode):
 
 def test_identity_function_under_autograd_grad_runs_backward(torch, jg):
     check(torch, jg, prog_identity_autograd_grad)
+
+
+# item 7: a Function feeding a slot whose backward answers None still runs
+def none_slot_fns(T, reads_values=False, materialize=True):
+    class B(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(materialize)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            if g is None:
+                return None
+            if reads_values:
+                float(g.sum().item())  # makes the compiled node opaque
+            return g * 2
+
+    class A(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    return A, B
+
+
+@pytest.mark.parametrize("reads_values", [False, True])
+@pytest.mark.parametrize("materialize", [True, False])
+@pytest.mark.parametrize("between", ["none", "mul"])
+def test_function_feeding_none_slot_runs_its_backward(torch, jg, reads_values, materialize,
+                                                      between):
+    def program(T, mode):
+        A, B = none_slot_fns(T, reads_values, materialize)
+
+        def f(x, y):
+            b = B.apply(y)
+            if between == "mul":
+                b = b * 3
+            return A.apply(x, b).sum()
+
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        maybe_compile(T, f, mode)(x, y).backward()
+        x2 = T.tensor([1.0, 2.0], requires_grad=True)
+        y2 = T.tensor([3.0, 4.0], requires_grad=True)
+        g = T.autograd.grad(maybe_compile(T, f, mode)(x2, y2), [y2], allow_unused=True)
+        return [vals(x.grad), vals(y.grad), vals(g[0])]
+
+    check(torch, jg, program)
+
+
+def test_plain_op_feeding_none_slot_gives_no_gradient(torch, jg):
+    def program(T, mode):
+        A, _ = none_slot_fns(T)
+
+        def f(x, y):
+            return A.apply(x, y * 2).sum()
+
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        maybe_compile(T, f, mode)(x, y).backward()
+        return [vals(x.grad), vals(y.grad)]
+
+    check(torch, jg, program)

@@ -393,8 +393,8 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     bool any = false;
     for (int k = 0; k < n->n_out; k++)
         any |= buf[k] != NULL;
-    if (!any)
-        return 0; /* nothing reached it: it contributes nothing */
+    if (!any && !n->vt->run_without_grads)
+        return 0; /* no gradient reached it: it contributes nothing */
     if (n->has_saved && n->saved_released)
         return jg_errorf("%s", JG_SAVED_FREED_MSG);
     jg_tensor *gin_small[8] = {0}, **gin = gin_small;

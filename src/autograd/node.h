@@ -26,6 +26,11 @@ typedef struct jg_node_vt {
     /* Frees the node's own resources (not the edges; the caller does). */
     void (*destroy)(jg_node *n);
     const char *(*name)(const jg_node *n);
+    /* Runs even when no gradient reached any output (gout all NULL), as
+     * PyTorch runs a custom Function's backward (with materialized zeros)
+     * whenever its node is part of the backward graph.  Op nodes leave it
+     * false: with no gradient they contribute nothing. */
+    bool run_without_grads;
 } jg_node_vt;
 
 struct jg_node {

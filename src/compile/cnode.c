@@ -177,7 +177,8 @@ static const char *cnode_name(const jg_node *n) {
     return "CompiledFunctionBackward";
 }
 
-static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name};
+static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name,
+                                    false};
 
 /* ------------------------------------------------------------------- run */
 

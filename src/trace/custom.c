@@ -143,7 +143,7 @@ static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *
 /* An opaque call: the forward runs once on zeros here, only to learn its
  * outputs' dtypes and shapes. */
 static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
-                        size_t args_size, jg_meta *metas) {
+                        size_t args_size, jg_meta *metas, bool *materialize) {
     jg_tensor *z[MAX_SLOTS], *o[JG_MAX_OUTPUTS];
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
@@ -161,6 +161,8 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
         jg_meta_of(o[k], &metas[k]);
         jg_release(o[k]);
     }
+    if (ctx)
+        *materialize = ctx->materialize_grads;
     jg_ctx_free(ctx);
     jg_scope_pop();
     return n_out;
@@ -202,6 +204,7 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     for (int k = 0; k < n_out; k++)
         metas[k] = F->vals[F->outputs[k]].meta;
     bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, why, sizeof why);
+    bool materialize = ctx->materialize_grads;
     int n_node_out = n_out > 0 ? F->n_outputs : 0;
     if (opaque) {
         /* outputs: the call's, the same with eager history, the slot leaves */
@@ -209,7 +212,7 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
             jg_release(outs[k]);
         drop_child(G, F);
         F = NULL;
-        n_out = opaque_metas(fn, n, inputs, args, args_size, metas);
+        n_out = opaque_metas(fn, n, inputs, args, args_size, metas, &materialize);
         if (n_out < 0) {
             jg_ctx_free(ctx);
             return -1;
@@ -241,8 +244,7 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         int next = n_out;
         for (int s = 0; s < n_saved; s++)
             saved_out[s] = ctx->saved[s].t ? next++ : -1;
-        *info =
-            (jg_custom_info){n_out, diff, n_saved, saved_out, ctx ? ctx->materialize_grads : true};
+        *info = (jg_custom_info){n_out, diff, n_saved, saved_out, materialize};
     }
     for (int k = 0; k < n_out && !opaque; k++) {
         jg_release(outs[k]);
