@@ -175,3 +175,87 @@ def test_plain_op_feeding_none_slot_gives_no_gradient(torch, jg):
         return [vals(x.grad), vals(y.grad)]
 
     check(torch, jg, program)
+
+
+# item 6: an opaque call (its forward reads values) whose backward answers
+# None for a slot sends nothing upstream
+def opaque_fn(T):
+    class Opaq(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            s = float(x.sum().item())
+            return x * s + y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    return Opaq
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_opaque_none_slot_sends_no_gradient(torch, jg, direct):
+    def program(T, mode):
+        Opaq = opaque_fn(T)
+
+        def f(x, y):
+            return Opaq.apply(x, y if direct else y * 1.0).sum()
+
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        maybe_compile(T, f, mode)(x, y).backward()
+        return [vals(x.grad), vals(y.grad)]
+
+    check(torch, jg, program)
+
+
+def test_opaque_none_slot_that_depends_on_values_is_an_error(jg):
+    class Odd(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(y)
+            return x * float(x.sum().item()) + y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g, (g if float(y.sum().item()) != 0 else None)
+
+    def f(x, y):
+        return Odd.apply(x, y * 1.0).sum()
+
+    for mode in MODES[1:]:
+        x = jg.tensor([1.0, 2.0], requires_grad=True)
+        y = jg.tensor([3.0, 4.0], requires_grad=True)
+        out = jg.compile(f, fullgraph=True, backend=mode)(x, y)
+        with pytest.raises(RuntimeError, match="None when traced"):
+            out.backward()
+        assert x.grad is None and y.grad is None
+
+
+# item 9b: an opaque call honours mark_non_differentiable
+def test_opaque_mark_non_differentiable(torch, jg):
+    def program(T, mode):
+        class Split(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                s = float(x.sum().item())
+                m = (x * 0 + s)
+                ctx.mark_non_differentiable(m)
+                return x * s, m
+
+            @staticmethod
+            def backward(ctx, g, gm):
+                return g * 2
+
+        def f(x):
+            a, m = Split.apply(x)
+            return a, m
+
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        a, m = maybe_compile(T, f, mode)(x)
+        res = [a.requires_grad, m.requires_grad]
+        a.sum().backward()
+        return res + [vals(x.grad)]
+
+    check(torch, jg, program)

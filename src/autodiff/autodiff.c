@@ -101,7 +101,10 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         return -1;
     for (int k = 0; k < ns; k++) {
         const jg_value *v = &s->f->vals[jg_gnode_slot_value(n, k)];
-        gin[k] = !needs[k] ? NULL : v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
+        if (!needs[k] || (info->none_slot && info->none_slot[k]))
+            gin[k] = NULL; /* answers NULL: no contribution, as in eager mode */
+        else
+            gin[k] = v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
     }
     return 0;
 }

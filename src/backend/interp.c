@@ -198,6 +198,14 @@ static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor *
     if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,
                          JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
         return -1;
+    const bool *expect_none = c->user;
+    for (int j = 0; j < n_need && expect_none; j++)
+        if (expect_none[j] && res[j])
+            return jg_errorf(
+                "%sBackward returned a gradient for an input at run time but None when "
+                "traced on zeros (an opaque function must answer None for the same "
+                "inputs whatever the values)",
+                c->fn->name); /* (res[] belong to the scope) */
     for (int j = 0; j < n_need; j++) {
         const jg_meta *m = &g->vals[n->out[2 * j + 1]].meta;
         jg_tensor *r = jg_keep(res[j]);
