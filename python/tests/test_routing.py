@@ -259,3 +259,21 @@ def test_opaque_mark_non_differentiable(torch, jg):
         return res + [vals(x.grad)]
 
     check(torch, jg, program)
+
+
+# item 9b: an op that validates its operands' values fails compiled even
+# when its result is unused (dead code elimination keeps it)
+@pytest.mark.parametrize("mode", MODES)
+def test_unused_cross_entropy_with_bad_target_fails_compiled(jg, mode):
+    F = jg.nn.functional
+
+    def f(x, t):
+        F.cross_entropy(x, t)
+        return (x * 2).sum()
+
+    x = jg.randn(3, 4, requires_grad=True)
+    g = maybe_compile(jg, f, mode)
+    with pytest.raises(IndexError, match="Target 5 is out of bounds"):
+        g(x, jg.tensor([0, 5, 1]))
+    assert g(x, jg.tensor([0, 3, 1])).item() == (x * 2).sum().item()
+

@@ -42,6 +42,10 @@ enum {
      * from vectorizing a loop: the c backend runs it as its own kernel step
      * rather than inside a fused loop (backend/cgen.c) */
     JG_OPF_NOFUSE = 1u << 8,
+    /* the kernel fails on some operand values (an index out of range), so
+     * a compiled program keeps it even when its result is unused: it must
+     * fail where eager fails (passes/dce.c) */
+    JG_OPF_CHECKS = 1u << 9,
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
