@@ -277,3 +277,50 @@ def test_unused_cross_entropy_with_bad_target_fails_compiled(jg, mode):
         g(x, jg.tensor([0, 5, 1]))
     assert g(x, jg.tensor([0, 3, 1])).item() == (x * 2).sum().item()
 
+
+
+# item 4c: contiguous() of a contiguous value is the value itself when
+# traced, as eagerly, so gradients sum in eager's order (bitwise equal)
+def test_contiguous_of_contiguous_input_is_the_input(jg):
+    def f(x, a, b, d):
+        c = x.contiguous()
+        return (x * a).sum() + (c * b).sum() + (c * d).sum() + (x * d).sum()
+
+    jg.manual_seed(0)
+    x = jg.randn(1000, requires_grad=True)
+    a, b, d = jg.randn(1000), jg.randn(1000), jg.randn(1000)
+    res = {}
+    for mode in MODES:
+        x.grad = None
+        maybe_compile(jg, f, mode)(x, a, b, d).backward()
+        res[mode] = vals(x.grad)
+    assert res["interp"] == res["eager"] and res["c"] == res["eager"]
+
+
+# item 9b: view() of a transposed input fails compiled as eagerly; the
+# input's strides are guarded, so a contiguous input of the same shape
+# retraces and succeeds
+@pytest.mark.parametrize("mode", MODES)
+def test_view_of_transposed_input_fails_compiled(torch, jg, mode):
+    def f(x):
+        return x.view(-1) * 2
+
+    for T in (torch, jg):
+        y = T.ones(3, 4)
+        g = maybe_compile(T, f, mode)
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            g(y.t())
+        assert vals(g(y.t().contiguous())) == [2.0] * 12
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            g(y.t())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_view_of_traced_transpose_fails_compiled(torch, jg, mode):
+    for T in (torch, jg):
+        g = maybe_compile(T, lambda x: x.t().view(-1), mode)
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            g(T.ones(3, 4))
+    h = maybe_compile(jg, lambda x: (x.t().contiguous().view(-1), x.t().reshape(-1)), mode)
+    want = [vals(t) for t in (torch.arange(12.0).reshape(3, 4).t().reshape(-1),) * 2]
+    assert [vals(t) for t in h(jg.arange(12.0).reshape(3, 4))] == want

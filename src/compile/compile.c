@@ -112,6 +112,8 @@ static void make_key(jg_call_key *k, jg_in_key *in, const void *args, size_t arg
     k->args_size = args_size;
     for (int i = 0; i < n; i++) {
         jg_meta_of(inputs[i], &in[i].meta);
+        for (int d = 0; d < JG_MAX_DIMS; d++)
+            in[i].stride[d] = d < inputs[i]->ndim ? inputs[i]->stride[d] : 0;
         in[i].requires_grad = inputs[i]->requires_grad;
         in[i].same_as = in[i].storage_as = -1;
         for (int j = 0; j < i; j++) {
@@ -164,6 +166,14 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t
                 fmt_meta_shape(s2, sizeof s2, &b->meta);
             }
             WHY("input %d shape %s != %s", i, s1, s2);
+            return false;
+        }
+        if (memcmp(a->stride, b->stride, sizeof a->stride)) {
+            if (why) {
+                jg_format_shape(s1, sizeof s1, a->meta.ndim, a->stride);
+                jg_format_shape(s2, sizeof s2, b->meta.ndim, b->stride);
+            }
+            WHY("input %d strides %s != %s", i, s1, s2);
             return false;
         }
         if (a->requires_grad != b->requires_grad) {
@@ -375,6 +385,8 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
         if (!(sym[i] = jg_scope_track(
                   jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))))
             rc = -1;
+        else /* the input's layout (guarded), so contiguous() and view() act as eager */
+            memcpy(sym[i]->stride, k->in[i].stride, sizeof(int64_t) * (size_t)sym[i]->ndim);
     }
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);

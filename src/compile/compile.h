@@ -24,6 +24,7 @@ extern const jg_backend jg_backend_interp, jg_backend_c;
 
 typedef struct jg_in_key {
     jg_meta meta;
+    int64_t stride[JG_MAX_DIMS]; /* traced tensors carry them (contiguous(), view()) */
     bool requires_grad;
     int same_as;    /* first earlier input that is the same jg_tensor*, or -1 */
     int storage_as; /* first earlier input sharing its storage, or -1 */

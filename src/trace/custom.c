@@ -69,6 +69,8 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
         if (!(ph[i] = jg_trace_placeholder(&m, false, inputs[i]->requires_grad, name))) {
             n = i;
             rc = -1;
+        } else { /* the slot's layout, as the callback sees it eagerly */
+            memcpy(ph[i]->stride, inputs[i]->stride, sizeof(int64_t) * (size_t)m.ndim);
         }
     }
     if (rc == 0)
