@@ -291,7 +291,9 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
             memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n);
         *info = (jg_custom_info){n_out, diff, n_saved, saved_out, materialize, none_slot};
     }
+    int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the forward's layouts */
     for (int k = 0; k < n_out && !opaque; k++) {
+        memcpy(out_stride[k], outs[k]->stride, sizeof out_stride[k]);
         jg_release(outs[k]);
         outs[k] = NULL;
     }
@@ -316,6 +318,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
                 jg_release(outputs[j]);
             rc = -1;
         } else {
+            if (!opaque)
+                memcpy(outputs[k]->stride, out_stride[k], sizeof out_stride[k]);
             jg_scope_track(outputs[k]);
         }
     }
