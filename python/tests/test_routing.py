@@ -324,3 +324,38 @@ def test_view_of_traced_transpose_fails_compiled(torch, jg, mode):
     h = maybe_compile(jg, lambda x: (x.t().contiguous().view(-1), x.t().reshape(-1)), mode)
     want = [vals(t) for t in (torch.arange(12.0).reshape(3, 4).t().reshape(-1),) * 2]
     assert [vals(t) for t in h(jg.arange(12.0).reshape(3, 4))] == want
+
+
+# item 7 across a compiled call's boundary: an eager Function answers None
+# for the slot a compiled output fills; the compiled call's inner Functions
+# still run their backward (and only those the output leads to)
+@pytest.mark.parametrize("between", ["none", "mul"])
+def test_compiled_output_feeding_none_slot_runs_inner_backward(torch, jg, between):
+    def program(T, mode):
+        A, B = none_slot_fns(T)
+
+        def prog(y, z):
+            return B.apply(y) * 3, B.apply(z * 5)
+
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        z = T.tensor([5.0, 6.0], requires_grad=True)
+        o1, o2 = maybe_compile(T, prog, mode)(y, z)
+        if between == "mul":
+            o1 = o1 * 2
+        A.apply(x, o1).sum().backward()
+        return [vals(x.grad), vals(y.grad), vals(z.grad)]
+
+    check(torch, jg, program)
+
+
+def test_compiled_without_functions_reached_without_gradient(torch, jg):
+    def program(T, mode):
+        A, _ = none_slot_fns(T)
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        o = maybe_compile(T, lambda y: (y * 3).exp(), mode)(y)
+        A.apply(x, o).sum().backward()
+        return [vals(x.grad), vals(y.grad)]
+
+    check(torch, jg, program)

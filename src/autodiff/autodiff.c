@@ -186,7 +186,8 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     return rc;
 }
 
-int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_result *r) {
+int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, const int *reach,
+                jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
     jg_graph *b = jg_graph_new();
     if (!b)
@@ -249,6 +250,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
         rc = jg_errorf("out of memory in autodiff");
     for (int k = 0; k < n_seeds && rc == 0; k++)
         reached[seeds[k]] = true;
+    for (int k = 0; k < n_reach && rc == 0; k++)
+        reached[reach[k]] = true;
     /* latest node first, slots in order: the eager engine's order */
     for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
         const jg_gnode *n = &f->nodes[i];

@@ -281,7 +281,9 @@ int jg_function_run_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
 
 /* ---------------------------------------------------------- eager node */
 
-static int fn_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+static int fn_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                    bool create_graph) {
+    (void)reached;
     fn_node *f = (fn_node *)n;
     f->ctx->create_graph = create_graph;
     return jg_function_run_backward(f->ctx, n->n_out, n->out_meta, gout, gin);

@@ -18,8 +18,11 @@ typedef struct jg_edge {
 typedef struct jg_node_vt {
     /* Computes per-slot input gradients gin[0..n_next) (new references or NULL)
      * from output gradients gout[0..n_out) (NULL = no gradient reached that
-     * output).  Runs inside a scope, with grad mode == create_graph. */
-    int (*apply)(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph);
+     * output).  reached[k]: output k is part of this backward's graph (a root,
+     * or an edge of a node that ran leads to it) even if no gradient arrived.
+     * Runs inside a scope, with grad mode == create_graph. */
+    int (*apply)(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                 bool create_graph);
     /* Frees what only backward needs (after a backward without
      * JG_RETAIN_GRAPH). */
     void (*release_saved)(jg_node *n);

@@ -27,7 +27,9 @@ static inline jg_saved *saved_out(op_node *o, const jg_op_info *info) {
 
 static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
-static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                        bool create_graph) {
+    (void)reached;
     op_node *o = (op_node *)n;
     const jg_op_info *info = &jg_ops[o->op];
     jg_tensor *in[OPNODE_MAX_IN] = {0}, *out[OPNODE_MAX_OUT] = {0};

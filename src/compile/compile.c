@@ -275,11 +275,13 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g) {
         return jg_compile_passes(g, true) < 0 || !(e->fplan = e->backend->plan_new(g)) ? -1 : 0;
     e->fwd_ad = g;
     e->fwd = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        e->has_custom |= g->nodes[i].kind == JG_GN_CUSTOM;
     jg_autodiff_result r;
     int seeds[JG_MAX_OUTPUTS];
     for (int k = 0; k < e->n_node_out; k++)
         seeds[k] = e->node_out_val[k];
-    if (jg_autodiff(g, e->n_node_out, seeds, &r) < 0)
+    if (jg_autodiff(g, e->n_node_out, seeds, 0, NULL, &r) < 0)
         return -1;
     /* saved values: forward inputs come from the call; node values become
      * extra outputs of the forward graph */

@@ -39,7 +39,8 @@ typedef struct jg_call_key {
 } jg_call_key;
 
 typedef struct jg_bwd_variant {
-    unsigned mask; /* bit k: node output k received a gradient */
+    unsigned mask; /* bit k: node output k received a gradient; bit JG_MAX_OUTPUTS + k: it
+                      was reached without one (only when the graph has custom calls) */
     jg_graph *g;
     void *plan; /* of the entry's backend */
     int n_in;
@@ -72,6 +73,7 @@ typedef struct jg_entry {
     /* the compiled node's outputs: distinct program outputs requiring grad */
     int n_node_out;
     int *node_out_val, *node_out_prog;
+    bool has_custom; /* the traced forward has custom calls */
     /* the node's edges: one per gradient contribution to a graph input (see
      * autodiff.h), to that input's tensor */
     int n_edges;
