@@ -359,3 +359,24 @@ def test_compiled_without_functions_reached_without_gradient(torch, jg):
         return [vals(x.grad), vals(y.grad)]
 
     check(torch, jg, program)
+
+
+# PyTorch frees the saved tensors of every node of the backward graph, also
+# those no gradient reached
+@pytest.mark.parametrize("retain", [False, True])
+def test_node_reached_without_gradient_frees_saved_tensors(torch, jg, retain):
+    def program(T, mode):
+        A, _ = none_slot_fns(T)
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.tensor([3.0, 4.0], requires_grad=True)
+        o = maybe_compile(T, lambda y: (y * y).exp(), mode)(y)
+        A.apply(x, o).sum().backward(retain_graph=retain)
+        first = vals(y.grad)
+        try:
+            o.sum().backward()
+            second = vals(y.grad)
+        except RuntimeError as e:
+            second = "second time" in str(e)
+        return [first, second]
+
+    check(torch, jg, program)

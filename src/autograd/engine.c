@@ -397,6 +397,16 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
     return rc;
 }
 
+/* A node that contributes nothing: the nodes its edges lead to are still
+ * part of the backward graph. */
+static void skip_node(run_state *rs, const node_info *ni) {
+    const jg_node *n = ni->node;
+    const int *nx = rs->next_idx + ni->next;
+    for (int k = 0; k < n->n_next; k++)
+        if (n->next[k].fn && rs->nodes[nx[k]].needed)
+            rs->reached[rs->nodes[nx[k]].buf + n->next[k].nr] = true;
+}
+
 static int run_node(run_state *rs, int idx, bool create_graph) {
     node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
@@ -404,16 +414,17 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     bool any = false;
     for (int k = 0; k < n->n_out; k++)
         any |= buf[k] != NULL;
+    /* A node of the backward graph counts as run even when it is skipped:
+     * like PyTorch, a backward without JG_RETAIN_GRAPH frees its saved
+     * tensors too. */
+    ni->ran = true;
     if (!any && !n->vt->run_without_grads) {
-        /* no gradient reached it: it contributes nothing, but the nodes its
-         * edges lead to are still part of the backward graph */
-        const int *nx = rs->next_idx + ni->next;
-        for (int k = 0; k < n->n_next; k++)
-            if (n->next[k].fn && rs->nodes[nx[k]].needed)
-                rs->reached[rs->nodes[nx[k]].buf + n->next[k].nr] = true;
+        skip_node(rs, ni); /* no gradient reached it */
         return 0;
     }
-    if (n->has_saved && n->saved_released)
+    /* (without gradients, apply decides: it may have nothing to do, and
+     * reading a freed saved tensor fails there with the same message) */
+    if (any && n->has_saved && n->saved_released)
         return jg_errorf("%s", JG_SAVED_FREED_MSG);
     jg_tensor *gin_small[8] = {0}, **gin = gin_small;
     if (n->n_next > 8 && !(gin = calloc((size_t)n->n_next, sizeof *gin)))
@@ -422,13 +433,16 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     bool prev = jg_grad_mode;
     jg_grad_mode = create_graph;
     int rc = n->vt->apply(n, buf, rs->reached + ni->buf, gin, create_graph);
-    if (rc == 0)
+    if (rc > 0) {
+        skip_node(rs, &rs->nodes[idx]);
+        rc = 0;
+    } else if (rc == 0) {
         rc = route(rs, &rs->nodes[idx], gin); /* (leaf_slot never moves nodes[]) */
+    }
     jg_grad_mode = prev;
     jg_scope_release_to(mark);
     if (gin != gin_small)
         free(gin);
-    rs->nodes[idx].ran = true;
     return rc;
 }
 

@@ -20,7 +20,9 @@ typedef struct jg_node_vt {
      * from output gradients gout[0..n_out) (NULL = no gradient reached that
      * output).  reached[k]: output k is part of this backward's graph (a root,
      * or an edge of a node that ran leads to it) even if no gradient arrived.
-     * Runs inside a scope, with grad mode == create_graph. */
+     * Runs inside a scope, with grad mode == create_graph.  Returns 0, -1, or
+     * 1 when (called without gradients) it has nothing to do: it contributes
+     * nothing. */
     int (*apply)(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                  bool create_graph);
     /* Frees what only backward needs (after a backward without

@@ -131,8 +131,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             mask |= 1u << k;
         else if (reached[k] && e->has_custom)
             mask |= 1u << (JG_MAX_OUTPUTS + k);
-    if (!(mask & ((1u << JG_MAX_OUTPUTS) - 1)) && !(mask >> JG_MAX_OUTPUTS))
-        return 0; /* nothing arrived and nothing runs regardless: no contribution */
+    if (!mask)
+        return 1; /* nothing arrived and nothing runs regardless: not run */
     if (create_graph)
         return jg_errorf("CompiledFunctionBackward: double backward (JG_CREATE_GRAPH) through a "
                          "compiled function is not supported yet; call the program eagerly to "
