@@ -149,6 +149,9 @@ int jg_max_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tenso
 jg_tensor *jg_matmul(jg_tensor *a, jg_tensor *b); /* 1-D, 2-D and batched */
 jg_tensor *jg_reshape(jg_tensor *a, int ndim,
                       const int64_t *shape); /* view when possible; one -1 allowed */
+/* reshape that must be a view: fails as PyTorch's view() does when the
+ * strides do not allow one (traced tensors too: they carry eager's strides) */
+jg_tensor *jg_view(jg_tensor *a, int ndim, const int64_t *shape);
 jg_tensor *jg_slice(jg_tensor *a, int dim, int64_t start, int64_t end); /* a view */
 jg_tensor *jg_transpose(jg_tensor *a, int dim0, int dim1);              /* a view */
 jg_tensor *jg_permute(jg_tensor *a, const int *perm);                   /* a view */

@@ -525,18 +525,11 @@ static PyObject *m_view(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "jitgrad: view(dtype) is not supported");
         return NULL;
     }
-    PyObject *r = m_reshape(self, args);
-    /* a traced tensor has no storage (not even the same as itself) */
-    bool concrete = jg_same_storage(jgp_t(self), jgp_t(self));
-    if (r && concrete && jg_numel(jgp_t(r)) > 0 && !jg_same_storage(jgp_t(r), jgp_t(self))) {
-        Py_DECREF(r);
-        PyErr_SetString(PyExc_RuntimeError,
-                        "view size is not compatible with input tensor's size and stride (at least "
-                        "one dimension spans across two contiguous subspaces). Use .reshape(...) "
-                        "instead.");
+    int nd;
+    int64_t shape[JG_MAX_DIMS];
+    if (jgp_parse_shape(args, &nd, shape) < 0)
         return NULL;
-    }
-    return r;
+    return jgp_wrap_new(jg_view(jgp_t(self), nd, shape));
 }
 
 static PyObject *shaped_like(PyObject *self, PyObject *other, bool view) {

@@ -77,10 +77,21 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     int nco = c->n_call_out, ns = c->n_slots;
     jg_tensor *g[JG_MAX_OUTPUTS] = {0}, *hist[JG_MAX_OUTPUTS] = {0}, *leaves[64] = {0};
     jg_tensor *raw[64], *filled[64];
-    bool needs[64];
+    bool needs[64], any = false;
     for (int k = 0; k < nco; k++)
-        if ((g[k] = acc[n->out[k]]) && !(hist[k] = fwd_value(s, n->out[nco + k])))
+        any |= acc[n->out[k]] != NULL;
+    const jg_custom_info *info = c->user;
+    if (!any && !info->materialize)
+        return 0; /* reached without gradients: its backward would see only NULLs */
+    for (int k = 0; k < nco; k++) {
+        const jg_meta *m = &s->f->vals[n->out[k]].meta;
+        /* reached without gradients: eager materializes zeros */
+        g[k] = any ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
+        if (!any && !g[k])
             return -1;
+        if (g[k] && !(hist[k] = fwd_value(s, n->out[nco + k])))
+            return -1;
+    }
     for (int k = 0; k < ns; k++) {
         needs[k] = s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
         if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k])))
@@ -90,7 +101,10 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         return -1;
     for (int k = 0; k < ns; k++) {
         const jg_value *v = &s->f->vals[jg_gnode_slot_value(n, k)];
-        gin[k] = !needs[k] ? NULL : v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
+        if (!needs[k] || (info->none_slot && info->none_slot[k]))
+            gin[k] = NULL; /* answers NULL: no contribution, as in eager mode */
+        else
+            gin[k] = v->kind == JG_VAL_INPUT ? raw[k] : filled[k];
     }
     return 0;
 }
@@ -211,7 +225,8 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     return rc;
 }
 
-int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_result *r) {
+int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, const int *reach,
+                jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
     jg_graph *b = jg_graph_new();
     if (!b)
@@ -266,15 +281,34 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
         if (!g || note_input(&s, -1 - k) < 0 || jg_grad_accumulate(&acc[seeds[k]], g) < 0)
             rc = -1;
     }
+    /* reached[v]: v leads to a seed through differentiable operands, i.e.
+     * its node is part of eager's backward graph even if no gradient
+     * arrives (a custom function's slot answered NULL upstream) */
+    bool *reached = calloc((size_t)nv, sizeof *reached);
+    if (!reached)
+        rc = jg_errorf("out of memory in autodiff");
+    for (int k = 0; k < n_seeds && rc == 0; k++)
+        reached[seeds[k]] = true;
+    for (int k = 0; k < n_reach && rc == 0; k++)
+        reached[reach[k]] = true;
     /* latest node first, slots in order: the eager engine's order */
     for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
         const jg_gnode *n = &f->nodes[i];
-        bool any_out = false, any_need = false;
-        for (int k = 0; k < n->n_out; k++)
+        bool any_out = false, any_need = false, any_reached = false;
+        for (int k = 0; k < n->n_out; k++) {
             any_out |= acc[n->out[k]] != NULL;
-        for (int k = 0; k < n->n_in; k++)
+            any_reached |= reached[n->out[k]];
+        }
+        for (int k = 0; k < n->n_in; k++) {
             any_need |= f->vals[n->in[k]].requires_grad;
-        if (!any_out || !any_need)
+            if (any_reached && f->vals[n->in[k]].requires_grad)
+                reached[n->in[k]] = true;
+        }
+        /* a custom function's backward runs whenever its node is reached,
+         * with materialized zeros (the eager engine's run_without_grads);
+         * an op's VJP only when a gradient arrived */
+        bool runs = any_out || (n->kind == JG_GN_CUSTOM && any_reached);
+        if (!runs || !any_need)
             continue;
         if (n->kind == JG_GN_CUSTOM) {
             jg_scope_push();
@@ -326,6 +360,7 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, jg_autodiff_re
     for (int k = 0; k < n_contrib; k++)
         jg_release(contrib[k]);
     free(contrib);
+    free(reached);
     free(first);
     jg_scope_pop();
     jg_set_grad_enabled(prev);

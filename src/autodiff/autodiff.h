@@ -40,10 +40,13 @@ typedef struct jg_autodiff_result {
 } jg_autodiff_result;
 
 /* seeds: distinct forward values (requiring grad) whose gradients arrive
- * from outside.  Custom nodes are differentiated by their own backward:
+ * from outside; reach: values that receive no gradient but are part of the
+ * backward graph (so the custom calls leading to them still run their
+ * backward, as eager does).  Custom nodes are differentiated by their own backward:
  * traced into the backward graph, or, for opaque calls, one node that asks
  * the eager engine at run time (custom_vjp in autodiff.c). */
-int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, jg_autodiff_result *r);
+int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, int n_reach, const int *reach,
+                jg_autodiff_result *r);
 void jg_autodiff_result_free(jg_autodiff_result *r);
 
 #endif

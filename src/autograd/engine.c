@@ -91,6 +91,8 @@ typedef struct {
     int n_nodes, cap_nodes;
     jg_tensor **grads; /* gradient accumulators of all nodes */
     int n_grads, cap_grads;
+    bool *reached; /* per accumulator: a root or an edge of a node that ran leads to it */
+    int cap_reached;
     int *next_idx; /* per edge: index of the edge's node in nodes[], or -1 */
     int n_next, cap_next;
     leaf_info *leaves;
@@ -128,15 +130,21 @@ static int add_node(run_state *rs, jg_node *n) {
     if (grow((void **)&rs->nodes, &rs->cap_nodes, rs->n_nodes + 1, sizeof *rs->nodes, 64) < 0 ||
         grow((void **)&rs->grads, &rs->cap_grads, rs->n_grads + n_out, sizeof *rs->grads, 128) <
             0 ||
+        grow((void **)&rs->reached, &rs->cap_reached, rs->n_grads + n_out, sizeof *rs->reached,
+             128) < 0 ||
         grow((void **)&rs->next_idx, &rs->cap_next, rs->n_next + n->n_next, sizeof *rs->next_idx,
              128) < 0)
         return -1;
     n->run_idx = rs->n_nodes;
-    if (n_out == 1) /* (the loop would become a memset call) */
+    if (n_out == 1) { /* (the loop would become a memset call) */
         rs->grads[rs->n_grads] = NULL;
-    else
-        for (int k = 0; k < n_out; k++)
+        rs->reached[rs->n_grads] = false;
+    } else {
+        for (int k = 0; k < n_out; k++) {
             rs->grads[rs->n_grads + k] = NULL;
+            rs->reached[rs->n_grads + k] = false;
+        }
+    }
     rs->nodes[rs->n_nodes] = (node_info){n, 0, rs->n_grads, rs->n_next, false, false};
     rs->n_grads += n_out;
     rs->n_next += n->n_next;
@@ -207,6 +215,7 @@ static int heap_pop(run_state *rs) {
 static void run_free_arrays(run_state *rs) {
     free(rs->nodes);
     free(rs->grads);
+    free(rs->reached);
     free(rs->next_idx);
     free(rs->leaves);
     free(rs->heap);
@@ -371,8 +380,10 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
         targets[k] = NULL;
         if (e->fn) {
             node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
-            if (dst->needed)
+            if (dst->needed) {
                 targets[k] = &node_buf(rs, dst)[e->nr];
+                rs->reached[dst->buf + e->nr] = true;
+            }
         } else if (li[k] >= 0) {
             targets[k] = &rs->leaves[li[k]].grad;
         }
@@ -386,6 +397,16 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
     return rc;
 }
 
+/* A node that contributes nothing: the nodes its edges lead to are still
+ * part of the backward graph. */
+static void skip_node(run_state *rs, const node_info *ni) {
+    const jg_node *n = ni->node;
+    const int *nx = rs->next_idx + ni->next;
+    for (int k = 0; k < n->n_next; k++)
+        if (n->next[k].fn && rs->nodes[nx[k]].needed)
+            rs->reached[rs->nodes[nx[k]].buf + n->next[k].nr] = true;
+}
+
 static int run_node(run_state *rs, int idx, bool create_graph) {
     node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
@@ -393,9 +414,17 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     bool any = false;
     for (int k = 0; k < n->n_out; k++)
         any |= buf[k] != NULL;
-    if (!any)
-        return 0; /* nothing reached it: it contributes nothing */
-    if (n->has_saved && n->saved_released)
+    /* A node of the backward graph counts as run even when it is skipped:
+     * like PyTorch, a backward without JG_RETAIN_GRAPH frees its saved
+     * tensors too. */
+    ni->ran = true;
+    if (!any && !n->vt->run_without_grads) {
+        skip_node(rs, ni); /* no gradient reached it */
+        return 0;
+    }
+    /* (without gradients, apply decides: it may have nothing to do, and
+     * reading a freed saved tensor fails there with the same message) */
+    if (any && n->has_saved && n->saved_released)
         return jg_errorf("%s", JG_SAVED_FREED_MSG);
     jg_tensor *gin_small[8] = {0}, **gin = gin_small;
     if (n->n_next > 8 && !(gin = calloc((size_t)n->n_next, sizeof *gin)))
@@ -403,14 +432,17 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     size_t mark = jg_scope_mark(); /* (the run loop's scope is open) */
     bool prev = jg_grad_mode;
     jg_grad_mode = create_graph;
-    int rc = n->vt->apply(n, buf, gin, create_graph);
-    if (rc == 0)
+    int rc = n->vt->apply(n, buf, rs->reached + ni->buf, gin, create_graph);
+    if (rc > 0) {
+        skip_node(rs, &rs->nodes[idx]);
+        rc = 0;
+    } else if (rc == 0) {
         rc = route(rs, &rs->nodes[idx], gin); /* (leaf_slot never moves nodes[]) */
+    }
     jg_grad_mode = prev;
     jg_scope_release_to(mark);
     if (gin != gin_small)
         free(gin);
-    rs->nodes[idx].ran = true;
     return rc;
 }
 
@@ -507,8 +539,10 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             rc = -1;
         } else if (t->grad_fn) {
             node_info *ni = &rs->nodes[node_index(rs, t->grad_fn)];
-            if (ni->needed)
+            if (ni->needed) {
+                rs->reached[ni->buf + t->output_nr] = true;
                 rc = jg_grad_accumulate(&node_buf(rs, ni)[t->output_nr], jg_retain(g));
+            }
         } else {
             int li = leaf_slot(rs, t);
             rc = li < 0 ? -1 : jg_grad_accumulate(&rs->leaves[li].grad, jg_retain(g));

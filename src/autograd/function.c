@@ -285,7 +285,9 @@ int jg_function_run_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
 
 /* ---------------------------------------------------------- eager node */
 
-static int fn_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+static int fn_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                    bool create_graph) {
+    (void)reached;
     fn_node *f = (fn_node *)n;
     f->ctx->create_graph = create_graph;
     return jg_function_run_backward(f->ctx, n->n_out, n->out_meta, gout, gin);
@@ -305,7 +307,7 @@ static const char *fn_node_name(const jg_node *n) {
     return ((const fn_node *)n)->name;
 }
 
-static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name};
+static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true};
 
 int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
              size_t args_size, jg_tensor **outputs) {

@@ -276,7 +276,10 @@ jg_tensor *jg_alias_no_history(jg_tensor *t) {
     if (t->sym) { /* traced: the same graph value, a tensor of its own */
         jg_meta m;
         jg_meta_of(t, &m);
-        return jg_tensor_symbolic(&m, t->sym);
+        jg_tensor *a = jg_tensor_symbolic(&m, t->sym);
+        if (a) /* the same layout, as a concrete alias has */
+            memcpy(a->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+        return a;
     }
     jg_tensor *a = jg_tensor_view_of(t, t->ndim, t->shape, t->stride, t->offset);
     if (a)

@@ -18,14 +18,24 @@ typedef struct jg_edge {
 typedef struct jg_node_vt {
     /* Computes per-slot input gradients gin[0..n_next) (new references or NULL)
      * from output gradients gout[0..n_out) (NULL = no gradient reached that
-     * output).  Runs inside a scope, with grad mode == create_graph. */
-    int (*apply)(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph);
+     * output).  reached[k]: output k is part of this backward's graph (a root,
+     * or an edge of a node that ran leads to it) even if no gradient arrived.
+     * Runs inside a scope, with grad mode == create_graph.  Returns 0, -1, or
+     * 1 when (called without gradients) it has nothing to do: it contributes
+     * nothing. */
+    int (*apply)(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                 bool create_graph);
     /* Frees what only backward needs (after a backward without
      * JG_RETAIN_GRAPH). */
     void (*release_saved)(jg_node *n);
     /* Frees the node's own resources (not the edges; the caller does). */
     void (*destroy)(jg_node *n);
     const char *(*name)(const jg_node *n);
+    /* Runs even when no gradient reached any output (gout all NULL), as
+     * PyTorch runs a custom Function's backward (with materialized zeros)
+     * whenever its node is part of the backward graph.  Op nodes leave it
+     * false: with no gradient they contribute nothing. */
+    bool run_without_grads;
 } jg_node_vt;
 
 struct jg_node {

@@ -27,7 +27,9 @@ static inline jg_saved *saved_out(op_node *o, const jg_op_info *info) {
 
 static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
-static int opnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                        bool create_graph) {
+    (void)reached;
     op_node *o = (op_node *)n;
     const jg_op_info *info = &jg_ops[o->op];
     jg_tensor *in[OPNODE_MAX_IN] = {0}, *out[OPNODE_MAX_OUT] = {0};
@@ -76,7 +78,7 @@ static const char *opnode_name(const jg_node *n) {
 }
 
 static const jg_node_vt opnode_vt = {opnode_apply, opnode_release_saved, opnode_release_saved,
-                                     opnode_name};
+                                     opnode_name, false};
 
 int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
                           jg_tensor *const *out) {

@@ -100,8 +100,29 @@ static int run_custom(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     for (int s = 0; s < c->n_slots; s++)
         in[s] = vals[jg_gnode_slot_value(n, s)];
     int rc = jg_interp_run(sub, in, out);
-    for (int k = 0; k < n->n_out && rc == 0; k++)
+    for (int k = 0; k < n->n_out && rc == 0; k++) {
+        /* An output that is not computed by the subgraph (a slot returned
+         * unchanged, a constant) or repeats an earlier one becomes a new
+         * alias, as eager jg_apply makes it: the call's outputs are distinct
+         * tensors, so the compiled node's history never lands on an input
+         * or on another output. */
+        int fv = c->fwd->outputs[k];
+        bool shared = c->fwd->vals[fv].kind != JG_VAL_NODE;
+        for (int j = 0; j < k && !shared; j++)
+            shared = c->fwd->outputs[j] == fv;
+        if (shared) {
+            jg_tensor *a = jg_alias_no_history(out[k]);
+            jg_release(out[k]);
+            out[k] = a;
+            if (!a) { /* the run's cleanup releases the outputs stored so far */
+                for (int j = k + 1; j < n->n_out; j++)
+                    jg_release(out[j]);
+                rc = -1;
+                break;
+            }
+        }
         vals[n->out[k]] = out[k];
+    }
     jg_interp_plan_free(sub);
     free(io);
     return rc;
@@ -177,6 +198,14 @@ static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor *
     if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,
                          JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
         return -1;
+    const bool *expect_none = c->user;
+    for (int j = 0; j < n_need && expect_none; j++)
+        if (expect_none[j] && res[j])
+            return jg_errorf(
+                "%sBackward returned a gradient for an input at run time but None when "
+                "traced on zeros (an opaque function must answer None for the same "
+                "inputs whatever the values)",
+                c->fn->name); /* (res[] belong to the scope) */
     for (int j = 0; j < n_need; j++) {
         const jg_meta *m = &g->vals[n->out[2 * j + 1]].meta;
         jg_tensor *r = jg_keep(res[j]);

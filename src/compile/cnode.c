@@ -76,13 +76,17 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
         e->cap_bwd = cap;
     }
     int seeds[JG_MAX_OUTPUTS], n_seeds = 0, seed_out[JG_MAX_OUTPUTS];
-    for (int k = 0; k < e->n_node_out; k++)
+    int reach[JG_MAX_OUTPUTS], n_reach = 0;
+    for (int k = 0; k < e->n_node_out; k++) {
         if (mask & (1u << k)) {
             seed_out[n_seeds] = k;
             seeds[n_seeds++] = e->node_out_val[k];
+        } else if (mask & (1u << (JG_MAX_OUTPUTS + k))) {
+            reach[n_reach++] = e->node_out_val[k];
         }
+    }
     jg_autodiff_result r;
-    if (jg_autodiff(e->fwd_ad, n_seeds, seeds, &r) < 0)
+    if (jg_autodiff(e->fwd_ad, n_seeds, seeds, n_reach, reach, &r) < 0)
         return NULL;
     JG_ASSERT(r.n_contrib == e->n_edges);
     jg_bwd_variant v = {mask, r.bwd, NULL, r.n_in, r.in_src};
@@ -193,15 +197,22 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
     return rc;
 }
 
-static int cnode_apply(jg_node *n, jg_tensor *const *gout, jg_tensor **gin, bool create_graph) {
+static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                       bool create_graph) {
     compiled_node *c = (compiled_node *)n;
     jg_entry *e = c->e;
+    /* outputs reached without a gradient matter only to custom calls, whose
+     * backward runs anyway (as eager runs it) */
     if (create_graph)
         return cnode_apply_create_graph(c, gout, gin);
     unsigned mask = 0;
     for (int k = 0; k < e->n_node_out; k++)
         if (gout[k])
             mask |= 1u << k;
+        else if (reached[k] && e->has_custom)
+            mask |= 1u << (JG_MAX_OUTPUTS + k);
+    if (!mask)
+        return 1; /* nothing arrived and nothing runs regardless: not run */
     jg_bwd_variant *v = jg_entry_backward(e, mask);
     if (!v)
         return -1;
@@ -253,7 +264,8 @@ static const char *cnode_name(const jg_node *n) {
     return "CompiledFunctionBackward";
 }
 
-static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name};
+static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name,
+                                    true};
 
 /* ------------------------------------------------------------------- run */
 

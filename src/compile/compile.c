@@ -113,6 +113,8 @@ static void make_key(jg_call_key *k, jg_in_key *in, const void *args, size_t arg
     k->args_size = args_size;
     for (int i = 0; i < n; i++) {
         jg_meta_of(inputs[i], &in[i].meta);
+        for (int d = 0; d < JG_MAX_DIMS; d++)
+            in[i].stride[d] = d < inputs[i]->ndim ? inputs[i]->stride[d] : 0;
         in[i].requires_grad = inputs[i]->requires_grad;
         in[i].same_as = in[i].storage_as = -1;
         for (int j = 0; j < i; j++) {
@@ -165,6 +167,14 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t
                 fmt_meta_shape(s2, sizeof s2, &b->meta);
             }
             WHY("input %d shape %s != %s", i, s1, s2);
+            return false;
+        }
+        if (memcmp(a->stride, b->stride, sizeof a->stride)) {
+            if (why) {
+                jg_format_shape(s1, sizeof s1, a->meta.ndim, a->stride);
+                jg_format_shape(s2, sizeof s2, b->meta.ndim, b->stride);
+            }
+            WHY("input %d strides %s != %s", i, s1, s2);
             return false;
         }
         if (a->requires_grad != b->requires_grad) {
@@ -266,11 +276,13 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         return jg_compile_passes(g, true) < 0 || !(e->fplan = e->backend->plan_new(g)) ? -1 : 0;
     e->fwd_ad = g;
     e->fwd = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        e->has_custom |= g->nodes[i].kind == JG_GN_CUSTOM;
     jg_autodiff_result r;
     int seeds[JG_MAX_OUTPUTS];
     for (int k = 0; k < e->n_node_out; k++)
         seeds[k] = e->node_out_val[k];
-    if (jg_autodiff(g, e->n_node_out, seeds, &r) < 0) {
+    if (jg_autodiff(g, e->n_node_out, seeds, 0, NULL, &r) < 0) {
         *failed = r.failed_fn;
         return -1;
     }
@@ -380,6 +392,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         if (!(sym[i] = jg_scope_track(
                   jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))))
             rc = -1;
+        else /* the input's layout (guarded), so contiguous() and view() act as eager */
+            memcpy(sym[i]->stride, k->in[i].stride, sizeof(int64_t) * (size_t)sym[i]->ndim);
     }
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);

@@ -24,6 +24,7 @@ extern const jg_backend jg_backend_interp, jg_backend_c;
 
 typedef struct jg_in_key {
     jg_meta meta;
+    int64_t stride[JG_MAX_DIMS]; /* traced tensors carry them (contiguous(), view()) */
     bool requires_grad;
     int same_as;    /* first earlier input that is the same jg_tensor*, or -1 */
     int storage_as; /* first earlier input sharing its storage, or -1 */
@@ -38,7 +39,8 @@ typedef struct jg_call_key {
 } jg_call_key;
 
 typedef struct jg_bwd_variant {
-    unsigned mask; /* bit k: node output k received a gradient */
+    unsigned mask; /* bit k: node output k received a gradient; bit JG_MAX_OUTPUTS + k: it
+                      was reached without one (only when the graph has custom calls) */
     jg_graph *g;
     void *plan; /* of the entry's backend */
     int n_in;
@@ -71,6 +73,7 @@ typedef struct jg_entry {
     /* the compiled node's outputs: distinct program outputs requiring grad */
     int n_node_out;
     int *node_out_val, *node_out_prog;
+    bool has_custom; /* the traced forward has custom calls */
     /* the node's edges: one per gradient contribution to a graph input (see
      * autodiff.h), to that input's tensor */
     int n_edges;

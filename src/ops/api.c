@@ -42,10 +42,24 @@ jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype) {
     return jg_op1(JG_OP_TO_DTYPE, &at, a, NULL);
 }
 
+/* A traced tensor carries the strides eager would give it (the tracer
+ * records view layouts, compiled calls guard on their inputs' strides), so
+ * contiguous() of a contiguous value is the value itself there too. */
 jg_tensor *jg_contiguous(jg_tensor *a) {
-    if (a && !a->sym && jg_is_contiguous(a))
+    if (a && jg_is_contiguous(a))
         return jg_scope_track(jg_retain(a));
     return jg_clone(a);
+}
+
+jg_tensor *jg_view(jg_tensor *a, int ndim, const int64_t *shape) {
+    jg_tensor *r = jg_reshape(a, ndim, shape);
+    if (r && r->numel > 0 && !jg_reshape_is_view(a, r->ndim, r->shape)) {
+        jg_release(jg_keep(r)); /* out of the scope, then freed */
+        return jg_errorf_null("view size is not compatible with input tensor's size and stride (at "
+                              "least one dimension spans across two contiguous subspaces). Use "
+                              ".reshape(...) instead.");
+    }
+    return r;
 }
 
 jg_tensor *jg_detach(jg_tensor *a) {

@@ -42,6 +42,10 @@ enum {
      * from vectorizing a loop: the c backend runs it as its own kernel step
      * rather than inside a fused loop (backend/cgen.c) */
     JG_OPF_NOFUSE = 1u << 8,
+    /* the kernel fails on some operand values (an index out of range), so
+     * a compiled program keeps it even when its result is unused: it must
+     * fail where eager fails (passes/dce.c) */
+    JG_OPF_CHECKS = 1u << 9,
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
@@ -96,6 +100,14 @@ int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, jg_tensor 
 typedef int (*jg_trace_op_fn)(jg_opcode op, const jg_attrs *a, jg_tensor *const *in,
                               const jg_meta *out_meta, jg_tensor **out);
 extern jg_trace_op_fn jg_trace_op_hook;
+/* The strides eager gives out[0] of view op `op` (a JG_OPF_VIEW row) applied
+ * to x, whose shape out_shape the shape rule gave (a reshape that cannot be
+ * a view copies: contiguous strides).  The tracer records them, so a traced
+ * tensor has its eager counterpart's layout (ops/view.c). */
+void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int out_ndim,
+                     const int64_t *out_shape, int64_t *stride);
+/* Can x be seen with shape (same element count) without copying? */
+bool jg_reshape_is_view(const jg_tensor *x, int ndim, const int64_t *shape);
 /* Single-output convenience: NULL on error. */
 jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1);
 /* The public elementwise functions (api.c): op(x, y) and op(x) with the

@@ -94,6 +94,39 @@ int jg_k_reshape(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return 0;
 }
 
+bool jg_reshape_is_view(const jg_tensor *x, int ndim, const int64_t *shape) {
+    int64_t stride[JG_MAX_DIMS];
+    return compute_stride(x->ndim, x->shape, x->stride, ndim, shape, stride);
+}
+
+void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int out_ndim,
+                     const int64_t *out_shape, int64_t *stride) {
+    switch (op) {
+    case JG_OP_RESHAPE:
+        if (!compute_stride(x->ndim, x->shape, x->stride, out_ndim, out_shape, stride))
+            jg_contiguous_strides(out_ndim, out_shape, stride);
+        return;
+    case JG_OP_PERMUTE:
+        for (int d = 0; d < x->ndim; d++)
+            stride[d] = x->stride[a->i[d]];
+        return;
+    case JG_OP_EXPAND: {
+        int lead = a->n - x->ndim;
+        for (int d = 0; d < a->n; d++)
+            stride[d] =
+                d < lead || (x->shape[d - lead] == 1 && a->i[d] != 1) ? 0 : x->stride[d - lead];
+        return;
+    }
+    case JG_OP_SLICE:
+    case JG_OP_DETACH:
+        memcpy(stride, x->stride, sizeof(int64_t) * (size_t)x->ndim);
+        return;
+    default:
+        jg_contiguous_strides(out_ndim, out_shape, stride);
+        return;
+    }
+}
+
 int jg_vjp_reshape(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = jg_reshape(gout[0], meta[0].ndim, meta[0].shape);

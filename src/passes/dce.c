@@ -1,8 +1,23 @@
 /* Dead code elimination: walks nodes backwards, dropping those whose outputs
- * nobody uses (removing one can make its operands dead in turn). */
+ * nobody uses (removing one can make its operands dead in turn).  A node
+ * that can fail on its operands' values (JG_OPF_CHECKS), a custom call whose
+ * forward holds one, and an opaque call (user code runs) are kept: a
+ * compiled program fails where eager fails. */
 #include "passes/passes.h"
 
 #include <stdlib.h>
+
+static bool must_run(const jg_gnode *n) {
+    if (n->kind == JG_GN_OP)
+        return (jg_ops[n->op].flags & JG_OPF_CHECKS) != 0;
+    const jg_gcustom *c = n->custom;
+    if (c->opaque)
+        return !c->opaque_backward;
+    for (int i = 0; c->fwd && i < c->fwd->n_nodes; i++)
+        if (must_run(&c->fwd->nodes[i]))
+            return true;
+    return false;
+}
 
 int jg_pass_dce(jg_graph *g) {
     if (!g->n_nodes)
@@ -16,7 +31,7 @@ int jg_pass_dce(jg_graph *g) {
         bool used = false;
         for (int k = 0; k < n->n_out && !used; k++)
             used = g->vals[n->out[k]].uses > 0;
-        if (used)
+        if (used || must_run(n))
             continue;
         dead[i] = true;
         removed++;

@@ -101,6 +101,8 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
         if (!(ph[i] = jg_trace_placeholder(&m, false, inputs[i]->requires_grad, name))) {
             n = i;
             rc = -1;
+        } else { /* the slot's layout, as the callback sees it eagerly */
+            memcpy(ph[i]->stride, inputs[i]->stride, sizeof(int64_t) * (size_t)m.ndim);
         }
     }
     if (rc == 0)
@@ -245,8 +247,23 @@ static int add_kept_outputs(jg_graph *F, const kept_set *kept) {
 
 /* An opaque call: the forward runs once on zeros here, only to learn its
  * outputs' dtypes and shapes. */
+
+/* What running an opaque call's callbacks once on zeros tells: output
+ * dtypes and shapes, the ctx's flags, and which slots the backward answers
+ * with NULL (assumed not to depend on values; checked at run time). */
+typedef struct {
+    bool materialize;
+    bool non_diff[JG_MAX_OUTPUTS];
+    bool none_known;
+    bool none_slot[MAX_SLOTS];
+} opaque_probe;
+
+/* An opaque call: the forward runs once on zeros here, to learn its
+ * outputs' dtypes and shapes and which it marked non-differentiable; the
+ * backward then runs once on zero gradients, to learn which slots it
+ * answers with NULL (a failure there leaves that unknown). */
 static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
-                        size_t args_size, jg_meta *metas) {
+                        size_t args_size, jg_meta *metas, opaque_probe *pr) {
     jg_tensor *z[MAX_SLOTS], *o[JG_MAX_OUTPUTS];
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
@@ -262,8 +279,33 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     int n_out = ctx ? jg_function_run_forward(ctx, n, z, o) : -1;
     for (int k = 0; k < n_out; k++) {
         jg_meta_of(o[k], &metas[k]);
-        jg_release(o[k]);
+        pr->non_diff[k] = false;
+        for (int j = 0; j < ctx->n_non_diff; j++)
+            pr->non_diff[k] |= ctx->non_diff[j] == o[k];
     }
+    pr->none_known = false;
+    if (n_out > 0) {
+        pr->materialize = ctx->materialize_grads;
+        bool any_needs = false;
+        for (int i = 0; i < n; i++)
+            any_needs |= needs[i];
+        jg_tensor *g[JG_MAX_OUTPUTS], *gin[MAX_SLOTS];
+        bool ok = any_needs && fn->backward;
+        for (int k = 0; k < n_out && ok; k++)
+            ok = (g[k] = jg_full(metas[k].dtype, metas[k].ndim, metas[k].shape, 0.0)) != NULL;
+        if (ok) {
+            bool prev = jg_set_grad_enabled(false);
+            jg_scope_push();
+            pr->none_known = jg_function_run_backward(ctx, n_out, metas, g, gin) == 0;
+            for (int i = 0; i < n && pr->none_known; i++)
+                pr->none_slot[i] = needs[i] && !gin[i];
+            jg_scope_pop();
+            jg_set_grad_enabled(prev);
+        }
+        jg_clear_error();
+    }
+    for (int k = 0; k < n_out; k++)
+        jg_release(o[k]);
     jg_ctx_free(ctx);
     jg_scope_pop();
     return n_out;
@@ -327,6 +369,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     }
     for (int k = kept_out; k < (opaque ? 0 : F->n_outputs); k++)
         metas[k] = F->vals[F->outputs[k]].meta;
+    bool materialize = ctx->materialize_grads;
+    opaque_probe probe = {.materialize = true};
     int n_node_out = n_out > 0 ? F->n_outputs : 0;
     if (opaque) {
         /* outputs: the call's, the same with eager history, the slot leaves */
@@ -334,7 +378,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
             jg_release(outs[k]);
         drop_child(G, F);
         F = NULL;
-        n_out = opaque_metas(fn, n, inputs, args, args_size, metas);
+        n_out = opaque_metas(fn, n, inputs, args, args_size, metas, &probe);
+        materialize = probe.materialize;
         if (n_out < 0) {
             jg_ctx_free(ctx);
             return -1;
@@ -361,6 +406,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         diff[k] = jg_dtype_is_float(metas[k].dtype);
         for (int j = 0; ctx && j < ctx->n_non_diff; j++)
             diff[k] &= ctx->non_diff[j] != outs[k];
+        if (opaque)
+            diff[k] &= !probe.non_diff[k];
         rgs[k] = any_rg && diff[k];
     }
     if (rc == 0) {
@@ -369,11 +416,16 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
             saved_out[s] = ctx->saved[s].t ? next++ : -1;
         if (n_kept)
             memcpy(kept_fval, kept.fval, sizeof(int) * (size_t)n_kept);
-        *info = (jg_custom_info){
-            n_out,  diff,      n_saved, saved_out, ctx ? ctx->materialize_grads : true,
-            n_kept, kept_fval, kept_out};
+        bool *none_slot = NULL;
+        if (opaque && probe.none_known &&
+            (none_slot = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n ? n : 1))))
+            memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n);
+        *info = (jg_custom_info){n_out,  diff,      n_saved,  saved_out, materialize,
+                                 n_kept, kept_fval, kept_out, none_slot};
     }
+    int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the forward's layouts */
     for (int k = 0; k < n_out && !opaque; k++) {
+        memcpy(out_stride[k], outs[k]->stride, sizeof out_stride[k]);
         jg_release(outs[k]);
         outs[k] = NULL;
     }
@@ -398,6 +450,8 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
                 jg_release(outputs[j]);
             rc = -1;
         } else {
+            if (!opaque)
+                memcpy(outputs[k]->stride, out_stride[k], sizeof out_stride[k]);
             jg_scope_track(outputs[k]);
         }
     }
@@ -431,6 +485,18 @@ int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int
         n_need++;
     }
     JG_ASSERT(n_present > 0);
+    /* per slot asked for, in order: it must answer NULL at run time (it did
+     * when probed, and graph autodiff added nothing for it) */
+    const jg_custom_info *info = call->user;
+    bool *expect_none = NULL;
+    if (info->none_slot) {
+        if (!(expect_none =
+                  jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n_need ? n_need : 1))))
+            return jg_errorf("out of memory tracing a backward");
+        for (int s = 0, j = 0; s < call->n_slots; s++)
+            if (slot_needs[s])
+                expect_none[j++] = info->none_slot[s];
+    }
     /* operands: gradients, outputs with history, leaves; outputs: (raw,
      * filled) per slot that needs a gradient */
     jg_gcustom bw = *call;
@@ -442,6 +508,7 @@ int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int
     bw.opaque_backward = true;
     bw.state = NULL;
     bw.free_state = NULL;
+    bw.user = expect_none;
     int outs[2 * MAX_SLOTS];
     if (jg_graph_add_custom(G, &bw, n_ops, ops, 2 * n_need, metas, rgs, outs) < 0)
         return -1;

@@ -15,7 +15,8 @@
  * (without history), the same outputs with the eager history, and the slot
  * leaves.  Its backward half, a node with opaque_backward set, asks the eager
  * engine for the slot leaves' gradients, so the user's backward runs exactly
- * as in eager mode, slot by slot. */
+ * as in eager mode, slot by slot.  Its jg_gcustom.user is NULL or, per slot
+ * it asks for, whether that slot must answer NULL (see none_slot). */
 #ifndef JG_TRACE_CUSTOM_H
 #define JG_TRACE_CUSTOM_H
 
@@ -35,6 +36,11 @@ typedef struct jg_custom_info {
     int n_kept;
     int *kept_fval;
     int kept_out;
+    /* opaque calls: per slot, whether the backward answered NULL when run
+     * once on zeros at trace time (NULL: not known).  Such a slot adds no
+     * gradient upstream, as in eager mode; at run time it must answer NULL
+     * again. */
+    const bool *none_slot;
 } jg_custom_info;
 
 /* Makes sure the tracer's jg_apply hook is installed (it is at load). */

@@ -210,8 +210,12 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
                 jg_release(out[j]);
             return -1;
         }
-        if (info->flags & JG_OPF_VIEW)
+        if (info->flags & JG_OPF_VIEW) {
             out[k]->is_view = true;
+            /* the layout eager would give it (non-views are contiguous, as
+             * the backends' outputs are) */
+            jg_view_strides(op, a, in[0], out[k]->ndim, out[k]->shape, out[k]->stride);
+        }
     }
     return 0;
 }
