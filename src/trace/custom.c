@@ -147,6 +147,7 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     jg_tensor *z[MAX_SLOTS], *o[JG_MAX_OUTPUTS];
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
+    uint32_t capture = jg_trace_capture_pause(); /* this runs the forward, it does not trace it */
     jg_scope_push();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -163,6 +164,7 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     }
     jg_ctx_free(ctx);
     jg_scope_pop();
+    jg_trace_capture_resume(capture);
     return n_out;
 }
 
