@@ -1,0 +1,201 @@
+"""Tensors a compiled function reaches through its scope (globals, closures,
+attributes of objects and modules, elements of lists and dicts) instead of
+its arguments: ops on them are traced, they are read at every call, guarded,
+and their gradients equal eager ones bitwise on both backends."""
+import types
+
+import pytest
+
+import jitgrad as jg
+
+BACKENDS = ["interp", "c"]
+
+K = None  # a global the programs capture
+
+
+def grads(ts):
+    return [None if t.grad is None else t.grad.tolist() for t in ts]
+
+
+def check(fn, cfn, params, *args):
+    """One eager and one compiled call of fn(*args), then backward: outputs and
+    the gradients of args and params must be equal (None included)."""
+    ts = list(params) + [a for a in args if isinstance(a, jg.Tensor)]
+    for t in ts:
+        t.grad = None
+    e = fn(*args)
+    if e.requires_grad:
+        e.backward()
+    want = grads(ts)
+    for t in ts:
+        t.grad = None
+    c = cfn(*args)
+    assert c.tolist() == e.tolist()
+    assert c.requires_grad == e.requires_grad
+    if c.requires_grad:
+        c.backward()
+    assert grads(ts) == want
+    return want
+
+
+def sgd(*ps):
+    with jg.no_grad():
+        for p in ps:
+            p -= 0.1 * p.grad
+
+
+def compiled(fn, backend):
+    cfn = jg.compile(fn, backend=backend, fullgraph=True)
+    if backend == "c" and cfn._jitgrad_compiled.backend != "c":
+        pytest.skip("the c backend is not available here")
+    return cfn
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_global_param_grad_repeated(backend):
+    global K
+    K = jg.randn(4, requires_grad=True)
+
+    def f(x):
+        return (K.tanh() * x).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(4, requires_grad=True)
+    for _ in range(3):  # the second backward failed with "second time" before
+        check(f, cf, [K], x)
+        sgd(K)
+    assert cf._jitgrad_compiled.entries() == 1
+    assert "lifted0" in cf._jitgrad_compiled.graph(0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_closure_inplace_update(backend):
+    w = jg.randn(3)
+
+    def f(x):
+        return (w.exp() * x).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(3, requires_grad=True)
+    check(f, cf, [w], x)
+    with jg.no_grad():
+        w *= 2.0  # the compiled program kept the old exp(w) before
+    check(f, cf, [w], x)
+    assert cf._jitgrad_compiled.entries() == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_object_and_module_attributes(backend):
+    model = types.SimpleNamespace(w=jg.randn(3, 2, requires_grad=True),
+                                  b=jg.randn(2, requires_grad=True))
+    mod = types.ModuleType("params")
+    mod.scale = jg.randn(2, requires_grad=True)
+
+    def f(x):
+        return ((x @ model.w + model.b).relu() * mod.scale).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(5, 3, requires_grad=True)
+    params = [model.w, model.b, mod.scale]
+    for _ in range(2):
+        check(f, cf, params, x)
+        sgd(*params)
+    assert cf._jitgrad_compiled.entries() == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_container_elements(backend):
+    layers = [jg.randn(3, requires_grad=True), jg.randn(3, requires_grad=True)]
+    table = {"gain": jg.randn(3, requires_grad=True), "bias": jg.randn(3)}
+
+    def f(x):
+        h = x
+        for p in layers:
+            h = (h * p).sigmoid()
+        return (h * table["gain"] + table["bias"]).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(3, requires_grad=True)
+    params = layers + list(table.values())
+    for _ in range(2):
+        check(f, cf, params, x)
+        sgd(*layers, table["gain"])
+        with jg.no_grad():
+            table["bias"] += 1.0
+    assert cf._jitgrad_compiled.entries() == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_requires_grad_flip(backend):
+    global K
+    K = jg.randn(4)
+
+    def f(x):
+        return (K.tanh() * x).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(4, requires_grad=True)
+    check(f, cf, [K], x)
+    K.requires_grad = True  # a guard miss; K.grad stayed None before
+    assert check(f, cf, [K], x)[0] is not None
+    K.requires_grad = False
+    assert check(f, cf, [K], x)[0] is None
+    assert cf._jitgrad_compiled.entries() == 2
+
+
+def test_captured_only_operands_no_grad_call():
+    s = jg.randn(3, requires_grad=True)
+
+    def f(x):
+        return (s * s).sum() + x.sum()
+
+    cf = compiled(f, "interp")
+    x = jg.randn(3)
+    check(f, cf, [s], x)
+    with jg.no_grad():  # grad mode is a guard: nothing requires grad here
+        assert not cf(x).requires_grad
+        assert cf(x).tolist() == f(x).tolist()
+
+
+def test_captured_recompile_log(capfd, monkeypatch):
+    global K
+    K = jg.randn(4)
+    monkeypatch.setenv("JITGRAD_LOG", "recompiles")
+
+    def f(x):
+        return (K * x).sum()
+
+    cf = jg.compile(f)
+    x = jg.randn(4)
+    cf(x)
+    K.requires_grad = True
+    cf(x)
+    err = capfd.readouterr().err
+    assert ("jitgrad: recompiling (entry 1): captured tensor lifted0 f32[4] requires_grad "
+            "true != false") in err
+
+
+def test_captured_created_tensor_is_constant():
+    def f(x):
+        return (jg.ones(3).exp() * x).sum()
+
+    cf = compiled(f, "interp")
+    x = jg.randn(3, requires_grad=True)
+    check(f, cf, [], x)
+    g = cf._jitgrad_compiled.graph(0)
+    assert "constant" in g and "lifted" not in g
+
+
+def test_captured_item_is_graph_break():
+    lr = jg.tensor(0.5)
+
+    def f(x):
+        return x * lr.item()
+
+    with pytest.raises(RuntimeError, match="read the values of captured tensor"):
+        jg.compile(f, fullgraph=True)(jg.ones(2))
+    cf = jg.compile(f)
+    assert cf(jg.ones(2)).tolist() == [0.5, 0.5]
+    with jg.no_grad():
+        lr += 1.0
+    assert cf(jg.ones(2)).tolist() == [1.5, 1.5]  # eager: the new value
