@@ -199,3 +199,75 @@ def test_captured_item_is_graph_break():
     with jg.no_grad():
         lr += 1.0
     assert cf(jg.ones(2)).tolist() == [1.5, 1.5]  # eager: the new value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_captured_rebinding_retraces(backend):
+    """A name, attribute or element bound to another tensor: the new one is
+    used (the entry kept the old tensor before)."""
+    global K
+    K = jg.randn(3, requires_grad=True)
+    model = types.SimpleNamespace(w=jg.randn(3, requires_grad=True))
+    xs = [jg.randn(3)]
+    state = {"h": jg.randn(3)}
+
+    def f(x):
+        return (K * x + model.w.exp() + xs[0] * state["h"]).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(3, requires_grad=True)
+    check(f, cf, [K, model.w], x)
+    K = jg.randn(3, requires_grad=True)
+    check(f, cf, [K, model.w], x)
+    model.w = jg.randn(3)
+    check(f, cf, [K, model.w], x)
+    xs[0] = jg.randn(3)
+    check(f, cf, [K, model.w], x)
+    state["h"] = jg.randn(3)
+    check(f, cf, [K, model.w], x)
+    n = cf._jitgrad_compiled.entries()
+    check(f, cf, [K, model.w], x)
+    assert cf._jitgrad_compiled.entries() == n
+
+
+def test_captured_closure_rebinding_and_object_argument():
+    w = jg.randn(3)
+
+    def f(x, m):
+        return (x * w + m.b).sum()
+
+    def set_w(v):
+        nonlocal w
+        w = v
+
+    cf = compiled(f, "interp")
+    m = types.SimpleNamespace(b=jg.randn(3))
+    x = jg.randn(3, requires_grad=True)
+    check(f, cf, [], x, m)
+    set_w(jg.randn(3))
+    check(f, cf, [], x, m)
+    m.b = jg.randn(3)  # an attribute of an object argument
+    check(f, cf, [], x, m)
+
+
+def test_captured_rebinding_log(capfd, monkeypatch):
+    global K
+    K = jg.randn(4)
+    monkeypatch.setenv("JITGRAD_LOG", "recompiles")
+    model = types.SimpleNamespace(layers=[jg.randn(4)])
+
+    def f(x):
+        return (K * x * model.layers[0]).sum()
+
+    cf = jg.compile(f)
+    x = jg.randn(4)
+    cf(x)
+    K = jg.randn(4)
+    cf(x)
+    model.layers[0] = jg.randn(4)
+    cf(x)
+    err = capfd.readouterr().err
+    assert "jitgrad: captured tensors changed: global 'K' is a different tensor" in err
+    assert ("jitgrad: captured tensors changed: closure variable 'model'.layers[0] is a different "
+            "tensor"
+            in err)
