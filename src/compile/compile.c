@@ -491,7 +491,11 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
             rc = -1;
     }
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    /* the trace has no side effects: randomness it drew (a graph break) is
+     * drawn again by the eager run */
+    uint64_t rng = jg_rng_state();
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
+    jg_rng_set_state(rng);
     int breaks = jg_trace_breaks();
     if (breaks) {
         if (c->fullgraph) {

@@ -147,10 +147,18 @@ void jg_node_release(jg_node *n);
 typedef struct jg_core_hooks {
     /* Called when a symbolic tensor's values are read; `what` names the read. */
     void (*on_symbolic_read)(const jg_tensor *t, const char *what);
+    /* Called when a program being traced draws random numbers (`what` names
+     * the call): the graph has no random ops, so that is a graph break. */
+    void (*on_random)(const char *what);
     /* Destroys a node (autograd layer). */
     void (*node_destroy)(jg_node *n);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
+
+/* This thread's random generator state (jg_compile keeps a trace from
+ * consuming random numbers). */
+uint64_t jg_rng_state(void);
+void jg_rng_set_state(uint64_t state);
 
 /* Whether JITGRAD_LOG names `topic` (or "all"). */
 bool jg_log_topic(const char *topic);

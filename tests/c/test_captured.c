@@ -69,6 +69,25 @@ static int p_inplace(void *user, const void *args, int n, jg_tensor *const *in, 
     return out[0] ? 1 : -1;
 }
 
+/* draws random numbers */
+static int p_random(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_sum(jg_mul(jg_randn(JG_F32, 1, (const int64_t[]){3}), in[0]));
+    return out[0] ? 1 : -1;
+}
+
+/* a compiled program called on a captured tensor inside another one */
+static jg_compiled *inner;
+static int p_outer(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    model *m = user;
+    jg_tensor *o;
+    if (jg_compiled_call(inner, NULL, 0, 1, &m->k, &o) != 1)
+        return -1;
+    out[0] = jg_sum(jg_mul(o, in[0]));
+    return out[0] ? 1 : -1;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 static jg_tensor *randn(int64_t n, bool rg) {
@@ -342,13 +361,57 @@ static void test_captured_inplace_refused(void **state) {
     jg_compiled_free(c);
 }
 
+/* Random numbers drawn by the program are a graph break (a constant before:
+ * the same "random" values at every call); the eager run draws what eager
+ * mode draws. */
+static void test_captured_random_is_graph_break(void **state) {
+    (void)state;
+    jg_tensor *x = randn(3, true), *e[2], *o;
+    jg_manual_seed(7);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(p_random(NULL, NULL, 1, &x, &e[i]), 1);
+    jg_manual_seed(7);
+    jg_compiled *c = jg_compile(p_random, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+        TU_SAME(o, e[i]);
+    }
+    assert_int_equal(jg_compiled_fallbacks(c), 2);
+    jg_compiled_free(c);
+    jg_compile_options fo = {.fullgraph = true};
+    c = jg_compile(p_random, NULL, &fo);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), -1);
+    TU_ERROR("jg_randn() draws new random numbers at every call");
+    jg_compiled_free(c);
+}
+
+/* A compiled program called inside another one's trace on a captured tensor
+ * is inlined there (it ran once at trace time before). */
+static void test_captured_nested_compiled(void **state) {
+    (void)state;
+    jg_manual_seed(8);
+    model m = {randn(3, true), NULL};
+    m.w = m.k;
+    jg_tensor *x = randn(3, true);
+    inner = jg_compile(p_only_captured, &m, NULL);
+    jg_compiled *c = jg_compile(p_outer, &m, NULL);
+    for (int step = 0; step < 2; step++) {
+        check_call(c, p_outer, &m, x);
+        sgd_step(m.k);
+    }
+    assert_int_equal(jg_compiled_entries(c), 1);
+    jg_compiled_free(c);
+    jg_compiled_free(inner);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_captured_inplace_update_seen), TU_TEST(test_captured_param_grad_repeated),
-        TU_TEST(test_captured_only_operands),       TU_TEST(test_captured_requires_grad_flip),
-        TU_TEST(test_captured_custom_function),     TU_TEST(test_captured_also_input),
-        TU_TEST(test_captured_recompile_log),       TU_TEST(test_captured_created_is_constant),
-        TU_TEST(test_captured_item_breaks),         TU_TEST(test_captured_inplace_refused),
+        TU_TEST(test_captured_inplace_update_seen),   TU_TEST(test_captured_param_grad_repeated),
+        TU_TEST(test_captured_only_operands),         TU_TEST(test_captured_requires_grad_flip),
+        TU_TEST(test_captured_custom_function),       TU_TEST(test_captured_also_input),
+        TU_TEST(test_captured_recompile_log),         TU_TEST(test_captured_created_is_constant),
+        TU_TEST(test_captured_item_breaks),           TU_TEST(test_captured_inplace_refused),
+        TU_TEST(test_captured_random_is_graph_break), TU_TEST(test_captured_nested_compiled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
