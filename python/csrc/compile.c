@@ -171,7 +171,7 @@ static int walk_function(scope_walk *w, PyObject *f, int depth) {
     for (Py_ssize_t i = 0; cells && i < PyTuple_GET_SIZE(cells); i++) {
         PyObject *v = PyCell_GET(PyTuple_GET_ITEM(cells, i));
         PyObject *name = i < PyTuple_GET_SIZE(free_names) ? PyTuple_GET_ITEM(free_names, i) : NULL;
-        if (v && walk_step(w, v, depth, NULL, "closure variable '%s'", name) < 0) {
+        if (v && walk_step(w, v, depth, code->co_names, "closure variable '%s'", name) < 0) {
             Py_DECREF(free_names);
             return -1;
         }

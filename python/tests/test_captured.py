@@ -210,9 +210,11 @@ def test_captured_rebinding_retraces(backend):
     model = types.SimpleNamespace(w=jg.randn(3, requires_grad=True))
     xs = [jg.randn(3)]
     state = {"h": jg.randn(3)}
+    mod = types.ModuleType("params")
+    mod.scale = jg.randn(3)
 
     def f(x):
-        return (K * x + model.w.exp() + xs[0] * state["h"]).sum()
+        return (K * x + model.w.exp() + xs[0] * state["h"] * mod.scale).sum()
 
     cf = compiled(f, backend)
     x = jg.randn(3, requires_grad=True)
@@ -224,6 +226,8 @@ def test_captured_rebinding_retraces(backend):
     xs[0] = jg.randn(3)
     check(f, cf, [K, model.w], x)
     state["h"] = jg.randn(3)
+    check(f, cf, [K, model.w], x)
+    mod.scale = jg.randn(3)
     check(f, cf, [K, model.w], x)
     n = cf._jitgrad_compiled.entries()
     check(f, cf, [K, model.w], x)

@@ -596,7 +596,7 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     jg_call_key key;
     make_key(&key, in, args, args_size, n_inputs, inputs);
     jg_entry *e = NULL;
-    char why[400] = "";
+    char why[1024] = "";
     for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
         if (key_match(c->entries[i], &key, inputs, i == c->n_entries - 1 ? why : NULL, sizeof why))
             e = c->entries[i];
