@@ -275,3 +275,38 @@ def test_captured_rebinding_log(capfd, monkeypatch):
     assert ("jitgrad: captured tensors changed: closure variable 'model'.layers[0] is a different "
             "tensor"
             in err)
+
+
+SCALE = None
+
+
+class ScaledTanh(jg.autograd.Function):
+    """Reads the global SCALE in forward and backward (not an input)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.tanh() * SCALE.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (1 - x.tanh() ** 2) * SCALE.exp()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale_rg", [False, True])
+def test_captured_inside_custom_function(backend, scale_rg):
+    global SCALE
+    SCALE = jg.randn(3, requires_grad=scale_rg)
+
+    def f(x):
+        return ScaledTanh.apply(x * 2).sum()
+
+    cf = compiled(f, backend)
+    x = jg.randn(3, requires_grad=True)
+    check(f, cf, [SCALE], x)
+    with jg.no_grad():
+        SCALE += 1.0  # forward and backward both see the new value
+    check(f, cf, [SCALE], x)
+    assert cf._jitgrad_compiled.entries() == 1

@@ -58,7 +58,10 @@ int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
                          jg_tensor **outs, char *why, size_t why_n) {
     jg_tensor *ph[MAX_SLOTS];
-    if (jg_trace_begin(F, 0) < 0)
+    /* in a compiled program, the callbacks' ops on tensors they reach from
+     * outside are traced too (those tensors are constants, read at run time:
+     * forward runs without grad, as in eager mode) */
+    if (jg_trace_begin(F, jg_trace_capture ? JG_TRACE_CAPTURE : 0) < 0)
         return -1;
     int rc = 0, n_out = -1;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -111,7 +114,7 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
 static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *out_meta,
                             const jg_graph *F, char *why, size_t why_n) {
     jg_graph *S = jg_graph_new_child(G);
-    if (!S || jg_trace_begin(S, 0) < 0)
+    if (!S || jg_trace_begin(S, JG_TRACE_CAPTURE) < 0) /* as autodiff traces it */
         return true; /* out of memory: the real trace will report it */
     jg_tensor *g[JG_MAX_OUTPUTS] = {0}, *saved[MAX_SLOTS + JG_MAX_OUTPUTS] = {0};
     jg_tensor *gin[MAX_SLOTS];

@@ -20,7 +20,7 @@ typedef struct {
 typedef struct frame {
     jg_graph *g;
     unsigned flags;
-    uint32_t id;            /* JG_TRACE_LIFT frames: jg_trace_capture while it is innermost */
+    uint32_t id;            /* capturing frames: jg_trace_capture while it is innermost */
     uint32_t outer_capture; /* jg_trace_capture to restore when it closes */
     const_entry *consts;
     int n_consts, cap_consts;
@@ -59,7 +59,7 @@ int jg_trace_begin(jg_graph *g, unsigned flags) {
         cap_frames = cap;
     }
     uint32_t id = 0;
-    while ((flags & JG_TRACE_LIFT) && !id)
+    while ((flags & (JG_TRACE_LIFT | JG_TRACE_CAPTURE)) && !id)
         id = (uint32_t)atomic_fetch_add(&next_id, 1) + 1;
     frames[n_frames++] =
         (frame){.g = g, .flags = flags, .id = id, .outer_capture = jg_trace_capture};
@@ -87,6 +87,17 @@ uint32_t jg_trace_capture_pause(void) {
     uint32_t id = jg_trace_capture;
     jg_trace_capture = 0;
     return id;
+}
+
+uint32_t jg_trace_capture_all(void) {
+    uint32_t prev = jg_trace_capture;
+    frame *f = top();
+    if (f) {
+        while (!f->id)
+            f->id = (uint32_t)atomic_fetch_add(&next_id, 1) + 1;
+        jg_trace_capture = f->id;
+    }
+    return prev;
 }
 
 void jg_trace_capture_resume(uint32_t id) {

@@ -27,7 +27,10 @@ struct jg_sym {
 };
 
 enum {
-    JG_TRACE_LIFT = 1u << 0, /* capture: every op is traced, outside tensors become inputs */
+    JG_TRACE_LIFT = 1u << 0,    /* capture: every op is traced, outside tensors become inputs */
+    JG_TRACE_CAPTURE = 1u << 1, /* every op is traced, outside tensors are constants (read at
+                                   run time): a custom function's callbacks in a compiled
+                                   program */
 };
 
 /* Am I tracing?  (some frame is open on this thread) */
@@ -73,6 +76,9 @@ int jg_trace_bound_used(int input);
  * that must compute, not trace; resume with the returned id. */
 uint32_t jg_trace_capture_pause(void);
 void jg_trace_capture_resume(uint32_t id);
+/* Makes the innermost frame capture (until resumed with the returned id):
+ * ops on its constants are traced, not computed. */
+uint32_t jg_trace_capture_all(void);
 
 /* Concrete tensors the innermost frame lifted into graph inputs, in input
  * order (they follow the placeholders made before them).  The array and the
@@ -81,7 +87,8 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
 
 /* Runs subgraph g again in the current context: every node goes back through
  * the public entry points (jg_op_call, jg_apply), so inside a trace it is
- * recorded into the innermost frame, and outside one it computes.  inputs:
+ * recorded into the innermost frame (also a node whose operands are the
+ * subgraph's constants), and outside one it computes.  inputs:
  * one tensor per graph input; outputs: one per graph output (borrowed from
  * the current scope, NULL for a "none" output).  0 or -1. */
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs);
