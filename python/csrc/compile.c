@@ -195,10 +195,29 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
         }
         return 0;
     }
-    if (depth <= 0 || PyType_Check(o) || PyUnicode_Check(o) || PyLong_Check(o) ||
-        PyFloat_Check(o) || PyBytes_Check(o))
+    if (depth <= 0 || PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o))
         return 0;
     depth--;
+    if (PyType_Check(o)) {
+        /* a class of the program's (an autograd.Function): the code of its
+         * own methods */
+        if (!PyType_HasFeature((PyTypeObject *)o, Py_TPFLAGS_HEAPTYPE))
+            return 0;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        PyObject *d = ((PyTypeObject *)o)->tp_dict;
+        while (d && PyDict_Next(d, &pos, &k, &v)) {
+            PyObject *f = PyFunction_Check(v) ? Py_NewRef(v) : NULL;
+            if (!f && (Py_IS_TYPE(v, &PyStaticMethod_Type) || Py_IS_TYPE(v, &PyClassMethod_Type)) &&
+                !(f = PyObject_GetAttrString(v, "__func__")))
+                PyErr_Clear();
+            int rc = f && PyFunction_Check(f) ? walk_function(w, f, depth) : 0;
+            Py_XDECREF(f);
+            if (rc < 0)
+                return -1;
+        }
+        return 0;
+    }
     if (PyList_Check(o) || PyTuple_Check(o)) {
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
             PyObject *idx = PyLong_FromSsize_t(i);

@@ -310,3 +310,5 @@ def test_captured_inside_custom_function(backend, scale_rg):
         SCALE += 1.0  # forward and backward both see the new value
     check(f, cf, [SCALE], x)
     assert cf._jitgrad_compiled.entries() == 1
+    SCALE = jg.randn(3, requires_grad=scale_rg)  # read by the class's methods
+    check(f, cf, [SCALE], x)
