@@ -312,3 +312,20 @@ def test_captured_inside_custom_function(backend, scale_rg):
     assert cf._jitgrad_compiled.entries() == 1
     SCALE = jg.randn(3, requires_grad=scale_rg)  # read by the class's methods
     check(f, cf, [SCALE], x)
+
+
+def test_captured_inplace_in_program_is_graph_break():
+    counter = jg.zeros(2)
+
+    def f(x):
+        counter.add_(x)  # writes into a captured tensor: once per call, as eager
+        return x * 2
+
+    with pytest.raises(RuntimeError, match="on a tensor captured from outside the program"):
+        jg.compile(f, fullgraph=True)(jg.ones(2))
+    assert counter.tolist() == [0.0, 0.0]
+    cf = jg.compile(f)
+    cf(jg.ones(2))
+    cf(jg.ones(2))
+    assert counter.tolist() == [2.0, 2.0]
+    assert cf._jitgrad_compiled.fallbacks() == 2

@@ -54,8 +54,9 @@ static void store(jg_tensor *t, int64_t i, double v) {
 jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
     if (check("jg_rand", dtype, ndim, shape) < 0)
         return NULL;
-    if (jg_trace_capture && jg_hooks.on_random)
-        jg_hooks.on_random("jg_rand");
+    if (jg_trace_capture && jg_hooks.on_untraceable)
+        jg_hooks.on_untraceable("jg_rand() draws new random numbers at every call, and a graph has "
+                                "no random ops (its values would be fixed at trace time)");
     jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
     if (!t)
         return NULL;
@@ -67,8 +68,10 @@ jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
 jg_tensor *jg_randn(jg_dtype dtype, int ndim, const int64_t *shape) {
     if (check("jg_randn", dtype, ndim, shape) < 0)
         return NULL;
-    if (jg_trace_capture && jg_hooks.on_random)
-        jg_hooks.on_random("jg_randn");
+    if (jg_trace_capture && jg_hooks.on_untraceable)
+        jg_hooks.on_untraceable(
+            "jg_randn() draws new random numbers at every call, and a graph has "
+            "no random ops (its values would be fixed at trace time)");
     jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
     if (!t)
         return NULL;

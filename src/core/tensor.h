@@ -147,9 +147,10 @@ void jg_node_release(jg_node *n);
 typedef struct jg_core_hooks {
     /* Called when a symbolic tensor's values are read; `what` names the read. */
     void (*on_symbolic_read)(const jg_tensor *t, const char *what);
-    /* Called when a program being traced draws random numbers (`what` names
-     * the call): the graph has no random ops, so that is a graph break. */
-    void (*on_random)(const char *what);
+    /* Called when a program being traced does what a graph cannot hold
+     * (draws random numbers, writes into a captured tensor): a graph break,
+     * `why` its reason. */
+    void (*on_untraceable)(const char *why);
     /* Destroys a node (autograd layer). */
     void (*node_destroy)(jg_node *n);
 } jg_core_hooks;

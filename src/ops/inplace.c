@@ -6,17 +6,26 @@
 #include "core/iter.h"
 #include "ops/optable.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
+    if (jg_trace_captured(self) || (!self->sym && other && jg_trace_captured(other))) {
+        /* it would happen once, at trace time: a graph break (nothing was
+         * written; the eager run writes) */
+        char why[200];
+        snprintf(why, sizeof why,
+                 "%s() on a tensor captured from outside the program: in-place operations "
+                 "involving captured tensors cannot be traced yet",
+                 fn);
+        if (jg_hooks.on_untraceable)
+            jg_hooks.on_untraceable(why);
+        return jg_errorf("%s", why);
+    }
     if (self->sym || (other && other->sym))
         return jg_errorf("%s: in-place operations cannot be traced; use the out-of-place op", fn);
-    if (jg_trace_captured(self) || (other && jg_trace_captured(other)))
-        return jg_errorf("%s: in-place operations on a tensor captured from outside the program "
-                         "cannot be traced; use the out-of-place op",
-                         fn);
     if (jg_grad_mode && self->requires_grad && !self->grad_fn)
         return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
                          "operation.");

@@ -286,14 +286,12 @@ static void on_symbolic_read(const jg_tensor *t, const char *what) {
                             what, d, t->sym->value);
 }
 
-static void on_random(const char *what) {
-    jg_trace_note_break("%s() draws new random numbers at every call, and a graph has no random "
-                        "ops (its values would be fixed at trace time)",
-                        what);
+static void on_untraceable(const char *why) {
+    jg_trace_note_break("%s", why);
 }
 
 __attribute__((constructor)) static void trace_init(void) {
-    jg_hooks.on_random = on_random;
+    jg_hooks.on_untraceable = on_untraceable;
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */

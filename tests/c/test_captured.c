@@ -327,6 +327,13 @@ static void flip_run(void) {
     assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &m.w, &o), 1);
     jg_compiled_free(c);
+    setenv("JITGRAD_LOG", "recompiles", 1);
+    c = jg_compile(p_model, &m, NULL);
+    unsetenv("JITGRAD_LOG");
+    jg_tensor *view = jg_reshape(m.w, 1, (const int64_t[]){4});
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &view, &o), 1);
+    jg_compiled_free(c);
 }
 
 /* The recompile line names the captured tensor and the guard. */
@@ -337,6 +344,8 @@ static void test_captured_recompile_log(void **state) {
                               "requires_grad true != false\n"));
     assert_non_null(strstr(s, "jitgrad: recompiling (entry 1): captured tensor lifted1 f32[4] is "
                               "now also input 0\n"));
+    assert_non_null(strstr(s, "jitgrad: recompiling (entry 1): captured tensor lifted1 f32[4] "
+                              "storage aliasing: shares with input 0 != its own storage\n"));
     free(s);
 }
 
@@ -372,17 +381,28 @@ static void test_captured_item_breaks(void **state) {
     jg_compiled_free(c);
 }
 
-/* Writing into a captured tensor while traced is refused (it would happen
- * once, at trace time). */
-static void test_captured_inplace_refused(void **state) {
+/* Writing into a captured tensor while traced is a graph break (it would
+ * happen once, at trace time): the eager run writes, once per call. */
+static void test_captured_inplace_breaks(void **state) {
     (void)state;
     model m = {randn(3, false), NULL};
-    jg_tensor *x = randn(3, false), *o;
-    jg_tensor *before = jg_clone(m.k);
-    jg_compiled *c = jg_compile(p_inplace, &m, NULL);
+    jg_tensor *x = randn(3, false), *o = NULL, *e = NULL;
+    jg_tensor *k0 = jg_clone(m.k);
+    jg_compile_options fo = {.fullgraph = true};
+    jg_compiled *c = jg_compile(p_inplace, &m, &fo);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), -1);
-    TU_ERROR("in-place operations on a tensor captured from outside the program cannot be traced");
-    TU_SAME(m.k, before);
+    TU_ERROR("the program cannot be captured in one graph: jg_mul_scalar_() on a tensor captured "
+             "from outside the program");
+    TU_SAME(m.k, k0);
+    jg_compiled_free(c);
+    c = jg_compile(p_inplace, &m, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    jg_tensor *k1 = jg_clone(m.k);
+    assert_int_equal(jg_copy_(m.k, k0), 0);
+    assert_int_equal(p_inplace(&m, NULL, 1, &x, &e), 1);
+    TU_SAME(o, e);
+    TU_SAME(m.k, k1);
     jg_compiled_free(c);
 }
 
@@ -461,7 +481,7 @@ int main(void) {
         TU_TEST(test_captured_recompile_log),
         TU_TEST(test_captured_created_is_constant),
         TU_TEST(test_captured_item_breaks),
-        TU_TEST(test_captured_inplace_refused),
+        TU_TEST(test_captured_inplace_breaks),
         TU_TEST(test_captured_random_is_graph_break),
         TU_TEST(test_captured_nested_compiled),
         TU_TEST(test_captured_inside_custom_callbacks),
