@@ -129,8 +129,11 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         in[k] = in_arg[k];
         symbolic |= in[k]->sym != NULL;
     }
-    /* jg_compile's trace records ops on captured tensors too */
-    symbolic |= jg_trace_capture != 0;
+    /* jg_compile's trace records ops on captured tensors too (and on tensors
+     * that require grad: their history is the graph's); ops on tensors the
+     * program made itself compute now, their results constants */
+    for (int k = 0; k < info->n_in && !symbolic && jg_trace_capture; k++)
+        symbolic = jg_trace_captured(in[k]) || (in[k]->requires_grad && jg_grad_mode);
     /* Promotion goes through the to_dtype op, so it has a gradient too. */
     if (info->flags & (JG_OPF_PROMOTE | JG_OPF_FLOAT)) {
         jg_dtype d = target_dtype(info, in);

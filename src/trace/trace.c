@@ -11,10 +11,15 @@
 #include <string.h>
 
 typedef struct {
-    jg_tensor *t; /* retained by the graph as a constant, or by lifted[]; a bound input: borrowed */
+    jg_tensor *t; /* retained by the graph as a constant, by lifted[] or (snapshot) by the entry;
+                     a bound input: borrowed */
     int value;
     int input; /* a bound call input (jg_trace_bind), else -1 */
     bool used; /* a bound input the program reached by capture */
+    /* a copy of a tensor the program made (value: the copy), taken at this
+     * storage version: an in-place op on it afterwards makes a new copy */
+    bool snapshot;
+    uint64_t version;
 } const_entry;
 
 typedef struct frame {
@@ -73,6 +78,9 @@ void jg_trace_end(void) {
     for (int i = 0; i < f->n_lifted; i++)
         jg_release(f->lifted[i]);
     free(f->lifted);
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].snapshot)
+            jg_release(f->consts[i].t);
     free(f->consts);
     jg_trace_capture = f->outer_capture;
     n_frames--;
@@ -120,7 +128,7 @@ static int add_const_entry(frame *f, const_entry e) {
 int jg_trace_bind(jg_tensor *t, int value, int input) {
     frame *f = top();
     JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
-    return add_const_entry(f, (const_entry){t, value, input, false});
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0});
 }
 
 int jg_trace_bound_used(int input) {
@@ -203,19 +211,23 @@ int jg_trace_value(jg_tensor *t) {
                              "trace; pass it as an input instead");
         return t->sym->value;
     }
-    for (int i = 0; i < f->n_consts; i++)
-        if (f->consts[i].t == t) {
-            f->consts[i].used = true;
-            return f->consts[i].value;
-        }
+    const_entry *hit = NULL;
+    for (int i = 0; i < f->n_consts && !hit; i++)
+        if (f->consts[i].t == t)
+            hit = &f->consts[i];
+    if (hit && (!hit->snapshot || hit->version == t->storage->version)) {
+        hit->used = true;
+        return hit->value;
+    }
     int v;
     bool rg = t->requires_grad && jg_grad_mode;
+    bool created = f->id && t->storage->trace_id == f->id;
     /* A capturing frame makes every tensor from outside the program an
      * input, read again at every call and guarded by jg_compile (a tensor
      * that requires grad also gets its gradient through the compiled call).
-     * Tensors the program made while traced are constants (their values were
-     * fixed by the trace), unless they require grad. */
-    if ((f->flags & JG_TRACE_LIFT) && (rg || t->storage->trace_id != f->id)) {
+     * Tensors the program made while traced are constants: copies, since
+     * the program may still write into them after this use. */
+    if ((f->flags & JG_TRACE_LIFT) && (rg || !created)) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
@@ -231,10 +243,31 @@ int jg_trace_value(jg_tensor *t) {
         if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
             return -1;
         f->lifted[f->n_lifted++] = jg_retain(t);
+    } else if (created && !rg) {
+        uint32_t capture = jg_trace_capture_pause();
+        jg_tensor *copy = jg_keep(jg_clone(t)); /* ours, scope or not */
+        jg_trace_capture_resume(capture);
+        v = copy ? jg_graph_add_const(f->g, copy) : -1;
+        jg_release(copy);
+        if (v < 0)
+            return -1;
+        /* the entry holds t, so its address is not reused for another
+         * tensor while the frame is open */
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version};
+        if (hit) {
+            jg_release(hit->t);
+            *hit = e;
+            return v;
+        }
+        if (add_const_entry(f, e) < 0) {
+            jg_release(t);
+            return -1;
+        }
+        return v;
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    if (add_const_entry(f, (const_entry){t, v, -1, true}) < 0)
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0}) < 0)
         return -1;
     return v;
 }
