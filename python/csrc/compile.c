@@ -300,7 +300,12 @@ static int walk_args(scope_walk *w, PyObject *o) {
                 return -1;
         return 0;
     }
-    return walk_step(w, o, SCOPE_DEPTH, NULL, "argument %s", Py_None);
+    if (PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || o == Py_None)
+        return 0;
+    PyObject *type = PyUnicode_FromString(Py_TYPE(o)->tp_name);
+    int rc = type ? walk_step(w, o, SCOPE_DEPTH, NULL, "the %s argument", type) : -1;
+    Py_XDECREF(type);
+    return rc;
 }
 
 static int walk_scope(scope_walk *w, PyObject *fn, PyObject *args, PyObject *kwargs) {

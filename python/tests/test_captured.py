@@ -252,6 +252,19 @@ def test_captured_closure_rebinding_and_object_argument():
     check(f, cf, [], x, m)
     m.b = jg.randn(3)  # an attribute of an object argument
     check(f, cf, [], x, m)
+    assert cf._jitgrad_compiled.entries() == 3
+
+
+def test_captured_argument_object_log(capfd, monkeypatch):
+    monkeypatch.setenv("JITGRAD_LOG", "recompiles")
+    cf = jg.compile(lambda x, m: (x * m.b).sum())
+    m = types.SimpleNamespace(b=jg.randn(3))
+    x = jg.randn(3)
+    cf(x, m)
+    m.b = jg.randn(3)
+    cf(x, m)
+    assert ("jitgrad: captured tensors changed: the types.SimpleNamespace argument.b is a "
+            "different tensor") in capfd.readouterr().err
 
 
 def test_captured_rebinding_log(capfd, monkeypatch):
