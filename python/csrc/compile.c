@@ -137,9 +137,15 @@ static int walk_step(scope_walk *w, PyObject *o, int depth, PyObject *names, con
 static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *fmt) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(d, &pos, &k, &v))
-        if (walk_step(w, v, depth, NULL, fmt, k) < 0)
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        Py_INCREF(k); /* a key's repr (describe mode) is Python code */
+        Py_INCREF(v);
+        int rc = walk_step(w, v, depth, NULL, fmt, k);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (rc < 0)
             return -1;
+    }
     return 0;
 }
 
@@ -150,7 +156,10 @@ static int walk_code_globals(scope_walk *w, PyCodeObject *code, PyObject *global
         PyObject *v = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(names, i));
         if (!v && PyErr_Occurred())
             return -1;
-        if (v && walk_step(w, v, depth, names, "global '%s'", PyTuple_GET_ITEM(names, i)) < 0)
+        Py_XINCREF(v);
+        int rc = v ? walk_step(w, v, depth, names, "global '%s'", PyTuple_GET_ITEM(names, i)) : 0;
+        Py_XDECREF(v);
+        if (rc < 0)
             return -1;
     }
     PyObject *consts = code->co_consts;
@@ -171,7 +180,10 @@ static int walk_function(scope_walk *w, PyObject *f, int depth) {
     for (Py_ssize_t i = 0; cells && i < PyTuple_GET_SIZE(cells); i++) {
         PyObject *v = PyCell_GET(PyTuple_GET_ITEM(cells, i));
         PyObject *name = i < PyTuple_GET_SIZE(free_names) ? PyTuple_GET_ITEM(free_names, i) : NULL;
-        if (v && walk_step(w, v, depth, code->co_names, "closure variable '%s'", name) < 0) {
+        Py_XINCREF(v);
+        int rc = v ? walk_step(w, v, depth, code->co_names, "closure variable '%s'", name) : 0;
+        Py_XDECREF(v);
+        if (rc < 0) {
             Py_DECREF(free_names);
             return -1;
         }
@@ -220,9 +232,10 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
     }
     if (PyList_Check(o) || PyTuple_Check(o)) {
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
-            PyObject *idx = PyLong_FromSsize_t(i);
-            int rc =
-                idx ? walk_step(w, PySequence_Fast_GET_ITEM(o, i), depth, NULL, "[%s]", idx) : -1;
+            PyObject *idx = PyLong_FromSsize_t(i), *v = PySequence_Fast_GET_ITEM(o, i);
+            Py_INCREF(v);
+            int rc = idx ? walk_step(w, v, depth, NULL, "[%s]", idx) : -1;
+            Py_DECREF(v);
             Py_XDECREF(idx);
             if (rc < 0)
                 return -1;
