@@ -37,6 +37,10 @@ static int put_str(jgp_buf *b, char tag, PyObject *s) {
     return 0;
 }
 
+int jgp_buf_put(jgp_buf *b, const void *p, size_t n) {
+    return put(b, p, n);
+}
+
 void jgp_buf_free(jgp_buf *b) {
     PyMem_Free(b->data);
     b->data = NULL;

@@ -10,6 +10,8 @@ typedef struct {
 } jgp_buf;
 
 void jgp_buf_free(jgp_buf *b);
+/* Appends n bytes.  -1 with a Python exception. */
+int jgp_buf_put(jgp_buf *b, const void *p, size_t n);
 /* Appends o's bytes; tensors found are appended to `tensors` (a list), or
  * are an error when it is NULL.  -1 with a Python exception. */
 int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors);

@@ -27,6 +27,9 @@ typedef struct {
     PyObject *objects;   /* see jgp_call_objects */
     char backend[16];
     int fullgraph;
+    bool log_recompiles;
+    PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
+    PyObject *last_scope; /* and the last call's (bytes) */
 } JGCompiled;
 
 typedef struct compiled_call {
@@ -86,6 +89,295 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
         return r;
     }
     return Py_NewRef(o);
+}
+
+/* ---- the tensors a function reaches through its scope ----
+ *
+ * The library makes every tensor the program captures a graph input that it
+ * reads at every call and guards (dtype, shape, strides, requires_grad,
+ * aliasing), so in-place updates are seen.  Which tensor a global, a closure
+ * variable, an attribute or a container element names is Python's part: the
+ * identity of every tensor the function can reach that way is appended to
+ * the call's key, so rebinding one (K = new tensor, model.w = ..., xs[0] =
+ * ...) traces again instead of running with the old tensor.  Reached:
+ * closure cells and the globals the code names (nested code included), the
+ * attributes of objects (the function's self, object arguments, objects
+ * found), the attributes of modules the code names, elements of lists,
+ * tuples and dicts, and functions found there, to SCOPE_DEPTH levels and at
+ * most SCOPE_BUDGET objects per call. */
+enum { SCOPE_DEPTH = 4, SCOPE_BUDGET = 4096, SCOPE_PATH = 8 };
+
+typedef struct {
+    jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
+    int budget;     /* objects left to visit */
+    long n_tensors; /* tensors met so far */
+    long target;    /* describe mode: the tensor whose path to record */
+    int n_path;     /* steps to the object being visited */
+    char path[SCOPE_PATH][96];
+    char found[SCOPE_PATH * 96];
+} scope_walk;
+
+static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names);
+
+/* Visits o as one step named by a printf format (describe mode only keeps
+ * the names). */
+static int walk_step(scope_walk *w, PyObject *o, int depth, PyObject *names, const char *fmt,
+                     PyObject *arg) {
+    if (w->n_path < SCOPE_PATH && !w->b) {
+        const char *a = "";
+        PyObject *r = arg ? (PyUnicode_Check(arg) ? Py_NewRef(arg) : PyObject_Repr(arg)) : NULL;
+        if (r)
+            a = PyUnicode_AsUTF8(r);
+        if (!a) {
+            PyErr_Clear();
+            a = "?";
+        }
+        snprintf(w->path[w->n_path], sizeof w->path[0], fmt, a);
+        Py_XDECREF(r);
+    }
+    w->n_path++;
+    int rc = walk_value(w, o, depth, names);
+    w->n_path--;
+    return rc;
+}
+
+static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *fmt) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        Py_INCREF(k); /* a key's repr (describe mode) is Python code */
+        Py_INCREF(v);
+        int rc = walk_step(w, v, depth, NULL, fmt, k);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The globals a code object (and the code nested in it) names. */
+static int walk_code_globals(scope_walk *w, PyCodeObject *code, PyObject *globals, int depth) {
+    PyObject *names = code->co_names;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *v = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(names, i));
+        if (!v && PyErr_Occurred())
+            return -1;
+        Py_XINCREF(v);
+        int rc = v ? walk_step(w, v, depth, names, "global '%s'", PyTuple_GET_ITEM(names, i)) : 0;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    PyObject *consts = code->co_consts;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(consts, i);
+        if (PyCode_Check(c) && walk_code_globals(w, (PyCodeObject *)c, globals, depth) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int walk_function(scope_walk *w, PyObject *f, int depth) {
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(f);
+    PyObject *cells = PyFunction_GET_CLOSURE(f);
+    PyObject *free_names = cells ? PyCode_GetFreevars(code) : NULL;
+    if (cells && !free_names)
+        return -1;
+    for (Py_ssize_t i = 0; cells && i < PyTuple_GET_SIZE(cells); i++) {
+        PyObject *v = PyCell_GET(PyTuple_GET_ITEM(cells, i));
+        PyObject *name = i < PyTuple_GET_SIZE(free_names) ? PyTuple_GET_ITEM(free_names, i) : NULL;
+        Py_XINCREF(v);
+        int rc = v ? walk_step(w, v, depth, code->co_names, "closure variable '%s'", name) : 0;
+        Py_XDECREF(v);
+        if (rc < 0) {
+            Py_DECREF(free_names);
+            return -1;
+        }
+    }
+    Py_XDECREF(free_names);
+    return walk_code_globals(w, code, PyFunction_GET_GLOBALS(f), depth);
+}
+
+static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
+    if (w->budget-- <= 0)
+        return 0;
+    if (jgp_is_tensor(o)) {
+        if (w->b) {
+            jg_tensor *t = jgp_t(o);
+            return jgp_buf_put(w->b, &t, sizeof t);
+        }
+        if (w->n_tensors++ == w->target && !w->found[0]) {
+            size_t len = 0;
+            for (int i = 0; i < w->n_path && i < SCOPE_PATH && len < sizeof w->found; i++)
+                len += (size_t)snprintf(w->found + len, sizeof w->found - len, "%s", w->path[i]);
+        }
+        return 0;
+    }
+    if (depth <= 0 || PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o))
+        return 0;
+    depth--;
+    if (PyType_Check(o)) {
+        /* a class of the program's (an autograd.Function): the code of its
+         * own methods */
+        if (!PyType_HasFeature((PyTypeObject *)o, Py_TPFLAGS_HEAPTYPE))
+            return 0;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        PyObject *d = ((PyTypeObject *)o)->tp_dict;
+        while (d && PyDict_Next(d, &pos, &k, &v)) {
+            PyObject *f = PyFunction_Check(v) ? Py_NewRef(v) : NULL;
+            if (!f && (Py_IS_TYPE(v, &PyStaticMethod_Type) || Py_IS_TYPE(v, &PyClassMethod_Type)) &&
+                !(f = PyObject_GetAttrString(v, "__func__")))
+                PyErr_Clear();
+            int rc = f && PyFunction_Check(f) ? walk_function(w, f, depth) : 0;
+            Py_XDECREF(f);
+            if (rc < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
+            PyObject *idx = PyLong_FromSsize_t(i), *v = PySequence_Fast_GET_ITEM(o, i);
+            Py_INCREF(v);
+            int rc = idx ? walk_step(w, v, depth, NULL, "[%s]", idx) : -1;
+            Py_DECREF(v);
+            Py_XDECREF(idx);
+            if (rc < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (PyDict_Check(o))
+        return walk_dict_values(w, o, depth, "[%s]");
+    if (PyFunction_Check(o))
+        return walk_function(w, o, depth);
+    if (PyMethod_Check(o))
+        return walk_value(w, PyMethod_GET_SELF(o), depth + 1, NULL) < 0
+                   ? -1
+                   : walk_value(w, PyMethod_GET_FUNCTION(o), depth + 1, NULL);
+    if (PyModule_Check(o)) {
+        /* only the attributes the code names: a module holds much else */
+        PyObject *d = PyModule_GetDict(o);
+        for (Py_ssize_t i = 0; d && names && i < PyTuple_GET_SIZE(names); i++) {
+            PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, i));
+            if (!v && PyErr_Occurred())
+                return -1;
+            if (v && !PyModule_Check(v) &&
+                walk_step(w, v, depth, NULL, ".%s", PyTuple_GET_ITEM(names, i)) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (Py_TYPE(o)->tp_dictoffset != 0 && !PyCallable_Check(o)) {
+        PyObject *d = PyObject_GenericGetDict(o, NULL);
+        if (!d) {
+            PyErr_Clear(); /* no instance dict after all */
+            return 0;
+        }
+        int rc = walk_dict_values(w, d, depth, ".%s");
+        Py_DECREF(d);
+        return rc;
+    }
+    if (Py_TYPE(o)->tp_dictoffset != 0) { /* a callable object (a model): its attributes and
+                                             the code of its __call__/forward */
+        PyObject *d = PyObject_GenericGetDict(o, NULL);
+        int rc = d ? walk_dict_values(w, d, depth, ".%s") : 0;
+        Py_XDECREF(d);
+        if (!d)
+            PyErr_Clear();
+        static const char *const methods[] = {"forward", "__call__"};
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(o), methods[i]);
+            if (!m)
+                PyErr_Clear();
+            else if (PyFunction_Check(m))
+                rc = walk_function(w, m, depth);
+            Py_XDECREF(m);
+        }
+        return rc;
+    }
+    return 0;
+}
+
+/* The arguments: their tensors are the call's inputs; objects among them
+ * are walked (a model passed as an argument). */
+static int walk_args(scope_walk *w, PyObject *o) {
+    if (!o || jgp_is_tensor(o))
+        return 0;
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++)
+            if (walk_args(w, PySequence_Fast_GET_ITEM(o, i)) < 0)
+                return -1;
+        return 0;
+    }
+    if (PyDict_Check(o)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &k, &v))
+            if (walk_args(w, v) < 0)
+                return -1;
+        return 0;
+    }
+    if (PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || o == Py_None)
+        return 0;
+    PyObject *type = PyUnicode_FromString(Py_TYPE(o)->tp_name);
+    int rc = type ? walk_step(w, o, SCOPE_DEPTH, NULL, "the %s argument", type) : -1;
+    Py_XDECREF(type);
+    return rc;
+}
+
+static int walk_scope(scope_walk *w, PyObject *fn, PyObject *args, PyObject *kwargs) {
+    w->budget = SCOPE_BUDGET;
+    if (walk_value(w, fn, SCOPE_DEPTH + 1, NULL) < 0 || walk_args(w, args) < 0 ||
+        walk_args(w, kwargs) < 0)
+        return -1;
+    return 0;
+}
+
+/* Where the first tensor that differs from the last call's is reached from
+ * now ("global 'K'", "closure variable 'm'.w[0]"). */
+static void describe_change(JGCompiled *self, const char *now, size_t len, PyObject *args,
+                            PyObject *kwargs, char *out, size_t n) {
+    const char *was = PyBytes_AS_STRING(self->last_scope);
+    size_t was_len = (size_t)PyBytes_GET_SIZE(self->last_scope), i = 0;
+    size_t m = len < was_len ? len : was_len;
+    while (i + sizeof(jg_tensor *) <= m && !memcmp(now + i, was + i, sizeof(jg_tensor *)))
+        i += sizeof(jg_tensor *);
+    scope_walk *w = PyMem_Calloc(1, sizeof *w);
+    if (!w)
+        return;
+    w->target = (long)(i / sizeof(jg_tensor *));
+    if (walk_scope(w, self->fn, args, kwargs) < 0)
+        PyErr_Clear();
+    if (w->found[0])
+        snprintf(out, n, "%s is a different tensor", w->found);
+    else
+        snprintf(out, n, "a tensor it reached is gone");
+    PyMem_Free(w);
+}
+
+/* JITGRAD_LOG=recompiles: a scope never seen before means a new trace; say
+ * which captured tensor changed (the library's line names only the key
+ * byte). */
+static int note_scope(JGCompiled *self, const char *fp, size_t len, PyObject *args,
+                      PyObject *kwargs) {
+    PyObject *b = PyBytes_FromStringAndSize(fp, (Py_ssize_t)len);
+    if (!b)
+        return -1;
+    int seen = PySet_Contains(self->scopes, b);
+    if (seen == 0 && self->last_scope) {
+        char why[800];
+        describe_change(self, fp, len, args, kwargs, why, sizeof why);
+        fprintf(stderr, "jitgrad: captured tensors changed: %s\n", why);
+    }
+    if (seen < 0 || (seen == 0 && PySet_Add(self->scopes, b) < 0)) {
+        Py_DECREF(b);
+        return -1;
+    }
+    Py_XSETREF(self->last_scope, b);
+    return 0;
 }
 
 static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor *const *inputs,
@@ -178,6 +470,8 @@ static int compiled_clear(PyObject *o) {
     Py_CLEAR(self->classes);
     Py_CLEAR(self->templates);
     Py_CLEAR(self->objects);
+    Py_CLEAR(self->scopes);
+    Py_CLEAR(self->last_scope);
     return 0;
 }
 
@@ -217,7 +511,10 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->templates = PyDict_New();
     self->objects = PyDict_New();
     self->fullgraph = fullgraph;
-    if (!self->classes || !self->templates || !self->objects) {
+    const char *log = getenv("JITGRAD_LOG"); /* as jg_compile reads it */
+    self->log_recompiles = log && (strstr(log, "recompiles") || strstr(log, "all"));
+    self->scopes = PySet_New(NULL);
+    if (!self->scopes || !self->classes || !self->templates || !self->objects) {
         Py_DECREF(self);
         return NULL;
     }
@@ -257,6 +554,15 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     }
     for (Py_ssize_t i = 0; i < n_in; i++)
         inputs[i] = jgp_t(PyList_GET_ITEM(tensors, i));
+    /* the identities of the tensors it reaches through its scope */
+    size_t args_len = bytes.len;
+    char tag = 'S';
+    scope_walk w = {.b = &bytes};
+    if (jgp_buf_put(&bytes, &tag, 1) < 0 || walk_scope(&w, self->fn, args, kwargs) < 0)
+        goto done;
+    if (self->log_recompiles &&
+        note_scope(self, bytes.data + args_len + 1, bytes.len - args_len - 1, args, kwargs) < 0)
+        goto done;
     key = PyBytes_FromStringAndSize(bytes.data, (Py_ssize_t)bytes.len);
     if (!key)
         goto done;

@@ -288,7 +288,10 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     The function is traced with symbolic tensors through the C tracer the
     first time it is called and again whenever a guard misses (tensor
     dtype/shape/requires_grad, aliasing among tensor arguments, the value of
-    every non-tensor argument).  Reading a traced tensor's value (bool(),
+    every non-tensor argument).  Tensors it reaches through its scope
+    (globals, closure variables, attributes, container elements) are graph
+    inputs too: read at every call (in-place updates are seen), guarded the
+    same way, and a name bound to another tensor traces again.  Reading a traced tensor's value (bool(),
     item(), tolist(), numpy()) cannot be traced: with fullgraph=True that is
     an error, otherwise the call runs eagerly.  backend: "interp", "c", or
     PyTorch's names ("inductor" -> the fastest available, "eager" and

@@ -169,7 +169,10 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
             return -1;
     }
     jg_graph *B = jg_graph_new_child(jg_trace_graph());
-    if (!B || jg_trace_begin(B, 0) < 0)
+    /* the backward callback's ops on tensors it reaches from outside are
+     * traced, those tensors read at run time (custom.c's backward_traces
+     * tries it the same way) */
+    if (!B || jg_trace_begin(B, JG_TRACE_CAPTURE) < 0)
         return -1;
     char bname[96];
     snprintf(bname, sizeof bname, "%s.backward", name);

@@ -484,7 +484,7 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
         jg_tensor *t = roots[r];
         if (!t)
             return jg_errorf("backward: output %d is NULL", r);
-        if (t->sym)
+        if (t->sym || jg_trace_capture)
             return jg_errorf("backward cannot run inside a traced program: differentiate the "
                              "compiled function's outputs instead");
         if (!t->requires_grad)

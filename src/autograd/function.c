@@ -325,7 +325,7 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
             return jg_errorf("jg_apply(%s): input %d is NULL", fn_name(fn), i);
         symbolic |= inputs[i]->sym != NULL;
     }
-    if (symbolic) {
+    if (symbolic || jg_trace_capture) {
         if (!jg_trace_apply_hook)
             return jg_errorf("jg_apply(%s): symbolic input outside a trace", fn_name(fn));
         return jg_trace_apply_hook(fn, n_inputs, inputs, args, args_size, outputs);

@@ -50,6 +50,11 @@ void jg_entry_release(jg_entry *e) {
     for (int i = 0; i < e->n_lifted; i++)
         jg_release(e->lifted[i]);
     free(e->lifted);
+    free(e->lifted_key);
+    for (int i = 0; i < e->n_pinned; i++)
+        jg_release(e->pinned[i]);
+    free(e->pinned);
+    free(e->pinned_input);
     free(e->graph_input_of);
     free(e->call_input_of);
     free(e->saved_val);

@@ -138,12 +138,106 @@ static void alias_text(char *buf, size_t n, int other, const char *with, const c
         snprintf(buf, n, "%s", without);
 }
 
-/* Formats the reason for a mismatch into why, unless why is NULL (the
+/* WHY formats the reason for a mismatch into why, unless why is NULL (the
  * guard check runs on every call; only one entry's reason is ever shown). */
+
+/* Which call input (k) or earlier captured tensor (n + k) shares t's storage
+ * first, or -1. */
+static int capture_storage_as(const jg_tensor *t, int n, jg_tensor *const *inputs, int n_lifted,
+                              jg_tensor *const *lifted) {
+    for (int j = 0; j < n; j++)
+        if (jg_same_storage(inputs[j], t))
+            return j;
+    for (int j = 0; j < n_lifted; j++)
+        if (jg_same_storage(lifted[j], t))
+            return n + j;
+    return -1;
+}
+
+static void capture_key(jg_capture_key *c, const jg_tensor *t, int n, jg_tensor *const *inputs,
+                        int n_lifted, jg_tensor *const *lifted) {
+    jg_meta_of(t, &c->meta);
+    memset(c->stride, 0, sizeof c->stride);
+    memcpy(c->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+    c->requires_grad = t->requires_grad;
+    c->storage_as = capture_storage_as(t, n, inputs, n_lifted, lifted);
+}
+
+/* "input 2" / "captured tensor lifted1" / "its own storage" for a guard message */
+static void storage_text(char *buf, size_t n, int as, int n_inputs) {
+    if (as < 0)
+        snprintf(buf, n, "its own storage");
+    else if (as < n_inputs)
+        snprintf(buf, n, "input %d", as);
+    else
+        snprintf(buf, n, "captured tensor lifted%d", as - n_inputs);
+}
+
 #define WHY(...) (why ? (void)snprintf(why, n, __VA_ARGS__) : (void)0)
 
+/* The guards on the tensors the program captured: each lifted one as it was
+ * traced, each pinned call input still the captured tensor. */
+static bool captures_match(const jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs,
+                           char *why, size_t n) {
+    for (int i = 0; i < e->n_lifted; i++) {
+        const jg_tensor *t = e->lifted[i];
+        const jg_capture_key *c = &e->lifted_key[i];
+        char d[64] = "", s1[160] = "", s2[160] = "";
+        if (why)
+            jg_describe(t, d, sizeof d);
+        for (int j = 0; j < k->n_inputs; j++)
+            if (inputs[j] == t) {
+                WHY("captured tensor lifted%d %s is now also input %d", i, d, j);
+                return false;
+            }
+        if (t->dtype != c->meta.dtype) {
+            WHY("captured tensor lifted%d dtype %s != %s", i, jg_dtype_name(t->dtype),
+                jg_dtype_name(c->meta.dtype));
+            return false;
+        }
+        if (t->ndim != c->meta.ndim ||
+            memcmp(t->shape, c->meta.shape, sizeof(int64_t) * (size_t)t->ndim)) {
+            if (why) {
+                jg_format_shape(s1, sizeof s1, t->ndim, t->shape);
+                fmt_meta_shape(s2, sizeof s2, &c->meta);
+            }
+            WHY("captured tensor lifted%d shape %s != %s", i, s1, s2);
+            return false;
+        }
+        if (memcmp(t->stride, c->stride, sizeof(int64_t) * (size_t)t->ndim)) {
+            if (why) {
+                jg_format_shape(s1, sizeof s1, t->ndim, t->stride);
+                jg_format_shape(s2, sizeof s2, t->ndim, c->stride);
+            }
+            WHY("captured tensor lifted%d %s strides %s != %s", i, d, s1, s2);
+            return false;
+        }
+        if (t->requires_grad != c->requires_grad) {
+            WHY("captured tensor lifted%d %s requires_grad %s != %s", i, d,
+                t->requires_grad ? "true" : "false", c->requires_grad ? "true" : "false");
+            return false;
+        }
+        int as = capture_storage_as(t, k->n_inputs, inputs, i, e->lifted);
+        if (as != c->storage_as) {
+            if (why) {
+                storage_text(s1, sizeof s1, as, k->n_inputs);
+                storage_text(s2, sizeof s2, c->storage_as, k->n_inputs);
+            }
+            WHY("captured tensor lifted%d %s storage aliasing: shares with %s != %s", i, d, s1, s2);
+            return false;
+        }
+    }
+    for (int i = 0; i < e->n_pinned; i++)
+        if (inputs[e->pinned_input[i]] != e->pinned[i]) {
+            WHY("input %d is no longer the tensor the program also captured", e->pinned_input[i]);
+            return false;
+        }
+    return true;
+}
+
 /* Does the entry's key admit this call?  If not, why (new != cached). */
-static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t n) {
+static bool key_match(const jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, char *why,
+                      size_t n) {
     const jg_call_key *o = &e->key;
     if (o->grad_mode != k->grad_mode) {
         WHY("grad mode %s != %s", k->grad_mode ? "on" : "off", o->grad_mode ? "on" : "off");
@@ -215,12 +309,10 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, char *why, size_t
             ((const unsigned char *)o->args)[b]);
         return false;
     }
-    /* captured tensors: their requires_grad decided constant vs lifted input */
-    for (int i = 0; i < e->n_lifted; i++)
-        if (!e->lifted[i]->requires_grad) {
-            WHY("captured tensor lifted%d no longer requires grad", i);
-            return false;
-        }
+    if (!captures_match(e, k, inputs, why, n))
+        return false;
+    /* a constant the program made and returned: requiring grad now, it
+     * would have been an input */
     if (e->fwd)
         for (int i = 0; i < e->fwd->n_consts; i++)
             if (e->fwd->consts[i]->requires_grad && k->grad_mode) {
@@ -340,6 +432,27 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     return 0;
 }
 
+/* Moves the trace's captured tensors into e with their guards. */
+static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs) {
+    int n = k->n_inputs;
+    e->n_lifted = jg_trace_take_lifted(&e->lifted);
+    if (e->n_lifted && !(e->lifted_key = malloc(sizeof *e->lifted_key * (size_t)e->n_lifted)))
+        return jg_errorf("out of memory in jg_compile");
+    for (int i = 0; i < e->n_lifted; i++)
+        capture_key(&e->lifted_key[i], e->lifted[i], n, inputs, i, e->lifted);
+    for (int d = 0; d < e->n_distinct; d++) {
+        int i = e->call_input_of[d];
+        if (!jg_trace_bound_used(i))
+            continue;
+        if (!e->pinned && (!(e->pinned = malloc(sizeof *e->pinned * (size_t)n)) ||
+                           !(e->pinned_input = malloc(sizeof(int) * (size_t)n))))
+            return jg_errorf("out of memory in jg_compile");
+        e->pinned[e->n_pinned] = jg_retain(inputs[i]);
+        e->pinned_input[e->n_pinned++] = i;
+    }
+    return 0;
+}
+
 /* Traces the program for this key.  Returns the new entry (possibly an eager
  * one after a graph break), or NULL + error (*failed: the function of a
  * custom call whose backward could not be traced). */
@@ -390,13 +503,18 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         e->call_input_of[e->n_distinct++] = i;
         bool rg = inputs[i]->requires_grad;
         if (!(sym[i] = jg_scope_track(
-                  jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))))
+                  jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))) ||
+            jg_trace_bind(inputs[i], sym[i]->sym->value, i) < 0)
             rc = -1;
         else /* the input's layout (guarded), so contiguous() and view() act as eager */
             memcpy(sym[i]->stride, k->in[i].stride, sizeof(int64_t) * (size_t)sym[i]->ndim);
     }
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    /* the trace has no side effects: randomness it drew (a graph break) is
+     * drawn again by the eager run */
+    uint64_t rng = jg_rng_state();
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
+    jg_rng_set_state(rng);
     int breaks = jg_trace_breaks();
     if (breaks) {
         if (c->fullgraph) {
@@ -424,7 +542,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
                 rc = -1;
         if (rc == 0)
             rc = jg_graph_set_outputs(g, n_out, vals);
-        e->n_lifted = jg_trace_take_lifted(&e->lifted);
+        if (rc == 0)
+            rc = take_captures(e, k, inputs);
     }
     jg_scope_pop();
     jg_trace_end();
@@ -509,7 +628,7 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
             return jg_errorf("jg_compiled_call: input %d is NULL", i);
         symbolic |= inputs[i]->sym != NULL;
     }
-    if (symbolic) /* called inside another trace: inline the program there */
+    if (symbolic || jg_trace_capture) /* called inside another trace: inline the program there */
         return run_eager(c, args, n_inputs, inputs, outputs);
     if (!args_size)
         args = NULL;
@@ -519,9 +638,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     jg_call_key key;
     make_key(&key, in, args, args_size, n_inputs, inputs);
     jg_entry *e = NULL;
-    char why[400] = "";
+    char why[1024] = "";
     for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
-        if (key_match(c->entries[i], &key, i == c->n_entries - 1 ? why : NULL, sizeof why))
+        if (key_match(c->entries[i], &key, inputs, i == c->n_entries - 1 ? why : NULL, sizeof why))
             e = c->entries[i];
     if (!e) {
         if (c->n_entries && (c->log & LOG_RECOMPILES))

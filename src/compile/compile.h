@@ -30,6 +30,17 @@ typedef struct jg_in_key {
     int storage_as; /* first earlier input sharing its storage, or -1 */
 } jg_in_key;
 
+/* The guard of a captured tensor (a lifted graph input): what it was when
+ * traced.  Its identity is fixed (the entry holds it); its storage aliasing
+ * with the call's inputs and earlier captured tensors is checked. */
+typedef struct jg_capture_key {
+    jg_meta meta;
+    int64_t stride[JG_MAX_DIMS];
+    bool requires_grad;
+    int storage_as; /* first call input (k) or earlier lifted tensor (n_inputs + k) sharing its
+                       storage, or -1 */
+} jg_capture_key;
+
 typedef struct jg_call_key {
     bool grad_mode;
     int n_inputs;
@@ -62,8 +73,14 @@ typedef struct jg_entry {
     int n_distinct;      /* distinct call inputs */
     int *graph_input_of; /* per call input */
     int *call_input_of;  /* per distinct graph input: its first call input */
-    jg_tensor **lifted;  /* captured tensors that require grad (retained) */
+    jg_tensor **lifted;  /* captured tensors, graph inputs after the distinct ones (retained) */
+    jg_capture_key *lifted_key;
     int n_lifted;
+    /* call inputs the program also reached through its scope: the guard is
+     * that the call passes that very tensor there again (retained) */
+    jg_tensor **pinned;
+    int *pinned_input;
+    int n_pinned;
     int n_prog_out;
     /* values the backward graphs read: the forward value id and where its
      * tensor comes from at run time (>= 0: forward output; < 0: -1 - graph

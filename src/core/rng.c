@@ -10,6 +10,14 @@ void jg_manual_seed(uint64_t seed) {
     rng_state = seed;
 }
 
+uint64_t jg_rng_state(void) {
+    return rng_state;
+}
+
+void jg_rng_set_state(uint64_t state) {
+    rng_state = state;
+}
+
 static uint64_t next_u64(void) {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -46,6 +54,9 @@ static void store(jg_tensor *t, int64_t i, double v) {
 jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
     if (check("jg_rand", dtype, ndim, shape) < 0)
         return NULL;
+    if (jg_trace_capture && jg_hooks.on_untraceable)
+        jg_hooks.on_untraceable("jg_rand() draws new random numbers at every call, and a graph has "
+                                "no random ops (its values would be fixed at trace time)");
     jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
     if (!t)
         return NULL;
@@ -57,6 +68,10 @@ jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
 jg_tensor *jg_randn(jg_dtype dtype, int ndim, const int64_t *shape) {
     if (check("jg_randn", dtype, ndim, shape) < 0)
         return NULL;
+    if (jg_trace_capture && jg_hooks.on_untraceable)
+        jg_hooks.on_untraceable(
+            "jg_randn() draws new random numbers at every call, and a graph has "
+            "no random ops (its values would be fixed at trace time)");
     jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
     if (!t)
         return NULL;

@@ -11,6 +11,7 @@
 
 jg_core_hooks jg_hooks;
 _Thread_local bool jg_grad_mode = true;
+_Thread_local uint32_t jg_trace_capture;
 
 /* ---------------------------------------------------------------- storage */
 
@@ -143,6 +144,7 @@ static jg_storage *storage_new(size_t nbytes) {
     s->nbytes = nbytes;
     s->data = (char *)s + JG_STORAGE_HDR;
     s->kind = JG_STORAGE_BLOCK;
+    s->trace_id = jg_trace_capture;
     return s;
 }
 
@@ -520,6 +522,7 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
         s->nbytes = nbytes;
         s->data = t->inline_data;
         s->kind = JG_STORAGE_INLINE;
+        s->trace_id = jg_trace_capture;
         t->storage = s;
         return t;
     }
@@ -693,12 +696,17 @@ bool jg_same_storage(const jg_tensor *a, const jg_tensor *b) {
 int jg_check_concrete(const jg_tensor *t, const char *what) {
     if (!t)
         return jg_errorf("%s: tensor is NULL", what);
-    if (!t->sym)
+    if (!t->sym && !jg_trace_captured(t))
         return 0;
     if (jg_hooks.on_symbolic_read)
         jg_hooks.on_symbolic_read(t, what);
     char d[64];
     jg_describe(t, d, sizeof d);
+    if (!t->sym)
+        return jg_errorf("%s: cannot read the values of captured tensor %s while jg_compile traces "
+                         "the program: they are read again at every call, so code that depends on "
+                         "them cannot be captured in a graph",
+                         what, d);
     return jg_errorf("%s: cannot read the values of a traced tensor %s: its data does not exist "
                      "while jg_compile traces the program (data-dependent code cannot be captured "
                      "in a graph)",
@@ -718,7 +726,7 @@ int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes) {
                          need);
     }
     jg_tensor tmp = *t; /* a contiguous tensor over dst, same dtype */
-    jg_storage st = {1, 0, need, dst, JG_STORAGE_BLOCK};
+    jg_storage st = {1, 0, need, dst, JG_STORAGE_BLOCK, 0};
     tmp.storage = &st;
     tmp.offset = 0;
     jg_contiguous_strides(t->ndim, t->shape, tmp.stride);

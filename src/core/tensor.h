@@ -29,6 +29,7 @@ typedef struct jg_storage {
     size_t nbytes;
     void *data; /* 64-byte aligned */
     jg_storage_kind kind;
+    uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
 } jg_storage;
 
 /* Data of at most this many bytes is stored inside the tensor struct. */
@@ -152,15 +153,36 @@ void jg_node_release(jg_node *n);
 typedef struct jg_core_hooks {
     /* Called when a symbolic tensor's values are read; `what` names the read. */
     void (*on_symbolic_read)(const jg_tensor *t, const char *what);
+    /* Called when a program being traced does what a graph cannot hold
+     * (draws random numbers, writes into a captured tensor): a graph break,
+     * `why` its reason. */
+    void (*on_untraceable)(const char *why);
     /* Destroys a node (autograd layer). */
     void (*node_destroy)(jg_node *n);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
+
+/* This thread's random generator state (jg_compile keeps a trace from
+ * consuming random numbers). */
+uint64_t jg_rng_state(void);
+void jg_rng_set_state(uint64_t state);
 
 /* Whether JITGRAD_LOG names `topic` (or "all"). */
 bool jg_log_topic(const char *topic);
 
 /* Grad mode (thread-local). */
 extern _Thread_local bool jg_grad_mode;
+
+/* Nonzero while the innermost trace frame captures every tensor the program
+ * reaches (jg_compile's frame; src/trace): the frame's id.  Ops on concrete
+ * tensors are then traced too, and storages made meanwhile carry the id (a
+ * tensor the program created, not one it captured).  Eager code pays one
+ * thread-local read. */
+extern _Thread_local uint32_t jg_trace_capture;
+/* A tensor that exists outside the program jg_compile is tracing (captured
+ * from its scope), as opposed to one the program made during the trace. */
+static inline bool jg_trace_captured(const jg_tensor *t) {
+    return jg_trace_capture && t->storage && t->storage->trace_id != jg_trace_capture;
+}
 
 #endif

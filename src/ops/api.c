@@ -65,7 +65,7 @@ jg_tensor *jg_view(jg_tensor *a, int ndim, const int64_t *shape) {
 jg_tensor *jg_detach(jg_tensor *a) {
     if (!a)
         return jg_errorf_null("jg_detach: tensor is NULL");
-    if (a->sym) /* traced: a node that stops the gradient */
+    if (a->sym || jg_trace_capture) /* traced: a node that stops the gradient */
         return jg_op1(JG_OP_DETACH, NULL, a, NULL);
     return jg_scope_track(jg_tensor_view_of(a, a->ndim, a->shape, a->stride, a->offset));
 }

@@ -57,7 +57,7 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
                                                              jg_tensor **out) {
     if (info->n_in == 1)
         y = x;
-    if (!x || !y || x->sym || y->sym || x->dtype != y->dtype ||
+    if (!x || !y || x->sym || y->sym || jg_trace_capture || x->dtype != y->dtype ||
         ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
         return 1;
     if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
@@ -129,6 +129,11 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         in[k] = in_arg[k];
         symbolic |= in[k]->sym != NULL;
     }
+    /* jg_compile's trace records ops on captured tensors too (and on tensors
+     * that require grad: their history is the graph's); ops on tensors the
+     * program made itself compute now, their results constants */
+    for (int k = 0; k < info->n_in && !symbolic && jg_trace_capture; k++)
+        symbolic = jg_trace_captured(in[k]) || (in[k]->requires_grad && jg_grad_mode);
     /* Promotion goes through the to_dtype op, so it has a gradient too. */
     if (info->flags & (JG_OPF_PROMOTE | JG_OPF_FLOAT)) {
         jg_dtype d = target_dtype(info, in);

@@ -6,11 +6,24 @@
 #include "core/iter.h"
 #include "ops/optable.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
+    if (jg_trace_captured(self) || (!self->sym && other && jg_trace_captured(other))) {
+        /* it would happen once, at trace time: a graph break (nothing was
+         * written; the eager run writes) */
+        char why[200];
+        snprintf(why, sizeof why,
+                 "%s() on a tensor captured from outside the program: in-place operations "
+                 "involving captured tensors cannot be traced yet",
+                 fn);
+        if (jg_hooks.on_untraceable)
+            jg_hooks.on_untraceable(why);
+        return jg_errorf("%s", why);
+    }
     if (self->sym || (other && other->sym))
         return jg_errorf("%s: in-place operations cannot be traced; use the out-of-place op", fn);
     if (jg_grad_mode && self->requires_grad && !self->grad_fn)
@@ -33,10 +46,30 @@ static int rebase(jg_tensor *self, jg_tensor *r) {
     return 0;
 }
 
+/* While jg_compile traces, an in-place op reaches here only on tensors the
+ * program made itself (check_target): constants of the graph, so it computes
+ * them now instead of tracing the ops it is made of. */
+#define UNTRACED(call)                                                                             \
+    do {                                                                                           \
+        uint32_t capture_ = jg_trace_capture;                                                      \
+        jg_trace_capture = 0;                                                                      \
+        int rc_ = (call);                                                                          \
+        jg_trace_capture = capture_;                                                               \
+        return rc_;                                                                                \
+    } while (0)
+
+static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                       jg_tensor *other);
+
 static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                    jg_tensor *other) {
     if (check_target(fn, self, other) < 0)
         return -1;
+    UNTRACED(inplace_run(fn, op, a, self, other));
+}
+
+static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                       jg_tensor *other) {
     const jg_op_info *info = &jg_ops[op];
     if (info->n_in == 2 && !other)
         return jg_errorf("%s: argument 1 is NULL", fn);
@@ -128,9 +161,15 @@ int jg_zero_(jg_tensor *a) {
     return rc;
 }
 
+static int copy_run(jg_tensor *dst, jg_tensor *src);
+
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (check_target("jg_copy_", dst, src) < 0)
         return -1;
+    UNTRACED(copy_run(dst, src));
+}
+
+static int copy_run(jg_tensor *dst, jg_tensor *src) {
     if (!src)
         return jg_errorf("jg_copy_: source is NULL");
     jg_meta dm, sm, bm;

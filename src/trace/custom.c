@@ -89,7 +89,10 @@ static int refuse_foreign(void *user, jg_tensor *t) {
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
                          jg_tensor **outs, foreign_use *foreign, char *why, size_t why_n) {
     jg_tensor *ph[MAX_SLOTS];
-    if (jg_trace_begin(F, 0) < 0)
+    /* in a compiled program, the callbacks' ops on tensors they reach from
+     * outside are traced too (those tensors are constants, read at run time:
+     * forward runs without grad, as in eager mode) */
+    if (jg_trace_begin(F, jg_trace_capture ? JG_TRACE_CAPTURE : 0) < 0)
         return -1;
     jg_trace_set_resolver(refuse_foreign, foreign);
     int rc = 0, n_out = -1;
@@ -201,7 +204,7 @@ static int resolve_kept(void *user, jg_tensor *t) {
 static bool backward_traces(jg_graph *G, jg_ctx *ctx, int n_out, const jg_meta *out_meta,
                             const jg_graph *F, kept_set *kept, char *why, size_t why_n) {
     jg_graph *S = jg_graph_new_child(G);
-    if (!S || jg_trace_begin(S, 0) < 0)
+    if (!S || jg_trace_begin(S, JG_TRACE_CAPTURE) < 0) /* as autodiff traces it */
         return true; /* out of memory: the real trace will report it */
     jg_trace_set_resolver(resolve_kept, kept);
     jg_tensor *g[JG_MAX_OUTPUTS] = {0}, *saved[MAX_SLOTS + JG_MAX_OUTPUTS] = {0};
@@ -267,6 +270,7 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     jg_tensor *z[MAX_SLOTS], *o[JG_MAX_OUTPUTS];
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
+    uint32_t capture = jg_trace_capture_pause(); /* this runs the forward, it does not trace it */
     jg_scope_push();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -308,6 +312,7 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
         jg_release(o[k]);
     jg_ctx_free(ctx);
     jg_scope_pop();
+    jg_trace_capture_resume(capture);
     return n_out;
 }
 

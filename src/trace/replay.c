@@ -12,6 +12,9 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
         v[g->inputs[k]] = inputs[k];
     for (int c = 0; c < g->n_consts; c++)
         v[g->const_vals[c]] = g->consts[c];
+    /* a node on constants only (a tensor a custom backward read from
+     * outside) is traced too: its value is read at run time */
+    uint32_t capture = jg_tracing() ? jg_trace_capture_all() : jg_trace_capture;
     int rc = 0;
     for (int i = 0; i < g->n_nodes && rc == 0; i++) {
         const jg_gnode *n = &g->nodes[i];
@@ -40,6 +43,7 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
         for (int k = 0; k < got; k++)
             v[n->out[k]] = out[k];
     }
+    jg_trace_capture_resume(capture);
     for (int k = 0; k < g->n_outputs && rc == 0; k++)
         outputs[k] = g->outputs[k] >= 0 ? v[g->outputs[k]] : NULL;
     free(v);

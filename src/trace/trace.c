@@ -5,18 +5,28 @@
 #include "autograd/function.h"
 #include "trace/custom.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    jg_tensor *t; /* retained by the graph as a constant, or by lifted[] */
+    jg_tensor *t; /* retained by the graph as a constant, by lifted[] or (snapshot) by the entry;
+                     a bound input: borrowed */
     int value;
+    int input; /* a bound call input (jg_trace_bind), else -1 */
+    bool used; /* a bound input the program reached by capture */
+    /* a copy of a tensor the program made (value: the copy), taken at this
+     * storage version: an in-place op on it afterwards makes a new copy */
+    bool snapshot;
+    uint64_t version;
 } const_entry;
 
 typedef struct frame {
     jg_graph *g;
     unsigned flags;
+    uint32_t id;            /* capturing frames: jg_trace_capture while it is innermost */
+    uint32_t outer_capture; /* jg_trace_capture to restore when it closes */
     const_entry *consts;
     int n_consts, cap_consts;
     jg_tensor **lifted;
@@ -42,6 +52,10 @@ jg_graph *jg_trace_graph(void) {
     return n_frames ? top()->g : NULL;
 }
 
+/* Frame ids are unique across threads, so a storage made by another
+ * thread's trace never passes for one this program made. */
+static atomic_uint_fast32_t next_id;
+
 int jg_trace_begin(jg_graph *g, unsigned flags) {
     if (n_frames == cap_frames) {
         int cap = cap_frames ? cap_frames * 2 : 4;
@@ -51,7 +65,12 @@ int jg_trace_begin(jg_graph *g, unsigned flags) {
         frames = f;
         cap_frames = cap;
     }
-    frames[n_frames++] = (frame){.g = g, .flags = flags};
+    uint32_t id = 0;
+    while ((flags & (JG_TRACE_LIFT | JG_TRACE_CAPTURE)) && !id)
+        id = (uint32_t)atomic_fetch_add(&next_id, 1) + 1;
+    frames[n_frames++] =
+        (frame){.g = g, .flags = flags, .id = id, .outer_capture = jg_trace_capture};
+    jg_trace_capture = id;
     return 0;
 }
 
@@ -61,13 +80,66 @@ void jg_trace_end(void) {
     for (int i = 0; i < f->n_lifted; i++)
         jg_release(f->lifted[i]);
     free(f->lifted);
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].snapshot)
+            jg_release(f->consts[i].t);
     free(f->consts);
+    jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
         free(frames);
         frames = NULL;
         cap_frames = 0;
     }
+}
+
+uint32_t jg_trace_capture_pause(void) {
+    uint32_t id = jg_trace_capture;
+    jg_trace_capture = 0;
+    return id;
+}
+
+uint32_t jg_trace_capture_all(void) {
+    uint32_t prev = jg_trace_capture;
+    frame *f = top();
+    if (f) {
+        while (!f->id)
+            f->id = (uint32_t)atomic_fetch_add(&next_id, 1) + 1;
+        jg_trace_capture = f->id;
+    }
+    return prev;
+}
+
+void jg_trace_capture_resume(uint32_t id) {
+    jg_trace_capture = id;
+}
+
+static int add_const_entry(frame *f, const_entry e) {
+    if (f->n_consts == f->cap_consts) {
+        int cap = f->cap_consts ? f->cap_consts * 2 : 8;
+        const_entry *c = realloc(f->consts, (size_t)cap * sizeof *c);
+        if (!c)
+            return jg_errorf("out of memory while tracing");
+        f->consts = c;
+        f->cap_consts = cap;
+    }
+    f->consts[f->n_consts++] = e;
+    return 0;
+}
+
+int jg_trace_bind(jg_tensor *t, int value, int input) {
+    frame *f = top();
+    JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0});
+}
+
+int jg_trace_bound_used(int input) {
+    frame *f = top();
+    JG_ASSERT(f);
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].input == input)
+            return f->consts[i].used;
+    return 0;
 }
 
 int jg_trace_take_lifted(jg_tensor ***lifted) {
@@ -146,21 +218,23 @@ int jg_trace_value(jg_tensor *t) {
                              "has ended) was used; pass it as an input instead");
         return t->sym->value;
     }
-    for (int i = 0; i < f->n_consts; i++)
+    const_entry *hit = NULL;
+    for (int i = 0; i < f->n_consts && !hit; i++)
         if (f->consts[i].t == t)
-            return f->consts[i].value;
-    if (f->n_consts == f->cap_consts) {
-        int cap = f->cap_consts ? f->cap_consts * 2 : 8;
-        const_entry *c = realloc(f->consts, (size_t)cap * sizeof *c);
-        if (!c)
-            return jg_errorf("out of memory while tracing");
-        f->consts = c;
-        f->cap_consts = cap;
+            hit = &f->consts[i];
+    if (hit && (!hit->snapshot || hit->version == t->storage->version)) {
+        hit->used = true;
+        return hit->value;
     }
     int v;
-    if ((f->flags & JG_TRACE_LIFT) && t->requires_grad && jg_grad_mode) {
-        /* A captured tensor that requires grad: an extra input, so that its
-         * gradient flows through the compiled call's autograd node. */
+    bool rg = t->requires_grad && jg_grad_mode;
+    bool created = f->id && t->storage->trace_id == f->id;
+    /* A capturing frame makes every tensor from outside the program an
+     * input, read again at every call and guarded by jg_compile (a tensor
+     * that requires grad also gets its gradient through the compiled call).
+     * Tensors the program made while traced are constants: copies, since
+     * the program may still write into them after this use. */
+    if ((f->flags & JG_TRACE_LIFT) && (rg || !created)) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
@@ -173,13 +247,35 @@ int jg_trace_value(jg_tensor *t) {
         jg_meta_of(t, &m);
         char name[32];
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
-        if ((v = jg_graph_add_input(f->g, &m, true, name)) < 0)
+        if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
             return -1;
         f->lifted[f->n_lifted++] = jg_retain(t);
+    } else if (created && !rg) {
+        uint32_t capture = jg_trace_capture_pause();
+        jg_tensor *copy = jg_keep(jg_clone(t)); /* ours, scope or not */
+        jg_trace_capture_resume(capture);
+        v = copy ? jg_graph_add_const(f->g, copy) : -1;
+        jg_release(copy);
+        if (v < 0)
+            return -1;
+        /* the entry holds t, so its address is not reused for another
+         * tensor while the frame is open */
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version};
+        if (hit) {
+            jg_release(hit->t);
+            *hit = e;
+            return v;
+        }
+        if (add_const_entry(f, e) < 0) {
+            jg_release(t);
+            return -1;
+        }
+        return v;
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    f->consts[f->n_consts++] = (const_entry){t, v};
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0}) < 0)
+        return -1;
     return v;
 }
 
@@ -223,13 +319,23 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
 static void on_symbolic_read(const jg_tensor *t, const char *what) {
     char d[64];
     jg_describe(t, d, sizeof d);
-    jg_trace_note_break("%s() read the values of traced tensor %s (value %d); its data does not "
-                        "exist while the program is traced, so data-dependent code cannot be "
-                        "compiled into a graph",
-                        what, d, t->sym ? t->sym->value : -1);
+    if (!t->sym)
+        jg_trace_note_break("%s() read the values of captured tensor %s; they are read again at "
+                            "every call, so data-dependent code cannot be compiled into a graph",
+                            what, d);
+    else
+        jg_trace_note_break("%s() read the values of traced tensor %s (value %d); its data does "
+                            "not exist while the program is traced, so data-dependent code cannot "
+                            "be compiled into a graph",
+                            what, d, t->sym->value);
+}
+
+static void on_untraceable(const char *why) {
+    jg_trace_note_break("%s", why);
 }
 
 __attribute__((constructor)) static void trace_init(void) {
+    jg_hooks.on_untraceable = on_untraceable;
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */

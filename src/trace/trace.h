@@ -10,15 +10,22 @@
  *
  * A symbolic tensor (storage NULL) carries a jg_sym naming its graph (by id) and
  * value.  Concrete tensors used as operands become constants of the graph
- * (retained), or, when the frame lifts them and they require grad, extra
- * graph inputs so their gradients flow (jg_trace_lifted). */
+ * (retained).  A capturing frame (JG_TRACE_LIFT, jg_compile's) instead traces
+ * every op, also one whose operands are all concrete, and makes each concrete
+ * tensor from outside the program an extra graph input ("lifted"), which
+ * jg_compile reads again and guards at every call; only tensors the program
+ * itself made during the trace (and that do not require grad) stay
+ * constants. */
 #ifndef JG_TRACE_TRACE_H
 #define JG_TRACE_TRACE_H
 
 #include "graph/graph.h"
 
 enum {
-    JG_TRACE_LIFT = 1u << 0, /* concrete operands that require grad become graph inputs */
+    JG_TRACE_LIFT = 1u << 0,    /* capture: every op is traced, outside tensors become inputs */
+    JG_TRACE_CAPTURE = 1u << 1, /* every op is traced, outside tensors are constants (read at
+                                   run time): a custom function's callbacks in a compiled
+                                   program */
 };
 
 /* Am I tracing?  (some frame is open on this thread) */
@@ -58,6 +65,22 @@ const char *jg_trace_break_reason(void);
 /* Records a break in the innermost frame (for callers like jg_apply's hook). */
 void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Binds concrete tensor t (borrowed; it must outlive the frame) to value v of
+ * the innermost graph: jg_compile's call inputs, so a program that reaches an
+ * input through its scope as well uses the input's placeholder.  input is
+ * the caller's index for jg_trace_bound_used.  0 or -1. */
+int jg_trace_bind(jg_tensor *t, int value, int input);
+/* Whether the program reached the tensor bound with this index other than
+ * through its placeholder (jg_trace_value found it). */
+int jg_trace_bound_used(int input);
+/* Suspends capturing (jg_trace_capture = 0) around work done at trace time
+ * that must compute, not trace; resume with the returned id. */
+uint32_t jg_trace_capture_pause(void);
+void jg_trace_capture_resume(uint32_t id);
+/* Makes the innermost frame capture (until resumed with the returned id):
+ * ops on its constants are traced, not computed. */
+uint32_t jg_trace_capture_all(void);
+
 /* Concrete tensors the innermost frame lifted into graph inputs, in input
  * order (they follow the placeholders made before them).  The array and the
  * references move to the caller (free() the array, jg_release each). */
@@ -65,7 +88,8 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
 
 /* Runs subgraph g again in the current context: every node goes back through
  * the public entry points (jg_op_call, jg_apply), so inside a trace it is
- * recorded into the innermost frame, and outside one it computes.  inputs:
+ * recorded into the innermost frame (also a node whose operands are the
+ * subgraph's constants), and outside one it computes.  inputs:
  * one tensor per graph input; outputs: one per graph output (borrowed from
  * the current scope, NULL for a "none" output).  0 or -1. */
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs);
