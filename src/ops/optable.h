@@ -42,6 +42,10 @@ enum {
      * from vectorizing a loop: the c backend runs it as its own kernel step
      * rather than inside a fused loop (backend/cgen.c) */
     JG_OPF_NOFUSE = 1u << 8,
+    /* with SAVE_OUT: eager backward keeps only the integer outputs (max's
+     * indices, as PyTorch saves them), so an in-place op on the values does
+     * not invalidate the node */
+    JG_OPF_SAVE_IDX = 1u << 9,
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
