@@ -384,3 +384,35 @@ def test_elementwise_results_keep_the_operands_layout(torch, jg):
         return out
 
     same(torch, jg, program)
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_max_with_ties_compiled_equals_eager(jg, backend):
+    def f(x, w):
+        return (x * w).max() * 3 + jg.relu(x).max()
+
+    def run(fn):
+        x = jg.tensor([[1.0, 3.0], [3.0, 2.0]], requires_grad=True)
+        w = jg.tensor([1.0, 1.0], requires_grad=True)
+        y = fn(x, w)
+        y.backward()
+        return repr(y.item()), repr(x.grad.tolist()), repr(w.grad.tolist())
+
+    want = run(f)
+    assert want[1] == repr([[0.0, 2.0], [2.0, 0.0]])
+    assert run(jg.compile(f, fullgraph=True, backend=backend)) == want
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_transposed_elementwise_results_compiled_equal_eager(jg, backend):
+    def f(x, w):
+        return ((x.t() * 2 + 1) @ w).exp().sum()
+
+    def run(fn):
+        jg.manual_seed(3)
+        x = jg.randn(9, 5, requires_grad=True)
+        w = jg.randn(9, 4, requires_grad=True)
+        fn(x, w).backward()
+        return repr(x.grad.tolist()), repr(w.grad.tolist())
+
+    assert run(jg.compile(f, fullgraph=True, backend=backend)) == run(f)

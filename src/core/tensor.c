@@ -584,18 +584,19 @@ jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
                                void *release_ctx) {
     if (check_geometry("jg_tensor_from_blob", dtype, ndim, shape) < 0)
         return NULL;
-    int64_t st[JG_MAX_DIMS], numel = 1, last = 0; /* last: the furthest element's index */
+    int64_t st[JG_MAX_DIMS], numel = 1, rowmajor = 1, last = 0; /* last: furthest element */
+    for (int i = 0; i < ndim; i++) /* (rowmajor: what the row-major strides reach) */
+        if (__builtin_mul_overflow(rowmajor, shape[i] ? shape[i] : 1, &rowmajor) ||
+            __builtin_mul_overflow(numel, shape[i], &numel))
+            return jg_errorf_null("jg_tensor_from_blob: the shape's element count overflows");
     if (strides)
         memcpy(st, strides, sizeof(int64_t) * (size_t)ndim);
     else
         jg_contiguous_strides(ndim, shape, st);
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (st[i] < 0)
             return jg_errorf_null("jg_tensor_from_blob: negative stride %lld at index %d",
                                   (long long)st[i], i);
-        if (__builtin_mul_overflow(numel, shape[i], &numel))
-            return jg_errorf_null("jg_tensor_from_blob: the shape's element count overflows");
-    }
     size_t es = dtype == JG_F32 ? 4 : 8, nbytes = 0;
     if (numel > 0) {
         for (int i = 0; i < ndim; i++) {

@@ -74,6 +74,9 @@ static void test_from_blob_bad_input(void **state) {
     assert_null(jg_tensor_from_blob(JG_F64, 2, TU_SHAPE(INT64_C(1) << 62, 1 << 10), NULL, buf,
                                     count_release, &released));
     TU_ERROR("overflows");
+    assert_null(jg_tensor_from_blob(JG_F64, 3, TU_SHAPE(0, INT64_C(1) << 62, 1 << 10), NULL, buf,
+                                    count_release, &released));
+    TU_ERROR("overflows");
     assert_null(jg_tensor_from_blob(JG_F64, 1, TU_SHAPE(4), NULL, NULL, NULL, NULL));
     TU_ERROR("data is NULL");
     assert_int_equal(released, 0); /* failure: the caller keeps its memory */
