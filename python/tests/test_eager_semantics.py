@@ -114,6 +114,25 @@ def test_view_taken_under_no_grad_sends_no_gradient_to_base(torch, jg):
     same(torch, jg, program)
 
 
+def test_view_taken_under_no_grad_refuses_inplace_with_grad_mode(torch, jg):
+    def program(T):
+        x = T.ones(3, requires_grad=True)
+        y = x * 2
+        out = []
+        with T.no_grad():
+            v = x[:2]
+            u = y[1:]
+        for t in (v, u):
+            with pytest.raises(RuntimeError) as e:
+                t.mul_(2)
+            out.append(str(e.value))
+        with T.no_grad():
+            u.mul_(3)
+        return out, y
+
+    same(torch, jg, program)
+
+
 def test_function_returning_view_under_no_grad(torch, jg):
     def program(T):
         class View(T.autograd.Function):

@@ -13,6 +13,13 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return jg_errorf("%s: tensor is NULL", fn);
     if (self->sym || (other && other->sym))
         return jg_errorf("%s: in-place operations cannot be traced; use the out-of-place op", fn);
+    if (jg_grad_mode && self->no_grad_view && !self->grad_fn)
+        return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
+                         "grad mode enabled. Given that this use case is ambiguous and "
+                         "error-prone, it is forbidden. You can clarify your code by moving both "
+                         "the view and the inplace either both inside the no_grad block (if you "
+                         "don't want the inplace to be tracked) or both outside (if you want the "
+                         "inplace to be tracked).");
     if (jg_grad_mode && self->requires_grad && !self->grad_fn)
         return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
                          "operation.");

@@ -211,6 +211,15 @@ static void test_view_made_under_no_grad_drops_gradients(void **state) {
     assert_null(jg_grad(x)); /* neither the base nor the view gets one */
     assert_null(jg_grad(v));
     TU_CHECK(jg_grad(w), 1, TU_SHAPE(3), TU_VALS(1, 1, 1), 0);
+    /* modified in place with grad mode on: refused (PyTorch's message); under
+     * no_grad: fine, and the base sees it */
+    assert_int_equal(jg_mul_scalar_(v, 2.0), -1);
+    TU_ERROR("A view was created in no_grad mode and is being modified inplace with grad mode "
+             "enabled");
+    prev = jg_set_grad_enabled(false);
+    assert_int_equal(jg_mul_scalar_(v, 2.0), 0);
+    jg_set_grad_enabled(prev);
+    TU_CHECK(x, 1, TU_SHAPE(3), TU_VALS(2, 2, 2), 0);
     /* made to require grad of its own, it accumulates */
     jg_set_requires_grad(v, true);
     assert_int_equal(jg_backward(jg_sum(jg_mul(v, w)), NULL, 0), 0);
