@@ -256,13 +256,18 @@ static jg_tensor *from_buffer_obj(PyObject *arr) {
     PyObject *kind = PyObject_GetAttrString(a, "dtype");
     PyObject *ks = kind ? PyObject_GetAttrString(kind, "kind") : NULL;
     PyObject *isz = kind ? PyObject_GetAttrString(kind, "itemsize") : NULL;
+    PyObject *nat = kind ? PyObject_GetAttrString(kind, "isnative") : NULL;
     const char *k = ks ? PyUnicode_AsUTF8(ks) : NULL;
     long itemsize = isz ? PyLong_AsLong(isz) : 0;
+    bool native = !nat || PyObject_IsTrue(nat) == 1; /* other byte orders are converted */
+    Py_XDECREF(nat);
     const char *target = NULL;
     if (k && k[0] == 'f')
-        target = itemsize == 8 ? NULL : itemsize == 4 ? NULL : "float32";
+        target = itemsize == 8   ? (native ? NULL : "float64")
+                 : itemsize == 4 ? (native ? NULL : "float32")
+                                 : "float32";
     else if (k && (k[0] == 'i' || k[0] == 'u' || k[0] == 'b'))
-        target = itemsize == 8 && k[0] == 'i' ? NULL : "int64";
+        target = itemsize == 8 && k[0] == 'i' && native ? NULL : "int64";
     else if (k)
         PyErr_Format(PyExc_TypeError,
                      "can't convert np.ndarray of type %S. The only supported types are: "
@@ -337,7 +342,20 @@ static jg_tensor *share_array(PyObject *arr) {
         }
     }
     const char *f = view->format ? view->format : "B";
-    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
+#if PY_LITTLE_ENDIAN
+    bool foreign = f[0] == '>' || f[0] == '!';
+#else
+    bool foreign = f[0] == '<';
+#endif
+    if (foreign) {
+        PyErr_SetString(PyExc_ValueError,
+                        "given numpy array has byte order different from the native byte order. "
+                        "Conversion between byte orders is currently not supported.");
+        PyBuffer_Release(view);
+        PyMem_RawFree(view);
+        return NULL;
+    }
+    if (f[0] == '<' || f[0] == '>' || f[0] == '=' || f[0] == '@')
         f++;
     jg_dtype d = JG_F32;
     bool known = f[1] == '\0' && view->itemsize == (f[0] == 'f' ? 4 : 8) &&

@@ -92,6 +92,17 @@ def test_from_numpy_negative_strides_refused(torch, jg):
             T.from_numpy(np.arange(4.0)[::-1])
 
 
+def test_non_native_byte_order(torch, jg):
+    for dt, want in ((">f4", jg.float32), (">f8", jg.float64), (">i8", jg.int64),
+                     (">i4", jg.int64)):
+        a = np.arange(3).astype(dt)
+        t = jg.tensor(a)  # converted (PyTorch refuses these too)
+        assert t.dtype is want and t.tolist() == [0, 1, 2]
+        for T in (torch, jg):
+            with pytest.raises(ValueError, match="byte order"):
+                T.from_numpy(a)
+
+
 def test_from_numpy_other_dtypes_still_convert(jg):
     t = jg.from_numpy(np.array([1, 2], dtype=np.int32))
     assert t.dtype is jg.int64 and t.tolist() == [1, 2]
