@@ -403,14 +403,16 @@ def test_elementwise_results_keep_the_operands_layout(torch, jg):
         out = []
         for f in (lambda: a + a, lambda: a * 2, lambda: a.exp(), lambda: a + T.ones(3, 2),
                   lambda: T.ones(3, 2) + a, lambda: a + T.ones(2), lambda: a + T.ones(3, 1),
-                  lambda: T.relu(a), lambda: -a):
+                  lambda: T.relu(a), lambda: -a,
+                  lambda: T.ones(1, 2, 1) + T.ones(4, 1, 1),  # contiguous, yet transposed
+                  lambda: a.permute(1, 0).unsqueeze(0) * T.ones(3, 1, 1)):
             c = f()
             try:
                 c.view(6)
                 ok = "ok"
             except RuntimeError as e:
                 ok = str(e)[:60]
-            out.append([c.stride(), ok])
+            out.append([[st for st, n in zip(c.stride(), c.shape) if n != 1], ok])
         return out
 
     same(torch, jg, program)

@@ -137,7 +137,8 @@ static bool dense_in_some_order(const jg_tensor *t) {
 }
 
 /* The layout PyTorch's TensorIterator gives an elementwise result, so that
- * .view() and .stride() answer as there: contiguous when every operand is;
+ * .view() and .stride() answer as there (the strides of size-1 dims aside,
+ * which neither reads): contiguous when every operand is;
  * the operands' strides when they all have the result's shape and the same
  * dense strides; otherwise dims ordered by the operands' strides (the
  * first operand whose strides differ decides; broadcast dims do not vote;
