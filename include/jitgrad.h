@@ -74,6 +74,14 @@ jg_tensor *jg_keep(jg_tensor *t); /* no scope open: returns t unchanged */
 /* ---- creation and access ---- */
 jg_tensor *jg_tensor_new(jg_dtype dtype, int ndim, const int64_t *shape,
                          const void *data); /* data NULL: zeros */
+/* A tensor over memory the caller owns, without a copy (PyTorch's
+ * from_blob): strides in elements (NULL: row-major), none negative.  Writes
+ * through either side show in the other.  release(release_ctx), if given,
+ * runs once when the last tensor using the memory is gone; on failure it
+ * does not run and the caller keeps the memory. */
+jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
+                               const int64_t *strides, void *data, void (*release)(void *),
+                               void *release_ctx);
 jg_tensor *jg_full(jg_dtype dtype, int ndim, const int64_t *shape, double value);
 jg_tensor *jg_scalar(jg_dtype dtype, double value); /* a 0-d tensor */
 /* Normal(0, 1) by Box-Muller over a counter-based generator (SplitMix64):
@@ -144,6 +152,9 @@ jg_tensor *jg_sum(jg_tensor *a); /* all elements -> 0-d */
 jg_tensor *jg_sum_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
 jg_tensor *jg_mean(jg_tensor *a);
 jg_tensor *jg_mean_dims(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+/* Max of all elements -> 0-d (NaN if any is NaN); its gradient is shared
+ * evenly by the elements equal to it, as PyTorch's max() does. */
+jg_tensor *jg_max(jg_tensor *a);
 /* Max over one dim: values (a's dtype) and i64 indices (first maximum). */
 int jg_max_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices);
 jg_tensor *jg_matmul(jg_tensor *a, jg_tensor *b); /* 1-D, 2-D and batched */
@@ -179,8 +190,9 @@ jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reductio
 int jg_add_(jg_tensor *a, jg_tensor *b);
 int jg_sub_(jg_tensor *a, jg_tensor *b);
 int jg_mul_(jg_tensor *a, jg_tensor *b);
+int jg_div_(jg_tensor *a, jg_tensor *b); /* a float: int64 a is refused, as in PyTorch */
 int jg_mul_scalar_(jg_tensor *a, double s);
-int jg_zero_(jg_tensor *a);
+int jg_zero_(jg_tensor *a); /* with history: gradient zeros (PyTorch's ZeroBackward0) */
 int jg_copy_(jg_tensor *dst, jg_tensor *src); /* src broadcast to dst */
 
 /* ---- gradcheck: central finite differences in f64 ----

@@ -25,6 +25,7 @@ typedef struct {
     PyObject *dict;
     PyObject *slot_of;       /* tuple: per positional argument, its slot or -1 */
     PyObject *out_is_tensor; /* tuple of bools: forward's outputs, in order */
+    PyObject *non_diff;      /* the last mark_non_differentiable call's tensors, or NULL */
 } JGCtx;
 
 static PyTypeObject JGCtx_Type;
@@ -33,6 +34,7 @@ static int ctx_traverse(PyObject *self, visitproc visit, void *arg) {
     JGCtx *c = (JGCtx *)self;
     Py_VISIT(c->dict);
     Py_VISIT(c->cls);
+    Py_VISIT(c->non_diff);
     return 0;
 }
 
@@ -42,6 +44,7 @@ static int ctx_clear(PyObject *self) {
     Py_CLEAR(c->cls);
     Py_CLEAR(c->slot_of);
     Py_CLEAR(c->out_is_tensor);
+    Py_CLEAR(c->non_diff);
     return 0;
 }
 
@@ -133,18 +136,18 @@ static PyObject *ctx_needs_input_grad(PyObject *self, void *c) {
     return tup;
 }
 
+/* As in PyTorch, each call replaces the set the previous one marked: the
+ * tensors are kept here and handed to the library when forward returns. */
 static PyObject *ctx_mark_non_differentiable(PyObject *self, PyObject *args) {
-    jg_ctx *ctx = ctx_get((JGCtx *)self);
-    if (!ctx)
+    JGCtx *c = (JGCtx *)self;
+    if (!ctx_get(c))
         return NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-        PyObject *o = PyTuple_GET_ITEM(args, i);
-        if (!jgp_is_tensor(o)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++)
+        if (!jgp_is_tensor(PyTuple_GET_ITEM(args, i))) {
             PyErr_SetString(PyExc_TypeError, "mark_non_differentiable only accepts Tensors");
             return NULL;
         }
-        jg_ctx_mark_non_differentiable(ctx, jgp_t(o));
-    }
+    Py_XSETREF(c->non_diff, Py_NewRef(args));
     Py_RETURN_NONE;
 }
 
@@ -280,6 +283,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     c->dict = NULL;
     c->slot_of = Py_NewRef(slot_of);
     c->out_is_tensor = NULL;
+    c->non_diff = NULL;
     PyObject_GC_Track(c);
     pyctx = (PyObject *)c;
     jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
@@ -316,6 +320,11 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         outputs[k] = jgp_t(o);
         jgp_defer_release(jg_retain(jgp_t(o)));
         k++;
+    }
+    if (!PyErr_Occurred() && k > 0 && c->non_diff) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->non_diff); i++)
+            jg_ctx_mark_non_differentiable(ctx, jgp_t(PyTuple_GET_ITEM(c->non_diff, i)));
+        Py_CLEAR(c->non_diff);
     }
     if (!PyErr_Occurred() && k == 0)
         PyErr_Format(PyExc_RuntimeError,
@@ -371,7 +380,10 @@ static int backward_cb(jg_ctx *ctx, int n_out, jg_tensor *const *gout, int n_in,
             goto fail;
         PyTuple_SET_ITEM(bargs, i + 1, g);
     }
-    backward = PyObject_GetAttrString(c->cls, "backward");
+    /* backward or vjp (Function._backward_fn refuses a class with both) */
+    backward = PyObject_HasAttrString(c->cls, "_backward_fn")
+                   ? PyObject_CallMethod(c->cls, "_backward_fn", NULL)
+                   : PyObject_GetAttrString(c->cls, "backward");
     if (!backward)
         goto fail;
     res = PyObject_Call(backward, bargs, NULL);

@@ -214,12 +214,14 @@ static PyObject *f_tensor(PyObject *mod, PyObject *args, PyObject *kw) {
         int rc = s.f && s.i ? nested_fill(data, &s, 0) : (PyErr_NoMemory(), -1);
         if (rc == 0) {
             jg_dtype d = s.any_float || n == 0 ? JG_F32 : JG_I64;
-            if (d == JG_I64)
+            if (o.dtype_given)
+                d = o.dtype; /* converted once, from the Python values (no float32 detour) */
+            if (d == JG_I64 && !s.any_float)
                 t = jg_keep(jg_tensor_new(JG_I64, s.ndim, s.shape, s.i));
             else
                 t = jg_keep(jg_tensor_new(JG_F64, s.ndim, s.shape, s.f));
-            if (t && d == JG_F32) {
-                jg_tensor *c = jg_keep(jg_to_dtype(t, JG_F32));
+            if (t && d != jg_dtype_of(t)) {
+                jg_tensor *c = jg_keep(jg_to_dtype(t, d));
                 jg_release(t);
                 t = c;
             }
@@ -246,19 +248,26 @@ static jg_tensor *from_buffer_obj(PyObject *arr) {
     PyObject *np = jgp_import_numpy();
     if (!np)
         return NULL;
-    PyObject *a = PyObject_CallMethod(np, "ascontiguousarray", "O", arr);
+    /* asarray keeps 0-d arrays and NumPy scalars 0-d (ascontiguousarray
+     * would make them 1-d) */
+    PyObject *a = PyObject_CallMethod(np, "asarray", "OOs", arr, Py_None, "C");
     if (!a)
         return NULL;
     PyObject *kind = PyObject_GetAttrString(a, "dtype");
     PyObject *ks = kind ? PyObject_GetAttrString(kind, "kind") : NULL;
     PyObject *isz = kind ? PyObject_GetAttrString(kind, "itemsize") : NULL;
+    PyObject *nat = kind ? PyObject_GetAttrString(kind, "isnative") : NULL;
     const char *k = ks ? PyUnicode_AsUTF8(ks) : NULL;
     long itemsize = isz ? PyLong_AsLong(isz) : 0;
+    bool native = !nat || PyObject_IsTrue(nat) == 1; /* other byte orders are converted */
+    Py_XDECREF(nat);
     const char *target = NULL;
     if (k && k[0] == 'f')
-        target = itemsize == 8 ? NULL : itemsize == 4 ? NULL : "float32";
+        target = itemsize == 8   ? (native ? NULL : "float64")
+                 : itemsize == 4 ? (native ? NULL : "float32")
+                                 : "float32";
     else if (k && (k[0] == 'i' || k[0] == 'u' || k[0] == 'b'))
-        target = itemsize == 8 && k[0] == 'i' ? NULL : "int64";
+        target = itemsize == 8 && k[0] == 'i' && native ? NULL : "int64";
     else if (k)
         PyErr_Format(PyExc_TypeError,
                      "can't convert np.ndarray of type %S. The only supported types are: "
@@ -301,6 +310,102 @@ static jg_tensor *from_buffer_obj(PyObject *arr) {
     return t;
 }
 
+/* from_numpy's tensor holds the array's buffer (and so the array) until
+ * its storage is gone; released with the GIL taken, whichever thread drops
+ * the last reference. */
+static void buffer_release(void *p) {
+    Py_buffer *view = p;
+    if (Py_IsInitialized()) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        PyBuffer_Release(view);
+        PyGILState_Release(g);
+    }
+    PyMem_RawFree(view);
+}
+
+/* The array's own memory as a tensor (PyTorch shares it too), or NULL with
+ * no error set when its dtype has no jitgrad counterpart (then it is copied
+ * and converted). */
+static jg_tensor *share_array(PyObject *arr) {
+    Py_buffer *view = PyMem_RawMalloc(sizeof *view);
+    if (!view) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    int readonly = 0;
+    if (PyObject_GetBuffer(arr, view, PyBUF_RECORDS) < 0) {
+        PyErr_Clear();
+        readonly = 1;
+        if (PyObject_GetBuffer(arr, view, PyBUF_RECORDS_RO) < 0) {
+            PyMem_RawFree(view);
+            return NULL;
+        }
+    }
+    const char *f = view->format ? view->format : "B";
+#if PY_LITTLE_ENDIAN
+    bool foreign = f[0] == '>' || f[0] == '!';
+#else
+    bool foreign = f[0] == '<';
+#endif
+    if (foreign) {
+        PyErr_SetString(PyExc_ValueError,
+                        "given numpy array has byte order different from the native byte order. "
+                        "Conversion between byte orders is currently not supported.");
+        PyBuffer_Release(view);
+        PyMem_RawFree(view);
+        return NULL;
+    }
+    if (f[0] == '<' || f[0] == '>' || f[0] == '=' || f[0] == '@')
+        f++;
+    jg_dtype d = JG_F32;
+    bool known = f[1] == '\0' && view->itemsize == (f[0] == 'f' ? 4 : 8) &&
+                 (f[0] == 'f' || f[0] == 'd' || f[0] == 'q' || f[0] == 'l');
+    if (known)
+        d = f[0] == 'f' ? JG_F32 : f[0] == 'd' ? JG_F64 : JG_I64;
+    if (!known || view->ndim > JG_MAX_DIMS) {
+        PyBuffer_Release(view);
+        PyMem_RawFree(view);
+        return NULL;
+    }
+    int64_t shape[JG_MAX_DIMS], strides[JG_MAX_DIMS];
+    for (int k = 0; k < view->ndim; k++) {
+        shape[k] = view->shape[k];
+        if (view->strides[k] < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "At least one stride in the given numpy array is negative, and "
+                            "tensors with negative strides are not currently supported. (You can "
+                            "probably work around this by making a copy of your array  with "
+                            "array.copy().) ");
+        } else if (view->strides[k] % view->itemsize) {
+            PyErr_SetString(PyExc_ValueError,
+                            "given numpy array strides not a multiple of the element byte size. "
+                            "Copy the numpy array to reallocate the memory.");
+        }
+        strides[k] = view->strides[k] / view->itemsize;
+    }
+    if (!PyErr_Occurred() && readonly &&
+        PyErr_WarnEx(PyExc_UserWarning,
+                     "The given NumPy array is not writable, and jitgrad does not support "
+                     "non-writable tensors. This means writing to this tensor will result in "
+                     "undefined behavior. You may want to copy the array to protect its data or "
+                     "make it writable before converting it to a tensor.",
+                     1) < 0) {
+        /* the warning became an exception */
+    }
+    jg_tensor *t = NULL;
+    if (!PyErr_Occurred()) {
+        t = jg_keep(
+            jg_tensor_from_blob(d, view->ndim, shape, strides, view->buf, buffer_release, view));
+        if (!t)
+            jgp_raise();
+    }
+    if (!t) {
+        PyBuffer_Release(view);
+        PyMem_RawFree(view);
+    }
+    return t;
+}
+
 static PyObject *f_from_numpy(PyObject *mod, PyObject *arr) {
     (void)mod;
     PyObject *np = jgp_import_numpy();
@@ -314,7 +419,9 @@ static PyObject *f_from_numpy(PyObject *mod, PyObject *arr) {
             PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", Py_TYPE(arr)->tp_name);
         return NULL;
     }
-    jg_tensor *t = from_buffer_obj(arr);
+    jg_tensor *t = share_array(arr);
+    if (!t && !PyErr_Occurred())
+        t = from_buffer_obj(arr); /* float16, int32, bool...: converted, so copied */
     return t ? jgp_wrap(t) : NULL;
 }
 

@@ -156,9 +156,7 @@ static PyObject *inplace(PyObject *a, PyObject *b, int op, double alpha) {
             } else if (op == JGP_SUB) {
                 rc = jg_sub_(x, c);
             } else {
-                jg_tensor *q = jg_keep(jg_div(x, c));
-                rc = q ? jg_copy_(x, q) : -1;
-                jg_release(q);
+                rc = jg_div_(x, c);
             }
             jg_release(c);
         }
@@ -176,9 +174,7 @@ static PyObject *inplace(PyObject *a, PyObject *b, int op, double alpha) {
         } else if (op == JGP_MUL) {
             rc = jg_mul_(x, y);
         } else {
-            jg_tensor *q = jg_keep(jg_div(x, y));
-            rc = q ? jg_copy_(x, q) : -1;
-            jg_release(q);
+            rc = jg_div_(x, y);
         }
         jg_release(scaled);
     }
@@ -452,16 +448,7 @@ static PyObject *m_max(PyObject *self, PyObject *args, PyObject *kw) {
                             "Specify the reduction dim with the 'dim' argument.");
             return NULL;
         }
-        int64_t flat = -1;
-        jg_tensor *f = jg_keep(jg_reshape(t, 1, &flat));
-        if (!f)
-            return jgp_raise();
-        int rc = jg_max_dim(f, 0, false, &v, &i);
-        jg_release(f);
-        if (rc < 0)
-            return jgp_raise();
-        jg_release(jg_keep(i));
-        return jgp_wrap_new(v);
+        return jgp_wrap_new(jg_max(t));
     }
     int d = _PyLong_AsInt(dim);
     if (d == -1 && PyErr_Occurred())

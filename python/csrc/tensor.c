@@ -702,6 +702,10 @@ static jg_tensor *index_view(jg_tensor *x, PyObject *key) {
         }
     }
     Py_DECREF(items);
+    if (cur == x && step(&cur, jg_reshape(x, jg_ndim(x), jg_shape(x))) < 0) {
+        jg_release(cur); /* x[:], x[...]: a view all the same, never x itself */
+        return NULL;
+    }
     return cur;
 }
 

@@ -191,12 +191,11 @@ def _tensor_repr(self):
 
 
 class _GradFn:
-    """What `x.grad_fn` returns: the name of the node that made x."""
+    """What `x.grad_fn` returns: the node that made x, of a class named after
+    it as in PyTorch (`type(y.grad_fn).__name__ == "MulBackward0"`)."""
 
-    __slots__ = ("_name",)
-
-    def __init__(self, name):
-        self._name = name
+    __slots__ = ()
+    _name = "_GradFn"
 
     def name(self):
         return self._name
@@ -205,9 +204,17 @@ class _GradFn:
         return f"<{self._name} object>"
 
 
+_grad_fn_classes = {}
+
+
 def _grad_fn(self):
     n = self._grad_fn_name
-    return None if n is None else _GradFn(n)
+    if n is None:
+        return None
+    cls = _grad_fn_classes.get(n)
+    if cls is None:
+        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": n})
+    return cls()
 
 
 def _iter(self):

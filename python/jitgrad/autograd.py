@@ -44,6 +44,18 @@ class Function:
         raise NotImplementedError("You must implement either the backward or vjp method for "
                                   "your custom autograd.Function to use it with backward mode AD.")
 
+    vjp = backward  # PyTorch's other name for backward; a subclass defines one of them
+
+    @classmethod
+    def _backward_fn(cls):
+        """The static method that computes the gradients (called by the library)."""
+        has_backward = cls.backward is not Function.backward
+        has_vjp = cls.vjp is not Function.vjp
+        if has_backward and has_vjp:
+            raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is "
+                               "not allowed. You should only implement one of them.")
+        return cls.vjp if has_vjp else cls.backward
+
     @classmethod
     def apply(cls, *args, **kwargs):
         if kwargs:

@@ -31,6 +31,7 @@ void jg_set_requires_grad(jg_tensor *t, bool on) {
         return;
     }
     t->requires_grad = on;
+    t->no_grad_view = false; /* its own flag now: gradients accumulate in it */
 }
 
 bool jg_requires_grad(const jg_tensor *t) {

@@ -204,6 +204,8 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
         /* An output that is an input (or already has history) becomes a new
          * alias, so attaching this call's history does not rewrite it. */
         outputs[i] = shared ? jg_alias_no_history(o) : jg_retain(o);
+        if (outputs[i] && shared && o->no_grad_view && !o->grad_fn) /* x[:] under no_grad */
+            outputs[i]->requires_grad = outputs[i]->no_grad_view = true;
         if (!outputs[i]) {
             for (int k = 0; k < i; k++)
                 jg_release(outputs[k]);
@@ -215,11 +217,12 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
          * A returned input (or tensor with history) is not one: the output is
          * a new alias, and the saved tensor keeps its own history (PyTorch:
          * a saved tensor is an output only if this node is its grad_fn). */
-        for (int s = 0; s < ctx->n_saved; s++)
+        for (int s = 0; s < ctx->n_saved; s++) {
             for (int i = 0; i < n; i++)
                 if (ctx->saved[s].t && ctx->saved[s].t == outs[i] && outputs[i] == outs[i] &&
                     ctx->saved[s].output_nr < 0)
                     jg_saved_mark_output(&ctx->saved[s], i);
+        }
         for (int k = 0; k < ctx->n_non_diff; k++) {
             bool found = false;
             for (int i = 0; i < n; i++)
@@ -361,10 +364,13 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
             bool diff = true;
             for (int k = 0; k < ctx->n_non_diff; k++)
                 diff &= ctx->non_diff[k] != outs[i];
-            if (diff)
+            if (diff) {
                 jg_node_set_outputs(&f->base, 1, &outs[i]);
-            else
+            } else {
                 jg_meta_of(outs[i], &f->base.out_meta[i]);
+                if (!outs[i]->grad_fn) /* (a view of an input made in forward) */
+                    outs[i]->requires_grad = outs[i]->no_grad_view = false;
+            }
         }
         /* jg_node_set_outputs numbers outputs from 0: fix output_nr and metas */
         for (int i = 0; i < n; i++) {

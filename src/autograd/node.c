@@ -148,7 +148,7 @@ jg_node *jg_node_alloc_fields(size_t size, const jg_node_vt *vt, int n_next, int
 
 void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t) {
     jg_edge *e = &n->next[slot];
-    if (!t || !t->requires_grad)
+    if (!t || !t->requires_grad || (t->no_grad_view && !t->grad_fn))
         return;
     if (t->grad_fn) {
         jg_node_retain(t->grad_fn);

@@ -27,6 +27,11 @@ static inline jg_saved *saved_out(op_node *o, const jg_op_info *info) {
 
 static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
+/* Whether the node keeps output k (of dtype d) for its VJP. */
+static inline bool keeps_out(const jg_op_info *info, jg_dtype d) {
+    return (info->flags & JG_OPF_SAVE_OUT) && (!(info->flags & JG_OPF_SAVE_IDX) || d == JG_I64);
+}
+
 static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                         bool create_graph) {
     (void)reached;
@@ -43,7 +48,7 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached,
     if (info->flags & JG_OPF_SAVE_OUT) {
         jg_saved *so = saved_out(o, info);
         for (int k = 0; k < info->n_out; k++)
-            if (!(out[k] = jg_saved_unpack(&so[k], n, create_graph)))
+            if (so[k].output_nr >= 0 && !(out[k] = jg_saved_unpack(&so[k], n, create_graph)))
                 return -1;
     }
     if (info->vjp(o->attrs, o->in_meta, in, out, gout, needs, gin) < 0)
@@ -112,8 +117,9 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
     if (info->flags & JG_OPF_SAVE_OUT) {
         jg_saved *so = saved_out(o, info);
         for (int k = 0; k < n_out; k++) {
-            jg_saved_init(&so[k], out[k]);
-            jg_saved_mark_output(&so[k], k);
+            jg_saved_init(&so[k], keeps_out(info, out[k]->dtype) ? out[k] : NULL);
+            if (so[k].t)
+                jg_saved_mark_output(&so[k], k); /* (output_nr >= 0 marks a kept one) */
         }
     }
     o->base.has_saved = n_saved != 0;

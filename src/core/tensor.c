@@ -150,6 +150,14 @@ static jg_storage *storage_new(size_t nbytes) {
 
 static inline void tensor_block_free(jg_tensor *t);
 
+/* EXTERNAL storage: the header lives in its own allocation, the data is the
+ * caller's, and the caller's release function runs with the last reference. */
+typedef struct {
+    jg_storage base;
+    void (*release)(void *);
+    void *release_ctx;
+} external_storage;
+
 /* A storage of JG_INLINE_BYTES or less lives inside the tensor struct that
  * made it: one allocation instead of two for the small tensors of eager
  * mode.  Views reference it like any storage, so the struct's memory is
@@ -167,6 +175,13 @@ static void storage_release(jg_storage *s) {
     case JG_STORAGE_ORPHAN:
         tensor_block_free((jg_tensor *)(void *)((char *)s - offsetof(jg_tensor, inline_storage)));
         break;
+    case JG_STORAGE_EXTERNAL: {
+        external_storage *e = (external_storage *)s;
+        if (e->release)
+            e->release(e->release_ctx);
+        free(e);
+        break;
+    }
     case JG_STORAGE_INLINE: /* its tensor holds a reference until it dies */
         JG_ASSERT(!"inline storage released by its own tensor outside tensor_destroy");
     }
@@ -456,6 +471,7 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->output_nr = 0;
     t->requires_grad = false;
     t->is_view = false;
+    t->no_grad_view = false;
     t->offset = 0;
     t->refcount = 1;
     t->dtype = dtype;
@@ -608,6 +624,52 @@ jg_tensor *jg_tensor_new(jg_dtype dtype, int ndim, const int64_t *shape, const v
         memcpy(t->storage->data, data, t->storage->nbytes);
     else
         memset(t->storage->data, 0, t->storage->nbytes);
+    return jg_scope_track(t);
+}
+
+jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
+                               const int64_t *strides, void *data, void (*release)(void *),
+                               void *release_ctx) {
+    if (check_geometry("jg_tensor_from_blob", dtype, ndim, shape) < 0)
+        return NULL;
+    int64_t st[JG_MAX_DIMS], numel = 1, rowmajor = 1, last = 0; /* last: furthest element */
+    for (int i = 0; i < ndim; i++) /* (rowmajor: what the row-major strides reach) */
+        if (__builtin_mul_overflow(rowmajor, shape[i] ? shape[i] : 1, &rowmajor) ||
+            __builtin_mul_overflow(numel, shape[i], &numel))
+            return jg_errorf_null("jg_tensor_from_blob: the shape's element count overflows");
+    if (strides)
+        memcpy(st, strides, sizeof(int64_t) * (size_t)ndim);
+    else
+        jg_contiguous_strides(ndim, shape, st);
+    for (int i = 0; i < ndim; i++)
+        if (st[i] < 0)
+            return jg_errorf_null("jg_tensor_from_blob: negative stride %lld at index %d",
+                                  (long long)st[i], i);
+    size_t es = dtype == JG_F32 ? 4 : 8, nbytes = 0;
+    if (numel > 0) {
+        for (int i = 0; i < ndim; i++) {
+            int64_t span;
+            if (__builtin_mul_overflow(shape[i] - 1, st[i], &span) ||
+                __builtin_add_overflow(last, span, &last))
+                return jg_errorf_null("jg_tensor_from_blob: the strides reach past 2^63 elements");
+        }
+        if (__builtin_mul_overflow((size_t)last + 1, es, &nbytes))
+            return jg_errorf_null("jg_tensor_from_blob: the byte size overflows");
+        if (!data)
+            return jg_errorf_null("jg_tensor_from_blob: data is NULL");
+    }
+    external_storage *e = malloc(sizeof *e);
+    jg_tensor *t = e ? tensor_struct(dtype, ndim, shape) : NULL;
+    if (!t) {
+        free(e);
+        return jg_errorf_null("out of memory in jg_tensor_from_blob");
+    }
+    e->base = (jg_storage){1, 0, nbytes, data, JG_STORAGE_EXTERNAL, jg_trace_capture};
+    e->release = release;
+    e->release_ctx = release_ctx;
+    if (ndim)
+        memcpy(t->stride, st, sizeof(int64_t) * (size_t)ndim);
+    t->storage = &e->base;
     return jg_scope_track(t);
 }
 

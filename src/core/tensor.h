@@ -16,9 +16,10 @@ typedef struct jg_sym {
 
 /* Where a storage lives (see tensor.c, "storage"). */
 typedef enum {
-    JG_STORAGE_BLOCK,  /* its own allocation: this header, then the data */
-    JG_STORAGE_INLINE, /* inside the tensor that made it (small data) */
-    JG_STORAGE_ORPHAN  /* inline, and that tensor is gone: views keep it */
+    JG_STORAGE_BLOCK,   /* its own allocation: this header, then the data */
+    JG_STORAGE_INLINE,  /* inside the tensor that made it (small data) */
+    JG_STORAGE_ORPHAN,  /* inline, and that tensor is gone: views keep it */
+    JG_STORAGE_EXTERNAL /* memory the caller owns (jg_tensor_from_blob); see tensor.c */
 } jg_storage_kind;
 
 /* Data plus what every tensor viewing it shares: a reference count and the
@@ -27,7 +28,7 @@ typedef struct jg_storage {
     int64_t refcount;
     uint64_t version; /* bumped by in-place ops; checked by saved tensors */
     size_t nbytes;
-    void *data; /* 64-byte aligned */
+    void *data; /* 64-byte aligned, except for EXTERNAL storage */
     jg_storage_kind kind;
     uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
 } jg_storage;
@@ -49,7 +50,11 @@ struct jg_tensor {
     int ndim;
     int output_nr; /* which output of grad_fn this tensor is */
     bool requires_grad;
-    bool is_view;   /* shares storage with the tensor it was made from */
+    bool is_view; /* shares storage with the tensor it was made from */
+    /* a view made in no_grad mode of a tensor that requires grad: it
+     * requires grad too, but while it has no grad_fn the gradients that
+     * reach it are dropped (no edge leads to it), as in PyTorch */
+    bool no_grad_view;
     int64_t offset; /* in elements */
     int64_t numel;
     jg_storage inline_storage; /* kind JG_STORAGE_INLINE when storage points here */

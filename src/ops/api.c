@@ -111,6 +111,10 @@ jg_tensor *jg_sum(jg_tensor *a) {
     return reduce_all(JG_OP_SUM, a);
 }
 
+jg_tensor *jg_max(jg_tensor *a) {
+    return jg_op1(JG_OP_MAX_ALL, NULL, a, NULL);
+}
+
 jg_tensor *jg_mean(jg_tensor *a) {
     return reduce_all(JG_OP_MEAN, a);
 }

@@ -114,6 +114,95 @@ jg_tensor *jg_ew_call_scalar(jg_opcode op, jg_tensor *x, double s) {
     return r == 0 ? o : NULL;
 }
 
+/* PyTorch's is_non_overlapping_and_dense: some permutation of t's dims is
+ * row-major dense (size-1 dims aside). */
+static bool dense_in_some_order(const jg_tensor *t) {
+    int nd = t->ndim, perm[JG_MAX_DIMS], n = 0;
+    for (int d = 0; d < nd; d++)
+        if (t->shape[d] >= 2)
+            perm[n++] = d;
+    for (int i = 1; i < n; i++) /* by stride, ascending */
+        for (int j = i; j > 0 && t->stride[perm[j]] < t->stride[perm[j - 1]]; j--) {
+            int x = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = x;
+        }
+    int64_t need = 1;
+    for (int i = 0; i < n; i++) {
+        if (t->stride[perm[i]] != need)
+            return false;
+        need *= t->shape[perm[i]];
+    }
+    return true;
+}
+
+/* The layout PyTorch's TensorIterator gives an elementwise result, so that
+ * .view() and .stride() answer as there (the strides of size-1 dims aside,
+ * which neither reads): contiguous when every operand is;
+ * the operands' strides when they all have the result's shape and the same
+ * dense strides; otherwise dims ordered by the operands' strides (the
+ * first operand whose strides differ decides; broadcast dims do not vote;
+ * equal strides put the smaller dim inner).  Writes st and returns true
+ * when the result is not simply contiguous. */
+static bool ew_layout(int n_in, jg_tensor *const *in, const jg_meta *om, int64_t *st) {
+    int nd = om->ndim;
+    if (nd < 2)
+        return false;
+    bool same = true, contig = true, dense = true;
+    for (int k = 0; k < n_in; k++) {
+        bool sh = in[k]->ndim == nd;
+        for (int d = 0; d < nd && sh; d++)
+            sh = in[k]->shape[d] == om->shape[d];
+        same &= sh;
+        contig &= jg_dense(in[k]);
+        dense &= sh && dense_in_some_order(in[k]);
+        if (dense && k > 0)
+            dense = !memcmp(in[k]->stride, in[0]->stride, sizeof(int64_t) * (size_t)nd);
+    }
+    if (same && contig)
+        return false;
+    if (same && dense) {
+        memcpy(st, in[0]->stride, sizeof(int64_t) * (size_t)nd);
+        return true;
+    }
+    int64_t bst[4][JG_MAX_DIMS]; /* strides aligned to the result; 0 where broadcast */
+    for (int k = 0; k < n_in; k++)
+        for (int d = 0; d < nd; d++) {
+            int e = d - (nd - in[k]->ndim);
+            bst[k][d] = e < 0 || (in[k]->shape[e] == 1 && om->shape[d] != 1) ? 0 : in[k]->stride[e];
+        }
+    int perm[JG_MAX_DIMS]; /* innermost first */
+    for (int j = 0; j < nd; j++)
+        perm[j] = nd - 1 - j;
+    for (int i = 1; i < nd; i++) { /* TensorIterator's insertion sort with ties */
+        int d1 = i;
+        for (int d0 = i - 1; d0 >= 0; d0--) {
+            int a = perm[d0], b = perm[d1], cmp = 0;
+            for (int k = 0; k < n_in && !cmp; k++) {
+                int64_t s0 = bst[k][a], s1 = bst[k][b];
+                if (s0 == 0 || s1 == 0)
+                    continue;
+                cmp = s0 < s1 ? -1 : s0 > s1 ? 1 : om->shape[a] > om->shape[b] ? 1 : 0;
+            }
+            if (cmp > 0) {
+                perm[d0] = b;
+                perm[d1] = a;
+                d1 = d0;
+            } else if (cmp < 0) {
+                break;
+            }
+        }
+    }
+    bool plain = true;
+    int64_t next = 1;
+    for (int j = 0; j < nd; j++) {
+        plain &= perm[j] == nd - 1 - j;
+        st[perm[j]] = next;
+        next *= om->shape[perm[j]];
+    }
+    return !plain;
+}
+
 /* Everything else (kept out of line, so the shortcut runs without this
  * path's large stack frame). */
 static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attrs *a,
@@ -180,11 +269,21 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
                     goto fail;
                 }
             }
+        /* (clone stays contiguous: jg_contiguous is a clone) */
+        if (have_out && (info->flags & JG_OPF_ELEMENTWISE) && op != JG_OP_CLONE &&
+            out[0]->numel > 1) {
+            jg_meta m;
+            jg_meta_of(out[0], &m);
+            ew_layout(info->n_in, in, &m, out[0]->stride);
+        }
         rc = info->kernel(a, in, out);
         if (rc == 0)
             have_out = true;
         if (rc == 0 && !(info->flags & JG_OPF_NONDIFF) && jg_any_requires_grad(info->n_in, in))
             rc = jg_autograd_record_op(op, given, info->n_in, in, info->n_out, out);
+        else if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF) &&
+                 !jg_grad_mode && in[0]->requires_grad && out[0]->storage == in[0]->storage)
+            out[0]->requires_grad = out[0]->no_grad_view = true; /* see core/tensor.h */
         if (rc < 0 && have_out)
             for (int k = 0; k < info->n_out; k++)
                 jg_release(out[k]);

@@ -6,7 +6,7 @@
 
 #include <tgmath.h>
 
-/* relu's NaN test (a != a) is a tautology for the int64 instantiation. */
+/* NaN tests (a != a) are tautologies for the int64 instantiation. */
 #pragma GCC diagnostic ignored "-Wtautological-compare"
 
 typedef float jg_f32;

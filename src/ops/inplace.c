@@ -26,6 +26,13 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     }
     if (self->sym || (other && other->sym))
         return jg_errorf("%s: in-place operations cannot be traced; use the out-of-place op", fn);
+    if (jg_grad_mode && self->no_grad_view && !self->grad_fn)
+        return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
+                         "grad mode enabled. Given that this use case is ambiguous and "
+                         "error-prone, it is forbidden. You can clarify your code by moving both "
+                         "the view and the inplace either both inside the no_grad block (if you "
+                         "don't want the inplace to be tracked) or both outside (if you want the "
+                         "inplace to be tracked).");
     if (jg_grad_mode && self->requires_grad && !self->grad_fn)
         return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
                          "operation.");
@@ -85,9 +92,11 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
         jg_format_shape(s2, sizeof s2, om.ndim, om.shape);
         return jg_errorf("output with shape %s doesn't match the broadcast shape %s", s1, s2);
     }
-    if (other && self->dtype == JG_I64 && other->dtype != JG_I64)
+    /* the result type: int64 inputs of a FLOAT op (div) compute in float32 */
+    jg_dtype rt = (info->flags & JG_OPF_FLOAT) && om.dtype == JG_I64 ? JG_F32 : om.dtype;
+    if (self->dtype == JG_I64 && rt != JG_I64) /* int64 += float, int64 /= int64 */
         return jg_errorf("result type %s can't be cast to the desired output type Long",
-                         jg_dtype_torch_name(other->dtype));
+                         jg_dtype_torch_name(rt));
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
     if (!jg_any_requires_grad(n_in, in)) {
@@ -146,19 +155,17 @@ int jg_mul_(jg_tensor *a, jg_tensor *b) {
     return inplace("jg_mul_", JG_OP_MUL, NULL, a, b);
 }
 
+int jg_div_(jg_tensor *a, jg_tensor *b) {
+    return inplace("jg_div_", JG_OP_DIV, NULL, a, b);
+}
+
 int jg_mul_scalar_(jg_tensor *a, double s) {
     jg_attrs at = {.s = s};
     return inplace("jg_mul_scalar_", JG_OP_MUL_SCALAR, &at, a, NULL);
 }
 
 int jg_zero_(jg_tensor *a) {
-    if (check_target("jg_zero_", a, NULL) < 0)
-        return -1;
-    jg_scope_push();
-    jg_tensor *z = jg_full(a->dtype, 0, NULL, 0.0);
-    int rc = z ? jg_copy_(a, z) : -1;
-    jg_scope_pop();
-    return rc;
+    return inplace("jg_zero_", JG_OP_ZERO, NULL, a, NULL);
 }
 
 static int copy_run(jg_tensor *dst, jg_tensor *src);

@@ -46,6 +46,10 @@ enum {
      * a compiled program keeps it even when its result is unused: it must
      * fail where eager fails (passes/dce.c) */
     JG_OPF_CHECKS = 1u << 9,
+    /* with SAVE_OUT: eager backward keeps only the integer outputs (max's
+     * indices, as PyTorch saves them), so an in-place op on the values does
+     * not invalidate the node */
+    JG_OPF_SAVE_IDX = 1u << 10,
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a

@@ -248,6 +248,73 @@ int jg_vjp_mean(VJP_ARGS) {
     return gin[0] ? 0 : -1;
 }
 
+/* ---- max of all elements ---- */
+
+int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    int64_t n = 1;
+    for (int d = 0; d < in[0].ndim; d++)
+        n *= in[0].shape[d];
+    if (n == 0)
+        return jg_errorf("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                         "Specify the reduction dim with the 'dim' argument.");
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    return 0;
+}
+
+/* The first NaN, else the first maximum, in row-major order. */
+#define MAX_ALL(T)                                                                                 \
+    do {                                                                                           \
+        T best = *(const T *)base;                                                                 \
+        for (int64_t i = 0; i < x->numel; i++) {                                                   \
+            int64_t off = 0;                                                                       \
+            for (int d = 0; d < x->ndim; d++)                                                      \
+                off += idx[d] * x->stride[d];                                                      \
+            T v = ((const T *)base)[off];                                                          \
+            if (!(v <= best)) {                                                                    \
+                best = v;                                                                          \
+                if (v != v)                                                                        \
+                    break;                                                                         \
+            }                                                                                      \
+            for (int d = x->ndim - 1; d >= 0; d--) {                                               \
+                if (++idx[d] < x->shape[d])                                                        \
+                    break;                                                                         \
+                idx[d] = 0;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        *(T *)jg_tensor_ptr(out[0]) = best;                                                        \
+    } while (0)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+int jg_k_max_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *x = in[0];
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *base = jg_tensor_ptr(x);
+    if (x->dtype == JG_F32)
+        MAX_ALL(float);
+    else if (x->dtype == JG_F64)
+        MAX_ALL(double);
+    else
+        MAX_ALL(int64_t);
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+/* PyTorch's evenly_distribute_backward: grad / count at every element equal
+ * to the max (every NaN when it is NaN), zero elsewhere — a masked fill,
+ * done by threshold_backward over the 0/1 mask (so double backward works). */
+int jg_vjp_max_all(VJP_ARGS) {
+    (void)a, (void)meta, (void)needs;
+    jg_tensor *mask = jg_ew_call(JG_OP_MAX_MASK, in[0], out[0]);
+    jg_tensor *count = mask ? jg_sum(mask) : NULL;
+    jg_tensor *share = count ? jg_div(gout[0], count) : NULL;
+    gin[0] = share ? jg_ew_call(JG_OP_RELU_GRAD, share, mask) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
 /* ---- max over one dim ---- */
 
 int jg_infer_max_dim(const jg_attrs *a, const jg_meta *in, jg_meta *out) {

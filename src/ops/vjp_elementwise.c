@@ -124,8 +124,11 @@ int jg_vjp_relu_grad(VJP_ARGS) {
     UNUSED_ARGS;
     if (needs[0])
         gin[0] = SUM_TO(jg_ew_call(JG_OP_RELU_GRAD, gout[0], in[1]), 0);
-    gin[1] = NULL; /* the mask is piecewise constant */
+    /* the mask is piecewise constant: zeros, as PyTorch's threshold_backward */
+    if (needs[1])
+        gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0);
     CHECK(0);
+    CHECK(1);
     return 0;
 }
 
@@ -183,6 +186,19 @@ int jg_vjp_mul_scalar(VJP_ARGS) {
 int jg_vjp_clone(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = gout[0];
+    return 0;
+}
+
+int jg_vjp_max_mask(VJP_ARGS) { /* (NONDIFF: never called) */
+    UNUSED_ARGS;
+    gin[0] = gin[1] = NULL;
+    return 0;
+}
+
+int jg_vjp_zero(VJP_ARGS) { /* zeros_like(grad): the input's values are gone */
+    UNUSED_ARGS;
+    gin[0] = jg_full(meta[0].dtype, meta[0].ndim, meta[0].shape, 0.0);
+    CHECK(0);
     return 0;
 }
 
