@@ -34,7 +34,7 @@ enum {
     JG_OPF_VIEW = 1u << 1,        /* output aliases input 0's storage */
     JG_OPF_SAVE_IN = 1u << 2,     /* VJP reads the inputs */
     JG_OPF_SAVE_OUT = 1u << 3,    /* VJP reads the outputs */
-    JG_OPF_FLOAT = 1u << 4,       /* int64 inputs are promoted to float32 */
+    JG_OPF_FLOAT = 1u << 4,       /* integer and bool inputs are promoted to float32 */
     JG_OPF_PROMOTE = 1u << 5,     /* tensor inputs are promoted to one dtype */
     JG_OPF_NONDIFF = 1u << 6,     /* no VJP: outputs never require grad */
     JG_OPF_SCALAR = 1u << 7,      /* reads the scalar attribute s (expression and printer) */
@@ -42,6 +42,7 @@ enum {
      * from vectorizing a loop: the c backend runs it as its own kernel step
      * rather than inside a fused loop (backend/cgen.c) */
     JG_OPF_NOFUSE = 1u << 8,
+    JG_OPF_NOBOOL = 1u << 9, /* refuses bool operands as PyTorch does (no promotion) */
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
@@ -80,11 +81,11 @@ jg_attrs jg_nll_attrs(bool has_ignore, int64_t ignore_index, int reduction, int6
 
 /* The row functions of the elementwise ops by dtype (ops/elementwise.c);
  * NULL for other ops.  Hot paths call a row directly for dense operands. */
-extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
+extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES];
 /* Dense loop of an elementwise.def op: out[i] = op(a[i], b[i]) for n
  * elements (b unused by unary ops), out sharing no memory with a or b. */
 typedef void (*jg_dense_fn)(int64_t n, void *out, const void *a, const void *b, double s);
-extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][3];
+extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES];
 
 /* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
  * kernel plus autograd recording.  Outputs are new references tracked by the
