@@ -944,8 +944,12 @@ static PyObject *masked_fill(PyObject *self, PyObject *args, bool inplace) {
     jg_tensor *x = jgp_t(self);
     if (!inplace)
         return jgp_wrap_new(jg_masked_fill(x, jgp_t(mask), v));
-    /* in place: the filled tensor copied into self (x's shape is kept) */
-    jg_tensor *f = jg_keep(jg_masked_fill(x, jgp_t(mask), v));
+    /* in place: the filled tensor copied into self (x's shape is kept).  It
+     * fills a clone: masked_fill saves its input for backward, and self
+     * changes. */
+    jg_tensor *c = jg_keep(jg_clone(x));
+    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, jgp_t(mask), v)) : NULL;
+    jg_release(c);
     if (!f)
         return jgp_raise();
     int rc = 0;
