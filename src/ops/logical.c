@@ -334,7 +334,7 @@ jg_tensor *jg_mask_select_rows(jg_tensor *a, jg_tensor *mask) {
                                   "of the indexed tensor %s at index %d",
                                   s1, d, s2, d);
         }
-    if (jg_check_concrete(mask, "index by a bool mask") < 0)
+    if (jg_check_concrete(mask, "jg_mask_select_rows") < 0)
         return NULL;
     int64_t m = mask->numel, rest = 1;
     for (int d = mask->ndim; d < a->ndim; d++)
