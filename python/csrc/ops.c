@@ -147,20 +147,38 @@ static PyObject *inplace(PyObject *a, PyObject *b, int op, double alpha) {
         Py_RETURN_NOTIMPLEMENTED;
     jg_tensor *x = jgp_t(a);
     int rc;
+    if (op == JGP_DIV && !jgp_dtype_is_float(jg_dtype_of(x))) {
+        /* true division gives float, which self cannot hold */
+        PyErr_Format(PyExc_RuntimeError,
+                     "result type Float can't be cast to the desired output type %s",
+                     jg_dtype_of(x) == JG_BOOL  ? "Bool"
+                     : jg_dtype_of(x) == JG_I32 ? "Int"
+                                                : "Long");
+        return NULL;
+    }
     if (is_scalar(b)) {
         double s = PyFloat_AsDouble(b);
         if (s == -1.0 && PyErr_Occurred())
             return NULL;
-        if (op == JGP_MUL) {
+        /* the number's dtype as PyTorch promotes it against x: the in-place
+         * op refuses a result x cannot hold (int64 += 1.5) */
+        jg_dtype d = jg_dtype_of(x);
+        if (!jgp_dtype_is_float(d) && PyFloat_Check(b))
+            d = JG_F32;
+        else if (d == JG_BOOL && !PyBool_Check(b))
+            d = JG_I64;
+        if (op == JGP_MUL && d == jg_dtype_of(x)) {
             rc = jg_mul_scalar_(x, s);
         } else {
-            jg_tensor *c = scalar_tensor(jg_dtype_of(x), op == JGP_DIV ? s : s * alpha);
+            jg_tensor *c = scalar_tensor(d, op == JGP_DIV || op == JGP_MUL ? s : s * alpha);
             if (!c)
                 return jgp_raise();
             if (op == JGP_ADD) {
                 rc = jg_add_(x, c);
             } else if (op == JGP_SUB) {
                 rc = jg_sub_(x, c);
+            } else if (op == JGP_MUL) {
+                rc = jg_mul_(x, c);
             } else {
                 jg_tensor *q = jg_keep(jg_div(x, c));
                 rc = q ? jg_copy_(x, q) : -1;

@@ -164,6 +164,49 @@ def test_bool_refusals_match_torch(torch, jg):
         assert msgs[1] == msgs[0] or msgs[1].endswith(msgs[0].split(". ")[0] + "."), msgs
 
 
+def test_inplace_result_type_cannot_be_cast(torch, jg):
+    # int64 += 1.5 used to truncate silently; PyTorch refuses results that
+    # self's dtype cannot hold
+    def iadd_float(T):
+        x = T.tensor([1, 2])
+        x += 1.5
+
+    def iadd_int_to_bool(T):
+        x = T.tensor([True])
+        x += 1
+
+    def idiv_int(T):
+        x = T.tensor([1, 2])
+        x /= 2
+
+    def imul_int32(T):
+        x = T.tensor([1, 2], dtype=T.int32)
+        x *= 2.5
+
+    def add_float_tensor(T):
+        T.tensor([1, 2]).add_(T.tensor([1.5, 2.0]))
+
+    for f in (iadd_float, iadd_int_to_bool, idiv_int, imul_int32, add_float_tensor):
+        msgs = []
+        for T in (torch, jg):
+            with pytest.raises(RuntimeError) as e:
+                f(T)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+    for T in (torch, jg):
+        x = T.tensor([True, False])
+        x += True
+        y = T.tensor([1, 2])
+        y *= 2
+        z = T.tensor([1.0, 2.0])
+        z += T.tensor([1, 2])
+        if T is jg:
+            same(x, xt)
+            same(y, yt)
+            same(z, zt)
+        xt, yt, zt = x, y, z
+
+
 def test_unsupported_dtypes_raise_clearly(jg):
     for d in (jg.float16, jg.half, jg.bfloat16):
         with pytest.raises(TypeError, match="does not support dtype"):

@@ -19,8 +19,7 @@ static jg_dtype target_dtype(const jg_op_info *info, jg_tensor *const *in) {
     return d;
 }
 
-/* PyTorch's refusal of an op whose operands are all bool. */
-static int bool_refused(jg_opcode op) {
+int jg_bool_refused(jg_opcode op) {
     switch (op) {
     case JG_OP_SUB:
         return jg_errorf("Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -148,7 +147,7 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         symbolic |= in[k]->sym != NULL;
     }
     if ((info->flags & JG_OPF_NOBOOL) && target_dtype(info, in) == JG_BOOL)
-        return bool_refused(op);
+        return jg_bool_refused(op);
     /* Promotion goes through the to_dtype op, so it has a gradient too. */
     if (info->flags & (JG_OPF_PROMOTE | JG_OPF_FLOAT)) {
         jg_dtype d = target_dtype(info, in);

@@ -8,6 +8,11 @@
 
 #include <string.h>
 
+/* bool < integer < floating, the kinds PyTorch's can_cast orders */
+static int kind(jg_dtype d) {
+    return d == JG_BOOL ? 0 : jg_dtype_is_float(d) ? 2 : 1;
+}
+
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
@@ -52,9 +57,15 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
         jg_format_shape(s2, sizeof s2, om.ndim, om.shape);
         return jg_errorf("output with shape %s doesn't match the broadcast shape %s", s1, s2);
     }
-    if (other && self->dtype == JG_I64 && other->dtype != JG_I64)
-        return jg_errorf("result type %s can't be cast to the desired output type Long",
-                         jg_dtype_torch_name(other->dtype));
+    /* PyTorch's can_cast: the result may not move to a higher kind (bool <
+     * integer < floating) than self's */
+    if (other && kind(jg_dtype_promote(self->dtype, other->dtype)) > kind(self->dtype))
+        return jg_errorf("result type %s can't be cast to the desired output type %s",
+                         jg_dtype_torch_name(jg_dtype_promote(self->dtype, other->dtype)),
+                         jg_dtype_torch_name(self->dtype));
+    if ((info->flags & JG_OPF_NOBOOL) && self->dtype == JG_BOOL &&
+        (!other || other->dtype == JG_BOOL))
+        return jg_bool_refused(op);
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
     if (!jg_any_requires_grad(n_in, in)) {

@@ -92,6 +92,10 @@ extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES];
  * innermost scope.  Returns 0 or -1. */
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, jg_tensor **out);
 
+/* PyTorch's error for a JG_OPF_NOBOOL op whose operands are all bool;
+ * returns -1. */
+int jg_bool_refused(jg_opcode op);
+
 /* Set by the tracer: records an op whose inputs include a symbolic tensor
  * and makes symbolic outputs (new references, untracked). */
 typedef int (*jg_trace_op_fn)(jg_opcode op, const jg_attrs *a, jg_tensor *const *in,

@@ -89,6 +89,21 @@ static void test_bool_refusals(void **state) {
     TU_ERROR("\"abs_cpu\" not implemented for 'Bool'");
     assert_null(jg_mean(t));
     TU_ERROR("Input dtype must be either a floating point or complex dtype. Got: Bool");
+    /* in place: PyTorch's refusals, and its can_cast (no result of a higher
+     * kind than self: bool < integer < floating) */
+    jg_tensor *u = vec(JG_BOOL, 2, TU_VALS(1, 1));
+    assert_int_equal(jg_sub_(u, t), -1);
+    TU_ERROR("Subtraction, the `-` operator, with two bool tensors is not supported.");
+    assert_int_equal(jg_add_(u, vec(JG_I64, 2, TU_VALS(1, 1))), -1);
+    TU_ERROR("result type Long can't be cast to the desired output type Bool");
+    assert_int_equal(jg_add_(vec(JG_I32, 2, TU_VALS(1, 1)), vec(JG_F64, 2, TU_VALS(1, 1))), -1);
+    TU_ERROR("result type Double can't be cast to the desired output type Int");
+    B(u, 1, 1);
+    assert_int_equal(jg_add_(u, t), 0); /* or */
+    B(u, 1, 1);
+    jg_tensor *w = vec(JG_I64, 2, TU_VALS(1, 1));
+    assert_int_equal(jg_add_(w, vec(JG_I32, 2, TU_VALS(2, 3))), 0);
+    B(w, 3, 4);
     /* bool minus int is fine */
     B(jg_sub(t, vec(JG_I64, 2, TU_VALS(1, 1))), 0, -1);
 }
