@@ -4,6 +4,8 @@
  * eager bitwise for them on both backends. */
 #include "testutil.h"
 
+#include "ops/optable.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +311,58 @@ static void test_bool_compiled_matches_eager(void **state) {
     }
 }
 
+/* Every elementwise row (arithmetic, comparisons, masked_fill, casts) on
+ * bool and int32 operands, compiled with both backends: bitwise eager's. */
+typedef struct {
+    jg_opcode op;
+    jg_attrs at;
+} row_case;
+
+static int p_row(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    const row_case *c = user;
+    out[0] = jg_op1(c->op, &c->at, in[0], jg_ops[c->op].n_in > 1 ? in[1] : NULL);
+    return out[0] ? 1 : -1;
+}
+
+static void test_every_row_on_bool_and_int32_compiled(void **state) {
+    (void)state;
+    static const double av[] = {1, 0, 1, 1, 0, 0, 1, 0, -3, 7, 2, -1};
+    static const double bv[] = {1, 1, 0, 0, 0, 1, 1, 0, 2, -2, 5, 0};
+    const jg_dtype dts[2] = {JG_BOOL, JG_I32};
+    int checked = 0;
+    for (int di = 0; di < 2; di++)
+        for (int op = 0; op < JG_OP_COUNT; op++) {
+            const jg_op_info *info = &jg_ops[op];
+            if (!(info->flags & JG_OPF_ELEMENTWISE))
+                continue;
+            row_case c = {.op = (jg_opcode)op, .at = {.s = 2.0, .dtype = JG_F32}};
+            jg_tensor *in[2] = {tu_tensor(dts[di], 2, TU_SHAPE(3, 4), av),
+                                tu_tensor(dts[di], 1, TU_SHAPE(4), bv)};
+            if (op == JG_OP_MASKED_FILL)
+                in[1] = jg_gt_scalar(in[1], 0);
+            jg_tensor *eo;
+            if (p_row(&c, NULL, 2, in, &eo) < 0) {
+                assert_true(info->flags & JG_OPF_NOBOOL); /* refused, as in PyTorch */
+                continue;
+            }
+            const char *modes[2] = {"interp", "c"};
+            for (int mo = 0; mo < 2; mo++) {
+                if (mo == 1 && !jg_compile_backend_available("c"))
+                    continue;
+                jg_compiled *cp = jg_compile(p_row, &c, &(jg_compile_options){modes[mo], true, 0});
+                jg_tensor *co;
+                if (!cp || jg_compiled_call(cp, NULL, 0, info->n_in, in, &co) != 1)
+                    fail_msg("%s %s on %s: %s", modes[mo], info->name, jg_dtype_name(dts[di]),
+                             jg_last_error());
+                TU_SAME(co, eo);
+                jg_compiled_free(cp);
+                checked++;
+            }
+        }
+    assert_true(checked > 40);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_bool_dtype_storage_and_casts),
@@ -321,6 +375,7 @@ int main(void) {
         TU_TEST(test_any_all),
         TU_TEST(test_mask_select_rows),
         TU_TEST(test_bool_compiled_matches_eager),
+        TU_TEST(test_every_row_on_bool_and_int32_compiled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
