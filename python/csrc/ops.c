@@ -771,6 +771,28 @@ enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE };
 /* self <op> other for a tensor or a Python number; NotImplemented for
  * anything else (so == None is False and < "a" a TypeError, as in
  * PyTorch). */
+static PyObject *compare(PyObject *self, PyObject *other, int op);
+
+/* A NumPy scalar (or 0-d array: ndim 0 and item()) compares as the Python
+ * number item() gives; anything else is NotImplemented. */
+static PyObject *compare_numpy_scalar(PyObject *self, PyObject *other, int op) {
+    if (PyUnicode_Check(other) || PyBytes_Check(other) || !PyObject_HasAttrString(other, "ndim") ||
+        !PyObject_HasAttrString(other, "item"))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *nd = PyObject_GetAttrString(other, "ndim");
+    long ndim = nd && PyLong_Check(nd) ? PyLong_AsLong(nd) : -1;
+    Py_XDECREF(nd);
+    PyErr_Clear();
+    if (ndim != 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *v = PyObject_CallMethod(other, "item", NULL);
+    if (!v)
+        return NULL;
+    PyObject *r = is_scalar(v) ? compare(self, v, op) : Py_NewRef(Py_NotImplemented);
+    Py_DECREF(v);
+    return r;
+}
+
 static PyObject *compare(PyObject *self, PyObject *other, int op) {
     typedef jg_tensor *(*tt_fn)(jg_tensor *, jg_tensor *);
     typedef jg_tensor *(*ts_fn)(jg_tensor *, double);
@@ -780,7 +802,7 @@ static PyObject *compare(PyObject *self, PyObject *other, int op) {
     if (jgp_is_tensor(other))
         return jgp_wrap_new(tt[op](jgp_t(self), jgp_t(other)));
     if (!is_scalar(other))
-        Py_RETURN_NOTIMPLEMENTED;
+        return compare_numpy_scalar(self, other, op);
     double s = PyFloat_AsDouble(other);
     if (s == -1.0 && PyErr_Occurred())
         return NULL;

@@ -79,6 +79,20 @@ def test_eq_is_elementwise_and_hash_is_identity(jg):
         x < "a"
 
 
+def test_comparison_with_numpy_scalars(torch, jg):
+    np = pytest.importorskip("numpy")
+    for s in (np.int64(1), np.float32(0.5), np.float64(2.0), np.bool_(True)):
+        for T in (torch, jg):
+            x = T.tensor([0, 1, 2])
+            r = [x == s, x < s]
+            if not isinstance(s, np.bool_):  # (PyTorch 1.13 lets NumPy answer these)
+                r += [s == x, s > x]
+            if T is jg:
+                for g, w in zip(r, want):
+                    same(g, w)
+            want = r
+
+
 def test_comparisons_never_require_grad(torch, jg):
     for T in (torch, jg):
         x = T.tensor([1.0, 2.0], requires_grad=True)
