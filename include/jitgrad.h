@@ -53,7 +53,8 @@ typedef struct jg_tensor jg_tensor;     /* reference counted */
 typedef struct jg_ctx jg_ctx;           /* a custom function call's context */
 typedef struct jg_compiled jg_compiled; /* a compiled program and its cache */
 
-typedef enum { JG_F32, JG_F64, JG_I64 } jg_dtype;
+/* JG_BOOL elements are one byte holding 0 or 1 (C's bool). */
+typedef enum { JG_F32, JG_F64, JG_I64, JG_BOOL, JG_I32 } jg_dtype;
 #define JG_MAX_DIMS 8
 #define JG_MAX_OUTPUTS 16
 
@@ -91,7 +92,8 @@ jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape); /* U[0,1) */
 void jg_manual_seed(uint64_t seed);
 
 jg_dtype jg_dtype_of(const jg_tensor *t);
-const char *jg_dtype_name(jg_dtype dtype); /* "float32", "float64", "int64" */
+/* "float32", "float64", "int64", "bool", "int32" */
+const char *jg_dtype_name(jg_dtype dtype);
 int jg_ndim(const jg_tensor *t);
 const int64_t *jg_shape(const jg_tensor *t);
 const int64_t *jg_strides(const jg_tensor *t); /* in elements */
@@ -184,6 +186,43 @@ typedef enum { JG_REDUCTION_MEAN, JG_REDUCTION_SUM, JG_REDUCTION_NONE } jg_reduc
  * the [N] per-row losses (0 for ignored rows). */
 jg_tensor *jg_cross_entropy_ex(jg_tensor *logits, jg_tensor *target, jg_reduction reduction,
                                int64_t ignore_index);
+
+/* ---- comparisons and logical ops: bool results, never requiring grad ----
+ * Tensor operands are promoted to one dtype first.  The _scalar forms
+ * compare with a number as PyTorch compares with a Python scalar: in the
+ * tensor's dtype if it is floating (s converted to it first), else in
+ * int64 or float32 when s does not fit (bool tensor == 2, int tensor < 0.5). */
+jg_tensor *jg_eq(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_ne(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_lt(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_le(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_gt(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_ge(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_eq_scalar(jg_tensor *a, double s);
+jg_tensor *jg_ne_scalar(jg_tensor *a, double s);
+jg_tensor *jg_lt_scalar(jg_tensor *a, double s);
+jg_tensor *jg_le_scalar(jg_tensor *a, double s);
+jg_tensor *jg_gt_scalar(jg_tensor *a, double s);
+jg_tensor *jg_ge_scalar(jg_tensor *a, double s);
+/* any dtype: nonzero (NaN included) is true */
+jg_tensor *jg_logical_and(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_logical_or(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_logical_xor(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_logical_not(jg_tensor *a);
+/* bool: some / every element nonzero, over all elements (0-d) or one dim */
+jg_tensor *jg_any(jg_tensor *a);
+jg_tensor *jg_all(jg_tensor *a);
+jg_tensor *jg_any_dim(jg_tensor *a, int dim, bool keepdim);
+jg_tensor *jg_all_dim(jg_tensor *a, int dim, bool keepdim);
+/* a where the bool cond is set, else b (all three broadcast; a and b are
+ * promoted to one dtype); differentiable in a and b. */
+jg_tensor *jg_where(jg_tensor *cond, jg_tensor *a, jg_tensor *b);
+/* a with value where the bool mask (broadcast) is set; differentiable in a. */
+jg_tensor *jg_masked_fill(jg_tensor *a, jg_tensor *mask, double value);
+/* a[mask] for a bool mask whose shape is a leading part of a's: the
+ * selected rows, stacked ([count, a's remaining dims...]); differentiable
+ * in a.  The mask's values are read, so it cannot be a traced tensor. */
+jg_tensor *jg_mask_select_rows(jg_tensor *a, jg_tensor *mask);
 
 /* in place: return 0 or -1; bump the storage's version counter; refuse, as
  * PyTorch does, a leaf that requires grad while grad mode is on */

@@ -42,6 +42,8 @@ int jgp_parse_dtype(PyObject *o, jg_dtype *d, bool *given); /* None: given = fal
 /* Reads a shape from (*args) or one tuple/list argument. */
 int jgp_parse_shape(PyObject *args, int *ndim, int64_t *shape);
 int jgp_check_device(PyObject *device);
+bool jgp_dtype_is_float(jg_dtype d);
+size_t jgp_dtype_size(jg_dtype d);
 
 /* ---- errors.c ---- */
 /* Raises the error of the failed library call (an exception a Python
@@ -63,6 +65,7 @@ void jgp_defer_release(jg_tensor *t); /* takes t's reference */
 extern PyNumberMethods jgp_tensor_as_number;
 extern PyMethodDef jgp_tensor_op_methods[];
 extern PyMethodDef jgp_module_op_functions[];
+extern richcmpfunc jgp_tensor_richcompare;
 PyObject *jgp_binary(PyObject *a, PyObject *b, int op);
 enum { JGP_ADD, JGP_SUB, JGP_MUL, JGP_DIV };
 

@@ -61,7 +61,7 @@ static int parse_create_kw(PyObject *kw, create_opts *o, const char *fn) {
 static PyObject *finish_create(jg_tensor *t, const create_opts *o) {
     PyObject *r = jgp_wrap_new(t);
     if (r && o->requires_grad) {
-        if (jg_dtype_of(jgp_t(r)) == JG_I64) {
+        if (!jgp_dtype_is_float(jg_dtype_of(jgp_t(r)))) {
             Py_DECREF(r);
             PyErr_SetString(PyExc_RuntimeError, "Only Tensors of floating point and complex dtype "
                                                 "can require gradients");
@@ -78,6 +78,7 @@ typedef struct {
     int ndim;
     int64_t shape[JG_MAX_DIMS];
     bool any_float;
+    bool all_bool; /* every element a Python bool (or from a bool tensor) */
     double *f;
     int64_t *i;
     int64_t n, cap;
@@ -110,6 +111,7 @@ static int nested_shape(PyObject *o, nested *s) {
 }
 
 static int push(nested *s, PyObject *o) {
+    s->all_bool &= PyBool_Check(o);
     if (PyFloat_Check(o) || (!PyLong_Check(o) && PyNumber_Check(o) && !PyIndex_Check(o))) {
         double v = PyFloat_AsDouble(o);
         if (v == -1.0 && PyErr_Occurred())
@@ -159,7 +161,8 @@ static int nested_fill(PyObject *o, nested *s, int dim) {
         jg_release(f);
         for (int64_t k = 0; k < n; k++)
             s->i[s->n + k] = (int64_t)s->f[s->n + k];
-        s->any_float |= jg_dtype_of(t) != JG_I64;
+        s->any_float |= jgp_dtype_is_float(jg_dtype_of(t));
+        s->all_bool &= jg_dtype_of(t) == JG_BOOL;
         s->n += n;
         return 0;
     }
@@ -203,7 +206,7 @@ static PyObject *f_tensor(PyObject *mod, PyObject *args, PyObject *kw) {
         if (!(t = from_buffer_obj(data)))
             return NULL;
     } else {
-        nested s = {0};
+        nested s = {.all_bool = true};
         if (nested_shape(data, &s) < 0)
             return NULL;
         int64_t n = 1;
@@ -213,10 +216,15 @@ static PyObject *f_tensor(PyObject *mod, PyObject *args, PyObject *kw) {
         s.i = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
         int rc = s.f && s.i ? nested_fill(data, &s, 0) : (PyErr_NoMemory(), -1);
         if (rc == 0) {
-            jg_dtype d = s.any_float || n == 0 ? JG_F32 : JG_I64;
+            jg_dtype d = s.any_float || n == 0 ? JG_F32 : s.all_bool ? JG_BOOL : JG_I64;
             if (o.dtype_given)
                 d = o.dtype; /* converted once, from the Python values (no float32 detour) */
-            if (d == JG_I64 && !s.any_float)
+            if (d == JG_BOOL && !s.any_float) {
+                t = jg_keep(jg_tensor_new(JG_I64, s.ndim, s.shape, s.i));
+                jg_tensor *c = t ? jg_keep(jg_to_dtype(t, JG_BOOL)) : NULL;
+                jg_release(t);
+                t = c;
+            } else if (d == JG_I64 && !s.any_float)
                 t = jg_keep(jg_tensor_new(JG_I64, s.ndim, s.shape, s.i));
             else
                 t = jg_keep(jg_tensor_new(JG_F64, s.ndim, s.shape, s.f));
@@ -266,12 +274,14 @@ static jg_tensor *from_buffer_obj(PyObject *arr) {
         target = itemsize == 8   ? (native ? NULL : "float64")
                  : itemsize == 4 ? (native ? NULL : "float32")
                                  : "float32";
-    else if (k && (k[0] == 'i' || k[0] == 'u' || k[0] == 'b'))
-        target = itemsize == 8 && k[0] == 'i' && native ? NULL : "int64";
+    else if (k && k[0] == 'b')
+        target = NULL; /* bool: one byte each */
+    else if (k && (k[0] == 'i' || k[0] == 'u'))
+        target = k[0] == 'i' && (itemsize == 8 || itemsize == 4) && native ? NULL : "int64";
     else if (k)
         PyErr_Format(PyExc_TypeError,
                      "can't convert np.ndarray of type %S. The only supported types are: "
-                     "float64, float32, int64 (and what converts to them).",
+                     "float64, float32, int64, int32, bool (and what converts to them).",
                      kind);
     Py_XDECREF(kind);
     Py_XDECREF(ks);
@@ -300,7 +310,12 @@ static jg_tensor *from_buffer_obj(PyObject *arr) {
         for (int d = 0; d < view.ndim; d++)
             shape[d] = view.shape[d];
         char f = view.format[0] == '<' || view.format[0] == '=' ? view.format[1] : view.format[0];
-        jg_dtype d = f == 'f' ? JG_F32 : f == 'd' ? JG_F64 : JG_I64;
+        jg_dtype d = f == 'f'                         ? JG_F32
+                     : f == 'd'                       ? JG_F64
+                     : f == '?'                       ? JG_BOOL
+                     : f == 'i'                       ? JG_I32
+                     : f == 'l' && view.itemsize == 4 ? JG_I32
+                                                      : JG_I64;
         t = jg_keep(jg_tensor_new(d, view.ndim, shape, view.buf));
         if (!t)
             jgp_raise();
@@ -483,7 +498,10 @@ static PyObject *f_full(PyObject *m, PyObject *args, PyObject *kw) {
     double v = PyFloat_AsDouble(fill);
     if (v == -1.0 && PyErr_Occurred())
         return NULL;
-    jg_dtype d = o.dtype_given ? o.dtype : PyFloat_Check(fill) ? JG_F32 : JG_I64;
+    jg_dtype d = o.dtype_given         ? o.dtype
+                 : PyFloat_Check(fill) ? JG_F32
+                 : PyBool_Check(fill)  ? JG_BOOL
+                                       : JG_I64;
     return finish_create(jg_full(d, nd, shape, v), &o);
 }
 

@@ -5,6 +5,7 @@
 
 #include <structseq.h>
 
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ helpers */
@@ -13,12 +14,16 @@ static bool is_scalar(PyObject *o) {
     return !jgp_is_tensor(o) && (PyFloat_Check(o) || PyLong_Check(o));
 }
 
-/* For tensor-with-scalar arithmetic: t as the dtype the result has (an int
- * tensor with a float scalar computes in float32, as PyTorch does); a new
- * reference we own. */
+/* For tensor-with-scalar arithmetic and comparisons: t as the dtype the
+ * result has (PyTorch's promotion with a Python number: an int or bool
+ * tensor with a float computes in float32, a bool tensor with an int in
+ * int64); a new reference we own. */
 static jg_tensor *promote_for_scalar(jg_tensor *t, PyObject *s) {
-    if (jg_dtype_of(t) == JG_I64 && PyFloat_Check(s))
+    jg_dtype d = jg_dtype_of(t);
+    if (!jgp_dtype_is_float(d) && PyFloat_Check(s))
         return jg_keep(jg_to_dtype(t, JG_F32));
+    if (d == JG_BOOL && !PyBool_Check(s))
+        return jg_keep(jg_to_dtype(t, JG_I64));
     return jg_retain(t);
 }
 
@@ -39,7 +44,8 @@ PyObject *jgp_binary(PyObject *a, PyObject *b, int op) {
     static jg_tensor *(*const ops[])(jg_tensor *, jg_tensor *) = {jg_add, jg_sub, jg_mul, jg_div};
     if (jgp_is_tensor(a) && jgp_is_tensor(b)) {
         jg_tensor *x = jgp_t(a), *y = jgp_t(b);
-        if (op == JGP_DIV && jg_dtype_of(x) == JG_I64 && jg_dtype_of(y) == JG_I64)
+        if (op == JGP_DIV && !jgp_dtype_is_float(jg_dtype_of(x)) &&
+            !jgp_dtype_is_float(jg_dtype_of(y)))
             return finish2(jg_div, jg_keep(jg_to_dtype(x, JG_F32)),
                            jg_keep(jg_to_dtype(y, JG_F32)));
         return jgp_wrap_new(ops[op](x, y));
@@ -54,7 +60,7 @@ PyObject *jgp_binary(PyObject *a, PyObject *b, int op) {
     jg_tensor *t = promote_for_scalar(jgp_t(to), so);
     if (!t)
         return jgp_raise();
-    if (op == JGP_DIV && jg_dtype_of(t) == JG_I64) {
+    if (op == JGP_DIV && !jgp_dtype_is_float(jg_dtype_of(t))) {
         jg_tensor *f = jg_keep(jg_to_dtype(t, JG_F32));
         jg_release(t);
         if (!(t = f))
@@ -141,20 +147,38 @@ static PyObject *inplace(PyObject *a, PyObject *b, int op, double alpha) {
         Py_RETURN_NOTIMPLEMENTED;
     jg_tensor *x = jgp_t(a);
     int rc;
+    if (op == JGP_DIV && !jgp_dtype_is_float(jg_dtype_of(x))) {
+        /* true division gives float, which self cannot hold */
+        PyErr_Format(PyExc_RuntimeError,
+                     "result type Float can't be cast to the desired output type %s",
+                     jg_dtype_of(x) == JG_BOOL  ? "Bool"
+                     : jg_dtype_of(x) == JG_I32 ? "Int"
+                                                : "Long");
+        return NULL;
+    }
     if (is_scalar(b)) {
         double s = PyFloat_AsDouble(b);
         if (s == -1.0 && PyErr_Occurred())
             return NULL;
-        if (op == JGP_MUL) {
+        /* the number's dtype as PyTorch promotes it against x: the in-place
+         * op refuses a result x cannot hold (int64 += 1.5) */
+        jg_dtype d = jg_dtype_of(x);
+        if (!jgp_dtype_is_float(d) && PyFloat_Check(b))
+            d = JG_F32;
+        else if (d == JG_BOOL && !PyBool_Check(b))
+            d = JG_I64;
+        if (op == JGP_MUL && d == jg_dtype_of(x)) {
             rc = jg_mul_scalar_(x, s);
         } else {
-            jg_tensor *c = scalar_tensor(jg_dtype_of(x), op == JGP_DIV ? s : s * alpha);
+            jg_tensor *c = scalar_tensor(d, op == JGP_DIV || op == JGP_MUL ? s : s * alpha);
             if (!c)
                 return jgp_raise();
             if (op == JGP_ADD) {
                 rc = jg_add_(x, c);
             } else if (op == JGP_SUB) {
                 rc = jg_sub_(x, c);
+            } else if (op == JGP_MUL) {
+                rc = jg_mul_(x, c);
             } else {
                 rc = jg_div_(x, c);
             }
@@ -201,6 +225,12 @@ static PyObject *nb_abs(PyObject *a) {
     return jgp_wrap_new(jg_abs(jgp_t(a)));
 }
 
+/* comparisons and bool ops (below) */
+static PyObject *nb_invert(PyObject *a);
+static PyObject *nb_and(PyObject *a, PyObject *b);
+static PyObject *nb_or(PyObject *a, PyObject *b);
+static PyObject *nb_xor(PyObject *a, PyObject *b);
+
 PyNumberMethods jgp_tensor_as_number = {
     .nb_add = nb_add,
     .nb_subtract = nb_sub,
@@ -215,6 +245,10 @@ PyNumberMethods jgp_tensor_as_number = {
     .nb_inplace_subtract = nb_isub,
     .nb_inplace_multiply = nb_imul,
     .nb_inplace_true_divide = nb_idiv,
+    .nb_invert = nb_invert,
+    .nb_and = nb_and,
+    .nb_or = nb_or,
+    .nb_xor = nb_xor,
 };
 
 /* ------------------------------------------------------------ arithmetic methods */
@@ -701,6 +735,297 @@ static PyObject *m_long(PyObject *self, PyObject *unused) {
     (void)unused;
     return cast(self, JG_I64);
 }
+static PyObject *m_int(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return cast(self, JG_I32);
+}
+static PyObject *m_bool(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return cast(self, JG_BOOL);
+}
+
+/* ------------------------------------------------------------ comparisons and logical ops */
+
+enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE };
+
+/* self <op> other for a tensor or a Python number; NotImplemented for
+ * anything else (so == None is False and < "a" a TypeError, as in
+ * PyTorch). */
+static PyObject *compare(PyObject *self, PyObject *other, int op);
+
+/* A NumPy scalar (or 0-d array: ndim 0 and item()) compares as the Python
+ * number item() gives; anything else is NotImplemented. */
+static PyObject *compare_numpy_scalar(PyObject *self, PyObject *other, int op) {
+    if (PyUnicode_Check(other) || PyBytes_Check(other) || !PyObject_HasAttrString(other, "ndim") ||
+        !PyObject_HasAttrString(other, "item"))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *nd = PyObject_GetAttrString(other, "ndim");
+    long ndim = nd && PyLong_Check(nd) ? PyLong_AsLong(nd) : -1;
+    Py_XDECREF(nd);
+    PyErr_Clear();
+    if (ndim != 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *v = PyObject_CallMethod(other, "item", NULL);
+    if (!v)
+        return NULL;
+    PyObject *r = is_scalar(v) ? compare(self, v, op) : Py_NewRef(Py_NotImplemented);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *compare(PyObject *self, PyObject *other, int op) {
+    typedef jg_tensor *(*tt_fn)(jg_tensor *, jg_tensor *);
+    typedef jg_tensor *(*ts_fn)(jg_tensor *, double);
+    static const tt_fn tt[] = {jg_eq, jg_ne, jg_lt, jg_le, jg_gt, jg_ge};
+    static const ts_fn ts[] = {jg_eq_scalar, jg_ne_scalar, jg_lt_scalar,
+                               jg_le_scalar, jg_gt_scalar, jg_ge_scalar};
+    if (jgp_is_tensor(other))
+        return jgp_wrap_new(tt[op](jgp_t(self), jgp_t(other)));
+    if (!is_scalar(other))
+        return compare_numpy_scalar(self, other, op);
+    double s = PyFloat_AsDouble(other);
+    if (s == -1.0 && PyErr_Occurred())
+        return NULL;
+    jg_tensor *t = promote_for_scalar(jgp_t(self), other);
+    PyObject *r = t ? jgp_wrap_new(ts[op](t, s)) : jgp_raise();
+    jg_release(t);
+    return r;
+}
+
+static PyObject *tensor_richcompare(PyObject *self, PyObject *other, int pyop) {
+    static const int map[] = {[Py_EQ] = CMP_EQ, [Py_NE] = CMP_NE, [Py_LT] = CMP_LT,
+                              [Py_LE] = CMP_LE, [Py_GT] = CMP_GT, [Py_GE] = CMP_GE};
+    if (!jgp_is_tensor(self)) /* reflected: Python swapped the operands and the op */
+        Py_RETURN_NOTIMPLEMENTED;
+    return compare(self, other, map[pyop]);
+}
+richcmpfunc jgp_tensor_richcompare = tensor_richcompare;
+
+#define CMP_METHOD(name, OP)                                                                       \
+    static PyObject *m_##name(PyObject *self, PyObject *other) {                                   \
+        PyObject *r = compare(self, other, OP);                                                    \
+        if (r == Py_NotImplemented) {                                                              \
+            Py_DECREF(r);                                                                          \
+            PyErr_Format(PyExc_TypeError,                                                          \
+                         #name "(): argument 'other' must be Tensor or Number, not %s",            \
+                         Py_TYPE(other)->tp_name);                                                 \
+            return NULL;                                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+CMP_METHOD(eq, CMP_EQ)
+CMP_METHOD(ne, CMP_NE)
+CMP_METHOD(lt, CMP_LT)
+CMP_METHOD(le, CMP_LE)
+CMP_METHOD(gt, CMP_GT)
+CMP_METHOD(ge, CMP_GE)
+
+/* A Python number or one-element tensor as a 0-d tensor we own: in like's
+ * dtype when like is floating or the number is integral, else float32
+ * (PyTorch's promotion of a Python scalar against a tensor). */
+static jg_tensor *as_tensor_like(PyObject *o, jg_tensor *like) {
+    if (jgp_is_tensor(o))
+        return jg_retain(jgp_t(o));
+    if (!is_scalar(o)) {
+        PyErr_Format(PyExc_TypeError, "expected a Tensor or a number, got %s", Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    jg_dtype d = like ? jg_dtype_of(like) : JG_I64;
+    if (PyFloat_Check(o) && !jgp_dtype_is_float(d))
+        d = JG_F32;
+    else if (PyBool_Check(o) && !like)
+        d = JG_BOOL;
+    else if (!PyBool_Check(o) && d == JG_BOOL)
+        d = JG_I64;
+    jg_tensor *t = jg_keep(jg_scalar(d, v));
+    if (!t)
+        jgp_raise();
+    return t;
+}
+
+/* logical_and/or/xor with a tensor or a number */
+#define LOGICAL_METHOD(name)                                                                       \
+    static PyObject *m_##name(PyObject *self, PyObject *other) {                                   \
+        jg_tensor *o = as_tensor_like(other, jgp_t(self));                                         \
+        if (!o)                                                                                    \
+            return NULL;                                                                           \
+        PyObject *r = jgp_wrap_new(jg_##name(jgp_t(self), o));                                     \
+        jg_release(o);                                                                             \
+        return r;                                                                                  \
+    }
+LOGICAL_METHOD(logical_and)
+LOGICAL_METHOD(logical_or)
+LOGICAL_METHOD(logical_xor)
+
+static PyObject *m_logical_not(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return jgp_wrap_new(jg_logical_not(jgp_t(self)));
+}
+
+/* ~, &, |, ^: PyTorch's bitwise ops, which jitgrad has for bool tensors
+ * only (where they are the logical ones). */
+static int need_bool(PyObject *a, const char *op) {
+    if (jgp_is_tensor(a) && jg_dtype_of(jgp_t(a)) == JG_BOOL)
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "jitgrad: the %s operator is supported on bool tensors only (got %s); use "
+                 "logical_and/or/xor/not for other dtypes",
+                 op, jgp_is_tensor(a) ? jg_dtype_name(jg_dtype_of(jgp_t(a))) : Py_TYPE(a)->tp_name);
+    return -1;
+}
+
+static PyObject *nb_invert(PyObject *a) {
+    if (need_bool(a, "~") < 0)
+        return NULL;
+    return jgp_wrap_new(jg_logical_not(jgp_t(a)));
+}
+
+static PyObject *bitwise(PyObject *a, PyObject *b, jg_tensor *(*fn)(jg_tensor *, jg_tensor *),
+                         const char *op) {
+    if (!jgp_is_tensor(a)) { /* reflected */
+        PyObject *t = a;
+        a = b;
+        b = t;
+    }
+    if (!jgp_is_tensor(b) && !PyBool_Check(b))
+        Py_RETURN_NOTIMPLEMENTED;
+    if (need_bool(a, op) < 0 || (jgp_is_tensor(b) && need_bool(b, op) < 0))
+        return NULL;
+    jg_tensor *o = as_tensor_like(b, jgp_t(a));
+    if (!o)
+        return NULL;
+    PyObject *r = jgp_wrap_new(fn(jgp_t(a), o));
+    jg_release(o);
+    return r;
+}
+static PyObject *nb_and(PyObject *a, PyObject *b) {
+    return bitwise(a, b, jg_logical_and, "&");
+}
+static PyObject *nb_or(PyObject *a, PyObject *b) {
+    return bitwise(a, b, jg_logical_or, "|");
+}
+static PyObject *nb_xor(PyObject *a, PyObject *b) {
+    return bitwise(a, b, jg_logical_xor, "^");
+}
+
+/* any() / any(dim, keepdim=False), and all */
+static PyObject *any_all(PyObject *self, PyObject *args, PyObject *kw, bool all) {
+    static char *kwlist[] = {"dim", "keepdim", NULL};
+    PyObject *dim = Py_None;
+    int keepdim = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, all ? "|Op:all" : "|Op:any", kwlist, &dim, &keepdim))
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    if (dim == Py_None)
+        return jgp_wrap_new(all ? jg_all(t) : jg_any(t));
+    long d = PyLong_AsLong(dim);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    return jgp_wrap_new(all ? jg_all_dim(t, (int)d, keepdim) : jg_any_dim(t, (int)d, keepdim));
+}
+static PyObject *m_any(PyObject *self, PyObject *args, PyObject *kw) {
+    return any_all(self, args, kw, false);
+}
+static PyObject *m_all(PyObject *self, PyObject *args, PyObject *kw) {
+    return any_all(self, args, kw, true);
+}
+
+/* masked_fill(mask, value): value a number or a one-element tensor */
+static PyObject *masked_fill(PyObject *self, PyObject *args, bool inplace) {
+    PyObject *mask, *value;
+    if (!PyArg_ParseTuple(args, inplace ? "OO:masked_fill_" : "OO:masked_fill", &mask, &value))
+        return NULL;
+    if (!jgp_is_tensor(mask)) {
+        PyErr_Format(PyExc_TypeError, "masked_fill(): argument 'mask' must be Tensor, not %s",
+                     Py_TYPE(mask)->tp_name);
+        return NULL;
+    }
+    double v;
+    if (jgp_is_tensor(value)) {
+        jg_tensor *vt = jgp_t(value);
+        if (jg_ndim(vt) != 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                         "with %d dimension(s).",
+                         jg_ndim(vt));
+            return NULL;
+        }
+        v = jg_item(vt);
+        if (isnan(v) && jg_last_error()[0])
+            return jgp_raise();
+    } else {
+        v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    jg_tensor *x = jgp_t(self);
+    if (!inplace)
+        return jgp_wrap_new(jg_masked_fill(x, jgp_t(mask), v));
+    /* in place: the filled tensor copied into self (x's shape is kept).  It
+     * fills a clone: masked_fill saves its input for backward, and self
+     * changes. */
+    jg_tensor *c = jg_keep(jg_clone(x));
+    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, jgp_t(mask), v)) : NULL;
+    jg_release(c);
+    if (!f)
+        return jgp_raise();
+    int rc = 0;
+    if (jg_ndim(f) != jg_ndim(x) ||
+        memcmp(jg_shape(f), jg_shape(x), sizeof(int64_t) * (size_t)jg_ndim(x)) != 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "masked_fill_: the mask must broadcast to the shape of self");
+        rc = -1;
+    } else if (jg_copy_(x, f) < 0) {
+        rc = -1;
+        jgp_raise();
+    }
+    jg_release(f);
+    return rc < 0 ? NULL : Py_NewRef(self);
+}
+static PyObject *m_masked_fill(PyObject *self, PyObject *args) {
+    return masked_fill(self, args, false);
+}
+static PyObject *m_masked_fill_(PyObject *self, PyObject *args) {
+    return masked_fill(self, args, true);
+}
+
+/* where(cond, x, y) with x and y tensors or numbers */
+static PyObject *where3(PyObject *cond, PyObject *x, PyObject *y) {
+    if (!jgp_is_tensor(cond)) {
+        PyErr_Format(PyExc_TypeError, "where(): argument 'condition' must be Tensor, not %s",
+                     Py_TYPE(cond)->tp_name);
+        return NULL;
+    }
+    jg_tensor *like = jgp_is_tensor(x) ? jgp_t(x) : jgp_is_tensor(y) ? jgp_t(y) : NULL;
+    jg_tensor *a = as_tensor_like(x, like), *b = a ? as_tensor_like(y, like) : NULL;
+    PyObject *r = a && b ? jgp_wrap_new(jg_where(jgp_t(cond), a, b)) : NULL;
+    jg_release(a);
+    jg_release(b);
+    return r;
+}
+
+static PyObject *m_where(PyObject *self, PyObject *args) {
+    PyObject *cond, *other;
+    if (!PyArg_ParseTuple(args, "OO:where", &cond, &other))
+        return NULL;
+    return where3(cond, self, other);
+}
+
+static PyObject *f_where(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *cond, *x = NULL, *y = NULL;
+    if (!PyArg_ParseTuple(args, "O|OO:where", &cond, &x, &y))
+        return NULL;
+    if (!x || !y) {
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "jitgrad: where(condition) with one argument (nonzero) is not supported");
+        return NULL;
+    }
+    return where3(cond, x, y);
+}
 
 /* to(dtype) / to(device) / to(device, dtype) / to(tensor) / to(dtype=...) */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kw) {
@@ -711,8 +1036,10 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kw) {
         bool given;
         if (jgp_is_tensor(a)) {
             d = jg_dtype_of(jgp_t(a));
-        } else if (PyObject_TypeCheck(a, &JGDtype_Type)) {
-            jgp_parse_dtype(a, &d, &given);
+        } else if (PyObject_TypeCheck(a, &JGDtype_Type) ||
+                   PyObject_HasAttrString(a, "_unsupported_dtype")) {
+            if (jgp_parse_dtype(a, &d, &given) < 0)
+                return NULL;
         } else if (jgp_check_device(a) < 0) {
             return NULL;
         }
@@ -798,6 +1125,23 @@ PyMethodDef jgp_tensor_op_methods[] = {
     {"double", m_double, METH_NOARGS, NULL},
     {"long", m_long, METH_NOARGS, NULL},
     {"to", CF(m_to), KW, NULL},
+    {"int", m_int, METH_NOARGS, NULL},
+    {"bool", m_bool, METH_NOARGS, NULL},
+    {"eq", m_eq, METH_O, NULL},
+    {"ne", m_ne, METH_O, NULL},
+    {"lt", m_lt, METH_O, NULL},
+    {"le", m_le, METH_O, NULL},
+    {"gt", m_gt, METH_O, NULL},
+    {"ge", m_ge, METH_O, NULL},
+    {"logical_and", m_logical_and, METH_O, NULL},
+    {"logical_or", m_logical_or, METH_O, NULL},
+    {"logical_xor", m_logical_xor, METH_O, NULL},
+    {"logical_not", m_logical_not, METH_NOARGS, NULL},
+    {"any", CF(m_any), KW, NULL},
+    {"all", CF(m_all), KW, NULL},
+    {"masked_fill", m_masked_fill, METH_VARARGS, NULL},
+    {"masked_fill_", m_masked_fill_, METH_VARARGS, NULL},
+    {"where", m_where, METH_VARARGS, NULL},
     {"type_as", m_type_as, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -832,6 +1176,7 @@ static PyObject *f_cross_entropy(PyObject *mod, PyObject *args) {
 
 PyMethodDef jgp_module_op_functions[] = {
     {"_cross_entropy", f_cross_entropy, METH_VARARGS, NULL},
+    {"where", f_where, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

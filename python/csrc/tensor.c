@@ -11,8 +11,17 @@ PyTypeObject *JGTensor_Type;
 
 /* ------------------------------------------------------------ dtypes */
 
-static JGDtype dtype_objs[3];
-static const char *const dtype_names[3] = {"float32", "float64", "int64"};
+#define N_DTYPES 5 /* JG_F32 .. JG_I32 */
+static JGDtype dtype_objs[N_DTYPES];
+static const char *const dtype_names[N_DTYPES] = {"float32", "float64", "int64", "bool", "int32"};
+
+bool jgp_dtype_is_float(jg_dtype d) {
+    return d == JG_F32 || d == JG_F64;
+}
+
+size_t jgp_dtype_size(jg_dtype d) {
+    return d == JG_BOOL ? 1 : d == JG_F32 || d == JG_I32 ? 4 : 8;
+}
 
 static PyObject *dtype_repr(PyObject *self) {
     return PyUnicode_FromFormat("jitgrad.%s", dtype_names[((JGDtype *)self)->d]);
@@ -20,12 +29,12 @@ static PyObject *dtype_repr(PyObject *self) {
 
 static PyObject *dtype_is_floating_point(PyObject *self, void *closure) {
     (void)closure;
-    return PyBool_FromLong(((JGDtype *)self)->d != JG_I64);
+    return PyBool_FromLong(jgp_dtype_is_float(((JGDtype *)self)->d));
 }
 
 static PyObject *dtype_itemsize(PyObject *self, void *closure) {
     (void)closure;
-    return PyLong_FromLong(((JGDtype *)self)->d == JG_F32 ? 4 : 8);
+    return PyLong_FromSize_t(jgp_dtype_size(((JGDtype *)self)->d));
 }
 
 static PyGetSetDef dtype_getset[] = {
@@ -56,9 +65,23 @@ int jgp_parse_dtype(PyObject *o, jg_dtype *d, bool *given) {
         *d = JG_F32;
     } else if (o == (PyObject *)&PyLong_Type) {
         *d = JG_I64;
+    } else if (o == (PyObject *)&PyBool_Type) {
+        *d = JG_BOOL;
     } else {
-        PyErr_Format(PyExc_TypeError, "expected a jitgrad dtype (float32, float64, int64), got %R",
-                     o);
+        /* jitgrad.float16 and friends name dtypes jitgrad has no kernels for */
+        PyObject *un = PyObject_GetAttrString(o, "_unsupported_dtype");
+        if (!un)
+            PyErr_Clear();
+        if (un && PyUnicode_Check(un))
+            PyErr_Format(PyExc_TypeError,
+                         "jitgrad does not support dtype %U (supported: float32, float64, int64, "
+                         "int32, bool)",
+                         un);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "expected a jitgrad dtype (float32, float64, int64, int32, bool), got %R",
+                         o);
+        Py_XDECREF(un);
         return -1;
     }
     *given = true;
@@ -214,7 +237,7 @@ static int set_requires_grad_impl(jg_tensor *t, bool on) {
                         "differentiation use var_no_grad = var.detach().");
         return -1;
     }
-    if (on && jg_dtype_of(t) == JG_I64) {
+    if (on && !jgp_dtype_is_float(jg_dtype_of(t))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "only Tensors of floating point dtype can require gradients");
         return -1;
@@ -361,12 +384,12 @@ static PyObject *m_is_contiguous(PyObject *self, PyObject *unused) {
 
 static PyObject *m_element_size(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyLong_FromLong(jg_dtype_of(jgp_t(self)) == JG_F32 ? 4 : 8);
+    return PyLong_FromSize_t(jgp_dtype_size(jg_dtype_of(jgp_t(self))));
 }
 
 static PyObject *m_is_floating_point(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyBool_FromLong(jg_dtype_of(jgp_t(self)) != JG_I64);
+    return PyBool_FromLong(jgp_dtype_is_float(jg_dtype_of(jgp_t(self))));
 }
 
 static PyObject *m_same_storage(PyObject *self, PyObject *other) {
@@ -391,7 +414,7 @@ static PyObject *m_requires_grad_(PyObject *self, PyObject *args, PyObject *kw) 
 /* Copies the elements out, row-major, as doubles or int64s. */
 static void *copy_out(jg_tensor *t, size_t *nbytes) {
     int64_t n = jg_numel(t);
-    size_t bytes = (size_t)n * (jg_dtype_of(t) == JG_F32 ? 4 : 8);
+    size_t bytes = (size_t)n * jgp_dtype_size(jg_dtype_of(t));
     void *buf = PyMem_Malloc(bytes ? bytes : 1);
     if (!buf) {
         PyErr_NoMemory();
@@ -412,6 +435,10 @@ static PyObject *scalar_at(jg_dtype d, const void *buf, int64_t i) {
         return PyFloat_FromDouble(((const float *)buf)[i]);
     case JG_F64:
         return PyFloat_FromDouble(((const double *)buf)[i]);
+    case JG_BOOL:
+        return PyBool_FromLong(((const bool *)buf)[i]);
+    case JG_I32:
+        return PyLong_FromLong(((const int32_t *)buf)[i]);
     default:
         return PyLong_FromLongLong(((const int64_t *)buf)[i]);
     }
@@ -499,7 +526,7 @@ static PyObject *m_int_(PyObject *self) {
 
 static PyObject *m_index_(PyObject *self) {
     jg_tensor *t = jgp_t(self);
-    if (jg_dtype_of(t) != JG_I64 || jg_numel(t) != 1) {
+    if ((jg_dtype_of(t) != JG_I64 && jg_dtype_of(t) != JG_I32) || jg_numel(t) != 1) {
         PyErr_SetString(PyExc_TypeError, "only integer tensors of a single element can be "
                                          "converted to an index");
         return NULL;
@@ -542,7 +569,7 @@ static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags) {
         return -1;
     }
     int nd = jg_ndim(t);
-    Py_ssize_t item = jg_dtype_of(t) == JG_F32 ? 4 : 8;
+    Py_ssize_t item = (Py_ssize_t)jgp_dtype_size(jg_dtype_of(t));
     Py_ssize_t *dims = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * nd + 1));
     if (!dims) {
         PyErr_NoMemory();
@@ -565,10 +592,9 @@ static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     view->len = (Py_ssize_t)jg_numel(t) * item;
     view->readonly = 0;
     view->itemsize = item;
-    view->format = (flags & PyBUF_FORMAT) ? (char *)(jg_dtype_of(t) == JG_F32   ? "f"
-                                                     : jg_dtype_of(t) == JG_F64 ? "d"
-                                                                                : "q")
-                                          : NULL;
+    static const char *const formats[N_DTYPES] = {
+        [JG_F32] = "f", [JG_F64] = "d", [JG_I64] = "q", [JG_BOOL] = "?", [JG_I32] = "i"};
+    view->format = (flags & PyBUF_FORMAT) ? (char *)formats[jg_dtype_of(t)] : NULL;
     view->ndim = nd;
     view->shape = (flags & PyBUF_ND) ? dims : NULL;
     view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + nd : NULL;
@@ -709,9 +735,66 @@ static jg_tensor *index_view(jg_tensor *x, PyObject *key) {
     return cur;
 }
 
+/* x[mask] (or x[(mask,)]) for a bool tensor mask. */
+static PyObject *bool_mask_key(PyObject *key) {
+    if (PyTuple_Check(key) && PyTuple_GET_SIZE(key) == 1)
+        key = PyTuple_GET_ITEM(key, 0);
+    return jgp_is_tensor(key) && jg_dtype_of(jgp_t(key)) == JG_BOOL ? key : NULL;
+}
+
 static PyObject *m_getitem(PyObject *self, PyObject *key) {
+    PyObject *mask = bool_mask_key(key);
+    if (mask) {
+        jg_tensor *r = jg_mask_select_rows(jgp_t(self), jgp_t(mask));
+        if (!r && strstr(jg_last_error(), "does not match the shape")) {
+            PyErr_SetString(PyExc_IndexError, jg_last_error());
+            jg_clear_error();
+            return NULL;
+        }
+        return jgp_wrap_new(r);
+    }
     jg_tensor *v = index_view(jgp_t(self), key);
     return v ? jgp_wrap(v) : NULL;
+}
+
+/* x[mask] = number: masked_fill over mask's leading dims, copied into x
+ * (so autograd sees a copy_ of the filled tensor). */
+static int masked_assign(jg_tensor *x, jg_tensor *mask, PyObject *value) {
+    double v;
+    if (jgp_is_tensor(value)) {
+        if (jg_numel(jgp_t(value)) != 1) {
+            PyErr_SetString(PyExc_NotImplementedError,
+                            "jitgrad: x[mask] = tensor supports one-element values only");
+            return -1;
+        }
+        v = jg_item(jgp_t(value));
+    } else {
+        v = PyFloat_AsDouble(value);
+    }
+    if (v == -1.0 && PyErr_Occurred())
+        return -1;
+    if (isnan(v) && jgp_is_tensor(value) && jg_last_error()[0])
+        return jgp_raise_int();
+    int nd = jg_ndim(x), md = jg_ndim(mask);
+    if (md > nd || memcmp(jg_shape(mask), jg_shape(x), sizeof(int64_t) * (size_t)md) != 0) {
+        /* the message jg_mask_select_rows gives */
+        jg_tensor *r = jg_mask_select_rows(x, mask);
+        jg_release(r);
+        PyErr_SetString(PyExc_IndexError, jg_last_error());
+        jg_clear_error();
+        return -1;
+    }
+    int64_t shape[JG_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        shape[d] = d < md ? jg_shape(mask)[d] : 1;
+    /* masked_fill saves its input for backward, and x changes: fill a clone */
+    jg_tensor *m = jg_keep(jg_reshape(mask, nd, shape)), *c = m ? jg_keep(jg_clone(x)) : NULL;
+    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, m, v)) : NULL;
+    int rc = f ? jg_copy_(x, f) : -1;
+    jg_release(f);
+    jg_release(c);
+    jg_release(m);
+    return rc < 0 ? jgp_raise_int() : 0;
 }
 
 static int m_setitem(PyObject *self, PyObject *key, PyObject *value) {
@@ -719,6 +802,9 @@ static int m_setitem(PyObject *self, PyObject *key, PyObject *value) {
         PyErr_SetString(PyExc_TypeError, "cannot delete tensor elements");
         return -1;
     }
+    PyObject *mask = bool_mask_key(key);
+    if (mask)
+        return masked_assign(jgp_t(self), jgp_t(mask), value);
     jg_tensor *v = index_view(jgp_t(self), key);
     if (!v)
         return -1;
@@ -770,8 +856,12 @@ static PyMemberDef tensor_members[] = {
 
 #define MAX_SLOTS 96
 
+static Py_hash_t tensor_hash(PyObject *self) {
+    return PyBaseObject_Type.tp_hash(self);
+}
+
 int jgp_tensor_init_type(PyObject *module) {
-    for (int d = 0; d < 3; d++) {
+    for (int d = 0; d < N_DTYPES; d++) {
         if (PyType_Ready(&JGDtype_Type) < 0)
             return -1;
         PyObject_Init((PyObject *)&dtype_objs[d], &JGDtype_Type);
@@ -792,6 +882,9 @@ int jgp_tensor_init_type(PyObject *module) {
     slots[k++] = (PyType_Slot){Py_nb_index, m_index_};
     slots[k++] = (PyType_Slot){Py_bf_getbuffer, tensor_getbuffer};
     slots[k++] = (PyType_Slot){Py_bf_releasebuffer, tensor_releasebuffer};
+    /* == is elementwise; hashing stays by identity (PyTorch's too) */
+    slots[k++] = (PyType_Slot){Py_tp_richcompare, jgp_tensor_richcompare};
+    slots[k++] = (PyType_Slot){Py_tp_hash, tensor_hash};
     /* methods: this file's, the ops' and autograd's, merged */
     static PyMethodDef all[256];
     int m = 0;
@@ -813,7 +906,11 @@ int jgp_tensor_init_type(PyObject *module) {
                 Py_nb_inplace_add,
                 Py_nb_inplace_subtract,
                 Py_nb_inplace_multiply,
-                Py_nb_inplace_true_divide};
+                Py_nb_inplace_true_divide,
+                Py_nb_invert,
+                Py_nb_and,
+                Py_nb_or,
+                Py_nb_xor};
     void *nbf[] = {jgp_tensor_as_number.nb_add,
                    jgp_tensor_as_number.nb_subtract,
                    jgp_tensor_as_number.nb_multiply,
@@ -826,7 +923,11 @@ int jgp_tensor_init_type(PyObject *module) {
                    jgp_tensor_as_number.nb_inplace_add,
                    jgp_tensor_as_number.nb_inplace_subtract,
                    jgp_tensor_as_number.nb_inplace_multiply,
-                   jgp_tensor_as_number.nb_inplace_true_divide};
+                   jgp_tensor_as_number.nb_inplace_true_divide,
+                   jgp_tensor_as_number.nb_invert,
+                   jgp_tensor_as_number.nb_and,
+                   jgp_tensor_as_number.nb_or,
+                   jgp_tensor_as_number.nb_xor};
     for (size_t i = 0; i < sizeof nb / sizeof *nb; i++)
         if (nbf[i])
             slots[k++] = (PyType_Slot){nb[i], nbf[i]};
@@ -840,7 +941,7 @@ int jgp_tensor_init_type(PyObject *module) {
     if (PyModule_AddObjectRef(module, "Tensor", (PyObject *)JGTensor_Type) < 0 ||
         PyModule_AddObjectRef(module, "dtype", (PyObject *)&JGDtype_Type) < 0)
         return -1;
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < N_DTYPES; d++)
         if (PyModule_AddObjectRef(module, dtype_names[d], (PyObject *)&dtype_objs[d]) < 0)
             return -1;
     return 0;

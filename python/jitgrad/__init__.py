@@ -16,6 +16,8 @@ from ._C import (  # noqa: F401
     float32,
     float64,
     int64,
+    int32,
+    bool,
     tensor,
     from_numpy,
     randn,
@@ -34,13 +36,30 @@ from ._C import (  # noqa: F401
 float = float32  # noqa: A001  (PyTorch's aliases)
 double = float64
 long = int64
+int = int32  # noqa: A001
+
+
+class _UnsupportedDtype:
+    """A PyTorch dtype name jitgrad has no kernels for: using it raises."""
+
+    __slots__ = ("_unsupported_dtype",)
+
+    def __init__(self, name):
+        self._unsupported_dtype = name
+
+    def __repr__(self):
+        return f"jitgrad.{self._unsupported_dtype}"
+
+
+float16 = half = _UnsupportedDtype("float16")
+bfloat16 = _UnsupportedDtype("bfloat16")
 Size = tuple
 
 
 def manual_seed(seed):
     """Seeds jitgrad's generator (a counter-based SplitMix64: the same seed
     gives the same numbers on every machine, but not PyTorch's numbers)."""
-    _C.manual_seed(int(seed))
+    _C.manual_seed(_builtins.int(seed))
 
 
 class device:
@@ -102,7 +121,7 @@ class enable_grad(_GradMode):
 
 class set_grad_enabled(_GradMode):
     def __init__(self, mode):
-        self._mode = bool(mode)
+        self._mode = _builtins.bool(mode)
         self._prev = _C._set_grad_enabled(self._mode)  # takes effect at once, like PyTorch's
 
     def __enter__(self):
@@ -125,7 +144,7 @@ class set_grad_enabled(_GradMode):
 
 def _fmt_floats(values):
     finite = [v for v in values if v == v and v not in (_math.inf, -_math.inf)]
-    ints = all(v == int(v) for v in finite) if finite else True
+    ints = _builtins.all(v == _builtins.int(v) for v in finite) if finite else True
     big = _builtins.max((_builtins.abs(v) for v in finite), default=0.0)
     small = _builtins.min((_builtins.abs(v) for v in finite if v != 0), default=1.0)
     sci = finite and (big >= 1e8 or small < 1e-4)
@@ -138,7 +157,7 @@ def _fmt_floats(values):
         elif sci:
             out.append(f"{v:.4e}")
         elif ints:
-            out.append(f"{int(v)}.")
+            out.append(f"{_builtins.int(v)}.")
         else:
             out.append(f"{v:.4f}")
     width = _builtins.max((len(s) for s in out), default=0)
@@ -170,7 +189,7 @@ def _tensor_repr(self):
     except Exception:  # a symbolic tensor while tracing: no values yet
         return f"tensor(<traced {self.dtype} {list(self.shape)}>)"
     values = list(_flat(data))
-    if self.dtype is int64:
+    if self.dtype in (int64, int32, bool):
         strs = [str(v) for v in values]
         width = _builtins.max((len(s) for s in strs), default=0)
         strs = [s.rjust(width) for s in strs]
@@ -180,7 +199,7 @@ def _tensor_repr(self):
     extra = []
     if self.numel() == 0:
         extra.append(f"size={tuple(self.shape)}")
-    if self.dtype is float64 or (self.dtype is int64 and self.numel() == 0):
+    if self.dtype in (float64, int32) or (self.dtype in (int64, bool) and self.numel() == 0):
         extra.append(f"dtype={self.dtype}")
     name = self._grad_fn_name
     if name is not None:
@@ -262,7 +281,8 @@ for _name in (
     "exp", "log", "tanh", "sigmoid", "relu", "abs", "sqrt", "neg", "sum", "mean", "max",
     "softmax", "log_softmax", "reshape", "t", "transpose", "permute", "detach", "clone",
     "matmul", "mm", "add", "sub", "mul", "div", "pow", "square", "flatten", "squeeze",
-    "unsqueeze", "numel", "is_floating_point",
+    "unsqueeze", "numel", "is_floating_point", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "any", "all", "masked_fill",
 ):
     globals()[_name] = _method(_name)
 del _name
@@ -318,7 +338,7 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     b = _BACKENDS[backend]
     if b == "auto" and _shutil.which("cc") is None and _shutil.which("gcc") is None:
         b = "interp"
-    compiled = _C.Compiled(fn, b, bool(fullgraph), bool(verify))
+    compiled = _C.Compiled(fn, b, _builtins.bool(fullgraph), _builtins.bool(verify))
 
     @_functools.wraps(fn)
     def compiled_fn(*args, **kwargs):
@@ -331,27 +351,4 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
 HAS_COMPILER = _C.HAS_COMPILER
 
 
-# ---- comparisons: jitgrad has no comparison ops; a one-element tensor
-# compares by value and gives a Python bool (PyTorch gives a bool tensor) ----
-
-
-def _comparison(op):
-    import operator
-
-    f = getattr(operator, op)
-
-    def cmp(self, other):
-        if isinstance(other, Tensor):
-            other = other.item()
-        if self.numel() != 1:
-            raise NotImplementedError(f"jitgrad: elementwise comparison ({op}) of a tensor with "
-                                      f"{self.numel()} elements is not supported")
-        return f(self.item(), other)
-
-    cmp.__name__ = f"__{op}__"
-    return cmp
-
-
-for _op in ("lt", "le", "gt", "ge"):
-    setattr(Tensor, f"__{_op}__", _comparison(_op))
-del _op
+where = _C.where

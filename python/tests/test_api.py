@@ -48,7 +48,7 @@ def test_numpy_zero_copy_and_from_numpy():
     b = np.arange(6, dtype=np.float64).reshape(2, 3)
     y = jg.from_numpy(b)
     assert y.dtype is jg.float64 and y.tolist() == b.tolist()
-    assert jg.tensor(np.array([1, 2], dtype=np.int32)).dtype is jg.int64
+    assert jg.tensor(np.array([1, 2], dtype=np.int32)).dtype is jg.int32  # as torch.int32
 
 
 def test_grad_settable_and_requires_grad_():

@@ -239,14 +239,19 @@ static const char *ctype(jg_dtype d) {
         return "double";
     case JG_I64:
         return "int64_t";
+    case JG_BOOL:
+        return "_Bool";
+    case JG_I32:
+        return "int32_t";
     }
     return "?";
 }
 
-/* Writes expr with the identifiers a, b, s and T replaced (numbers are
- * copied whole, so the b of 0x1b is not an operand). */
+/* Writes expr with the identifiers a, b, s, T (the result's C type) and A
+ * (operand a's C type) replaced (numbers are copied whole, so the b of 0x1b
+ * is not an operand). */
 static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, const char *rs,
-                     const char *rt, const char *opname) {
+                     const char *rt, const char *rta, const char *opname) {
     const char *p = expr;
     while (*p) {
         if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
@@ -263,8 +268,13 @@ static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, 
             size_t n = (size_t)(q - p);
             const char *r = NULL;
             if (n == 1)
-                r = *p == 'a' ? ra : *p == 'b' ? rb : *p == 's' ? rs : *p == 'T' ? rt : NULL;
-            if (n == 1 && strchr("absT", *p) && !r)
+                r = *p == 'a'   ? ra
+                    : *p == 'b' ? rb
+                    : *p == 's' ? rs
+                    : *p == 'T' ? rt
+                    : *p == 'A' ? rta
+                                : NULL;
+            if (n == 1 && strchr("absTA", *p) && !r)
                 return jg_errorf("cgen: the expression of %s uses '%c', which it has no value for",
                                  opname, *p);
             if (r)
@@ -385,7 +395,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
             snprintf(rs, sizeof rs, "s%d", i);
         sb_add(b, "            const %s v%d = (%s)(", T, v, T);
         rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
-                       info->name);
+                       ctype(g->vals[n->in[0]].meta.dtype), info->name);
         sb_add(b, ");\n");
     }
     for (int i = 0; i <= lastn && rc == 0; i++)

@@ -8,11 +8,15 @@ _Noreturn void jg_dtype_bad(jg_dtype d) {
 }
 
 bool jg_dtype_valid(int d) {
-    return d == JG_F32 || d == JG_F64 || d == JG_I64;
+    return d == JG_F32 || d == JG_F64 || d == JG_I64 || d == JG_BOOL || d == JG_I32;
 }
 
 bool jg_dtype_is_float(jg_dtype d) {
     return d == JG_F32 || d == JG_F64;
+}
+
+bool jg_dtype_is_int(jg_dtype d) {
+    return d == JG_I32 || d == JG_I64;
 }
 
 const char *jg_dtype_name(jg_dtype d) {
@@ -23,18 +27,35 @@ const char *jg_dtype_name(jg_dtype d) {
         return "float64";
     case JG_I64:
         return "int64";
+    case JG_BOOL:
+        return "bool";
+    case JG_I32:
+        return "int32";
     }
     return "invalid";
 }
 
-/* PyTorch's promotion for the three dtypes: any float wins over int64, and
- * f64 wins over f32. */
+/* Rank in PyTorch's promotion order bool < int32 < int64 < float32 <
+ * float64: between two tensors of these dtypes the higher one wins (int64
+ * with float32 gives float32, as in PyTorch). */
+static int promote_rank(jg_dtype d) {
+    switch (d) {
+    case JG_BOOL:
+        return 0;
+    case JG_I32:
+        return 1;
+    case JG_I64:
+        return 2;
+    case JG_F32:
+        return 3;
+    case JG_F64:
+        return 4;
+    }
+    jg_dtype_bad(d);
+}
+
 jg_dtype jg_dtype_promote(jg_dtype a, jg_dtype b) {
-    if (a == b)
-        return a;
-    if (a == JG_F64 || b == JG_F64)
-        return JG_F64;
-    return JG_F32;
+    return promote_rank(a) >= promote_rank(b) ? a : b;
 }
 
 void jg_format_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
@@ -47,11 +68,35 @@ void jg_format_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
 }
 
 const char *jg_dtype_short(jg_dtype d) {
-    return d == JG_F32 ? "f32" : d == JG_F64 ? "f64" : "i64";
+    switch (d) {
+    case JG_F32:
+        return "f32";
+    case JG_F64:
+        return "f64";
+    case JG_I64:
+        return "i64";
+    case JG_BOOL:
+        return "b8";
+    case JG_I32:
+        return "i32";
+    }
+    return "?";
 }
 
 const char *jg_dtype_torch_name(jg_dtype d) {
-    return d == JG_F32 ? "Float" : d == JG_F64 ? "Double" : "Long";
+    switch (d) {
+    case JG_F32:
+        return "Float";
+    case JG_F64:
+        return "Double";
+    case JG_I64:
+        return "Long";
+    case JG_BOOL:
+        return "Bool";
+    case JG_I32:
+        return "Int";
+    }
+    return "?";
 }
 
 int jg_describe(const jg_tensor *t, char *buf, size_t n) {

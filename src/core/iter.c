@@ -89,29 +89,42 @@ static void copy_inner(void *vctx, int64_t n, char **p, const int64_t *s) {
             memcpy(p[0], p[1], (size_t)n * es);
             return;
         }
-        if (es == 4) {
+        if (es == 1) {
+            COPY_LOOP(uint8_t, uint8_t)
+        } else if (es == 4) {
             COPY_LOOP(uint32_t, uint32_t)
         } else {
             COPY_LOOP(uint64_t, uint64_t)
         }
         return;
     }
-    switch (c->dst * 3 + c->src) {
-    case JG_F32 * 3 + JG_F64:
-        COPY_LOOP(float, double) break;
-    case JG_F32 * 3 + JG_I64:
-        COPY_LOOP(float, int64_t) break;
-    case JG_F64 * 3 + JG_F32:
-        COPY_LOOP(double, float) break;
-    case JG_F64 * 3 + JG_I64:
-        COPY_LOOP(double, int64_t) break;
-    case JG_I64 * 3 + JG_F32:
-        COPY_LOOP(int64_t, float) break;
-    case JG_I64 * 3 + JG_F64:
-        COPY_LOOP(int64_t, double) break;
-    default:
-        jg_fatal("copy: bad dtype pair");
+    /* C's conversions; to bool that is x != 0 (NaN is true), as in PyTorch */
+#define COPY_FROM(TD)                                                                              \
+    switch (c->src) {                                                                              \
+    case JG_F32:                                                                                   \
+        COPY_LOOP(TD, float) break;                                                                \
+    case JG_F64:                                                                                   \
+        COPY_LOOP(TD, double) break;                                                               \
+    case JG_I64:                                                                                   \
+        COPY_LOOP(TD, int64_t) break;                                                              \
+    case JG_BOOL:                                                                                  \
+        COPY_LOOP(TD, bool) break;                                                                 \
+    case JG_I32:                                                                                   \
+        COPY_LOOP(TD, int32_t) break;                                                              \
     }
+    switch (c->dst) {
+    case JG_F32:
+        COPY_FROM(float) break;
+    case JG_F64:
+        COPY_FROM(double) break;
+    case JG_I64:
+        COPY_FROM(int64_t) break;
+    case JG_BOOL:
+        COPY_FROM(bool) break;
+    case JG_I32:
+        COPY_FROM(int32_t) break;
+    }
+#undef COPY_FROM
 }
 
 void jg_copy_data(jg_tensor *dst, const jg_tensor *src) {

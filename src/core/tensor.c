@@ -530,7 +530,7 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
         t->stride[0] = 1;
     else
         jg_contiguous_strides(ndim, shape, t->stride);
-    size_t nbytes = (size_t)t->numel * (dtype == JG_F32 ? 4 : 8);
+    size_t nbytes = (size_t)t->numel * jg_dtype_size(dtype);
     if (nbytes <= JG_INLINE_BYTES) {
         jg_storage *s = &t->inline_storage;
         s->refcount = 1;
@@ -620,7 +620,12 @@ jg_tensor *jg_tensor_new(jg_dtype dtype, int ndim, const int64_t *shape, const v
     jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
     if (!t)
         return NULL;
-    if (data)
+    if (data && dtype == JG_BOOL) { /* any nonzero byte is true; stored as 0 or 1 */
+        const unsigned char *src = data;
+        bool *dst = t->storage->data;
+        for (int64_t i = 0; i < t->numel; i++)
+            dst[i] = src[i] != 0;
+    } else if (data)
         memcpy(t->storage->data, data, t->storage->nbytes);
     else
         memset(t->storage->data, 0, t->storage->nbytes);
@@ -688,6 +693,14 @@ static void fill(jg_tensor *t, double v) {
     case JG_I64:
         for (int64_t i = 0; i < n; i++)
             ((int64_t *)p)[i] = (int64_t)v;
+        break;
+    case JG_BOOL:
+        for (int64_t i = 0; i < n; i++)
+            ((bool *)p)[i] = (bool)v;
+        break;
+    case JG_I32:
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)p)[i] = (int32_t)v;
         break;
     }
 }
@@ -803,16 +816,23 @@ double jg_item(const jg_tensor *t) {
         jg_errorf("a Tensor with %lld elements cannot be converted to Scalar", (long long)t->numel);
         return NAN;
     }
-    const char *p = jg_tensor_ptr(t);
-    switch (t->dtype) {
+    return jg_elem_to_double(t->dtype, jg_tensor_ptr(t));
+}
+
+double jg_elem_to_double(jg_dtype d, const void *p) {
+    switch (d) {
     case JG_F32:
         return *(const float *)p;
     case JG_F64:
         return *(const double *)p;
     case JG_I64:
         return (double)*(const int64_t *)p;
+    case JG_BOOL:
+        return *(const bool *)p ? 1.0 : 0.0;
+    case JG_I32:
+        return *(const int32_t *)p;
     }
-    return NAN;
+    jg_dtype_bad(d);
 }
 
 void *jg_data(jg_tensor *t) {

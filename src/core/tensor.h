@@ -88,19 +88,31 @@ _Noreturn void jg_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2
 _Noreturn void jg_dtype_bad(jg_dtype d);
 /* Bytes per element (inline: every kernel's pointer arithmetic uses it). */
 static inline size_t jg_dtype_size(jg_dtype d) {
-    if (d == JG_F32)
+    switch (d) {
+    case JG_F32:
+    case JG_I32:
         return 4;
-    if (d == JG_F64 || d == JG_I64)
+    case JG_F64:
+    case JG_I64:
         return 8;
+    case JG_BOOL:
+        return 1;
+    }
     jg_dtype_bad(d);
 }
+/* How many dtypes there are: tables indexed by dtype have this many rows. */
+#define JG_NDTYPES 5
 /* "f32", as the IR printer and jg_describe write dtypes. */
 const char *jg_dtype_short(jg_dtype d);
-/* "Float", "Double", "Long": PyTorch's scalar type names in its messages. */
+/* "Float", "Double", "Long", "Bool", "Int": PyTorch's scalar type names in its messages. */
 const char *jg_dtype_torch_name(jg_dtype d);
 bool jg_dtype_is_float(jg_dtype d);
+/* int32, int64 (not bool) */
+bool jg_dtype_is_int(jg_dtype d);
 bool jg_dtype_valid(int d);
 jg_dtype jg_dtype_promote(jg_dtype a, jg_dtype b);
+/* The element of dtype d at p, as a double (bool: 0 or 1). */
+double jg_elem_to_double(jg_dtype d, const void *p);
 /* "[2, 3]" */
 void jg_format_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 

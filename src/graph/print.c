@@ -144,9 +144,7 @@ static void emit_const_values(out_t *o, jg_tensor *t) {
             rem /= t->shape[d];
         }
         const char *p = (const char *)t->storage->data + off * (int64_t)jg_dtype_size(t->dtype);
-        v[i] = t->dtype == JG_F32   ? *(const float *)p
-               : t->dtype == JG_F64 ? *(const double *)p
-                                    : (double)*(const int64_t *)p;
+        v[i] = jg_elem_to_double(t->dtype, p);
     }
     if (t->ndim)
         emit(o, "[");

@@ -14,9 +14,25 @@ static jg_dtype target_dtype(const jg_op_info *info, jg_tensor *const *in) {
     if (info->flags & JG_OPF_PROMOTE)
         for (int k = 1; k < info->n_in; k++)
             d = jg_dtype_promote(d, in[k]->dtype);
-    if ((info->flags & JG_OPF_FLOAT) && d == JG_I64)
+    if ((info->flags & JG_OPF_FLOAT) && !jg_dtype_is_float(d))
         d = JG_F32;
     return d;
+}
+
+int jg_bool_refused(jg_opcode op) {
+    switch (op) {
+    case JG_OP_SUB:
+        return jg_errorf("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                         "Use the `^` or `logical_xor()` operator instead.");
+    case JG_OP_NEG:
+        return jg_errorf("Negation, the `-` operator, on a bool tensor is not supported. If you "
+                         "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                         "instead.");
+    case JG_OP_RELU:
+        return jg_errorf("Boolean inputs not supported for relu");
+    default:
+        return jg_errorf("\"%s_cpu\" not implemented for 'Bool'", jg_ops[op].name);
+    }
 }
 
 /* The shape rule's result without running it: elementwise ops whose inputs
@@ -58,7 +74,8 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
     if (info->n_in == 1)
         y = x;
     if (!x || !y || x->sym || y->sym || jg_trace_capture || x->dtype != y->dtype ||
-        ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
+        (x->dtype == JG_BOOL && (info->flags & JG_OPF_NOBOOL)) ||
+        ((info->flags & JG_OPF_FLOAT) && !jg_dtype_is_float(x->dtype)))
         return 1;
     if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
         return 1;
@@ -218,6 +235,8 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         in[k] = in_arg[k];
         symbolic |= in[k]->sym != NULL;
     }
+    if ((info->flags & JG_OPF_NOBOOL) && target_dtype(info, in) == JG_BOOL)
+        return jg_bool_refused(op);
     /* jg_compile's trace records ops on captured tensors too (and on tensors
      * that require grad: their history is the graph's); ops on tensors the
      * program made itself compute now, their results constants */

@@ -6,12 +6,19 @@
 
 #include <tgmath.h>
 
-/* NaN tests (a != a) are tautologies for the int64 instantiation. */
+/* relu's NaN test (a != a) is a tautology for the integer instantiations;
+ * the bool ones convert arithmetic to bool on purpose (add is or, mul is
+ * and, as in PyTorch). */
 #pragma GCC diagnostic ignored "-Wtautological-compare"
+#pragma GCC diagnostic ignored "-Wint-in-bool-context"
+#pragma GCC diagnostic ignored "-Wbool-operation"
+#pragma GCC diagnostic ignored "-Wbool-compare"
 
 typedef float jg_f32;
 typedef double jg_f64;
 typedef int64_t jg_i64;
+typedef bool jg_b8;
+typedef int32_t jg_i32;
 
 /* The row functions are the hot loops of eager mode.  gcc's -O2 cost model
  * ("very cheap") never vectorizes a loop with an unknown trip count, so they
@@ -152,10 +159,18 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
 /* The kernel: broadcast every operand to the output and walk it. */
 #define EW_KERNEL(name, n_in, expr)                                                                \
     EW_INNER##n_in(name, f32, expr) EW_INNER##n_in(name, f64, expr)                                \
-        EW_INNER##n_in(name, i64, expr) int jg_k_##name(const jg_attrs *at, jg_tensor *const *in,  \
-                                                        jg_tensor **out) {                         \
-        static const jg_inner_fn rows[3] = {name##_row_f32, name##_row_f64, name##_row_i64};       \
+        EW_INNER##n_in(name, i64, expr) EW_INNER##n_in(name, b8, expr)                             \
+            EW_INNER##n_in(name, i32, expr) int jg_k_##name(                                       \
+                const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {                       \
+        static const jg_inner_fn rows[JG_NDTYPES] = EW_BY_DTYPE(name##_row);                       \
         return jg_ew_run(rows[out[0]->dtype], at, n_in, in, out[0]);                               \
+    }
+
+/* {fn_f32, ...} indexed by dtype */
+#define EW_BY_DTYPE(fn)                                                                            \
+    {                                                                                              \
+        [JG_F32] = fn##_f32, [JG_F64] = fn##_f64, [JG_I64] = fn##_i64, [JG_BOOL] = fn##_b8,        \
+        [JG_I32] = fn##_i32                                                                        \
     }
 
 static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *const *in,
@@ -203,9 +218,8 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
 /* The row functions by op and dtype (NULL for ops not in elementwise.def),
  * for dispatch's shortcut (ops/dispatch.c), which makes the one row call that
  * jg_ew_run would make for dense operands of the output's shape. */
-const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3] = {
-#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr)                                           \
-    [JG_OP_##ID] = {name##_row_f32, name##_row_f64, name##_row_i64},
+const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES] = {
+#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) [JG_OP_##ID] = EW_BY_DTYPE(name##_row),
 #include "ops/elementwise.def"
 #undef JG_EW
 };
@@ -213,9 +227,8 @@ const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3] = {
 /* The dense loops by op and dtype: out, a (and b) dense rows of n elements,
  * out sharing no byte with a or b (a fresh output); what the row functions
  * above run for such operands, without their stride and overlap tests. */
-const jg_dense_fn jg_ew_dense[JG_OP_COUNT][3] = {
-#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr)                                           \
-    [JG_OP_##ID] = {name##_d_f32, name##_d_f64, name##_d_i64},
+const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES] = {
+#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) [JG_OP_##ID] = EW_BY_DTYPE(name##_d),
 #include "ops/elementwise.def"
 #undef JG_EW
 };

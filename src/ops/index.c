@@ -173,6 +173,18 @@ int jg_k_gather(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
         WALK(w, ip, op[vo] = xp[xo]);
         break;
     }
+    case JG_I32: {
+        const int32_t *xp = (const int32_t *)jg_tensor_ptr(x);
+        int32_t *op = (int32_t *)jg_tensor_ptr(o);
+        WALK(w, ip, op[vo] = xp[xo]);
+        break;
+    }
+    case JG_BOOL: {
+        const bool *xp = (const bool *)jg_tensor_ptr(x);
+        bool *op = (bool *)jg_tensor_ptr(o);
+        WALK(w, ip, op[vo] = xp[xo]);
+        break;
+    }
     }
     return 0;
 }
@@ -199,6 +211,18 @@ int jg_k_scatter_add(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     case JG_I64: {
         const int64_t *sp = (const int64_t *)jg_tensor_ptr(src);
         int64_t *op = (int64_t *)jg_tensor_ptr(o);
+        WALK(w, ip, op[xo] += sp[vo]);
+        break;
+    }
+    case JG_I32: {
+        const int32_t *sp = (const int32_t *)jg_tensor_ptr(src);
+        int32_t *op = (int32_t *)jg_tensor_ptr(o);
+        WALK(w, ip, op[xo] += sp[vo]);
+        break;
+    }
+    case JG_BOOL: {
+        const bool *sp = (const bool *)jg_tensor_ptr(src);
+        bool *op = (bool *)jg_tensor_ptr(o);
         WALK(w, ip, op[xo] += sp[vo]);
         break;
     }

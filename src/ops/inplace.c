@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* bool < integer < floating, the kinds PyTorch's can_cast orders */
+static int kind(jg_dtype d) {
+    return d == JG_BOOL ? 0 : jg_dtype_is_float(d) ? 2 : 1;
+}
+
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
@@ -97,6 +102,15 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     if (self->dtype == JG_I64 && rt != JG_I64) /* int64 += float, int64 /= int64 */
         return jg_errorf("result type %s can't be cast to the desired output type Long",
                          jg_dtype_torch_name(rt));
+    /* PyTorch's can_cast: the result may not move to a higher kind (bool <
+     * integer < floating) than self's */
+    if (other && kind(jg_dtype_promote(self->dtype, other->dtype)) > kind(self->dtype))
+        return jg_errorf("result type %s can't be cast to the desired output type %s",
+                         jg_dtype_torch_name(jg_dtype_promote(self->dtype, other->dtype)),
+                         jg_dtype_torch_name(self->dtype));
+    if ((info->flags & JG_OPF_NOBOOL) && self->dtype == JG_BOOL &&
+        (!other || other->dtype == JG_BOOL))
+        return jg_bool_refused(op);
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
     if (!jg_any_requires_grad(n_in, in)) {

@@ -34,7 +34,7 @@ enum {
     JG_OPF_VIEW = 1u << 1,        /* output aliases input 0's storage */
     JG_OPF_SAVE_IN = 1u << 2,     /* VJP reads the inputs */
     JG_OPF_SAVE_OUT = 1u << 3,    /* VJP reads the outputs */
-    JG_OPF_FLOAT = 1u << 4,       /* int64 inputs are promoted to float32 */
+    JG_OPF_FLOAT = 1u << 4,       /* integer and bool inputs are promoted to float32 */
     JG_OPF_PROMOTE = 1u << 5,     /* tensor inputs are promoted to one dtype */
     JG_OPF_NONDIFF = 1u << 6,     /* no VJP: outputs never require grad */
     JG_OPF_SCALAR = 1u << 7,      /* reads the scalar attribute s (expression and printer) */
@@ -50,6 +50,7 @@ enum {
      * indices, as PyTorch saves them), so an in-place op on the values does
      * not invalidate the node */
     JG_OPF_SAVE_IDX = 1u << 10,
+    JG_OPF_NOBOOL = 1u << 11, /* refuses bool operands as PyTorch does (no promotion) */
 };
 
 /* Shape/dtype rule: fills out[0..n_out) from the inputs' metadata; -1 with a
@@ -88,16 +89,20 @@ jg_attrs jg_nll_attrs(bool has_ignore, int64_t ignore_index, int reduction, int6
 
 /* The row functions of the elementwise ops by dtype (ops/elementwise.c);
  * NULL for other ops.  Hot paths call a row directly for dense operands. */
-extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][3];
+extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES];
 /* Dense loop of an elementwise.def op: out[i] = op(a[i], b[i]) for n
  * elements (b unused by unary ops), out sharing no memory with a or b. */
 typedef void (*jg_dense_fn)(int64_t n, void *out, const void *a, const void *b, double s);
-extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][3];
+extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES];
 
 /* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
  * kernel plus autograd recording.  Outputs are new references tracked by the
  * innermost scope.  Returns 0 or -1. */
 int jg_op_call(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, jg_tensor **out);
+
+/* PyTorch's error for a JG_OPF_NOBOOL op whose operands are all bool;
+ * returns -1. */
+int jg_bool_refused(jg_opcode op);
 
 /* Set by the tracer: records an op whose inputs include a symbolic tensor
  * and makes symbolic outputs (new references, untracked). */

@@ -52,7 +52,8 @@ int jg_infer_reduce(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     if (reduced_mask(a, in[0].ndim, mask) < 0)
         return -1;
     memset(&out[0], 0, sizeof out[0]);
-    out[0].dtype = in[0].dtype;
+    /* bool and int32 sum to int64, as in PyTorch */
+    out[0].dtype = in[0].dtype == JG_BOOL || in[0].dtype == JG_I32 ? JG_I64 : in[0].dtype;
     for (int d = 0; d < in[0].ndim; d++) {
         if (!mask[d])
             out[0].shape[out[0].ndim++] = in[0].shape[d];
@@ -180,7 +181,16 @@ static int sum_into(const jg_attrs *a, const jg_tensor *in, jg_tensor *out) {
 }
 
 int jg_k_sum(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
-    return sum_into(a, in[0], out[0]);
+    if (in[0]->dtype == out[0]->dtype)
+        return sum_into(a, in[0], out[0]);
+    /* bool and int32 sum in int64 (PyTorch's result dtype) */
+    jg_tensor *c = jg_tensor_alloc(out[0]->dtype, in[0]->ndim, in[0]->shape);
+    if (!c)
+        return -1;
+    jg_copy_data(c, in[0]);
+    int rc = sum_into(a, c, out[0]);
+    jg_release(c);
+    return rc;
 }
 
 static int64_t reduced_count(const jg_attrs *a, const jg_meta *m) {
@@ -365,8 +375,12 @@ static void max_scan(jg_dtype dt, const void *src, int64_t len, int64_t step, vo
         MAX_SCAN(float);
     else if (dt == JG_F64)
         MAX_SCAN(double);
-    else
+    else if (dt == JG_I64)
         MAX_SCAN(int64_t);
+    else if (dt == JG_I32)
+        MAX_SCAN(int32_t);
+    else
+        MAX_SCAN(bool);
 }
 #pragma GCC diagnostic pop
 

@@ -152,6 +152,8 @@ static void run_op_cases(jg_dtype dt) {
                         in[0] = values(dt, 1, 4, grad);
                     if (shape == 1 && grad)
                         jg_set_requires_grad(in[1] = jg_clone(jg_detach(in[1])), true);
+                    if (op == JG_OP_MASKED_FILL) /* its second operand is a bool mask */
+                        in[1] = jg_gt_scalar(jg_detach(in[1]), 0);
                     check3(p_op, &c, NULL, 0, info->n_in, in);
                 }
     }

@@ -21,6 +21,10 @@ jg_tensor *tu_tensor(jg_dtype dtype, int ndim, const int64_t *shape, const doubl
             ((float *)buf)[i] = (float)values[i];
         else if (dtype == JG_F64)
             ((double *)buf)[i] = values[i];
+        else if (dtype == JG_BOOL)
+            ((bool *)buf)[i] = values[i] != 0;
+        else if (dtype == JG_I32)
+            ((int32_t *)buf)[i] = (int32_t)values[i];
         else
             ((int64_t *)buf)[i] = (int64_t)values[i];
     }
@@ -32,14 +36,19 @@ jg_tensor *tu_tensor(jg_dtype dtype, int ndim, const int64_t *shape, const doubl
 
 void tu_values(const jg_tensor *t, double *out) {
     int64_t n = jg_numel(t);
-    size_t es = jg_dtype_of(t) == JG_F32 ? 4 : 8;
+    jg_dtype d = jg_dtype_of(t);
+    size_t es = d == JG_BOOL ? 1 : d == JG_F32 || d == JG_I32 ? 4 : 8;
     void *buf = malloc((size_t)(n ? n : 1) * es);
     assert_int_equal(jg_copy_to(t, buf, (size_t)n * es), 0);
     for (int64_t i = 0; i < n; i++) {
-        if (jg_dtype_of(t) == JG_F32)
+        if (d == JG_F32)
             out[i] = ((float *)buf)[i];
-        else if (jg_dtype_of(t) == JG_F64)
+        else if (d == JG_F64)
             out[i] = ((double *)buf)[i];
+        else if (d == JG_BOOL)
+            out[i] = ((bool *)buf)[i];
+        else if (d == JG_I32)
+            out[i] = ((int32_t *)buf)[i];
         else
             out[i] = (double)((int64_t *)buf)[i];
     }
