@@ -26,6 +26,7 @@ FEATURES = {
     "softmax": "softmax / log_softmax",
     "matmul": "matmul/@ of 1-3 d operands",
     "views": "slices, index, reshape, transpose, unsqueeze, squeeze, expand_as, contiguous",
+    "contiguous": ".contiguous() (on contiguous and non-contiguous tensors)",
     "inplace": "in-place ops (add_ sub_ mul_ div_ zero_ copy_ +=) on clones and their views",
     "view_before_inplace": "a view of a tensor taken before an in-place op on it, used after",
     "function": "custom autograd.Function classes",
@@ -358,8 +359,10 @@ class Gen:
                     w = r.choice(ws)
                     out.append(f"{n} = {v.name}.expand_as({w.name})")
                     return V(n, w.shape, False, v.ties)
-            out.append(f"{n} = {v.name}.contiguous()")
-            return V(n, v.shape, True, v.ties)
+            if "contiguous" in self.f:
+                out.append(f"{n} = {v.name}.contiguous()")
+                return V(n, v.shape, True, v.ties)
+            return None
         if choice < 0.97 and "function" in self.f:
             return self.call_function(vs, out, boxes, n)
         if "inplace" in self.f:

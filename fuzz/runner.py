@@ -137,14 +137,14 @@ def _close(a, b):
 def _vals_differ(a, b, exact):
     if a is None or b is None:
         return "none" if (a is None) != (b is None) else None
-    if exact:
-        return None if repr(a) == repr(b) else "value"
     if isinstance(a, tuple) and isinstance(b, tuple):
         if a[0] != b[0]:
             return "shape"
         if a[1] != b[1]:
             return "requires_grad"
-        return None if _close(a[2], b[2]) else "value"
+        a, b = a[2], b[2]
+    if exact:
+        return None if repr(a) == repr(b) else "value"
     if isinstance(a, str) or isinstance(b, str):
         return None if a == b else "value"
     return None if _close(a, b) else "value"
