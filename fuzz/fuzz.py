@@ -234,6 +234,31 @@ def _transforms(src):
         if not seq and field == "body":
             seq.append(ast.Pass())
         yield ast.unparse(t)
+    # a parameter of fn dropped, with its argument in every call
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "fn"), None)
+    for j in range(len(fn.args.args) if fn else 0):
+        t = ast.parse(src)
+        for n in t.body:
+            if isinstance(n, ast.FunctionDef) and n.name == "fn":
+                del n.args.args[j]
+            elif isinstance(n, ast.FunctionDef) and n.name.startswith("call"):
+                for r in ast.walk(n):
+                    if isinstance(r, ast.Return) and isinstance(r.value, ast.List) and \
+                            j < len(r.value.elts):
+                        del r.value.elts[j]
+        yield ast.unparse(t)
+    # an alias `a = b` removed, a renamed to b
+    for idx, n in enumerate(ast.walk(tree)):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and \
+                isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Name):
+            t = ast.parse(src)
+            tn = [x for x in ast.walk(t)][idx]
+            old, new = tn.targets[0].id, tn.value.id
+            _replace(t, tn, ast.Pass())
+            for x in ast.walk(t):
+                if isinstance(x, ast.Name) and x.id == old:
+                    x.id = new
+            yield ast.unparse(t)
     # expression reductions: a binary op -> one operand; a tuple/list element
     # dropped; a conditional expression -> one branch; calls "double"/"grad"
     # -> "backward"; a method call -> its receiver
