@@ -428,7 +428,11 @@ def _mods_for(k, mods):
     elif k.startswith("eager!=torch"):
         want = ("eager", "torch")
     else:
-        want = tuple(mods)
+        # a crash or hang in mode X: the modes up to X (they run in order in
+        # one process, and a crash may depend on what ran before)
+        m = re.search(r"in mode (\w+)", k)
+        names = list(mods)
+        want = names[:names.index(m.group(1)) + 1] if m and m.group(1) in names else names
     return {m: T for m, T in mods.items() if m in want}
 
 
