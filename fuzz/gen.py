@@ -174,8 +174,6 @@ class Gen:
         saved = list(tens) if r.random() < 0.8 else []
         if self.on("fn_save_created", 0.5):
             saved += r.sample(created, r.randint(1, len(created)))
-        if box and self.on("fn_save_created", 0.7) is False:
-            pass
         if box:
             saved.append(f"{box}.t")
         if saved:
@@ -601,7 +599,6 @@ class Gen:
             return f"(p[0] if p else {alt})"
         if self.on("alias_args", 0.4) and conc:
             if k < 0.3:
-                base = leaf(sh[:-1] + ("X",)) if False else None
                 # a slice of a bigger leaf: base has one more row
                 big = (conc[0] + 1,) + conc[1:]
                 nm = f"b{len(lines)}"
