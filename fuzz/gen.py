@@ -175,6 +175,7 @@ class Gen:
         if self.on("fn_save_created", 0.5):
             saved += r.sample(created, r.randint(1, len(created)))
         if box:
+            self.on("fn_save_created", 0.7)  # an unused draw: keeps published seeds stable
             saved.append(f"{box}.t")
         if saved:
             body.append(f"ctx.save_for_backward({', '.join(saved)})")
