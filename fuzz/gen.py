@@ -37,6 +37,9 @@ FEATURES = {
     "fn_none_grad": "backward returning None for a tensor slot",
     "fn_needs_grad": "backward branching on ctx.needs_input_grad",
     "fn_opaque": "forward reading values (float(x.sum()))",
+    "fn_materialize": "ctx.set_materialize_grads(False): backward gets None for unused outputs",
+    "fn_nondiff": "ctx.mark_non_differentiable on an output",
+    "nn": "nn.functional: mse_loss, linear, cross_entropy",
     "ctx_attr": "a tensor kept as a ctx attribute (not saved) and read in backward",
     "fn_object_arg": "a Function receiving an object holding tensors, saving them",
     "fn_expand_arg": "expanded views as Function arguments",
@@ -85,6 +88,9 @@ class V:
 class Gen:
     def __init__(self, seed, features):
         self.r = random.Random(seed)
+        # draws for features added later come from here, so that the
+        # programs of published seeds change only where those features act
+        self.r2 = random.Random(seed * 1000003 + 17)
         self.seed = seed
         self.f = set(features)
         self.top = []  # top-level statements (classes, captured tensors)
@@ -94,6 +100,9 @@ class Gen:
 
     def on(self, name, p=1.0):
         return name in self.f and self.r.random() < p
+
+    def on2(self, name, p=1.0):
+        return name in self.f and self.r2.random() < p
 
     def fresh(self, prefix="v"):
         self.nv += 1
@@ -186,10 +195,20 @@ class Gen:
         for i, k in enumerate(kinds):
             if k in ("scale", "mode", "flag"):
                 body.append(f"ctx.{params[i]} = {params[i]}")
+        materialize = nout > 1 and self.on2("fn_materialize", 0.4)
+        if materialize:
+            body.append("ctx.set_materialize_grads(False)")
+            body.append(f"ctx.shape = tuple({tens[0]}.shape)")
+        last = ret_outs[-1]
+        if nout > 1 and last not in tens and ret_outs.count(last) == 1 and \
+                self.on2("fn_nondiff", 0.3):
+            body.append(f"ctx.mark_non_differentiable({last})")
         body.append("return " + (", ".join(ret_outs) if nout > 1 else ret_outs[0]))
         # backward
         gs = [f"g{j}" for j in range(nout)]
         bb = []
+        if materialize:
+            bb += [f"{g} = {g} if {g} is not None else T.zeros(ctx.shape)" for g in gs]
         uses = list(gs)
         if saved:
             sv = [f"s{j}" for j in range(len(saved))]
@@ -361,6 +380,26 @@ class Gen:
             if "contiguous" in self.f:
                 out.append(f"{n} = {v.name}.contiguous()")
                 return V(n, v.shape, True, v.ties)
+            return None
+        if choice < 0.93 and self.on2("nn", 0.5):
+            k = self.r2.randrange(3)
+            F = "T.nn.functional"
+            if k == 0:
+                ws = [w for w in vs if w.shape == v.shape]
+                out.append(f"{n} = {F}.mse_loss({v.name}, {self.r2.choice(ws).name})")
+                return V(n, (), True, False)
+            if k == 1 and v.shape:
+                ws = [w for w in vs if len(w.shape) == 2 and w.shape[1] == v.shape[-1]]
+                if ws:
+                    w = self.r2.choice(ws)
+                    bs = [b for b in vs if b.shape == (w.shape[0],)]
+                    bias = f", {self.r2.choice(bs).name}" if bs and self.r2.random() < 0.5 else ""
+                    out.append(f"{n} = {F}.linear({v.name}, {w.name}{bias})")
+                    return V(n, v.shape[:-1] + (w.shape[0],), True, False)
+            if len(v.shape) == 2:
+                out.append(f"{n} = {F}.cross_entropy({v.name}, "
+                           f"T.zeros({v.name}.shape[0], dtype=T.int64))")
+                return V(n, (), True, False)
             return None
         if choice < 0.97 and "function" in self.f:
             return self.call_function(vs, out, boxes, n)
