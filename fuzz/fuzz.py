@@ -75,7 +75,9 @@ def evaluate(src, mods, note=lambda m: None):
     for m, T in mods.items():
         note(m)
         recs[m] = runner.run_mode(T, src, m)
-    out = {"fails": [], "invalid": None}
+    out = {"fails": [], "invalid": None,
+           "errored": any("error" in r for r in recs.get("eager", [])) and
+           all(any("error" in r for r in rs) for rs in recs.values())}
     for oracle, d in runner.compare(recs):
         if oracle == "eager!=torch" and "no error here, reference" in d:
             # PyTorch rejects the program: a generator limit, not a jitgrad bug
@@ -362,7 +364,7 @@ def cmd_run(args):
     print(f"fuzz: {args.n} programs from seed {args.seed}, {args.jobs} job(s), modes "
           f"{','.join(mods)}; features off: {','.join(f for f in gen.DEFAULT if f not in feats) or '-'}",
           flush=True)
-    classes, stats = {}, {"n": 0, "fail": 0, "invalid": 0, "crash": 0}
+    classes, stats = {}, {"n": 0, "fail": 0, "invalid": 0, "crash": 0, "errored": 0}
     t0 = time.time()
 
     def items():
@@ -372,6 +374,8 @@ def cmd_run(args):
 
     def on_result(seed, src, res):
         stats["n"] += 1
+        if res.get("errored") and not res["fails"]:
+            stats["errored"] += 1
         if res.get("invalid") and not res["fails"]:
             stats["invalid"] += 1
             if args.verbose:
@@ -403,7 +407,8 @@ def cmd_run(args):
     el = time.time() - t0
     print(f"fuzz: {stats['n']} programs in {el:.1f}s ({stats['n'] / max(el, 1e-9):.1f} programs/s): "
           f"{stats['fail']} failing ({stats['crash']} crashes or hangs), "
-          f"{stats['invalid']} rejected by PyTorch (skipped)", flush=True)
+          f"{stats['invalid']} rejected by PyTorch (skipped), {stats['errored']} raising an error "
+          "in every mode", flush=True)
     for k, seeds in sorted(classes.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(seeds):5d}  {k}   seeds {' '.join(map(str, seeds[:6]))}", flush=True)
     if args.minimize and classes:

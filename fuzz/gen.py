@@ -200,7 +200,7 @@ class Gen:
             body.append("ctx.set_materialize_grads(False)")
             body.append(f"ctx.shape = tuple({tens[0]}.shape)")
         last = ret_outs[-1]
-        if nout > 1 and last not in tens and ret_outs.count(last) == 1 and \
+        if nout > 1 and last in created and ret_outs.count(last) == 1 and \
                 self.on2("fn_nondiff", 0.3):
             body.append(f"ctx.mark_non_differentiable({last})")
         body.append("return " + (", ".join(ret_outs) if nout > 1 else ret_outs[0]))
