@@ -15,6 +15,7 @@ program and reported with its seed; a program's result never depends on the
 programs before it."""
 import argparse
 import ast
+import faulthandler
 import json
 import os
 import re
@@ -102,6 +103,7 @@ class Child:
             os.close(r)
             try:
                 if not os.environ.get("JGFUZZ_VERBOSE"):
+                    faulthandler.disable()  # a crash is the result, not noise on stderr
                     devnull = os.open(os.devnull, os.O_WRONLY)
                     os.dup2(devnull, 1)
                     os.dup2(devnull, 2)
