@@ -366,6 +366,7 @@ def cmd_run(args):
     print(f"fuzz: {args.n} programs from seed {args.seed}, {args.jobs} job(s), modes "
           f"{','.join(mods)}; features off: {','.join(f for f in gen.DEFAULT if f not in feats) or '-'}",
           flush=True)
+    invalid = []
     classes, stats = {}, {"n": 0, "fail": 0, "invalid": 0, "crash": 0, "errored": 0}
     t0 = time.time()
 
@@ -380,6 +381,7 @@ def cmd_run(args):
             stats["errored"] += 1
         if res.get("invalid") and not res["fails"]:
             stats["invalid"] += 1
+            invalid.append(seed)
             if args.verbose:
                 print(f"seed {seed}: invalid: {res['invalid']}", flush=True)
         if res["fails"]:
@@ -411,6 +413,8 @@ def cmd_run(args):
           f"{stats['fail']} failing ({stats['crash']} crashes or hangs), "
           f"{stats['invalid']} rejected by PyTorch (skipped), {stats['errored']} raising an error "
           "in every mode", flush=True)
+    if invalid:
+        print(f"  rejected by PyTorch: seeds {' '.join(map(str, invalid[:10]))}", flush=True)
     for k, seeds in sorted(classes.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(seeds):5d}  {k}   seeds {' '.join(map(str, seeds[:6]))}", flush=True)
     if args.minimize and classes:

@@ -41,7 +41,13 @@ def _weights(T, shape):
 def _val(T, o):
     if not isinstance(o, T.Tensor):
         return repr(o)
-    return (tuple(o.shape), bool(o.requires_grad), o.detach().tolist())
+    return (tuple(o.shape), bool(o.requires_grad), _list(o))
+
+
+def _list(t):
+    # clone: PyTorch's zero tensors (second derivatives of abs, ...) have
+    # no storage, and tolist() refuses them
+    return t.detach().clone().tolist()
 
 
 def _err(e):
@@ -93,7 +99,7 @@ def run_mode(T, src, mode):
                                 s = term if s is None else s + term
                         if s is not None:
                             s.backward(retain_graph=True)
-            rec["grads"] = [None if t.grad is None else t.grad.tolist() for t in registry]
+            rec["grads"] = [None if t.grad is None else _list(t.grad) for t in registry]
             prev = outs
         except Exception as e:  # noqa: BLE001
             rec["error"] = _err(e)
