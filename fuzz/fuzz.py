@@ -366,14 +366,18 @@ def cmd_run(args):
     print(f"fuzz: {args.n} programs from seed {args.seed}, {args.jobs} job(s), modes "
           f"{','.join(mods)}; features off: {','.join(f for f in gen.DEFAULT if f not in feats) or '-'}",
           flush=True)
-    invalid = []
+    invalid, crashed = [], []
     classes, stats = {}, {"n": 0, "fail": 0, "invalid": 0, "crash": 0, "errored": 0}
     t0 = time.time()
 
+    no_c = {m: T for m, T in mods.items() if m != "c"}
+
+    def _mods_of(seed):
+        return mods if (seed - args.seed) % args.c_every == 0 else no_c
+
     def items():
-        no_c = {m: T for m, T in mods.items() if m != "c"}
-        for i, s in enumerate(range(args.seed, args.seed + args.n)):
-            yield s, gen.gen(s, feats), mods if i % args.c_every == 0 else no_c
+        for s in range(args.seed, args.seed + args.n):
+            yield s, gen.gen(s, feats), _mods_of(s)
 
     def on_result(seed, src, res):
         stats["n"] += 1
@@ -388,6 +392,7 @@ def cmd_run(args):
             stats["fail"] += 1
             if any(o in ("crash", "hang") for o, _ in res["fails"]):
                 stats["crash"] += 1
+                crashed.append((seed, src))
             seen = set()
             for o, d in res["fails"]:
                 k = klass(o, d)
@@ -409,6 +414,16 @@ def cmd_run(args):
 
     run_many(items(), mods, args.jobs, args.timeout, on_result)
     el = time.time() - t0
+    if crashed:
+        # each program already ran alone in its fork; a second run tells a
+        # deterministic crash from one that depends on heap layout or timing
+        again = {}
+        run_many(((s, src, _mods_of(s)) for s, src in crashed), mods, args.jobs, args.timeout,
+                 lambda k, _s, r: again.update({k: r}))
+        flaky = [s for s, _ in crashed
+                 if not any(o in ("crash", "hang") for o, _ in again[s]["fails"])]
+        print(f"fuzz: crashes and hangs rerun: {len(crashed) - len(flaky)} of {len(crashed)} "
+              f"again; not on the rerun: seeds {' '.join(map(str, flaky)) or '-'}", flush=True)
     print(f"fuzz: {stats['n']} programs in {el:.1f}s ({stats['n'] / max(el, 1e-9):.1f} programs/s): "
           f"{stats['fail']} failing ({stats['crash']} crashes or hangs), "
           f"{stats['invalid']} rejected by PyTorch (skipped), {stats['errored']} raising an error "
