@@ -608,10 +608,20 @@ class Gen:
         if "Box(" in "\n".join(body + self.top + sum((c[0] for c in calls), [])):
             src.append("class Box:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)")
         src += self.top
+        cap = []
         for cn, sh in captured:
             conc = tuple(_size(x, dims) for x in sh)
-            src.append(f"{cn} = L('{cn}', {conc!r}, {r.random() < 0.8})")
-        src.append(f"def fn({', '.join(pnames)}):\n" + "\n".join("    " + s for s in body))
+            cap.append(f"{cn} = L('{cn}', {conc!r}, {r.random() < 0.8})")
+        fdef = f"def fn({', '.join(pnames)}):\n" + "\n".join("    " + s for s in body)
+        if captured and self.on2("captured", 0.5):
+            # closure variables instead of globals (also returned, for the steps)
+            names = ", ".join(cn for cn, _ in captured)
+            inner = cap + fdef.split("\n") + [f"return fn, {names}"]
+            src.append("def make_fn():\n" + "\n".join("    " + x for x in inner))
+            src.append(f"fn, {names} = make_fn()")
+        else:
+            src += cap
+            src.append(fdef)
         for ci, (lines, how) in enumerate(calls):
             src.append(f"def call{ci}(prev):\n" + "\n".join("    " + s for s in lines))
         for k, s in between.items():
