@@ -103,9 +103,12 @@ def test_non_native_byte_order(torch, jg):
                 T.from_numpy(a)
 
 
-def test_from_numpy_other_dtypes_still_convert(jg):
+def test_from_numpy_int32_and_bool_keep_their_dtype(jg):
+    # as PyTorch: int32 and bool arrays give int32 and bool tensors
     t = jg.from_numpy(np.array([1, 2], dtype=np.int32))
-    assert t.dtype is jg.int64 and t.tolist() == [1, 2]
+    assert t.dtype is jg.int32 and t.tolist() == [1, 2]
+    b = jg.from_numpy(np.array([True, False]))
+    assert b.dtype is jg.bool and b.tolist() == [True, False]
 
 
 # ---- 13: views, custom functions, relu ----
