@@ -3,6 +3,7 @@
  * edges, and the engine sums both slots' gradients into it), NULL gradients
  * contribute nothing, returned gradients are validated like PyTorch's engine
  * validates them. */
+#include "ops/viewtrack.h"
 #include "autograd/function.h"
 
 #include <stdio.h>
@@ -317,6 +318,8 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i])
             return jg_errorf("jg_apply(%s): input %d is NULL", fn_name(fn), i);
+        if (jg_view_sync(inputs[i]) < 0)
+            return -1;
         symbolic |= inputs[i]->sym != NULL;
     }
     if (symbolic) {

@@ -221,6 +221,14 @@ static void tensor_destroy(jg_tensor *t) {
         push_dead(t->grad, false);
     if (t->grad_fn && --((node_head *)t->grad_fn)->refcount == 0)
         push_dead(t->grad_fn, true);
+    if (t->view) {
+        jg_view_info *v = t->view;
+        if (--v->base->refcount == 0)
+            push_dead(v->base, false);
+        free(v->steps);
+        free(v);
+        t->view = NULL;
+    }
     if (!orphan)
         tensor_block_free(t);
 }
@@ -448,6 +456,7 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->requires_grad = false;
     t->is_view = false;
     t->offset = 0;
+    t->view = NULL;
     t->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;

@@ -25,6 +25,18 @@ typedef struct jg_storage {
     jg_storage_kind kind;
 } jg_storage;
 
+/* A differentiable view's link to its base (ops/viewtrack.c): the root tensor
+ * whose storage (traced: whose value) it views and the view ops that remake
+ * it from that root.  An in-place op on the root or on any of its views gives
+ * the root a new history; a view whose recorded version is stale remakes its
+ * own history from the root's before it is used (PyTorch's view rebasing). */
+typedef struct jg_view_info {
+    jg_tensor *base;  /* retained; never a tracked view itself */
+    uint64_t version; /* the base's version when the view's history was made */
+    int n_steps;
+    void *steps; /* the ops layer's view steps (malloc'd; freed with the info) */
+} jg_view_info;
+
 /* Data of at most this many bytes is stored inside the tensor struct. */
 #define JG_INLINE_BYTES 64
 
@@ -45,6 +57,7 @@ struct jg_tensor {
     bool is_view;   /* shares storage with the tensor it was made from */
     int64_t offset; /* in elements */
     int64_t numel;
+    jg_view_info *view;        /* NULL unless a tracked differentiable view */
     jg_storage inline_storage; /* kind JG_STORAGE_INLINE when storage points here */
     /* only the first ndim entries of shape and stride are meaningful */
     int64_t shape[JG_MAX_DIMS];

@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "core/iter.h"
 #include "ops/decls.h"
+#include "ops/viewtrack.h"
 
 #include <string.h>
 
@@ -57,7 +58,8 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
                                                              jg_tensor **out) {
     if (info->n_in == 1)
         y = x;
-    if (!x || !y || x->sym || y->sym || x->dtype != y->dtype ||
+    /* (tracked views take the general path, which brings their history up to date) */
+    if (!x || !y || x->sym || y->sym || x->view || y->view || x->dtype != y->dtype ||
         ((info->flags & JG_OPF_FLOAT) && x->dtype == JG_I64))
         return 1;
     if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
@@ -127,6 +129,8 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         if (!in_arg[k])
             return jg_errorf("%s(): argument %d is NULL", info->name, k);
         in[k] = in_arg[k];
+        if (jg_view_sync(in[k]) < 0)
+            return -1;
         symbolic |= in[k]->sym != NULL;
     }
     /* Promotion goes through the to_dtype op, so it has a gradient too. */
@@ -163,6 +167,9 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
             goto fail;
         }
         rc = jg_trace_op_hook(op, a, in, om, out);
+        if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF) &&
+            (rc = jg_view_track(op, a, in[0], out[0])) < 0)
+            jg_release(out[0]);
     } else {
         bool have_out = !(info->flags & JG_OPF_VIEW); /* views make their own */
         if (have_out)
@@ -180,6 +187,8 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
             have_out = true;
         if (rc == 0 && !(info->flags & JG_OPF_NONDIFF) && jg_any_requires_grad(info->n_in, in))
             rc = jg_autograd_record_op(op, given, info->n_in, in, info->n_out, out);
+        if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF))
+            rc = jg_view_track(op, a, in[0], out[0]);
         if (rc < 0 && have_out)
             for (int k = 0; k < info->n_out; k++)
                 jg_release(out[k]);
