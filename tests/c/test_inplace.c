@@ -160,6 +160,232 @@ static void test_copy_overlapping_views(void **state) {
     TU_CHECK(x, 1, TU_SHAPE(64), want, 0);
 }
 
+/* ---------------------------------------------------------- compiled */
+
+#define MAXV 8
+#define MAXR 24
+
+typedef struct {
+    int n;
+    int len[MAXR];
+    bool none[MAXR];
+    double v[MAXR][MAXV];
+} result;
+
+static void collect(result *r, const jg_tensor *t) {
+    int k = r->n++;
+    assert_true(k < MAXR);
+    r->none[k] = !t;
+    r->len[k] = t ? (int)jg_numel(t) : 0;
+    assert_true(r->len[k] <= MAXV);
+    if (t)
+        tu_values(t, r->v[k]);
+}
+
+static void assert_same_result(const result *a, const result *b) {
+    assert_int_equal(a->n, b->n);
+    for (int k = 0; k < a->n; k++) {
+        assert_int_equal(a->none[k], b->none[k]);
+        assert_int_equal(a->len[k], b->len[k]);
+        if (memcmp(a->v[k], b->v[k], sizeof(double) * (size_t)a->len[k]))
+            fail_msg("result %d differs: %g vs %g ...", k, a->v[k][0], b->v[k][0]);
+    }
+}
+
+enum { AS_LEAF, AS_NONLEAF, AS_VIEW }; /* how input k is made from its leaf p[k] */
+
+typedef struct {
+    jg_program_fn fn;
+    int n_in;
+    int len[3];
+    int kind[3];
+    bool rg[3];
+    bool no_grad; /* calls (and the loss) without grad mode */
+} prog_case;
+
+static const double SEED[3][MAXV] = {
+    {1.5, -2, 0.25, 3, -1, 2.5}, {0.5, 3, -1.5, 2, 4, -0.75}, {2, -1, 0.5, 1.25, -3, 1}};
+
+/* Calls the program twice (eagerly when backend is NULL) on inputs made from
+ * fresh leaves and backpropagates through the outputs and the inputs (their
+ * histories are what in-place ops change), collecting outputs, input values
+ * and leaf gradients. */
+static void run_case(const prog_case *pc, const char *backend, result *r) {
+    jg_scope_push();
+    r->n = 0;
+    jg_tensor *p[3], *in[3], *base[3] = {0};
+    for (int k = 0; k < pc->n_in; k++) {
+        p[k] = tu_tensor(JG_F32, 1, (int64_t[]){pc->len[k]}, SEED[k]);
+        jg_set_requires_grad(p[k], pc->rg[k]);
+        if (pc->kind[k] == AS_LEAF)
+            in[k] = p[k];
+        else if (pc->kind[k] == AS_NONLEAF)
+            in[k] = jg_mul_scalar(p[k], 1.0);
+        else
+            in[k] = jg_slice(base[k] = jg_mul_scalar(p[k], 1.0), 0, 1, pc->len[k] - 1);
+    }
+    jg_compile_options o = {.backend = backend, .fullgraph = true};
+    jg_compiled *c = backend ? jg_compile(pc->fn, NULL, &o) : NULL;
+    assert_true(!backend || c);
+    bool prev = jg_set_grad_enabled(!pc->no_grad);
+    for (int call = 0; call < 2; call++) {
+        jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+        int n = c ? jg_compiled_call(c, NULL, 0, pc->n_in, in, outs)
+                  : pc->fn(NULL, NULL, pc->n_in, in, outs);
+        if (n < 0)
+            fail_msg("%s: %s", backend ? backend : "eager", jg_last_error());
+        jg_tensor *loss = NULL;
+        for (int j = 0; j < n; j++) {
+            collect(r, outs[j]);
+            jg_tensor *s = jg_sum(jg_mul_scalar(outs[j], j + 1.0));
+            loss = loss ? jg_add(loss, s) : s;
+        }
+        for (int k = 0; k < pc->n_in; k++) {
+            collect(r, in[k]);
+            if (base[k])
+                collect(r, base[k]);
+            jg_tensor *t = base[k] ? base[k] : in[k];
+            loss = jg_add(loss, jg_sum(jg_mul_scalar(t, 0.25 * (k + 1))));
+        }
+        if (jg_requires_grad(loss))
+            assert_int_equal(jg_backward(loss, NULL, JG_RETAIN_GRAPH), 0);
+    }
+    jg_set_grad_enabled(prev);
+    for (int k = 0; k < pc->n_in; k++) {
+        collect(r, jg_grad(p[k]));
+        collect(r, p[k]);
+    }
+    jg_compiled_free(c);
+    jg_scope_pop();
+}
+
+static void check_case(const prog_case *pc) {
+    result eager, comp;
+    run_case(pc, NULL, &eager);
+    run_case(pc, "interp", &comp);
+    assert_same_result(&eager, &comp);
+    if (jg_compile_backend_available("c")) {
+        run_case(pc, "c", &comp);
+        assert_same_result(&eager, &comp);
+    }
+}
+
+/* In-place ops on intermediates and on views of them: functionalized. */
+static int prog_intermediates(void *u, const void *a, int n, jg_tensor *const *in,
+                              jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = in[0], *w = in[1];
+    jg_tensor *t = jg_mul(x, w);
+    jg_tensor *v = jg_slice(t, 0, 1, 3); /* taken before the base is written */
+    if (jg_mul_(t, w) < 0 || jg_add_(v, jg_slice(w, 0, 0, 2)) < 0)
+        return -1;
+    jg_tensor *z = jg_clone(t);
+    if (jg_zero_(jg_slice(z, 0, 0, 1)) < 0 || jg_copy_(jg_slice(z, 0, 3, 4), jg_slice(x, 0, 0, 1)))
+        return -1;
+    out[0] = jg_sum(jg_mul(v, jg_slice(t, 0, 2, 4)));
+    out[1] = z;
+    return 2;
+}
+
+static void test_compiled_inplace_intermediates(void **state) {
+    (void)state;
+    prog_case pc = {prog_intermediates, 2, {4, 4}, {AS_LEAF, AS_LEAF}, {true, true}, false};
+    check_case(&pc);
+    pc.rg[0] = false;
+    check_case(&pc);
+}
+
+/* In-place ops on an input and on a view of it: written back after the call,
+ * the input's history moves onto the compiled call. */
+static int prog_writes_input(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = in[0], *w = in[1];
+    jg_tensor *v = jg_slice(x, 0, 0, 2);
+    if (jg_mul_(x, w) < 0 || jg_sub_(v, jg_slice(w, 0, 2, 4)) < 0 || jg_mul_scalar_(x, 0.5) < 0)
+        return -1;
+    out[0] = jg_sum(jg_mul(x, w));
+    out[1] = x;
+    out[2] = v;
+    return 3;
+}
+
+static void test_compiled_inplace_on_input(void **state) {
+    (void)state;
+    prog_case pc = {prog_writes_input, 2, {4, 4}, {AS_NONLEAF, AS_LEAF}, {true, true}, false};
+    check_case(&pc);
+    pc.rg[1] = false; /* only the written input needs grad */
+    check_case(&pc);
+    pc.rg[0] = false, pc.rg[1] = true; /* only the other one */
+    check_case(&pc);
+    pc.kind[0] = AS_VIEW, pc.len[0] = 6; /* a view of a base the program never sees */
+    pc.rg[0] = true;
+    check_case(&pc);
+}
+
+/* An optimizer-style step without grad mode writes a leaf that requires
+ * grad: allowed, as eagerly. */
+static int prog_sgd(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    if (jg_sub_(in[0], jg_mul_scalar(in[1], 0.1)) < 0)
+        return -1;
+    out[0] = jg_sum(in[0]);
+    return 1;
+}
+
+static void test_compiled_inplace_no_grad_step(void **state) {
+    (void)state;
+    prog_case pc = {prog_sgd, 2, {4, 4}, {AS_LEAF, AS_LEAF}, {true, false}, true};
+    check_case(&pc);
+}
+
+/* A leaf that requires grad written in grad mode: eager's error, nothing
+ * written. */
+static void test_compiled_inplace_leaf_refused(void **state) {
+    (void)state;
+    const char *backends[] = {"interp", "c"};
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_tensor *p = leaf(4, SEED[0]), *w = tu_tensor(JG_F32, 1, TU_SHAPE(4), SEED[1]);
+        jg_tensor *in[2] = {p, w}, *outs[JG_MAX_OUTPUTS];
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(prog_sgd, NULL, &o);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, outs), -1);
+        TU_ERROR("a leaf Variable that requires grad is being used in an in-place operation.");
+        TU_CHECK(p, 1, TU_SHAPE(4), SEED[0], 0);
+        assert_true(jg_version(p) == 0);
+        jg_compiled_free(c);
+    }
+}
+
+/* Writing an input that shares storage with another input: the graph could
+ * not see the write through the other one, so the call runs eagerly (and
+ * fullgraph refuses it). */
+static int prog_write_first_read_second(void *u, const void *a, int n, jg_tensor *const *in,
+                                        jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    if (jg_mul_scalar_(in[0], 2.0) < 0)
+        return -1;
+    out[0] = jg_clone(in[1]);
+    return 1;
+}
+
+static void test_compiled_inplace_aliased_inputs(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), SEED[0]);
+    jg_tensor *in[2] = {x, jg_slice(x, 0, 1, 3)}, *outs[JG_MAX_OUTPUTS];
+    jg_compiled *c = jg_compile(prog_write_first_read_second, NULL, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, outs), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    TU_CHECK(outs[0], 1, TU_SHAPE(2), TU_VALS(-4, 0.5), 0);
+    jg_compiled_free(c);
+    jg_compile_options o = {.fullgraph = true};
+    c = jg_compile(prog_write_first_read_second, NULL, &o);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, outs), -1);
+    TU_ERROR("an in-place op writes input 0, which shares storage with input 1");
+    jg_compiled_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_view_rebased_after_base_inplace),
@@ -170,6 +396,11 @@ int main(void) {
         TU_TEST(test_inplace_on_view_of_leaf_refused),
         TU_TEST(test_inplace_into_expand_refused),
         TU_TEST(test_copy_overlapping_views),
+        TU_TEST(test_compiled_inplace_intermediates),
+        TU_TEST(test_compiled_inplace_on_input),
+        TU_TEST(test_compiled_inplace_no_grad_step),
+        TU_TEST(test_compiled_inplace_leaf_refused),
+        TU_TEST(test_compiled_inplace_aliased_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
