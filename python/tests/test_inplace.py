@@ -173,3 +173,42 @@ def test_inplace_on_view_of_leaf_refused(torch, jg):
         with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad "
                                                "is being used in an in-place operation."):
             p[0:2].mul_(2)
+
+
+def dirty_function(T):
+    class Double(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            x.mul_(2)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    return Double
+
+
+@pytest.mark.parametrize("as_view", [False, True])
+def test_mark_dirty(torch, jg, as_view):
+    """The dirty input comes back as itself with the call's history (through
+    its base for a view: CopySlices)."""
+    def go(T):
+        p = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        b = p * 1
+        x = b[0:2] if as_view else b
+        o = dirty_function(T).apply(x)
+        assert o is x
+        (b * T.tensor([1.0, 10.0, 100.0])).sum().backward()
+        return b.tolist(), p.grad.tolist()
+
+    assert go(jg) == go(torch)
+
+
+def test_mark_dirty_leaf_refused(torch, jg):
+    for T in (torch, jg):
+        p = T.tensor([1.0, 2.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used "
+                                               "in an in-place operation."):
+            dirty_function(T).apply(p)

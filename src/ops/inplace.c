@@ -96,6 +96,12 @@ static void set_history(jg_tensor *t, jg_tensor *r) {
     t->requires_grad = r->requires_grad;
 }
 
+/* (r may be self's own memory: ctx.mark_dirty hands over an alias) */
+static void copy_unless_same(jg_tensor *self, const jg_tensor *r) {
+    if (r->storage != self->storage || !same_geometry(self, r))
+        jg_copy_data(self, r);
+}
+
 /* Traced: self becomes r's value (functionalization).  Writing into a
  * traced view gives its base a new value with the view's region replaced;
  * the view and the base's other views take theirs from it when next used. */
@@ -122,12 +128,12 @@ static int commit_traced(jg_tensor *self, jg_tensor *r) {
     return 0;
 }
 
-/* Makes self hold r's values and history (r: self's shape and dtype, its
- * own storage).  A root tensor moves onto r's history (PyTorch's "rebase
+/* Makes self hold r's values and history (r: self's shape and dtype; its
+ * own storage, or exactly self's memory).  A root tensor moves onto r's history (PyTorch's "rebase
  * history"); a tracked view writes through to its base, whose history
  * becomes "the base with this region replaced" (CopySlices), and then
  * remakes its own from the base's. */
-static int commit(jg_tensor *self, jg_tensor *r) {
+int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
     if (self->sym)
         return commit_traced(self, r);
     if (self->view) {
@@ -135,7 +141,7 @@ static int commit(jg_tensor *self, jg_tensor *r) {
         jg_tensor *nb = r->requires_grad || b->requires_grad ? jg_view_scatter(self, r) : NULL;
         if ((r->requires_grad || b->requires_grad) && !nb)
             return -1;
-        jg_copy_data(self, r);
+        copy_unless_same(self, r);
         self->storage->version++;
         if (nb)
             set_history(b, nb);
@@ -144,10 +150,9 @@ static int commit(jg_tensor *self, jg_tensor *r) {
     if (self->is_view && r->requires_grad)
         return jg_errorf("in-place operations on a view made without grad mode (or of a detached "
                          "tensor) cannot take part in autograd; use the out-of-place op");
-    jg_copy_data(self, r);
+    copy_unless_same(self, r);
     self->storage->version++;
-    if (r->grad_fn || !r->requires_grad)
-        set_history(self, r);
+    set_history(self, r);
     return 0;
 }
 
@@ -216,7 +221,7 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
     if (r && r->dtype != self->dtype)
         r = jg_to_dtype(r, self->dtype);
     if (r)
-        rc = commit(self, r);
+        rc = jg_inplace_commit(self, r);
     jg_scope_pop();
     return rc;
 }
@@ -284,7 +289,7 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     jg_tensor *e = jg_expand(src, dst->ndim, dst->shape);
     jg_tensor *c = e ? jg_to_dtype(e, dst->dtype) : NULL;
     jg_tensor *r = c ? jg_clone(c) : NULL;
-    int rc = r ? commit(dst, r) : -1;
+    int rc = r ? jg_inplace_commit(dst, r) : -1;
     jg_scope_pop();
     return rc;
 }

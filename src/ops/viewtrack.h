@@ -31,4 +31,10 @@ static inline int jg_view_sync(jg_tensor *t) {
  * current scope, or NULL + error. */
 jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src);
 
+/* The end of every in-place op (ops/inplace.c), also used for custom
+ * functions' dirty inputs: self takes r's values and history (r: self's
+ * shape and dtype; its own storage, or an alias of exactly self's memory).
+ * Traced: self (or its base) takes r's value.  0 or -1. */
+int jg_inplace_commit(jg_tensor *self, jg_tensor *r);
+
 #endif

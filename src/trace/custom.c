@@ -194,6 +194,16 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     jg_meta metas[2 * JG_MAX_OUTPUTS + MAX_SLOTS];
     bool rgs[2 * JG_MAX_OUTPUTS + MAX_SLOTS] = {0};
     int n_out = trace_forward(F, ctx, n, inputs, outs, why, sizeof why);
+    if (ctx->n_dirty) { /* an input written in place: the program runs eagerly */
+        jg_trace_note_break("%s.forward calls ctx.mark_dirty (writes an input in place), which "
+                            "cannot be captured",
+                            fn_name(fn));
+        for (int k = 0; k < n_out; k++)
+            jg_release(outs[k]);
+        jg_ctx_free(ctx);
+        drop_child(G, F);
+        return jg_errorf("%s: ctx.mark_dirty cannot be traced", fn_name(fn));
+    }
     if (n_out < 0 && !why[0]) {
         jg_ctx_free(ctx);
         drop_child(G, F);

@@ -386,6 +386,75 @@ static void test_compiled_inplace_aliased_inputs(void **state) {
     jg_compiled_free(c);
 }
 
+/* ---------------------------------------------------------- mark_dirty */
+
+static int dbl_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_ctx_mark_dirty(ctx, in[0]);
+    if (jg_mul_scalar_(in[0], 2.0) < 0)
+        return -1;
+    out[0] = in[0];
+    return 1;
+}
+
+static int dbl_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **gin) {
+    (void)ctx, (void)n_out, (void)n_in;
+    gin[0] = jg_mul_scalar(g[0], 2.0);
+    return 1;
+}
+
+static const jg_function DOUBLE = {"Double", dbl_forward, dbl_backward, NULL};
+
+/* ctx.mark_dirty: the input comes back as itself, with the call's history
+ * (through the base for a view); torch: b = p*1; Double(b[0:2]);
+ * (b * [1, 10, 100]).sum().backward() -> b [2, 4, 3], p.grad [2, 20, 100]. */
+static void test_mark_dirty_returns_input_with_history(void **state) {
+    (void)state;
+    for (int as_view = 0; as_view < 2; as_view++) {
+        jg_tensor *p = leaf(3, TU_VALS(1, 2, 3));
+        jg_tensor *b = jg_mul_scalar(p, 1.0);
+        jg_tensor *x = as_view ? jg_slice(b, 0, 0, 2) : b, *o;
+        assert_int_equal(jg_apply(&DOUBLE, 1, &x, NULL, 0, &o), 1);
+        assert_ptr_equal(o, x);
+        if (!as_view)
+            assert_string_equal(jg_grad_fn_name(x), "DoubleBackward");
+        TU_CHECK(b, 1, TU_SHAPE(3), as_view ? TU_VALS(2, 4, 3) : TU_VALS(2, 4, 6), 0);
+        jg_tensor *w = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1, 10, 100));
+        assert_int_equal(jg_backward(jg_sum(jg_mul(b, w)), NULL, 0), 0);
+        TU_CHECK(jg_grad(p), 1, TU_SHAPE(3), as_view ? TU_VALS(2, 20, 100) : TU_VALS(2, 20, 200),
+                 0);
+    }
+    jg_tensor *p = leaf(2, TU_VALS(1, 2)), *o;
+    assert_int_equal(jg_apply(&DOUBLE, 1, &p, NULL, 0, &o), -1);
+    TU_ERROR("a leaf Variable that requires grad has been used in an in-place operation.");
+}
+
+static int prog_dirty(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = jg_mul_scalar(in[0], 1.0);
+    if (jg_apply(&DOUBLE, 1, &x, NULL, 0, &out[0]) < 0)
+        return -1;
+    return 1;
+}
+
+/* Under compile a dirty custom call is not captured: the program runs
+ * eagerly (fullgraph: an error naming it). */
+static void test_mark_dirty_compiled_runs_eagerly(void **state) {
+    (void)state;
+    jg_tensor *p = leaf(2, TU_VALS(1, 2)), *outs[JG_MAX_OUTPUTS];
+    jg_compiled *c = jg_compile(prog_dirty, NULL, NULL);
+    if (jg_compiled_call(c, NULL, 0, 1, &p, outs) != 1)
+        fail_msg("%s", jg_last_error());
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    TU_CHECK(outs[0], 1, TU_SHAPE(2), TU_VALS(2, 4), 0);
+    jg_compiled_free(c);
+    jg_compile_options o = {.fullgraph = true};
+    c = jg_compile(prog_dirty, NULL, &o);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &p, outs), -1);
+    TU_ERROR("ctx.mark_dirty");
+    jg_compiled_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_view_rebased_after_base_inplace),
@@ -401,6 +470,8 @@ int main(void) {
         TU_TEST(test_compiled_inplace_no_grad_step),
         TU_TEST(test_compiled_inplace_leaf_refused),
         TU_TEST(test_compiled_inplace_aliased_inputs),
+        TU_TEST(test_mark_dirty_returns_input_with_history),
+        TU_TEST(test_mark_dirty_compiled_runs_eagerly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
