@@ -56,8 +56,17 @@ def view_of_view_sees_writes(T, p, q):
     return v * w.sum()
 
 
+def zero_then_add(T, p, q):
+    t = p * q
+    t.zero_()
+    t += q
+    s = (p * 2).sum()
+    s.zero_()
+    return t * (s + 1)
+
+
 PROGRAMS = [view_taken_before_base_write, write_into_view, write_into_view_chain,
-            augmented_assignments, view_of_view_sees_writes]
+            augmented_assignments, view_of_view_sees_writes, zero_then_add]
 
 
 def run(T, prog, mode):

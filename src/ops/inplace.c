@@ -253,6 +253,21 @@ int jg_zero_(jg_tensor *a) {
     return rc;
 }
 
+/* r's values, with a history that gives dst's old history a zero gradient
+ * (PyTorch's CopyBackwards: dst keeps requiring grad): a slice_scatter over
+ * all of dst. */
+static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
+    int64_t one = 1;
+    jg_tensor *d = dst->ndim ? dst : jg_reshape(dst, 1, &one);
+    jg_tensor *s = dst->ndim ? r : jg_reshape(r, 1, &one);
+    if (!d || !s)
+        return NULL;
+    jg_attrs a = {.n = 3};
+    a.i[2] = d->shape[0];
+    jg_tensor *o = jg_op1(JG_OP_SLICE_SCATTER, &a, d, s);
+    return o && !dst->ndim ? jg_reshape(o, 0, NULL) : o;
+}
+
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (check_target("jg_copy_", dst, src) < 0)
         return -1;
@@ -284,11 +299,14 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
         jg_scope_pop();
         return s ? 0 : -1;
     }
-    /* the new values depend on src only: dst's old history gets no gradient */
+    /* the new values depend on src only: dst's old history gets a zero
+     * gradient (none when dst did not require grad) */
     jg_scope_push();
     jg_tensor *e = jg_expand(src, dst->ndim, dst->shape);
     jg_tensor *c = e ? jg_to_dtype(e, dst->dtype) : NULL;
     jg_tensor *r = c ? jg_clone(c) : NULL;
+    if (r && !r->requires_grad && dst->requires_grad && !dst->view)
+        r = over_history(dst, r);
     int rc = r ? jg_inplace_commit(dst, r) : -1;
     jg_scope_pop();
     return rc;

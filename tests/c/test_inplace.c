@@ -90,6 +90,30 @@ static void test_copy_into_view(void **state) {
     TU_CHECK(jg_grad(q), 1, TU_SHAPE(1), TU_VALS(10), 0);
 }
 
+/* copy_ / zero_ of a constant onto a tensor that requires grad: it keeps
+ * requiring grad and its old history gets zeros (torch: p.grad [0, 0, 0],
+ * not None). */
+static void test_zero_keeps_requires_grad(void **state) {
+    (void)state;
+    for (int use_copy = 0; use_copy < 2; use_copy++) {
+        jg_tensor *p = leaf(3, TU_VALS(1, 2, 3));
+        jg_tensor *b = jg_mul_scalar(p, 1.0);
+        jg_tensor *z = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(0, 0, 0));
+        assert_int_equal(use_copy ? jg_copy_(b, z) : jg_zero_(b), 0);
+        assert_true(jg_requires_grad(b));
+        assert_int_equal(jg_backward(jg_sum(b), NULL, 0), 0);
+        assert_non_null(jg_grad(p));
+        TU_CHECK(jg_grad(p), 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
+    }
+    /* 0-d */
+    jg_tensor *p = leaf(1, TU_VALS(5));
+    jg_tensor *b = jg_sum(p);
+    assert_int_equal(jg_zero_(b), 0);
+    assert_true(jg_requires_grad(b));
+    assert_int_equal(jg_backward(b, NULL, 0), 0);
+    TU_CHECK(jg_grad(p), 1, TU_SHAPE(1), TU_VALS(0), 0);
+}
+
 static void test_inplace_on_view_of_leaf_refused(void **state) {
     (void)state;
     jg_tensor *p = leaf(3, TU_VALS(1, 2, 3));
@@ -462,6 +486,7 @@ int main(void) {
         TU_TEST(test_inplace_on_view_copyslices),
         TU_TEST(test_inplace_on_view_chain),
         TU_TEST(test_copy_into_view),
+        TU_TEST(test_zero_keeps_requires_grad),
         TU_TEST(test_inplace_on_view_of_leaf_refused),
         TU_TEST(test_inplace_into_expand_refused),
         TU_TEST(test_copy_overlapping_views),
