@@ -65,8 +65,16 @@ def zero_then_add(T, p, q):
     return t * (s + 1)
 
 
+def setitem(T, p, q):
+    base = p * 2
+    row = base[1:3]
+    base[1:3] = q[0:2] * 3
+    base[0] = 5.0
+    return base * q + row.sum()
+
+
 PROGRAMS = [view_taken_before_base_write, write_into_view, write_into_view_chain,
-            augmented_assignments, view_of_view_sees_writes, zero_then_add]
+            augmented_assignments, view_of_view_sees_writes, zero_then_add, setitem]
 
 
 def run(T, prog, mode):
