@@ -33,6 +33,7 @@ typedef struct jg_storage {
 typedef struct jg_view_info {
     jg_tensor *base;  /* retained; never a tracked view itself */
     uint64_t version; /* the base's version when the view's history was made */
+    bool no_grad;     /* made without grad mode: never takes history from the base */
     int n_steps;
     void *steps; /* the ops layer's view steps (malloc'd; freed with the info) */
 } jg_view_info;

@@ -33,6 +33,13 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
      * back (compile/mutation.c) */
     if (self->sym || !jg_grad_mode)
         return 0;
+    if (self->view && self->view->no_grad && self->view->base->requires_grad)
+        return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
+                         "grad mode enabled. Given that this use case is ambiguous and "
+                         "error-prone, it is forbidden. You can clarify your code by moving both "
+                         "the view and the inplace either both inside the no_grad block (if you "
+                         "don't want the inplace to be tracked) or both outside (if you want the "
+                         "inplace to be tracked).");
     if (self->requires_grad && !self->grad_fn)
         return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
                          "operation.");
@@ -136,7 +143,7 @@ static int commit_traced(jg_tensor *self, jg_tensor *r) {
 int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
     if (self->sym)
         return commit_traced(self, r);
-    if (self->view) {
+    if (self->view && !self->view->no_grad) {
         jg_tensor *b = self->view->base;
         jg_tensor *nb = r->requires_grad || b->requires_grad ? jg_view_scatter(self, r) : NULL;
         if ((r->requires_grad || b->requires_grad) && !nb)
@@ -147,9 +154,8 @@ int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
             set_history(b, nb);
         return jg_view_refresh(self);
     }
-    if (self->is_view && r->requires_grad)
-        return jg_errorf("in-place operations on a view made without grad mode (or of a detached "
-                         "tensor) cannot take part in autograd; use the out-of-place op");
+    /* a root, or a view outside autograd (of a detached tensor): its own
+     * history moves, as PyTorch's does */
     copy_unless_same(self, r);
     self->storage->version++;
     set_history(self, r);

@@ -17,7 +17,12 @@ static uint64_t base_version(const jg_tensor *b) {
 }
 
 int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out) {
-    if (out->sym ? !in->sym : (!jg_grad_mode || out->storage != in->storage))
+    if (out->sym ? !in->sym : out->storage != in->storage)
+        return 0;
+    /* concrete views made without grad mode are tracked only to refuse
+     * in-place ops on them in grad mode (PyTorch's creation meta) */
+    bool no_grad = !out->sym && (!jg_grad_mode || (in->view && in->view->no_grad));
+    if (no_grad && !in->requires_grad && !(in->view && in->view->base->requires_grad))
         return 0;
     if (!in->view && in->is_view && !in->sym)
         return 0; /* a view whose base is unknown (made without grad mode, detach) */
@@ -36,6 +41,7 @@ int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out
     s[n].a = *a;
     v->base = jg_retain(base);
     v->version = base_version(base);
+    v->no_grad = no_grad;
     v->n_steps = n + 1;
     v->steps = s;
     out->view = v;
@@ -53,7 +59,7 @@ static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
 int jg_view_refresh(jg_tensor *t) {
     jg_view_info *v = t->view;
     uint64_t ver = base_version(v->base);
-    if (ver == v->version)
+    if (ver == v->version || v->no_grad)
         return 0;
     /* concrete: PyTorch remakes the history whatever the grad mode */
     bool gm = jg_grad_mode;

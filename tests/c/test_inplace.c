@@ -142,6 +142,36 @@ static void test_inplace_on_view_of_leaf_refused(void **state) {
     TU_CHECK(p, 1, TU_SHAPE(3), TU_VALS(2, 4, 3), 0);
 }
 
+/* A view made without grad mode of a tensor that requires grad, written in
+ * grad mode: PyTorch's error; inside no_grad it is fine.  A view of a
+ * detached tensor is written as a tensor of its own: it takes the history,
+ * its base keeps its own (torch: x [1, 4, 9] with x's history unchanged). */
+static void test_inplace_on_no_grad_view_and_detached(void **state) {
+    (void)state;
+    jg_tensor *p = leaf(3, TU_VALS(1, 2, 3));
+    jg_tensor *x = jg_mul_scalar(p, 1.0);
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *v = jg_slice(x, 0, 0, 2);
+    jg_set_grad_enabled(prev);
+    assert_int_equal(jg_mul_scalar_(v, 2.0), -1);
+    TU_ERROR("A view was created in no_grad mode and is being modified inplace with grad mode "
+             "enabled.");
+    TU_CHECK(x, 1, TU_SHAPE(3), TU_VALS(1, 2, 3), 0);
+    jg_set_grad_enabled(false);
+    assert_int_equal(jg_mul_scalar_(v, 2.0), 0);
+    jg_set_grad_enabled(prev);
+    TU_CHECK(x, 1, TU_SHAPE(3), TU_VALS(2, 4, 3), 0);
+
+    jg_tensor *q = leaf(3, TU_VALS(1, 2, 3));
+    jg_tensor *y = jg_mul_scalar(p, 1.0), *d = jg_detach(y);
+    assert_int_equal(jg_mul_(d, q), 0);
+    TU_CHECK(y, 1, TU_SHAPE(3), TU_VALS(1, 4, 9), 0);
+    assert_string_equal(jg_grad_fn_name(y), "MulBackward1"); /* (mul by a scalar) unchanged */
+    assert_true(jg_requires_grad(d));
+    assert_int_equal(jg_backward(jg_sum(d), NULL, 0), 0);
+    TU_CHECK(jg_grad(q), 1, TU_SHAPE(3), TU_VALS(1, 2, 3), 0);
+}
+
 #define MSG_INTERNAL                                                                               \
     "unsupported operation: more than one element of the written-to tensor refers to a single "    \
     "memory location. Please clone() the tensor before performing the operation."
@@ -502,6 +532,7 @@ int main(void) {
         TU_TEST(test_inplace_on_view_chain),
         TU_TEST(test_copy_into_view),
         TU_TEST(test_zero_keeps_requires_grad),
+        TU_TEST(test_inplace_on_no_grad_view_and_detached),
         TU_TEST(test_view_times_sibling_view),
         TU_TEST(test_inplace_on_view_of_leaf_refused),
         TU_TEST(test_inplace_into_expand_refused),
