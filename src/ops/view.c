@@ -31,9 +31,9 @@ int jg_infer_reshape(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 
 /* PyTorch's computeStride (aten/src/ATen/TensorUtils.cpp): strides that let
  * a tensor of old geometry be seen with the new shape, or false when the
- * memory layout does not allow a view. */
-static bool compute_stride(int old_nd, const int64_t *old_shape, const int64_t *old_stride,
-                           int new_nd, const int64_t *new_shape, int64_t *new_stride) {
+ * memory layout does not allow a view (ops/optable.h). */
+bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old_stride, int new_nd,
+                        const int64_t *new_shape, int64_t *new_stride) {
     if (old_nd == 0) {
         for (int d = 0; d < new_nd; d++)
             new_stride[d] = 1;
@@ -77,7 +77,7 @@ int jg_k_reshape(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int nd = a->n;
     const int64_t *shape = a->i;
     int64_t stride[JG_MAX_DIMS];
-    if (compute_stride(x->ndim, x->shape, x->stride, nd, shape, stride)) {
+    if (jg_reshape_strides(x->ndim, x->shape, x->stride, nd, shape, stride)) {
         out[0] = jg_tensor_view_of(x, nd, shape, stride, x->offset);
         return out[0] ? 0 : -1;
     }

@@ -16,9 +16,65 @@ static uint64_t base_version(const jg_tensor *b) {
     return b->sym ? (uint64_t)(uintptr_t)b->sym : b->storage->version;
 }
 
+/* Traced tensors carry no strides, but eager reshape copies when the
+ * layout does not allow a view, and then writes do not reach the base.
+ * The strides eager would give `in` are replayed from a contiguous base
+ * (a traced input is contiguous as far as the trace knows). */
+static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
+    const jg_tensor *b = in->view ? in->view->base : in;
+    int nd = b->ndim;
+    int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS], ns[JG_MAX_DIMS];
+    memcpy(shape, b->shape, sizeof shape);
+    jg_contiguous_strides(nd, shape, stride);
+    int n = in->view ? in->view->n_steps : 0;
+    const view_step *s = in->view ? in->view->steps : NULL;
+    for (int k = 0; k < n; k++) {
+        const jg_attrs *sa = &s[k].a;
+        switch (s[k].op) {
+        case JG_OP_SLICE:
+            shape[sa->i[0]] = sa->i[2] - sa->i[1];
+            break;
+        case JG_OP_PERMUTE: {
+            int64_t sh[JG_MAX_DIMS], st[JG_MAX_DIMS];
+            for (int d = 0; d < nd; d++) {
+                sh[d] = shape[sa->i[d]];
+                st[d] = stride[sa->i[d]];
+            }
+            memcpy(shape, sh, sizeof sh);
+            memcpy(stride, st, sizeof st);
+            break;
+        }
+        case JG_OP_EXPAND: {
+            int lead = sa->n - nd;
+            for (int d = sa->n - 1; d >= 0; d--) {
+                int64_t st = d < lead ? 0 : stride[d - lead], sh = d < lead ? 1 : shape[d - lead];
+                stride[d] = sh == 1 && sa->i[d] != 1 ? 0 : st;
+                shape[d] = sa->i[d];
+            }
+            nd = sa->n;
+            break;
+        }
+        case JG_OP_RESHAPE:
+            if (!jg_reshape_strides(nd, shape, stride, sa->n, sa->i, ns))
+                return false; /* (cannot happen: such a step is not recorded) */
+            nd = sa->n;
+            memcpy(shape, sa->i, sizeof(int64_t) * (size_t)nd);
+            memcpy(stride, ns, sizeof(int64_t) * (size_t)nd);
+            break;
+        default:
+            return false;
+        }
+    }
+    return jg_reshape_strides(nd, shape, stride, a->n, a->i, ns);
+}
+
 int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out) {
     if (out->sym ? !in->sym : out->storage != in->storage)
         return 0;
+    if (out->sym && op == JG_OP_RESHAPE && !traced_reshape_is_view(in, a)) {
+        out->is_view = false; /* eagerly a copy */
+        return 0;
+    }
     /* concrete views made without grad mode are tracked only to refuse
      * in-place ops on them in grad mode (PyTorch's creation meta) */
     bool no_grad = !out->sym && (!jg_grad_mode || (in->view && in->view->no_grad));

@@ -16,6 +16,11 @@
 
 #include "ops/optable.h"
 
+/* PyTorch's computeStride: new_stride for seeing the old geometry with
+ * new_shape, or false when reshape has to copy (ops/view.c). */
+bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old_stride, int new_nd,
+                        const int64_t *new_shape, int64_t *new_stride);
+
 /* After view op `op` made `out` from `in`: records out's base and steps when
  * out is a differentiable view (same storage, grad mode on; or traced).
  * 0 or -1. */

@@ -391,6 +391,29 @@ static void test_compiled_inplace_on_input(void **state) {
     check_case(&pc);
 }
 
+/* Eager reshape copies when the layout allows no view (a transpose made
+ * flat), and a write into the copy does not reach the base; a reshape that
+ * is a view passes writes through.  The trace must tell them apart. */
+static int prog_reshape_copy_or_view(void *u, const void *a, int n, jg_tensor *const *in,
+                                     jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = jg_mul_scalar(in[0], 1.0);
+    jg_tensor *m = jg_reshape(x, 2, TU_SHAPE(2, 3));
+    jg_tensor *flat_copy = jg_reshape(jg_transpose(m, 0, 1), 1, TU_SHAPE(6));
+    jg_tensor *flat_view = jg_reshape(m, 1, TU_SHAPE(6));
+    if (jg_add_(flat_copy, in[1]) < 0 || jg_mul_(flat_view, in[1]) < 0)
+        return -1;
+    out[0] = x;
+    out[1] = flat_copy;
+    return 2;
+}
+
+static void test_compiled_inplace_reshape_copy_or_view(void **state) {
+    (void)state;
+    prog_case pc = {prog_reshape_copy_or_view, 2, {6, 6}, {AS_LEAF, AS_LEAF}, {true, true}, false};
+    check_case(&pc);
+}
+
 /* An optimizer-style step without grad mode writes a leaf that requires
  * grad: allowed, as eagerly. */
 static int prog_sgd(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -539,6 +562,7 @@ int main(void) {
         TU_TEST(test_copy_overlapping_views),
         TU_TEST(test_compiled_inplace_intermediates),
         TU_TEST(test_compiled_inplace_on_input),
+        TU_TEST(test_compiled_inplace_reshape_copy_or_view),
         TU_TEST(test_compiled_inplace_no_grad_step),
         TU_TEST(test_compiled_inplace_leaf_refused),
         TU_TEST(test_compiled_inplace_aliased_inputs),
