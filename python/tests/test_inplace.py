@@ -138,7 +138,7 @@ def test_inplace_on_compiled_input(torch, jg, mode):
         s, x2 = f(x, q)
         assert x2 is x and x._version > v0
         (s + (x * x).sum()).backward()
-        return x.tolist(), s.item(), p.grad.tolist(), q.grad.tolist()
+        return x.tolist(), s.item(), p.grad.tolist(), q.grad.tolist(), x._version - v0
 
     want = go(torch, "eager")
     got = go(jg, mode)

@@ -80,8 +80,9 @@ typedef struct jg_entry {
     /* inputs the program writes in place (compile/mutation.c): their new
      * values are the last n_mut graph outputs */
     int n_mut;
-    int *mut_input; /* per mutation output: the call input written */
-    int *out_input; /* per program output: the written call input it is, or -1 */
+    int *mut_input;       /* per mutation output: the call input written */
+    uint64_t *mut_writes; /* ... and how many in-place writes it received */
+    int *out_input;       /* per program output: the written call input it is, or -1 */
 } jg_entry;
 
 void jg_entry_release(jg_entry *e);

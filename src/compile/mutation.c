@@ -44,11 +44,14 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym,
     if (!n_mut)
         return 0;
     if (!(e->mut_input = malloc(sizeof(int) * (size_t)n_mut)) ||
+        !(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
         !(e->out_input = malloc(sizeof(int) * (size_t)n_out)))
         return jg_errorf("out of memory in jg_compile");
     e->n_mut = n_mut;
-    for (int m = 0; m < n_mut; m++)
+    for (int m = 0; m < n_mut; m++) {
         e->mut_input[m] = mut[m];
+        e->mut_writes[m] = jg_version(sym[mut[m]]);
+    }
     /* the program returning a written input returns that tensor itself */
     for (int j = 0; j < n_out; j++) {
         e->out_input[j] = -1;
@@ -104,8 +107,11 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     jg_tensor *outs[JG_MAX_OUTPUTS];
     if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
         rc = -1;
-    for (int m = 0; m < e->n_mut && rc == 0; m++)
-        rc = jg_copy_(inputs[e->mut_input[m]], outs[n_user + m]);
+    for (int m = 0; m < e->n_mut && rc == 0; m++) {
+        jg_tensor *x = inputs[e->mut_input[m]];
+        if ((rc = jg_copy_(x, outs[n_user + m])) == 0 && e->mut_writes[m] > 1)
+            x->storage->version += e->mut_writes[m] - 1; /* eager bumps once per write */
+    }
     for (int j = 0; j < n_user && rc == 0; j++)
         outputs[j] = jg_retain(e->out_input[j] >= 0 ? inputs[e->out_input[j]] : outs[j]);
     jg_scope_pop();

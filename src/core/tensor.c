@@ -523,6 +523,7 @@ jg_tensor *jg_tensor_symbolic(const jg_meta *m, jg_sym *sym) {
         return jg_errorf_null("out of memory allocating a symbolic tensor");
     jg_contiguous_strides(m->ndim, m->shape, t->stride);
     t->sym = sym;
+    t->inline_storage.version = 0;
     return t;
 }
 
@@ -626,7 +627,7 @@ int64_t jg_numel(const jg_tensor *t) {
     return t->numel;
 }
 uint64_t jg_version(const jg_tensor *t) {
-    return t->storage ? t->storage->version : 0;
+    return t->storage ? t->storage->version : t->inline_storage.version;
 }
 
 bool jg_is_contiguous(const jg_tensor *t) {

@@ -58,8 +58,10 @@ struct jg_tensor {
     bool is_view;   /* shares storage with the tensor it was made from */
     int64_t offset; /* in elements */
     int64_t numel;
-    jg_view_info *view;        /* NULL unless a tracked differentiable view */
-    jg_storage inline_storage; /* kind JG_STORAGE_INLINE when storage points here */
+    jg_view_info *view; /* NULL unless a tracked differentiable view */
+    /* kind JG_STORAGE_INLINE when storage points here; a traced tensor has
+     * no storage and counts the in-place writes it received in .version */
+    jg_storage inline_storage;
     /* only the first ndim entries of shape and stride are meaningful */
     int64_t shape[JG_MAX_DIMS];
     int64_t stride[JG_MAX_DIMS]; /* in elements */

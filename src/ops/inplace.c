@@ -113,6 +113,7 @@ static void copy_unless_same(jg_tensor *self, const jg_tensor *r) {
  * traced view gives its base a new value with the view's region replaced;
  * the view and the base's other views take theirs from it when next used. */
 static int commit_traced(jg_tensor *self, jg_tensor *r) {
+    (self->view ? self->view->base : self)->inline_storage.version++;
     if (!r->sym) { /* a value computed from constants only (zero_, copy_ of one) */
         static const jg_attrs none;
         jg_meta m;
