@@ -56,7 +56,7 @@ int jg_custom_trace_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
  * outputs (call outputs, then saved values).  Returns the output count, or
  * -1: an error, or a graph break inside F (why is set). */
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
-                         jg_tensor **outs, char *why, size_t why_n) {
+                         jg_tensor **outs, char *why, size_t why_n, bool *wrote_input) {
     jg_tensor *ph[MAX_SLOTS];
     if (jg_trace_begin(F, 0) < 0)
         return -1;
@@ -73,6 +73,9 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
     }
     if (rc == 0)
         n_out = jg_function_run_forward(ctx, n, ph, outs);
+    *wrote_input = false; /* an in-place write into a slot (counted by the placeholder) */
+    for (int i = 0; i < n; i++)
+        *wrote_input |= jg_version(ph[i]) > 0;
     if (jg_trace_breaks()) {
         snprintf(why, why_n, "%s", jg_trace_break_reason());
         for (int k = 0; k < n_out; k++)
@@ -193,16 +196,16 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     jg_meta metas[2 * JG_MAX_OUTPUTS + MAX_SLOTS];
     bool rgs[2 * JG_MAX_OUTPUTS + MAX_SLOTS] = {0};
-    int n_out = trace_forward(F, ctx, n, inputs, outs, why, sizeof why);
-    if (ctx->n_dirty) { /* an input written in place: the program runs eagerly */
-        jg_trace_note_break("%s.forward calls ctx.mark_dirty (writes an input in place), which "
-                            "cannot be captured",
-                            fn_name(fn));
+    bool wrote = false;
+    int n_out = trace_forward(F, ctx, n, inputs, outs, why, sizeof why, &wrote);
+    if (ctx->n_dirty || wrote) { /* an input written in place: the program runs eagerly */
+        jg_trace_note_break("%s.forward writes an input in place%s, which cannot be captured",
+                            fn_name(fn), ctx->n_dirty ? " (ctx.mark_dirty)" : "");
         for (int k = 0; k < n_out; k++)
             jg_release(outs[k]);
         jg_ctx_free(ctx);
         drop_child(G, F);
-        return jg_errorf("%s: ctx.mark_dirty cannot be traced", fn_name(fn));
+        return jg_errorf("%s.forward writes an input in place; it cannot be traced", fn_name(fn));
     }
     if (n_out < 0 && !why[0]) {
         jg_ctx_free(ctx);

@@ -551,6 +551,39 @@ static void test_mark_dirty_compiled_runs_eagerly(void **state) {
     jg_compiled_free(c);
 }
 
+/* A forward that writes its input without mark_dirty (the write lands in
+ * the caller's tensor eagerly, as in PyTorch): compiled, the call is not
+ * captured either, so the input is written as eagerly. */
+static int scale_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx, (void)n;
+    if (jg_mul_scalar_(in[0], 3.0) < 0)
+        return -1;
+    out[0] = jg_mul_scalar(in[0], 1.0);
+    return 1;
+}
+
+static const jg_function SCALE = {"Scale", scale_forward, dbl_backward, NULL};
+
+static int prog_scale(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *o;
+    if (jg_apply(&SCALE, 1, &in[0], NULL, 0, &o) < 0)
+        return -1;
+    out[0] = jg_add(o, in[0]);
+    return 1;
+}
+
+static void test_forward_writing_input_compiled_runs_eagerly(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2)), *outs[JG_MAX_OUTPUTS];
+    jg_compiled *c = jg_compile(prog_scale, NULL, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, outs), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    TU_CHECK(x, 1, TU_SHAPE(2), TU_VALS(3, 6), 0);
+    TU_CHECK(outs[0], 1, TU_SHAPE(2), TU_VALS(6, 12), 0);
+    jg_compiled_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_view_rebased_after_base_inplace),
@@ -572,6 +605,7 @@ int main(void) {
         TU_TEST(test_compiled_inplace_aliased_inputs),
         TU_TEST(test_mark_dirty_returns_input_with_history),
         TU_TEST(test_mark_dirty_compiled_runs_eagerly),
+        TU_TEST(test_forward_writing_input_compiled_runs_eagerly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
