@@ -229,3 +229,85 @@ def test_mark_dirty_leaf_refused(torch, jg):
         with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used "
                                                "in an in-place operation."):
             dirty_function(T).apply(p)
+
+
+def random_program(seed):
+    """A short random program of in-place writes into a 4x3 base and views of
+    it (slices, a transpose, a row), read back through views taken before the
+    writes.  Returns fn(T, p, q) -> tensor; p is [4, 3], q is [12]."""
+    import random
+
+    rnd = random.Random(seed)
+    steps = []
+    for _ in range(rnd.randint(2, 6)):
+        steps.append((rnd.choice(["base", "rows", "col", "t_row", "flat"]),
+                      rnd.choice(["add_", "sub_", "mul_", "zero_", "copy_", "iadd", "imul",
+                                  "setitem", "scalar"]),
+                      rnd.randint(0, 5)))
+
+    def view(T, base, which):
+        if which == "base":
+            return base
+        if which == "rows":
+            return base[1:3]
+        if which == "col":
+            return base.t()[1]
+        if which == "t_row":
+            return base.t()[0:2].t()[2]
+        return base.view(12)[2:8]
+
+    def fn(T, p, q):
+        base = p * 1
+        early = base[0:2]  # taken before any write
+        for which, op, k in steps:
+            v = view(T, base, which)
+            n = v.numel()
+            other = (q[k:k + n] * 0.5 + 0.25).view(v.shape) if n + k <= 12 else \
+                (q[0:n] * 1.5).view(v.shape)
+            if op == "add_":
+                v.add_(other)
+            elif op == "sub_":
+                v.sub_(other)
+            elif op == "mul_":
+                v.mul_(other)
+            elif op == "zero_":
+                v.zero_()
+            elif op == "copy_":
+                v.copy_(other)
+            elif op == "iadd":
+                v += other
+            elif op == "imul":
+                v *= other
+            elif op == "setitem":
+                v[0:1] = other[0:1] * 2
+            else:
+                v.mul_(1.5)
+        return base * early.sum() + early.sum(0).sum()
+
+    return fn
+
+
+def run_random(T, seed, mode):
+    p = T.tensor([[0.5 * i - 2.0 + 0.25 * j for j in range(3)] for i in range(4)],
+                 requires_grad=True)
+    q = T.tensor([0.3 * i - 1.0 for i in range(12)], requires_grad=True)
+    prog = random_program(seed)
+
+    def f(a, b):
+        return prog(T, a, b)
+
+    if mode != "eager":
+        f = T.compile(f, fullgraph=True, backend=mode)
+    out = f(p, q)
+    out.sum().backward()
+    return out.detach().tolist(), [None if x.grad is None else x.grad.tolist() for x in (p, q)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_inplace_programs(torch, jg, seed):
+    want = run_random(torch, seed, "eager")
+    got = run_random(jg, seed, "eager")
+    assert close(got[0], want[0]) and close(got[1], want[1]), (got, want)
+    assert run_random(jg, seed, "interp") == got
+    if jg.HAS_COMPILER:
+        assert run_random(jg, seed, "c") == got

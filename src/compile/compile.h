@@ -97,7 +97,7 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym,
                       const void *const *orig, int n_out, jg_tensor *const *outs, char *why,
                       size_t why_size);
 /* jg_entry_run for an entry that writes inputs: checks them as eager would,
- * runs, writes the new values back with jg_copy_.  Returns the number of
+ * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The backward variant for a mask, built on first use. */

@@ -3,9 +3,9 @@
  * base) takes the out-of-place result as its new value.  Here the entry
  * learns which inputs ended up with a new value, returns those values as
  * extra graph outputs, and every call writes them back into the real inputs
- * with jg_copy_ -- so the version bumps, the history (the input now comes
- * out of the compiled call, or for a view, its base does: CopySlices) and
- * the errors are eager's. */
+ * as an in-place op's result is -- so the version bumps, the history (the
+ * input now comes out of the compiled call, or for a view, its base does:
+ * CopySlices) and the errors are eager's. */
 #include "autograd/node.h"
 #include "compile/compile.h"
 #include "ops/viewtrack.h"
@@ -108,8 +108,16 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
         rc = -1;
     for (int m = 0; m < e->n_mut && rc == 0; m++) {
-        jg_tensor *x = inputs[e->mut_input[m]];
-        if ((rc = jg_copy_(x, outs[n_user + m])) == 0 && e->mut_writes[m] > 1)
+        /* the new value's history is the compiled call's: x moves onto it
+         * (a view: its base's region is replaced), as an in-place op's result */
+        jg_tensor *x = inputs[e->mut_input[m]], *in2[2] = {x, outs[n_user + m]};
+        if (jg_any_requires_grad(2, in2)) {
+            rc = jg_inplace_commit(x, in2[1]);
+        } else {
+            jg_copy_data(x, in2[1]);
+            x->storage->version++;
+        }
+        if (rc == 0 && e->mut_writes[m] > 1)
             x->storage->version += e->mut_writes[m] - 1; /* eager bumps once per write */
     }
     for (int j = 0; j < n_user && rc == 0; j++)

@@ -260,9 +260,9 @@ int jg_zero_(jg_tensor *a) {
     return rc;
 }
 
-/* r's values, with a history that gives dst's old history a zero gradient
- * (PyTorch's CopyBackwards: dst keeps requiring grad): a slice_scatter over
- * all of dst. */
+/* r's values, with a history that also gives dst's old history a zero
+ * gradient (PyTorch's CopyBackwards: dst keeps requiring grad and its old
+ * history stays reachable): a slice_scatter over all of dst. */
 static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
     int64_t one = 1;
     jg_tensor *d = dst->ndim ? dst : jg_reshape(dst, 1, &one);
@@ -307,12 +307,13 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
         return s ? 0 : -1;
     }
     /* the new values depend on src only: dst's old history gets a zero
-     * gradient (none when dst did not require grad) */
+     * gradient (none when dst did not require grad); a view's base gets the
+     * region replaced (jg_inplace_commit) */
     jg_scope_push();
     jg_tensor *e = jg_expand(src, dst->ndim, dst->shape);
     jg_tensor *c = e ? jg_to_dtype(e, dst->dtype) : NULL;
     jg_tensor *r = c ? jg_clone(c) : NULL;
-    if (r && !r->requires_grad && dst->requires_grad && !dst->view)
+    if (r && dst->requires_grad && !(dst->view && !dst->view->no_grad))
         r = over_history(dst, r);
     int rc = r ? jg_inplace_commit(dst, r) : -1;
     jg_scope_pop();

@@ -105,6 +105,15 @@ static void test_zero_keeps_requires_grad(void **state) {
         assert_non_null(jg_grad(p));
         TU_CHECK(jg_grad(p), 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
     }
+    /* a source that requires grad too: dst's old history still gets zeros
+     * (torch: p.grad [0, 0, 0], q.grad [1, 1, 1]) */
+    jg_tensor *p3 = leaf(3, TU_VALS(1, 2, 3)), *q3 = leaf(3, TU_VALS(4, 5, 6));
+    jg_tensor *b3 = jg_mul_scalar(p3, 1.0);
+    assert_int_equal(jg_copy_(b3, q3), 0);
+    assert_int_equal(jg_backward(jg_sum(b3), NULL, 0), 0);
+    assert_non_null(jg_grad(p3));
+    TU_CHECK(jg_grad(p3), 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
+    TU_CHECK(jg_grad(q3), 1, TU_SHAPE(3), TU_VALS(1, 1, 1), 0);
     /* 0-d */
     jg_tensor *p = leaf(1, TU_VALS(5));
     jg_tensor *b = jg_sum(p);
