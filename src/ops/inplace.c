@@ -95,6 +95,22 @@ static int check_overlap(const jg_tensor *self, const jg_tensor *other, bool *co
     return 0;
 }
 
+/* Traced: the overlap checks eager would make, on the geometry the traced
+ * views would have in their base's memory (a base stands for its storage). */
+static int check_overlap_traced(jg_tensor *self, jg_tensor *other) {
+    jg_tensor ga, gb; /* (only geometry, dtype and the storage identity are read) */
+    jg_tensor *g[2] = {&ga, &gb}, *t[2] = {self, other && other->sym ? other : NULL};
+    for (int k = 0; k < 2 && t[k]; k++) {
+        g[k]->dtype = t[k]->dtype;
+        g[k]->storage = (jg_storage *)(void *)(t[k]->view ? t[k]->view->base : t[k]);
+        if (!jg_view_traced_geometry(t[k], &g[k]->ndim, g[k]->shape, g[k]->stride, &g[k]->offset))
+            return 0;
+        g[k]->numel = jg_shape_numel(g[k]->ndim, g[k]->shape);
+    }
+    bool copy_other;
+    return check_overlap(&ga, t[1] ? &gb : NULL, &copy_other);
+}
+
 static void set_history(jg_tensor *t, jg_tensor *r) {
     jg_node_retain(r->grad_fn);
     jg_node_release(t->grad_fn);
@@ -186,7 +202,8 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
         return jg_errorf("result type %s can't be cast to the desired output type Long",
                          jg_dtype_torch_name(other->dtype));
     bool copy_other = false;
-    if (!self->sym && check_overlap(self, other, &copy_other) < 0)
+    if (self->sym ? check_overlap_traced(self, other) < 0
+                  : check_overlap(self, other, &copy_other) < 0)
         return -1;
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
@@ -293,7 +310,7 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
                          s1, s2);
     }
     bool copy_src = false;
-    if (!dst->sym && check_overlap(dst, src, &copy_src) < 0)
+    if (dst->sym ? check_overlap_traced(dst, src) < 0 : check_overlap(dst, src, &copy_src) < 0)
         return -1;
     jg_tensor *in[2] = {dst, src};
     if (!dst->sym && !jg_any_requires_grad(2, in)) {

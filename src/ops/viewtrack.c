@@ -16,22 +16,20 @@ static uint64_t base_version(const jg_tensor *b) {
     return b->sym ? (uint64_t)(uintptr_t)b->sym : b->storage->version;
 }
 
-/* Traced tensors carry no strides, but eager reshape copies when the
- * layout does not allow a view, and then writes do not reach the base.
- * The strides eager would give `in` are replayed from a contiguous base
- * (a traced input is contiguous as far as the trace knows). */
-static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
-    const jg_tensor *b = in->view ? in->view->base : in;
+bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int64_t *stride,
+                             int64_t *offset) {
+    const jg_tensor *b = t->view ? t->view->base : t;
     int nd = b->ndim;
-    int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS], ns[JG_MAX_DIMS];
-    memcpy(shape, b->shape, sizeof shape);
+    int64_t off = 0, ns[JG_MAX_DIMS];
+    memcpy(shape, b->shape, sizeof(int64_t) * JG_MAX_DIMS);
     jg_contiguous_strides(nd, shape, stride);
-    int n = in->view ? in->view->n_steps : 0;
-    const view_step *s = in->view ? in->view->steps : NULL;
+    int n = t->view ? t->view->n_steps : 0;
+    const view_step *s = t->view ? t->view->steps : NULL;
     for (int k = 0; k < n; k++) {
         const jg_attrs *sa = &s[k].a;
         switch (s[k].op) {
         case JG_OP_SLICE:
+            off += sa->i[1] * stride[sa->i[0]];
             shape[sa->i[0]] = sa->i[2] - sa->i[1];
             break;
         case JG_OP_PERMUTE: {
@@ -40,8 +38,8 @@ static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
                 sh[d] = shape[sa->i[d]];
                 st[d] = stride[sa->i[d]];
             }
-            memcpy(shape, sh, sizeof sh);
-            memcpy(stride, st, sizeof st);
+            memcpy(shape, sh, sizeof(int64_t) * (size_t)nd);
+            memcpy(stride, st, sizeof(int64_t) * (size_t)nd);
             break;
         }
         case JG_OP_EXPAND: {
@@ -65,7 +63,18 @@ static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
             return false;
         }
     }
-    return jg_reshape_strides(nd, shape, stride, a->n, a->i, ns);
+    *ndim = nd;
+    *offset = off;
+    return true;
+}
+
+/* Traced tensors carry no strides, but eager reshape copies when the
+ * layout does not allow a view, and then writes do not reach the base. */
+static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS], off, ns[JG_MAX_DIMS];
+    return jg_view_traced_geometry(in, &nd, shape, stride, &off) &&
+           jg_reshape_strides(nd, shape, stride, a->n, a->i, ns);
 }
 
 int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out) {

@@ -427,6 +427,47 @@ static void test_compiled_inplace_reshape_copy_or_view(void **state) {
     check_case(&pc);
 }
 
+/* Writes eager refuses for overlap are refused when traced too (the traced
+ * views' geometry in the base's memory is replayed): into an expand, and
+ * from a partly overlapping slice. */
+static int prog_write_expand(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = jg_mul_scalar(jg_slice(in[0], 0, 0, 1), 1.0);
+    if (jg_add_(jg_expand(x, 1, TU_SHAPE(4)), in[0]) < 0)
+        return -1;
+    out[0] = x;
+    return 1;
+}
+
+static int prog_write_shifted(void *u, const void *a, int n, jg_tensor *const *in,
+                              jg_tensor **out) {
+    (void)u, (void)a, (void)n;
+    jg_tensor *x = jg_mul_scalar(in[0], 1.0);
+    if (jg_copy_(jg_slice(x, 0, 1, 4), jg_slice(x, 0, 0, 3)) < 0)
+        return -1;
+    out[0] = x;
+    return 1;
+}
+
+static void test_compiled_inplace_overlap_refused(void **state) {
+    (void)state;
+    jg_program_fn progs[2] = {prog_write_expand, prog_write_shifted};
+    const char *msgs[2] = {"more than one element of the written-to tensor refers to a single "
+                           "memory location",
+                           "some elements of the input tensor and the written-to tensor refer to "
+                           "a single memory location"};
+    for (int k = 0; k < 2; k++) {
+        jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), SEED[0]), *outs[JG_MAX_OUTPUTS];
+        assert_int_equal(progs[k](NULL, NULL, 1, &x, outs), -1); /* eagerly */
+        TU_ERROR(msgs[k]);
+        jg_compile_options o = {.fullgraph = true};
+        jg_compiled *c = jg_compile(progs[k], NULL, &o);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, outs), -1);
+        TU_ERROR(msgs[k]);
+        jg_compiled_free(c);
+    }
+}
+
 /* An optimizer-style step without grad mode writes a leaf that requires
  * grad: allowed, as eagerly. */
 static int prog_sgd(void *u, const void *a, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -609,6 +650,7 @@ int main(void) {
         TU_TEST(test_compiled_inplace_intermediates),
         TU_TEST(test_compiled_inplace_on_input),
         TU_TEST(test_compiled_inplace_reshape_copy_or_view),
+        TU_TEST(test_compiled_inplace_overlap_refused),
         TU_TEST(test_compiled_inplace_no_grad_step),
         TU_TEST(test_compiled_inplace_leaf_refused),
         TU_TEST(test_compiled_inplace_aliased_inputs),
