@@ -256,8 +256,8 @@ def random_program(seed):
             return base.t()[0:2].t()[2]
         return base.view(12)[2:8]
 
-    def fn(T, p, q):
-        base = p * 1
+    def fn(T, p, q, base_given=False):
+        base = p if base_given else p * 1
         early = base[0:2]  # taken before any write
         for which, op, k in steps:
             v = view(T, base, which)
@@ -287,27 +287,33 @@ def random_program(seed):
     return fn
 
 
-def run_random(T, seed, mode):
+def run_random(T, seed, mode, base_input=False):
+    """base_input: the base is the program's input (written back after a
+    compiled call) rather than made inside it."""
     p = T.tensor([[0.5 * i - 2.0 + 0.25 * j for j in range(3)] for i in range(4)],
                  requires_grad=True)
     q = T.tensor([0.3 * i - 1.0 for i in range(12)], requires_grad=True)
     prog = random_program(seed)
 
     def f(a, b):
-        return prog(T, a, b)
+        return prog(T, a, b, base_given=base_input)
 
     if mode != "eager":
         f = T.compile(f, fullgraph=True, backend=mode)
-    out = f(p, q)
-    out.sum().backward()
-    return out.detach().tolist(), [None if x.grad is None else x.grad.tolist() for x in (p, q)]
+    x = p * 1 if base_input else p
+    out = f(x, q)
+    loss = out.sum() + (x * x).sum() if base_input else out.sum()
+    loss.backward()
+    res = [out.detach().tolist(), x.tolist()]
+    return res, [None if t.grad is None else t.grad.tolist() for t in (p, q)]
 
 
+@pytest.mark.parametrize("base_input", [False, True], ids=["inner", "input"])
 @pytest.mark.parametrize("seed", range(40))
-def test_random_inplace_programs(torch, jg, seed):
-    want = run_random(torch, seed, "eager")
-    got = run_random(jg, seed, "eager")
+def test_random_inplace_programs(torch, jg, seed, base_input):
+    want = run_random(torch, seed, "eager", base_input)
+    got = run_random(jg, seed, "eager", base_input)
     assert close(got[0], want[0]) and close(got[1], want[1]), (got, want)
-    assert run_random(jg, seed, "interp") == got
+    assert run_random(jg, seed, "interp", base_input) == got
     if jg.HAS_COMPILER:
-        assert run_random(jg, seed, "c") == got
+        assert run_random(jg, seed, "c", base_input) == got
