@@ -261,6 +261,11 @@ bool jg_ctx_needs_input_grad(const jg_ctx *ctx, int slot);
 const void *jg_ctx_args(const jg_ctx *ctx);
 size_t jg_ctx_args_size(const jg_ctx *ctx);
 void jg_ctx_mark_non_differentiable(jg_ctx *ctx, jg_tensor *output);
+/* In forward: `input` was modified in place and is returned as an output;
+ * the call returns it as itself with its history moved onto the call
+ * (PyTorch's ctx.mark_dirty).  Traced, the call is not captured (a graph
+ * break: it runs eagerly). */
+void jg_ctx_mark_dirty(jg_ctx *ctx, jg_tensor *input);
 void jg_ctx_set_materialize_grads(jg_ctx *ctx, bool on);
 const jg_function *jg_ctx_function(const jg_ctx *ctx);
 void jg_ctx_set_state(jg_ctx *ctx, void *state, void (*free_state)(void *));

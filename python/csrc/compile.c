@@ -584,8 +584,16 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     }
     PyObject *wrapped[JG_MAX_OUTPUTS];
     bool ok = true;
-    for (int i = 0; i < n; i++)
-        ok &= (wrapped[i] = jgp_wrap(jg_keep(outs[i]))) != NULL;
+    for (int i = 0; i < n; i++) {
+        /* an input returned (e.g. one written in place) is that same object */
+        Py_ssize_t k = 0;
+        while (k < n_in && inputs[k] != outs[i])
+            k++;
+        if (k < n_in)
+            jg_release(jg_keep(outs[i]));
+        ok &= (wrapped[i] = k < n_in ? Py_NewRef(PyList_GET_ITEM(tensors, k))
+                                     : jgp_wrap(jg_keep(outs[i]))) != NULL;
+    }
     PyObject *tkey = Py_BuildValue("(Oi)", key, n);
     PyObject *entry = tkey ? PyDict_GetItemWithError(self->templates, tkey) : NULL;
     Py_XDECREF(tkey);

@@ -163,11 +163,18 @@ static PyObject *ctx_set_materialize_grads(PyObject *self, PyObject *v) {
 }
 
 static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
-    (void)self;
-    (void)args;
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "jitgrad: ctx.mark_dirty (in-place custom functions) is not supported");
-    return NULL;
+    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    if (!ctx)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (!jgp_is_tensor(o)) {
+            PyErr_SetString(PyExc_TypeError, "mark_dirty only accepts Tensors");
+            return NULL;
+        }
+        jg_ctx_mark_dirty(ctx, jgp_t(o));
+    }
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef ctx_methods[] = {
@@ -540,7 +547,16 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
     PyObject *wrapped[JG_MAX_OUTPUTS];
     bool ok = true;
     for (int i = 0; i < n; i++) {
-        wrapped[i] = jgp_wrap(jg_keep(outs[i]));
+        /* an input returned as itself (ctx.mark_dirty) is that same object */
+        PyObject *same = NULL;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args) && !same; k++) {
+            PyObject *a = PyTuple_GET_ITEM(args, k);
+            if (jgp_is_tensor(a) && jgp_t(a) == outs[i])
+                same = a;
+        }
+        if (same)
+            jg_release(jg_keep(outs[i]));
+        wrapped[i] = same ? Py_NewRef(same) : jgp_wrap(jg_keep(outs[i]));
         ok &= wrapped[i] != NULL;
     }
     PyObject *tmpl = call.out_template;

@@ -1,8 +1,16 @@
 /* The public autograd calls: requires_grad, .grad, grad mode, backward. */
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "ops/viewtrack.h"
 
 #include <string.h>
+
+/* A view whose base was written since its history was made remakes it
+ * before anyone reads it (ops/viewtrack.h); a getter has no way to report
+ * a failure, which leaves the old history and the error message. */
+static void sync(const jg_tensor *t) {
+    (void)jg_view_sync((jg_tensor *)t);
+}
 
 bool jg_set_grad_enabled(bool on) {
     bool prev = jg_grad_mode;
@@ -35,14 +43,17 @@ void jg_set_requires_grad(jg_tensor *t, bool on) {
 }
 
 bool jg_requires_grad(const jg_tensor *t) {
+    sync(t);
     return t && t->requires_grad;
 }
 
 bool jg_is_leaf(const jg_tensor *t) {
+    sync(t);
     return t && !t->grad_fn;
 }
 
 const char *jg_grad_fn_name(const jg_tensor *t) {
+    sync(t);
     return t && t->grad_fn ? t->grad_fn->vt->name(t->grad_fn) : NULL;
 }
 
@@ -77,6 +88,8 @@ int jg_set_grad(jg_tensor *t, jg_tensor *g) {
 int jg_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
     if (flags & ~(JG_RETAIN_GRAPH | JG_CREATE_GRAPH))
         return jg_errorf("jg_backward: unknown flags 0x%x", flags);
+    if (jg_view_sync(root) < 0)
+        return -1;
     return jg_engine_run(1, &root, &grad, flags, 0, NULL, NULL);
 }
 
@@ -84,8 +97,13 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
                      int n_inputs, jg_tensor *const *inputs, unsigned flags, jg_tensor **results) {
     if (n_outputs <= 0 || !outputs || n_inputs <= 0 || !inputs || !results)
         return jg_errorf("jg_autograd_grad: needs at least one output and one input");
+    for (int i = 0; i < n_outputs; i++)
+        if (jg_view_sync(outputs[i]) < 0)
+            return -1;
     for (int i = 0; i < n_inputs; i++) {
         results[i] = NULL;
+        if (jg_view_sync(inputs[i]) < 0)
+            return -1;
         if (!inputs[i])
             return jg_errorf("jg_autograd_grad: input %d is NULL", i);
         if (!inputs[i]->requires_grad)

@@ -3,6 +3,7 @@
  * edges, and the engine sums both slots' gradients into it), NULL gradients
  * contribute nothing, returned gradients are validated like PyTorch's engine
  * validates them. */
+#include "ops/viewtrack.h"
 #include "autograd/function.h"
 
 #include <stdio.h>
@@ -143,6 +144,16 @@ void jg_ctx_mark_non_differentiable(jg_ctx *ctx, jg_tensor *output) {
         ctx->non_diff[ctx->n_non_diff++] = output;
 }
 
+void jg_ctx_mark_dirty(jg_ctx *ctx, jg_tensor *input) {
+    if (!ctx || !input || ctx->node)
+        return;
+    for (int d = 0; d < ctx->n_dirty; d++)
+        if (ctx->dirty[d] == input)
+            return;
+    if (ctx->n_dirty < JG_MAX_OUTPUTS)
+        ctx->dirty[ctx->n_dirty++] = input;
+}
+
 void jg_ctx_set_materialize_grads(jg_ctx *ctx, bool on) {
     if (ctx)
         ctx->materialize_grads = on;
@@ -211,6 +222,27 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
                 jg_release(outputs[k]);
             rc = -1;
         }
+    }
+    for (int d = 0; d < ctx->n_dirty && rc >= 0; d++) {
+        ctx->dirty_out[d] = -1;
+        for (int i = 0; i < n; i++)
+            if (outs[i] == ctx->dirty[d] && ctx->dirty_out[d] < 0)
+                ctx->dirty_out[d] = i;
+        bool is_input = false;
+        for (int k = 0; k < n_inputs; k++)
+            is_input |= inputs[k] == ctx->dirty[d];
+        if (!is_input || ctx->dirty_out[d] < 0) {
+            rc = jg_errorf("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all be "
+                           "outputs of the Function.");
+        } else if (jg_grad_mode && !ctx->dirty[d]->sym && ctx->dirty[d]->requires_grad &&
+                   !ctx->dirty[d]->grad_fn) {
+            rc = jg_errorf("a leaf Variable that requires grad has been used in an in-place "
+                           "operation.");
+        }
+        if (rc < 0)
+            for (int k = 0; k < n; k++)
+                jg_release(outputs[k]);
     }
     if (rc >= 0) {
         /* saved outputs would form a cycle node -> saved -> output -> node.
@@ -326,6 +358,8 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i])
             return jg_errorf("jg_apply(%s): input %d is NULL", fn_name(fn), i);
+        if (jg_view_sync(inputs[i]) < 0)
+            return -1;
         symbolic |= inputs[i]->sym != NULL;
     }
     if (symbolic || jg_trace_capture) {
@@ -345,6 +379,13 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
     bool any_grad = false;
     for (int i = 0; i < n_inputs; i++)
         any_grad |= ctx->needs_input_grad[i];
+    jg_tensor *dirty[JG_MAX_OUTPUTS]; /* (the ctx may go away below) */
+    int dirty_out[JG_MAX_OUTPUTS], n_dirty = ctx->n_dirty;
+    for (int d = 0; d < n_dirty; d++) {
+        dirty[d] = ctx->dirty[d];
+        dirty_out[d] = ctx->dirty_out[d];
+        ctx->dirty[d] = NULL; /* borrowed: the node outlives the call */
+    }
     if (!any_grad) {
         jg_ctx_free(ctx);
     } else {
@@ -380,6 +421,21 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
         }
         ctx->node = &f->base;
         jg_node_release(&f->base); /* the outputs hold it */
+    }
+    /* a dirty input is returned as itself, its history moved onto the call
+     * (through its base when it is a view), as PyTorch's mark_dirty does */
+    int rc = 0;
+    for (int d = 0; d < n_dirty; d++) {
+        jg_tensor **o = &outs[dirty_out[d]];
+        if (any_grad && rc == 0)
+            rc = jg_inplace_commit(dirty[d], *o);
+        jg_release(*o);
+        *o = jg_retain(dirty[d]);
+    }
+    if (rc < 0) {
+        for (int i = 0; i < n; i++)
+            jg_release(outs[i]);
+        return -1;
     }
     for (int i = 0; i < n; i++)
         outputs[i] = jg_scope_track(outs[i]);

@@ -22,6 +22,11 @@ struct jg_ctx {
     jg_node *node;     /* the call's autograd node (NULL while forward runs) */
     jg_tensor *non_diff[JG_MAX_OUTPUTS];
     int n_non_diff;
+    /* inputs the forward wrote in place (jg_ctx_mark_dirty; borrowed) and
+     * the output each one is returned as */
+    jg_tensor *dirty[JG_MAX_OUTPUTS];
+    int dirty_out[JG_MAX_OUTPUTS];
+    int n_dirty;
     void *state;
     void (*free_state)(void *);
 };

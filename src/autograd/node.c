@@ -289,6 +289,20 @@ jg_tensor *jg_alias_no_history(jg_tensor *t) {
 
 void jg_saved_init(jg_saved *s, jg_tensor *t) {
     s->t = jg_retain(t);
+    if (t && t->view && !t->sym) {
+        /* a tracked view holds its base, whose history may come to hold this
+         * node (x[0:2] *= x[2:4]): save an alias with the view's history but
+         * without the link to the base, so no cycle forms */
+        jg_tensor *a = jg_alias_no_history(t);
+        if (!a)
+            jg_fatal("out of memory saving a tensor for backward");
+        jg_node_retain(t->grad_fn);
+        a->grad_fn = t->grad_fn;
+        a->output_nr = t->output_nr;
+        a->requires_grad = t->requires_grad;
+        jg_release(s->t);
+        s->t = a;
+    }
     s->version = t && t->storage ? t->storage->version : 0;
     s->output_nr = -1;
 }

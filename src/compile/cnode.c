@@ -62,6 +62,9 @@ void jg_entry_release(jg_entry *e) {
     free(e->node_out_val);
     free(e->node_out_prog);
     free(e->edge_input);
+    free(e->mut_input);
+    free(e->mut_writes);
+    free(e->out_input);
     free(e->key.in);
     free((void *)e->key.args);
     free(e->break_reason);

@@ -3,6 +3,7 @@
 #include "autodiff/autodiff.h"
 #include "backend/cgen.h"
 #include "compile/compile.h"
+#include "ops/viewtrack.h"
 #include "passes/passes.h"
 #include "trace/custom.h"
 #include "trace/trace.h"
@@ -471,10 +472,12 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
     e->graph_input_of = malloc(sizeof(int) * (size_t)(n ? n : 1));
     e->call_input_of = malloc(sizeof(int) * (size_t)(n ? n : 1));
     jg_tensor **sym = calloc((size_t)(n ? n : 1), sizeof *sym);
+    int *orig = calloc((size_t)(n ? n : 1), sizeof *orig);
     jg_graph *g = jg_graph_new();
     if (!e->key.in || (k->args_size && !e->key.args) || !e->graph_input_of || !e->call_input_of ||
-        !sym || !g) {
+        !sym || !orig || !g) {
         free(sym);
+        free(orig);
         jg_graph_free(g);
         jg_entry_release(e);
         return jg_errorf_null("out of memory in jg_compile");
@@ -486,6 +489,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
 
     if (jg_trace_begin(g, JG_TRACE_LIFT) < 0) {
         free(sym);
+        free(orig);
         jg_graph_free(g);
         jg_entry_release(e);
         return NULL;
@@ -506,8 +510,10 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
                   jg_trace_placeholder(&k->in[i].meta, rg && k->grad_mode, rg, NULL))) ||
             jg_trace_bind(inputs[i], sym[i]->sym->value, i) < 0)
             rc = -1;
-        else /* the input's layout (guarded), so contiguous() and view() act as eager */
+        else { /* the input's layout (guarded), so contiguous() and view() act as eager */
             memcpy(sym[i]->stride, k->in[i].stride, sizeof(int64_t) * (size_t)sym[i]->ndim);
+            orig[i] = sym[i]->sym->value;
+        }
     }
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     /* the trace has no side effects: randomness it drew (a graph break) is
@@ -534,20 +540,37 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         rc = jg_errorf("jg_compiled_call: the program failed while being traced: %s", msg);
     } else if (rc == 0) {
         rc = check_outputs(n_out, outs);
+        char why[200];
+        if (rc == 0 &&
+            (rc = jg_mutations_find(e, k, sym, orig, n_out, outs, why, sizeof why)) > 0) {
+            rc = 0;
+            if (c->fullgraph)
+                rc = jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in "
+                               "one graph: %s",
+                               why);
+            else if (!(e->break_reason = strdup(why)))
+                rc = jg_errorf("out of memory in jg_compile");
+            else
+                e->eager = true;
+        }
     }
     if (rc == 0 && !e->eager) {
         int vals[JG_MAX_OUTPUTS];
         for (int j = 0; j < n_out && rc == 0; j++)
-            if ((vals[j] = jg_trace_value(outs[j])) < 0)
+            if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
+                rc = -1;
+        for (int m = 0; m < e->n_mut && rc == 0; m++) /* written inputs' new values */
+            if ((vals[n_out + m] = jg_trace_value(sym[e->mut_input[m]])) < 0)
                 rc = -1;
         if (rc == 0)
-            rc = jg_graph_set_outputs(g, n_out, vals);
+            rc = jg_graph_set_outputs(g, n_out + e->n_mut, vals);
         if (rc == 0)
             rc = take_captures(e, k, inputs);
     }
     jg_scope_pop();
     jg_trace_end();
     free(sym);
+    free(orig);
     if (rc == 0 && e->eager) {
         jg_graph_free(g);
         return e;
@@ -676,8 +699,11 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         c->fallbacks++;
         return run_eager(c, args, n_inputs, inputs, outputs);
     }
-    int n_out = jg_entry_run(e, inputs, outputs);
-    if (n_out >= 0 && c->verify &&
+    int n_out = e->n_mut ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
+                         : jg_entry_run(e, inputs, outputs);
+    /* (verify reruns the program on copies of the inputs, which a program
+     * writing its inputs has already changed) */
+    if (n_out >= 0 && c->verify && !e->n_mut &&
         jg_compile_verify(c->fn, c->user, args, n_inputs, inputs, n_out, outputs) < 0) {
         for (int j = 0; j < n_out; j++) /* out of the caller's scope, then freed */
             jg_release(jg_keep(outputs[j]));

@@ -97,12 +97,28 @@ typedef struct jg_entry {
     int *edge_input;
     jg_bwd_variant *bwd;
     int n_bwd, cap_bwd;
+    /* inputs the program writes in place (compile/mutation.c): their new
+     * values are the last n_mut graph outputs */
+    int n_mut;
+    int *mut_input;       /* per mutation output: the call input written */
+    uint64_t *mut_writes; /* ... and how many in-place writes it received */
+    int *out_input;       /* per program output: the written call input it is, or -1 */
 } jg_entry;
 
 void jg_entry_release(jg_entry *e);
 /* Runs an entry's forward and, with grad mode on, attaches the autograd node.
  * outputs get new references tracked by the current scope. */
 int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs);
+/* After tracing: finds the inputs whose placeholder got a new value (orig:
+ * each call input's value id before the program ran) and records them in e.
+ * 1 with `why` when such an input shares storage with another input (the
+ * graph cannot see the write through the other one), 0, or -1 + error. */
+int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
+                      int n_out, jg_tensor *const *outs, char *why, size_t why_size);
+/* jg_entry_run for an entry that writes inputs: checks them as eager would,
+ * runs, writes the new values back (history onto the call).  Returns the number of
+ * program outputs. */
+int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The backward variant for a mask, built on first use. */
 jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask);
 /* Printed forward and backward graphs of an entry (caller frees). */

@@ -86,7 +86,8 @@ static void copy_inner(void *vctx, int64_t n, char **p, const int64_t *s) {
     if (c->dst == c->src) {
         size_t es = jg_dtype_size(c->dst);
         if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
-            memcpy(p[0], p[1], (size_t)n * es);
+            if (p[0] != p[1]) /* (a tensor copied onto itself: memcpy forbids it) */
+                memcpy(p[0], p[1], (size_t)n * es);
             return;
         }
         if (es == 1) {

@@ -238,6 +238,14 @@ static void tensor_destroy(jg_tensor *t) {
         push_dead(t->grad, false);
     if (t->grad_fn && --((node_head *)t->grad_fn)->refcount == 0)
         push_dead(t->grad_fn, true);
+    if (t->view) {
+        jg_view_info *v = t->view;
+        if (--v->base->refcount == 0)
+            push_dead(v->base, false);
+        free(v->steps);
+        free(v);
+        t->view = NULL;
+    }
     if (!orphan)
         tensor_block_free(t);
 }
@@ -473,6 +481,7 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->is_view = false;
     t->no_grad_view = false;
     t->offset = 0;
+    t->view = NULL;
     t->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -569,10 +578,12 @@ jg_tensor *jg_tensor_symbolic(const jg_meta *m, const jg_sym *sym) {
         return too_large(t, true);
     jg_contiguous_strides(m->ndim, m->shape, t->stride);
     /* a symbolic tensor has no data: its record lives where inline data
-     * would, and goes with the tensor */
+     * would, and goes with the tensor; its version counts in-place writes
+     * while tracing (compile/mutation.c) */
     _Static_assert(sizeof(jg_sym) <= JG_INLINE_BYTES, "jg_sym fits the inline data");
     t->sym = (jg_sym *)(void *)t->inline_data;
     *t->sym = *sym;
+    t->inline_storage.version = 0;
     return t;
 }
 
@@ -756,7 +767,7 @@ int64_t jg_numel(const jg_tensor *t) {
 }
 uint64_t jg_version(const jg_tensor *t) {
     NULL_CHECK(t, "jg_version", 0);
-    return t->storage ? t->storage->version : 0;
+    return t->storage ? t->storage->version : t->inline_storage.version;
 }
 
 bool jg_is_contiguous(const jg_tensor *t) {

@@ -33,6 +33,19 @@ typedef struct jg_storage {
     uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
 } jg_storage;
 
+/* A differentiable view's link to its base (ops/viewtrack.c): the root tensor
+ * whose storage (traced: whose value) it views and the view ops that remake
+ * it from that root.  An in-place op on the root or on any of its views gives
+ * the root a new history; a view whose recorded version is stale remakes its
+ * own history from the root's before it is used (PyTorch's view rebasing). */
+typedef struct jg_view_info {
+    jg_tensor *base;  /* retained; never a tracked view itself */
+    uint64_t version; /* the base's version when the view's history was made */
+    bool no_grad;     /* made without grad mode: never takes history from the base */
+    int n_steps;
+    void *steps; /* the ops layer's view steps (malloc'd; freed with the info) */
+} jg_view_info;
+
 /* Data of at most this many bytes is stored inside the tensor struct. */
 #define JG_INLINE_BYTES 64
 
@@ -57,7 +70,10 @@ struct jg_tensor {
     bool no_grad_view;
     int64_t offset; /* in elements */
     int64_t numel;
-    jg_storage inline_storage; /* kind JG_STORAGE_INLINE when storage points here */
+    jg_view_info *view; /* NULL unless a tracked differentiable view */
+    /* kind JG_STORAGE_INLINE when storage points here; a traced tensor has
+     * no storage and counts the in-place writes it received in .version */
+    jg_storage inline_storage;
     /* only the first ndim entries of shape and stride are meaningful */
     int64_t shape[JG_MAX_DIMS];
     int64_t stride[JG_MAX_DIMS]; /* in elements */

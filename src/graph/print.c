@@ -89,6 +89,7 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
         emit_list(o, a->i, a->n);
         return;
     case JG_OP_SLICE:
+    case JG_OP_SLICE_SCATTER:
         emit(o, ", dim=%lld, start=%lld, end=%lld", (long long)a->i[0], (long long)a->i[1],
              (long long)a->i[2]);
         return;

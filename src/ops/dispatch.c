@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "core/iter.h"
 #include "ops/decls.h"
+#include "ops/viewtrack.h"
 
 #include <string.h>
 
@@ -73,8 +74,9 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
                                                              jg_tensor **out) {
     if (info->n_in == 1)
         y = x;
-    if (!x || !y || x->sym || y->sym || jg_trace_capture || x->dtype != y->dtype ||
-        (x->dtype == JG_BOOL && (info->flags & JG_OPF_NOBOOL)) ||
+    /* (tracked views take the general path, which brings their history up to date) */
+    if (!x || !y || x->sym || y->sym || jg_trace_capture || x->view || y->view ||
+        x->dtype != y->dtype || (x->dtype == JG_BOOL && (info->flags & JG_OPF_NOBOOL)) ||
         ((info->flags & JG_OPF_FLOAT) && !jg_dtype_is_float(x->dtype)))
         return 1;
     if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
@@ -233,6 +235,8 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         if (!in_arg[k])
             return jg_errorf("%s(): argument %d is NULL", info->name, k);
         in[k] = in_arg[k];
+        if (jg_view_sync(in[k]) < 0)
+            return -1;
         symbolic |= in[k]->sym != NULL;
     }
     if ((info->flags & JG_OPF_NOBOOL) && target_dtype(info, in) == JG_BOOL)
@@ -276,6 +280,9 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
             goto fail;
         }
         rc = jg_trace_op_hook(op, a, in, om, out);
+        if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF) &&
+            (rc = jg_view_track(op, a, in[0], out[0])) < 0)
+            jg_release(out[0]);
     } else {
         bool have_out = !(info->flags & JG_OPF_VIEW); /* views make their own */
         if (have_out)
@@ -303,6 +310,8 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         else if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF) &&
                  !jg_grad_mode && in[0]->requires_grad && out[0]->storage == in[0]->storage)
             out[0]->requires_grad = out[0]->no_grad_view = true; /* see core/tensor.h */
+        if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF))
+            rc = jg_view_track(op, a, in[0], out[0]);
         if (rc < 0 && have_out)
             for (int k = 0; k < info->n_out; k++)
                 jg_release(out[k]);

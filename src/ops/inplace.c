@@ -1,10 +1,15 @@
 /* In-place ops.  Without history they run the kernel straight into the
  * tensor.  With history they compute out of place (so the recorded node and
  * its VJP are the ordinary ones), copy the result in and move the tensor onto
- * the new node — PyTorch's "rebase history".  Every one bumps the version. */
+ * the new node — PyTorch's "rebase history"; a view writes through to its
+ * base's history (see ops/viewtrack.h).  Every one bumps the version.
+ * Traced, they are functionalized: the tensor (and its base) take the out
+ * of place result as their new value; jg_compile writes mutated inputs back
+ * after the call (compile/mutation.c). */
 #include "autograd/node.h"
 #include "core/iter.h"
 #include "ops/optable.h"
+#include "ops/viewtrack.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +18,12 @@
 static int kind(jg_dtype d) {
     return d == JG_BOOL ? 0 : jg_dtype_is_float(d) ? 2 : 1;
 }
+#define MSG_INTERNAL_OVERLAP                                                                       \
+    "unsupported operation: more than one element of the written-to tensor refers to a single "    \
+    "memory location. Please clone() the tensor before performing the operation."
+#define MSG_PARTIAL_OVERLAP                                                                        \
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to " \
+    "a single memory location. Please clone() the tensor before performing the operation."
 
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
@@ -29,32 +40,160 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
             jg_hooks.on_untraceable(why);
         return jg_errorf("%s", why);
     }
-    if (self->sym || (other && other->sym))
-        return jg_errorf("%s: in-place operations cannot be traced; use the out-of-place op", fn);
-    if (jg_grad_mode && self->no_grad_view && !self->grad_fn)
+    if (jg_view_sync(self) < 0 || jg_view_sync(other) < 0)
+        return -1;
+    if (!self->sym && other && other->sym)
+        return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
+                         "as an input cannot be traced; pass that tensor as an input",
+                         fn);
+    /* traced: whether an input is a leaf is checked when the call writes it
+     * back (compile/mutation.c) */
+    if (self->sym || !jg_grad_mode)
+        return 0;
+    if ((self->no_grad_view && !self->grad_fn) ||
+        (self->view && self->view->no_grad && self->view->base->requires_grad))
         return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
                          "grad mode enabled. Given that this use case is ambiguous and "
                          "error-prone, it is forbidden. You can clarify your code by moving both "
                          "the view and the inplace either both inside the no_grad block (if you "
                          "don't want the inplace to be tracked) or both outside (if you want the "
                          "inplace to be tracked).");
-    if (jg_grad_mode && self->requires_grad && !self->grad_fn)
+    if (self->requires_grad && !self->grad_fn)
         return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
                          "operation.");
+    if (self->view && self->view->base->requires_grad && !self->view->base->grad_fn)
+        return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
+                         "in-place operation.");
     return 0;
 }
 
-/* Makes self hold r's values and history. */
-static int rebase(jg_tensor *self, jg_tensor *r) {
-    jg_copy_data(self, r);
-    self->storage->version++;
-    if (r->grad_fn) {
-        jg_node_retain(r->grad_fn);
-        jg_node_release(self->grad_fn);
-        self->grad_fn = r->grad_fn;
-        self->output_nr = r->output_nr;
-        self->requires_grad = true;
+static bool same_geometry(const jg_tensor *a, const jg_tensor *b) {
+    if (a->offset != b->offset || !jg_same_shape(a, b))
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] > 1 && a->stride[d] != b->stride[d])
+            return false;
+    return true;
+}
+
+/* First and last element offsets t touches in its storage. */
+static void extent(const jg_tensor *t, int64_t *lo, int64_t *hi) {
+    *lo = *hi = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t span = (t->shape[d] - 1) * t->stride[d];
+        if (span < 0)
+            *lo += span;
+        else
+            *hi += span;
     }
+}
+
+/* PyTorch's memory-overlap checks for a written tensor: self must not have
+ * two elements at one address; other must not partly overlap self.  Where
+ * an overlap is too irregular to judge (strided operands), other is read
+ * through a copy (*copy_other), so no kernel reads what it already wrote. */
+static int check_overlap(const jg_tensor *self, const jg_tensor *other, bool *copy_other) {
+    *copy_other = false;
+    if (self->numel == 0)
+        return 0;
+    for (int d = 0; d < self->ndim; d++)
+        if (self->shape[d] > 1 && self->stride[d] == 0)
+            return jg_errorf(MSG_INTERNAL_OVERLAP);
+    if (!other || other == self || other->storage != self->storage || other->numel == 0 ||
+        same_geometry(self, other))
+        return 0;
+    int64_t lo1, hi1, lo2, hi2;
+    extent(self, &lo1, &hi1);
+    extent(other, &lo2, &hi2);
+    if (hi1 < lo2 || hi2 < lo1)
+        return 0;
+    if (jg_dense(self) && jg_dense(other) && self->dtype == other->dtype)
+        return jg_errorf(MSG_PARTIAL_OVERLAP);
+    *copy_other = true;
+    return 0;
+}
+
+/* Traced: the overlap checks eager would make, on the geometry the traced
+ * views would have in their base's memory (a base stands for its storage). */
+static int check_overlap_traced(jg_tensor *self, jg_tensor *other) {
+    jg_tensor ga, gb; /* (only geometry, dtype and the storage identity are read) */
+    jg_tensor *g[2] = {&ga, &gb}, *t[2] = {self, other && other->sym ? other : NULL};
+    for (int k = 0; k < 2 && t[k]; k++) {
+        g[k]->dtype = t[k]->dtype;
+        g[k]->storage = (jg_storage *)(void *)(t[k]->view ? t[k]->view->base : t[k]);
+        if (!jg_view_traced_geometry(t[k], &g[k]->ndim, g[k]->shape, g[k]->stride, &g[k]->offset))
+            return 0;
+        g[k]->numel = jg_shape_numel(g[k]->ndim, g[k]->shape);
+    }
+    bool copy_other;
+    return check_overlap(&ga, t[1] ? &gb : NULL, &copy_other);
+}
+
+static void set_history(jg_tensor *t, jg_tensor *r) {
+    jg_node_retain(r->grad_fn);
+    jg_node_release(t->grad_fn);
+    t->grad_fn = r->grad_fn;
+    t->output_nr = r->output_nr;
+    t->requires_grad = r->requires_grad;
+}
+
+/* (r may be self's own memory: ctx.mark_dirty hands over an alias) */
+static void copy_unless_same(jg_tensor *self, const jg_tensor *r) {
+    if (r->storage != self->storage || !same_geometry(self, r))
+        jg_copy_data(self, r);
+}
+
+/* Traced: self becomes r's value (functionalization).  Writing into a
+ * traced view gives its base a new value with the view's region replaced;
+ * the view and the base's other views take theirs from it when next used. */
+static int commit_traced(jg_tensor *self, jg_tensor *r) {
+    (self->view ? self->view->base : self)->inline_storage.version++;
+    if (!r->sym) { /* a value computed from constants only (zero_, copy_ of one) */
+        static const jg_attrs none;
+        jg_meta m;
+        jg_meta_of(r, &m);
+        jg_tensor *t;
+        if (jg_trace_op_hook(JG_OP_CLONE, &none, &r, &m, &t) < 0)
+            return -1;
+        r = jg_scope_track(t);
+    }
+    if (self->view) {
+        jg_tensor *b = self->view->base, *nb = jg_view_scatter(self, r);
+        if (!nb)
+            return -1;
+        *b->sym = *nb->sym; /* the record lives in each tensor */
+        b->requires_grad = nb->requires_grad;
+        return jg_view_refresh(self);
+    }
+    *self->sym = *r->sym;
+    self->requires_grad = r->requires_grad;
+    return 0;
+}
+
+/* Makes self hold r's values and history (r: self's shape and dtype; its
+ * own storage, or exactly self's memory).  A root tensor moves onto r's history (PyTorch's "rebase
+ * history"); a tracked view writes through to its base, whose history
+ * becomes "the base with this region replaced" (CopySlices), and then
+ * remakes its own from the base's. */
+int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
+    if (self->sym)
+        return commit_traced(self, r);
+    if (self->view && !self->view->no_grad) {
+        jg_tensor *b = self->view->base;
+        jg_tensor *nb = r->requires_grad || b->requires_grad ? jg_view_scatter(self, r) : NULL;
+        if ((r->requires_grad || b->requires_grad) && !nb)
+            return -1;
+        copy_unless_same(self, r);
+        self->storage->version++;
+        if (nb)
+            set_history(b, nb);
+        return jg_view_refresh(self);
+    }
+    /* a root, or a view outside autograd (of a detached tensor): its own
+     * history moves, as PyTorch's does */
+    copy_unless_same(self, r);
+    self->storage->version++;
+    set_history(self, r);
     return 0;
 }
 
@@ -111,13 +250,20 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     if ((info->flags & JG_OPF_NOBOOL) && self->dtype == JG_BOOL &&
         (!other || other->dtype == JG_BOOL))
         return jg_bool_refused(op);
+    bool copy_other = false;
+    if (self->sym ? check_overlap_traced(self, other) < 0
+                  : check_overlap(self, other, &copy_other) < 0)
+        return -1;
     jg_tensor *in[2] = {self, other};
     int n_in = info->n_in;
-    if (!jg_any_requires_grad(n_in, in)) {
+    if (!self->sym && !jg_any_requires_grad(n_in, in)) {
         jg_scope_push();
         int rc = 0;
-        if (other && other->dtype != self->dtype)
-            rc = (in[1] = jg_to_dtype(other, self->dtype)) ? 0 : -1;
+        if (other && (other->dtype != self->dtype || copy_other))
+            rc = (in[1] = other->dtype != self->dtype ? jg_to_dtype(other, self->dtype)
+                                                      : jg_clone(other))
+                     ? 0
+                     : -1;
         if (rc == 0)
             rc = info->kernel(a, in, &self);
         if (rc == 0)
@@ -125,14 +271,10 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
         jg_scope_pop();
         return rc;
     }
-    if (self->is_view)
-        return jg_errorf("%s: in-place operations on views that take part in autograd are not "
-                         "supported; use the out-of-place op",
-                         fn);
     jg_scope_push();
     int rc = -1;
     /* a VJP that reads self must see its old values, not the new ones */
-    if (info->flags & JG_OPF_SAVE_IN) {
+    if (!self->sym && (info->flags & JG_OPF_SAVE_IN)) {
         in[0] = jg_clone(self);
         /* self as the other operand too (a.mul_(a)): the node must not save
          * self, which becomes its output (a reference cycle, leaked); an
@@ -152,7 +294,7 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     if (r && r->dtype != self->dtype)
         r = jg_to_dtype(r, self->dtype);
     if (r)
-        rc = rebase(self, r);
+        rc = jg_inplace_commit(self, r);
     jg_scope_pop();
     return rc;
 }
@@ -183,6 +325,20 @@ int jg_zero_(jg_tensor *a) {
 }
 
 static int copy_run(jg_tensor *dst, jg_tensor *src);
+/* r's values, with a history that also gives dst's old history a zero
+ * gradient (PyTorch's CopyBackwards: dst keeps requiring grad and its old
+ * history stays reachable): a slice_scatter over all of dst. */
+static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
+    int64_t one = 1;
+    jg_tensor *d = dst->ndim ? dst : jg_reshape(dst, 1, &one);
+    jg_tensor *s = dst->ndim ? r : jg_reshape(r, 1, &one);
+    if (!d || !s)
+        return NULL;
+    jg_attrs a = {.n = 3};
+    a.i[2] = d->shape[0];
+    jg_tensor *o = jg_op1(JG_OP_SLICE_SCATTER, &a, d, s);
+    return o && !dst->ndim ? jg_reshape(o, 0, NULL) : o;
+}
 
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (check_target("jg_copy_", dst, src) < 0)
@@ -205,26 +361,30 @@ static int copy_run(jg_tensor *dst, jg_tensor *src) {
                          "copy_ source does not broadcast to the destination",
                          s1, s2);
     }
+    bool copy_src = false;
+    if (dst->sym ? check_overlap_traced(dst, src) < 0 : check_overlap(dst, src, &copy_src) < 0)
+        return -1;
     jg_tensor *in[2] = {dst, src};
-    if (!jg_any_requires_grad(2, in)) {
-        jg_copy_data(dst, src);
-        dst->storage->version++;
-        return 0;
+    if (!dst->sym && !jg_any_requires_grad(2, in)) {
+        jg_scope_push();
+        jg_tensor *s = copy_src ? jg_clone(src) : src;
+        if (s) {
+            jg_copy_data(dst, s);
+            dst->storage->version++;
+        }
+        jg_scope_pop();
+        return s ? 0 : -1;
     }
-    if (dst->is_view)
-        return jg_errorf("jg_copy_: in-place operations on views that take part in autograd are "
-                         "not supported; use the out-of-place op");
-    /* the new values depend on src only: dst's old history gets no gradient */
+    /* the new values depend on src only: dst's old history gets a zero
+     * gradient (none when dst did not require grad); a view's base gets the
+     * region replaced (jg_inplace_commit) */
     jg_scope_push();
     jg_tensor *e = jg_expand(src, dst->ndim, dst->shape);
     jg_tensor *c = e ? jg_to_dtype(e, dst->dtype) : NULL;
     jg_tensor *r = c ? jg_clone(c) : NULL;
-    int rc = r ? rebase(dst, r) : -1;
-    if (rc == 0 && !r->grad_fn) {
-        jg_node_release(dst->grad_fn); /* src needs no grad: dst now has none */
-        dst->grad_fn = NULL;
-        dst->requires_grad = false;
-    }
+    if (r && dst->requires_grad && !(dst->view && !dst->view->no_grad))
+        r = over_history(dst, r);
+    int rc = r ? jg_inplace_commit(dst, r) : -1;
     jg_scope_pop();
     return rc;
 }

@@ -31,9 +31,9 @@ int jg_infer_reshape(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 
 /* PyTorch's computeStride (aten/src/ATen/TensorUtils.cpp): strides that let
  * a tensor of old geometry be seen with the new shape, or false when the
- * memory layout does not allow a view. */
-static bool compute_stride(int old_nd, const int64_t *old_shape, const int64_t *old_stride,
-                           int new_nd, const int64_t *new_shape, int64_t *new_stride) {
+ * memory layout does not allow a view (ops/optable.h). */
+bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old_stride, int new_nd,
+                        const int64_t *new_shape, int64_t *new_stride) {
     if (old_nd == 0) {
         for (int d = 0; d < new_nd; d++)
             new_stride[d] = 1;
@@ -77,7 +77,7 @@ int jg_k_reshape(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int nd = a->n;
     const int64_t *shape = a->i;
     int64_t stride[JG_MAX_DIMS];
-    if (compute_stride(x->ndim, x->shape, x->stride, nd, shape, stride)) {
+    if (jg_reshape_strides(x->ndim, x->shape, x->stride, nd, shape, stride)) {
         out[0] = jg_tensor_view_of(x, nd, shape, stride, x->offset);
         return out[0] ? 0 : -1;
     }
@@ -96,14 +96,14 @@ int jg_k_reshape(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
 
 bool jg_reshape_is_view(const jg_tensor *x, int ndim, const int64_t *shape) {
     int64_t stride[JG_MAX_DIMS];
-    return compute_stride(x->ndim, x->shape, x->stride, ndim, shape, stride);
+    return jg_reshape_strides(x->ndim, x->shape, x->stride, ndim, shape, stride);
 }
 
 void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int out_ndim,
                      const int64_t *out_shape, int64_t *stride) {
     switch (op) {
     case JG_OP_RESHAPE:
-        if (!compute_stride(x->ndim, x->shape, x->stride, out_ndim, out_shape, stride))
+        if (!jg_reshape_strides(x->ndim, x->shape, x->stride, out_ndim, out_shape, stride))
             jg_contiguous_strides(out_ndim, out_shape, stride);
         return;
     case JG_OP_PERMUTE:
@@ -328,6 +328,50 @@ int jg_vjp_slice_backward(VJP_ARGS) {
     sa.i[2] = a->i[2];
     gin[0] = jg_op1(JG_OP_SLICE, &sa, gout[0], NULL);
     return gin[0] ? 0 : -1;
+}
+
+/* ------------------------------------------------------ slice_scatter */
+
+int jg_infer_slice_scatter(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    jg_meta want;
+    if (jg_infer_slice(a, &in[0], &want) < 0)
+        return -1;
+    if (!jg_meta_equal(&want, &in[1])) {
+        char s1[160], s2[160];
+        jg_format_shape(s1, sizeof s1, in[1].ndim, in[1].shape);
+        jg_format_shape(s2, sizeof s2, want.ndim, want.shape);
+        return jg_errorf("slice_scatter: src of shape %s (%s) does not match the slice shape %s "
+                         "(%s)",
+                         s1, jg_dtype_short(in[1].dtype), s2, jg_dtype_short(want.dtype));
+    }
+    out[0] = in[0];
+    return 0;
+}
+
+int jg_k_slice_scatter(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *r = out[0];
+    if (r->numel)
+        jg_copy_data(r, in[0]);
+    jg_tensor dst = *r; /* the slice of r that src fills */
+    int d = (int)a->i[0];
+    dst.shape[d] = a->i[2] - a->i[1];
+    dst.numel = jg_shape_numel(dst.ndim, dst.shape);
+    dst.offset = r->offset + a->i[1] * r->stride[d];
+    if (dst.numel)
+        jg_copy_data(&dst, in[1]);
+    return 0;
+}
+
+int jg_vjp_slice_scatter(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[0]) {
+        jg_tensor *z = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0);
+        if (!z || !(gin[0] = jg_op1(JG_OP_SLICE_SCATTER, a, gout[0], z)))
+            return -1;
+    }
+    if (needs[1] && !(gin[1] = jg_op1(JG_OP_SLICE, a, gout[0], NULL)))
+        return -1;
+    return 0;
 }
 
 int jg_k_detach(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {

@@ -87,7 +87,8 @@ static int refuse_foreign(void *user, jg_tensor *t) {
  * outputs (call outputs, then saved values).  Returns the output count, or
  * -1: an error, or a graph break inside F (why is set). */
 static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inputs,
-                         jg_tensor **outs, foreign_use *foreign, char *why, size_t why_n) {
+                         jg_tensor **outs, foreign_use *foreign, char *why, size_t why_n,
+                         bool *wrote_input) {
     jg_tensor *ph[MAX_SLOTS];
     /* in a compiled program, the callbacks' ops on tensors they reach from
      * outside are traced too (those tensors are constants, read at run time:
@@ -110,6 +111,9 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
     }
     if (rc == 0)
         n_out = jg_function_run_forward(ctx, n, ph, outs);
+    *wrote_input = false; /* an in-place write into a slot (counted by the placeholder) */
+    for (int i = 0; i < n; i++)
+        *wrote_input |= jg_version(ph[i]) > 0;
     if (jg_trace_breaks()) {
         snprintf(why, why_n, "%s", jg_trace_break_reason());
         for (int k = 0; k < n_out; k++)
@@ -346,7 +350,18 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     kept_set kept = {.fn = fn, .F = F};
     bool force = is_forced(fn);
     foreign_use foreign = {fn, false};
-    int n_out = force ? -1 : trace_forward(F, ctx, n, inputs, outs, &foreign, why, sizeof why);
+    bool wrote = false;
+    int n_out =
+        force ? -1 : trace_forward(F, ctx, n, inputs, outs, &foreign, why, sizeof why, &wrote);
+    if (ctx->n_dirty || wrote) { /* an input written in place: the program runs eagerly */
+        jg_trace_note_break("%s.forward writes an input in place%s, which cannot be captured",
+                            fn_name(fn), ctx->n_dirty ? " (ctx.mark_dirty)" : "");
+        for (int k = 0; k < n_out; k++)
+            jg_release(outs[k]);
+        jg_ctx_free(ctx);
+        drop_child(G, F);
+        return jg_errorf("%s.forward writes an input in place; it cannot be traced", fn_name(fn));
+    }
     if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
         drop_child(G, F);

@@ -279,26 +279,25 @@ static void test_inplace_rows_and_overlap(void **state) {
             want[i] = (double)(((float)v[i] + (float)w[i]) * 2.5f);
         TU_CHECK(x, 1, ((int64_t[]){n}), want, 0);
         TU_CHECK(y, 1, ((int64_t[]){n}), w, 0);
-        /* x += x[2] broadcast: element 2 changes on the way */
+        /* x += x[2] broadcast: an operand too irregular to judge is read as it
+         * was before the op (through a copy), so every element adds the old x[2] */
         if (n >= 3) {
             jg_tensor *z = tu_tensor(JG_F64, 1, (int64_t[]){n}, v);
             jg_tensor *e = jg_expand(jg_slice(z, 0, 2, 3), 1, (int64_t[]){n});
             assert_int_equal(jg_add_(z, e), 0);
             double seq[40];
-            memcpy(seq, v, sizeof(double) * (size_t)n);
             for (int i = 0; i < n; i++)
-                seq[i] = seq[i] + seq[2];
+                seq[i] = v[i] + v[2];
             TU_CHECK(z, 1, ((int64_t[]){n}), seq, 0);
         }
-        /* x[1:] += x[:-1]: rows overlapping by all but one element */
+        /* x[1:] += x[:-1]: dense rows overlapping in part are refused, as
+         * PyTorch does */
         if (n >= 2) {
             jg_tensor *z = tu_tensor(JG_F64, 1, (int64_t[]){n}, v);
-            assert_int_equal(jg_add_(jg_slice(z, 0, 1, n), jg_slice(z, 0, 0, n - 1)), 0);
-            double seq[40];
-            memcpy(seq, v, sizeof(double) * (size_t)n);
-            for (int i = 1; i < n; i++)
-                seq[i] = seq[i] + seq[i - 1];
-            TU_CHECK(z, 1, ((int64_t[]){n}), seq, 0);
+            assert_int_equal(jg_add_(jg_slice(z, 0, 1, n), jg_slice(z, 0, 0, n - 1)), -1);
+            TU_ERROR("some elements of the input tensor and the written-to tensor refer to a "
+                     "single memory location");
+            TU_CHECK(z, 1, ((int64_t[]){n}), v, 0);
         }
     }
     jg_scope_pop();

@@ -1,0 +1,132 @@
+/* In-place ops on a compiled program's inputs.  While tracing they are
+ * functionalized (ops/inplace.c): the placeholder (and, through a view, its
+ * base) takes the out-of-place result as its new value.  Here the entry
+ * learns which inputs ended up with a new value, returns those values as
+ * extra graph outputs, and every call writes them back into the real inputs
+ * as an in-place op's result is -- so the version bumps, the history (the
+ * input now comes out of the compiled call, or for a view, its base does:
+ * CopySlices) and the errors are eager's. */
+#include "autograd/node.h"
+#include "compile/compile.h"
+#include "ops/viewtrack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
+                      int n_out, jg_tensor *const *outs, char *why, size_t why_size) {
+    int n = k->n_inputs, mut[JG_MAX_OUTPUTS], n_mut = 0;
+    for (int d = 0; d < e->n_distinct; d++) {
+        int i = e->call_input_of[d];
+        if (jg_view_sync(sym[i]) < 0)
+            return -1;
+        if (sym[i]->sym->value == orig[i])
+            continue;
+        /* another input viewing the same memory would not see the write
+         * inside the graph */
+        int gi = k->in[i].storage_as >= 0 ? k->in[i].storage_as : i;
+        for (int j = 0; j < n; j++) {
+            int gj = k->in[j].storage_as >= 0 ? k->in[j].storage_as : j;
+            if (sym[j] != sym[i] && gj == gi) {
+                snprintf(why, why_size,
+                         "an in-place op writes input %d, which shares storage with input %d", i,
+                         j);
+                return 1;
+            }
+        }
+        if (n_out + n_mut == JG_MAX_OUTPUTS)
+            return jg_errorf("jg_compiled_call: the program returns %d outputs and writes more "
+                             "inputs in place; at most %d in all",
+                             n_out, JG_MAX_OUTPUTS);
+        mut[n_mut++] = i;
+    }
+    if (!n_mut)
+        return 0;
+    if (!(e->mut_input = malloc(sizeof(int) * (size_t)n_mut)) ||
+        !(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
+        !(e->out_input = malloc(sizeof(int) * (size_t)n_out)))
+        return jg_errorf("out of memory in jg_compile");
+    e->n_mut = n_mut;
+    for (int m = 0; m < n_mut; m++) {
+        e->mut_input[m] = mut[m];
+        e->mut_writes[m] = jg_version(sym[mut[m]]);
+    }
+    /* the program returning a written input returns that tensor itself */
+    for (int j = 0; j < n_out; j++) {
+        e->out_input[j] = -1;
+        for (int m = 0; m < n_mut; m++)
+            if (outs[j] == sym[mut[m]])
+                e->out_input[j] = mut[m];
+    }
+    return 0;
+}
+
+int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
+                          jg_tensor **outputs) {
+    int n_user = e->n_prog_out - e->n_mut;
+    for (int m = 0; m < e->n_mut; m++) { /* eager's checks, before anything runs */
+        jg_tensor *x = inputs[e->mut_input[m]];
+        if (jg_view_sync(x) < 0)
+            return -1;
+        if (!jg_grad_mode)
+            continue;
+        if (x->requires_grad && !x->grad_fn)
+            return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
+                             "operation.");
+        if (x->view && x->view->base->requires_grad && !x->view->base->grad_fn)
+            return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
+                             "in-place operation.");
+    }
+    jg_tensor *small[16], **ins = small;
+    if (n_inputs > 16 && !(ins = malloc(sizeof *ins * (size_t)n_inputs)))
+        return jg_errorf("out of memory in jg_compiled_call");
+    for (int i = 0; i < n_inputs; i++)
+        ins[i] = inputs[i];
+    int rc = 0;
+    jg_scope_push();
+    /* the backward may read a written input's old value: the graph reads a
+     * copy that keeps it (with the input's history), the input gets the new */
+    if (jg_grad_mode && e->n_node_out)
+        for (int m = 0; m < e->n_mut && rc == 0; m++) {
+            jg_tensor *x = inputs[e->mut_input[m]];
+            jg_tensor *s = jg_scope_track(jg_tensor_alloc(x->dtype, x->ndim, x->shape));
+            if (!s) {
+                rc = -1;
+                break;
+            }
+            jg_copy_data(s, x);
+            jg_node_retain(x->grad_fn);
+            s->grad_fn = x->grad_fn;
+            s->output_nr = x->output_nr;
+            s->requires_grad = x->requires_grad;
+            for (int i = 0; i < n_inputs; i++)
+                if (inputs[i] == x)
+                    ins[i] = s;
+        }
+    jg_tensor *outs[JG_MAX_OUTPUTS];
+    if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
+        rc = -1;
+    for (int m = 0; m < e->n_mut && rc == 0; m++) {
+        /* the new value's history is the compiled call's: x moves onto it
+         * (a view: its base's region is replaced), as an in-place op's result */
+        jg_tensor *x = inputs[e->mut_input[m]], *in2[2] = {x, outs[n_user + m]};
+        if (jg_any_requires_grad(2, in2)) {
+            rc = jg_inplace_commit(x, in2[1]);
+        } else {
+            jg_copy_data(x, in2[1]);
+            x->storage->version++;
+        }
+        if (rc == 0 && e->mut_writes[m] > 1)
+            x->storage->version += e->mut_writes[m] - 1; /* eager bumps once per write */
+    }
+    for (int j = 0; j < n_user && rc == 0; j++)
+        outputs[j] = jg_retain(e->out_input[j] >= 0 ? inputs[e->out_input[j]] : outs[j]);
+    jg_scope_pop();
+    if (ins != small)
+        free(ins);
+    if (rc < 0)
+        return -1;
+    for (int j = 0; j < n_user; j++)
+        jg_scope_track(outputs[j]);
+    return n_user;
+}

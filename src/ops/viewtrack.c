@@ -1,0 +1,196 @@
+/* Differentiable views: base tracking, history rebasing and the scatter that
+ * writes a view's new values into its base (see ops/viewtrack.h). */
+#include "ops/viewtrack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct view_step {
+    jg_opcode op;
+    jg_attrs a;
+} view_step;
+
+/* Concrete: the storage's version counter; traced: the base's current value
+ * (a new jg_sym per in-place op), which changes exactly when it is written. */
+static uint64_t base_version(const jg_tensor *b) {
+    /* traced: a write gives the base a new value (its record is copied in) */
+    return b->sym ? ((uint64_t)b->sym->graph << 32) ^ (uint32_t)b->sym->value : b->storage->version;
+}
+
+bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int64_t *stride,
+                             int64_t *offset) {
+    const jg_tensor *b = t->view ? t->view->base : t;
+    int nd = b->ndim;
+    int64_t off = 0, ns[JG_MAX_DIMS];
+    memcpy(shape, b->shape, sizeof(int64_t) * JG_MAX_DIMS);
+    jg_contiguous_strides(nd, shape, stride);
+    int n = t->view ? t->view->n_steps : 0;
+    const view_step *s = t->view ? t->view->steps : NULL;
+    for (int k = 0; k < n; k++) {
+        const jg_attrs *sa = &s[k].a;
+        switch (s[k].op) {
+        case JG_OP_SLICE:
+            off += sa->i[1] * stride[sa->i[0]];
+            shape[sa->i[0]] = sa->i[2] - sa->i[1];
+            break;
+        case JG_OP_PERMUTE: {
+            int64_t sh[JG_MAX_DIMS], st[JG_MAX_DIMS];
+            for (int d = 0; d < nd; d++) {
+                sh[d] = shape[sa->i[d]];
+                st[d] = stride[sa->i[d]];
+            }
+            memcpy(shape, sh, sizeof(int64_t) * (size_t)nd);
+            memcpy(stride, st, sizeof(int64_t) * (size_t)nd);
+            break;
+        }
+        case JG_OP_EXPAND: {
+            int lead = sa->n - nd;
+            for (int d = sa->n - 1; d >= 0; d--) {
+                int64_t st = d < lead ? 0 : stride[d - lead], sh = d < lead ? 1 : shape[d - lead];
+                stride[d] = sh == 1 && sa->i[d] != 1 ? 0 : st;
+                shape[d] = sa->i[d];
+            }
+            nd = sa->n;
+            break;
+        }
+        case JG_OP_RESHAPE:
+            if (!jg_reshape_strides(nd, shape, stride, sa->n, sa->i, ns))
+                return false; /* (cannot happen: such a step is not recorded) */
+            nd = sa->n;
+            memcpy(shape, sa->i, sizeof(int64_t) * (size_t)nd);
+            memcpy(stride, ns, sizeof(int64_t) * (size_t)nd);
+            break;
+        default:
+            return false;
+        }
+    }
+    *ndim = nd;
+    *offset = off;
+    return true;
+}
+
+/* Traced tensors carry no strides, but eager reshape copies when the
+ * layout does not allow a view, and then writes do not reach the base. */
+static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS], off, ns[JG_MAX_DIMS];
+    return jg_view_traced_geometry(in, &nd, shape, stride, &off) &&
+           jg_reshape_strides(nd, shape, stride, a->n, a->i, ns);
+}
+
+int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out) {
+    if (out->sym ? !in->sym : out->storage != in->storage)
+        return 0;
+    if (out->sym && op == JG_OP_RESHAPE && !traced_reshape_is_view(in, a)) {
+        out->is_view = false; /* eagerly a copy */
+        return 0;
+    }
+    /* concrete views made without grad mode are tracked only to refuse
+     * in-place ops on them in grad mode (PyTorch's creation meta) */
+    bool no_grad = !out->sym && (!jg_grad_mode || (in->view && in->view->no_grad));
+    if (no_grad && !in->requires_grad && !(in->view && in->view->base->requires_grad))
+        return 0;
+    if (!in->view && in->is_view && !in->sym)
+        return 0; /* a view whose base is unknown (made without grad mode, detach) */
+    jg_tensor *base = in->view ? in->view->base : in;
+    int n = in->view ? in->view->n_steps : 0;
+    jg_view_info *v = malloc(sizeof *v);
+    view_step *s = malloc(sizeof *s * (size_t)(n + 1));
+    if (!v || !s) {
+        free(v);
+        free(s);
+        return jg_errorf("out of memory recording a view");
+    }
+    if (n)
+        memcpy(s, in->view->steps, sizeof *s * (size_t)n);
+    s[n].op = op;
+    s[n].a = *a;
+    v->base = jg_retain(base);
+    v->version = base_version(base);
+    v->no_grad = no_grad;
+    v->n_steps = n + 1;
+    v->steps = s;
+    out->view = v;
+    return 0;
+}
+
+/* The first `upto` steps of v applied to x (borrowed from the scope). */
+static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
+    const view_step *s = v->steps;
+    for (int k = 0; k < upto && x; k++)
+        x = jg_op1(s[k].op, &s[k].a, x, NULL);
+    return x;
+}
+
+int jg_view_refresh(jg_tensor *t) {
+    jg_view_info *v = t->view;
+    uint64_t ver = base_version(v->base);
+    if (ver == v->version || v->no_grad)
+        return 0;
+    /* concrete: PyTorch remakes the history whatever the grad mode */
+    bool gm = jg_grad_mode;
+    if (!t->sym)
+        jg_grad_mode = true;
+    jg_scope_push();
+    jg_tensor *r = replay(v, v->n_steps, v->base);
+    if (r) {
+        if (t->sym) {
+            *t->sym = *r->sym; /* the record lives in each tensor */
+        } else {
+            jg_node_retain(r->grad_fn);
+            jg_node_release(t->grad_fn);
+            t->grad_fn = r->grad_fn;
+            t->output_nr = r->output_nr;
+        }
+        t->requires_grad = r->requires_grad;
+        v->version = ver;
+    }
+    jg_scope_pop();
+    jg_grad_mode = gm;
+    return r ? 0 : -1;
+}
+
+jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src) {
+    const jg_view_info *v = t->view;
+    const view_step *s = v->steps;
+    int n = v->n_steps;
+    jg_tensor *small[8], **parents = small;
+    if (n > 8 && !(parents = malloc(sizeof *parents * (size_t)n)))
+        return jg_errorf_null("out of memory writing into a view");
+    /* parents[k]: the tensor step k was applied to */
+    parents[0] = v->base;
+    jg_tensor *cur = src;
+    for (int k = 1; k < n && cur; k++)
+        if (!(parents[k] = jg_op1(s[k - 1].op, &s[k - 1].a, parents[k - 1], NULL)))
+            cur = NULL;
+    for (int k = n - 1; k >= 0 && cur; k--) {
+        jg_tensor *p = parents[k];
+        switch (s[k].op) {
+        case JG_OP_SLICE:
+            cur = jg_op1(JG_OP_SLICE_SCATTER, &s[k].a, p, cur);
+            break;
+        case JG_OP_PERMUTE: {
+            int inv[JG_MAX_DIMS];
+            for (int d = 0; d < s[k].a.n; d++)
+                inv[s[k].a.i[d]] = d;
+            cur = jg_permute(cur, inv);
+            break;
+        }
+        case JG_OP_RESHAPE:
+        case JG_OP_EXPAND: /* (an expand that adds no overlap only adds size-1 dims) */
+            if (jg_shape_numel(p->ndim, p->shape) != cur->numel) {
+                cur = jg_errorf_null("unsupported operation: more than one element of the "
+                                     "written-to tensor refers to a single memory location. "
+                                     "Please clone() the tensor before performing the operation.");
+                break;
+            }
+            cur = jg_reshape(cur, p->ndim, p->shape);
+            break;
+        default:
+            cur = jg_errorf_null("internal error: view step %d has no scatter", (int)s[k].op);
+        }
+    }
+    if (parents != small)
+        free(parents);
+    return cur;
+}

@@ -1,0 +1,52 @@
+/* Differentiable views and their bases (ops/viewtrack.c).
+ *
+ * A view made by a view op (reshape, permute, slice, expand) while grad mode
+ * is on -- or while tracing, where views carry no storage -- records its
+ * base (the root tensor it views) and the view ops that remake it from that
+ * root (jg_view_info).  In-place ops use this to keep histories right:
+ *
+ *  - writing into a view gives the base the history "base with this region
+ *    replaced by the new values" (PyTorch's CopySlices), built from
+ *    slice_scatter / reshape / permute;
+ *  - any in-place op bumps the base's version (traced: gives the base a new
+ *    value), and a view whose recorded version is stale remakes its history
+ *    (traced: its value) from the base before it is used. */
+#ifndef JG_OPS_VIEWTRACK_H
+#define JG_OPS_VIEWTRACK_H
+
+#include "ops/optable.h"
+
+/* PyTorch's computeStride: new_stride for seeing the old geometry with
+ * new_shape, or false when reshape has to copy (ops/view.c). */
+bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old_stride, int new_nd,
+                        const int64_t *new_shape, int64_t *new_stride);
+
+/* The geometry eager would give traced tensor t -- shape, strides and
+ * offset in its base's memory, the base laid out contiguously (a traced
+ * input is, as far as the trace knows) -- replayed through its view ops.
+ * false when unknown. */
+bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int64_t *stride,
+                             int64_t *offset);
+
+/* After view op `op` made `out` from `in`: records out's base and steps when
+ * out is a differentiable view (same storage, grad mode on; or traced).
+ * 0 or -1. */
+int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out);
+/* Remakes t's history (traced: its value) from its base if the base changed
+ * since it was made.  0 or -1. */
+int jg_view_refresh(jg_tensor *t);
+static inline int jg_view_sync(jg_tensor *t) {
+    return t && t->view ? jg_view_refresh(t) : 0;
+}
+/* The value the base of view t takes when t's elements become src (t's
+ * shape and dtype): computed out of place with history.  Borrowed from the
+ * current scope, or NULL + error. */
+jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src);
+
+/* The end of every in-place op (ops/inplace.c), also used for custom
+ * functions' dirty inputs: self takes r's values and history (r: self's
+ * shape and dtype; its own storage, or an alias of exactly self's memory).
+ * Traced: self (or its base) takes r's value.  0 or -1. */
+int jg_inplace_commit(jg_tensor *self, jg_tensor *r);
+
+#endif
