@@ -105,7 +105,7 @@ fuzz: build
 FUZZ_TEST_N       ?= 300
 FUZZ_TEST_SEED    ?= 1
 FUZZ_TEST_DISABLE ?= \
-	inplace,view_before_inplace,objects,fn_object_arg,captured_update,double_backward
+	objects,fn_object_arg,captured_update,double_backward
 test-fuzz: build
 	bash scripts/fuzz.sh run -n $(FUZZ_TEST_N) --seed $(FUZZ_TEST_SEED) --jobs $(JOBS) \
 		--c-every 3 --disable $(FUZZ_TEST_DISABLE)
