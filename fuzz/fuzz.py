@@ -9,10 +9,13 @@
                                             standalone script
   fuzz.py features                          list the feature switches
 
-Every program runs in its own forked process (jitgrad and torch are
-imported once, before the forks), so a crash or a hang is caught per
-program and reported with its seed; a program's result never depends on the
-programs before it."""
+Programs run in forked processes (jitgrad and torch are imported once,
+before the forks), --batch of them per process; a crash or a hang is
+caught per program and reported with its seed, and the programs its batch
+had not reached run in a new process.  Every program that fails in a batch
+is run again alone, and that run is its result, so a reported failure
+never depends on the programs before it (one that fails only after others
+is reported as "batch-only")."""
 import argparse
 import ast
 import faulthandler
@@ -94,73 +97,124 @@ def _write(fd, data):
 
 
 class Child:
-    def __init__(self, key, src, mods, timeout):
-        self.key, self.src, self.start = key, src, time.time()
+    """One forked process running a batch of programs one after another.
+    It writes "start I", "mode M" and "result JSON" lines; the parent knows
+    from them which program a crash or a hang belongs to."""
+
+    def __init__(self, batch, timeout):
+        self.batch, self.timeout = batch, timeout
+        self.start = self.started = time.time()
         self.deadline = self.start + timeout
+        self.cur, self.mode, self.results, self.buf = None, None, {}, b""
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: run, write the result, leave without cleanup
+        if pid == 0:  # the child: run, write the results, leave without cleanup
             os.close(r)
-            try:
-                if not os.environ.get("JGFUZZ_VERBOSE"):
-                    faulthandler.disable()  # a crash is the result, not noise on stderr
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, 1)
-                    os.dup2(devnull, 2)
-                res = evaluate(src, mods, lambda m: _write(w, f"mode {m}\n".encode()))
-                data = b"result " + json.dumps(res).encode()
-            except BaseException as e:  # noqa: BLE001
-                data = b"result " + json.dumps({"fails": [["harness", repr(e)[:300]]],
-                                                "invalid": None}).encode()
-            _write(w, data)
+            if not os.environ.get("JGFUZZ_VERBOSE"):
+                faulthandler.disable()  # a crash is the result, not noise on stderr
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+            for i, (_key, src, mods) in enumerate(batch):
+                _write(w, f"start {i}\n".encode())
+                try:
+                    res = evaluate(src, mods, lambda m: _write(w, f"mode {m}\n".encode()))
+                except BaseException as e:  # noqa: BLE001
+                    res = {"fails": [["harness", repr(e)[:300]]], "invalid": None}
+                _write(w, b"result " + json.dumps(res).encode() + b"\n")
             os._exit(0)
         os.close(w)
-        self.pid, self.fd, self.buf = pid, r, b""
+        self.pid, self.fd = pid, r
 
     def read(self):
         while True:
             ready, _, _ = select.select([self.fd], [], [], 0)
             if not ready:
-                return
+                break
             chunk = os.read(self.fd, 65536)
             if not chunk:
-                return
+                break
             self.buf += chunk
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            text = line.decode(errors="replace")
+            if text.startswith("start "):
+                self.cur, self.mode = int(text[6:]), None
+                self.started = time.time()
+                self.deadline = self.started + self.timeout
+            elif text.startswith("mode "):
+                self.mode = text[5:]
+            elif text.startswith("result ") and self.cur is not None:
+                try:
+                    res = json.loads(text[7:])
+                except ValueError:
+                    res = {"fails": [["harness", "unreadable result"]], "invalid": None}
+                res["secs"] = time.time() - self.started
+                self.results[self.cur] = res
 
-    def finish(self, status):
+    def finish(self, status, hung=False):
+        """(done, rest): [(item, result)] in batch order, and the items that
+        never started (to run again in another process)."""
         self.read()
         os.close(self.fd)
-        secs = time.time() - self.start
-        text = self.buf.decode(errors="replace")
-        modes = re.findall(r"^mode (\w+)$", text, re.M)
-        where = f" in mode {modes[-1]}" if modes else ""
-        if os.WIFSIGNALED(status):
-            sig = signal.Signals(os.WTERMSIG(status)).name
-            return {"fails": [["crash", sig + where]], "invalid": None, "secs": secs}
-        try:
-            res = json.loads(text[text.index("result ") + 7:])
-        except ValueError:
-            res = {"fails": [["crash", f"exit {os.WEXITSTATUS(status)}{where}, no result"]],
-                   "invalid": None}
-        res["secs"] = secs
-        return res
+        where = f" in mode {self.mode}" if self.mode else ""
+        done, rest = [], []
+        for i, item in enumerate(self.batch):
+            if i in self.results:
+                done.append((item, self.results[i]))
+            elif self.cur is not None and i == self.cur:
+                if hung:
+                    bad = ["hang", f"over {self.timeout}s{where}"]
+                elif os.WIFSIGNALED(status):
+                    bad = ["crash", signal.Signals(os.WTERMSIG(status)).name + where]
+                else:
+                    bad = ["crash", f"exit {os.WEXITSTATUS(status)}{where}, no result"]
+                done.append((item, {"fails": [bad], "invalid": None,
+                                    "secs": time.time() - self.started}))
+            elif self.cur is None and i == 0:
+                done.append((item, {"fails": [["crash", "the process died before the program"]],
+                                    "invalid": None, "secs": 0.0}))
+            else:
+                rest.append(item)
+        return done, rest
 
 
-def run_many(items, mods, jobs, timeout, on_result):
+def run_many(items, mods, jobs, timeout, on_result, batch=1):
     """items: iterable of (key, src) or (key, src, mods).  Runs up to `jobs`
-    at once."""
+    processes at once, each taking up to `batch` programs (a fork costs more
+    than a typical program once torch is imported); the programs a crash or
+    a hang cut off run again in a new process."""
     items = iter(items)
+    pending = []  # programs cut off by a crash in their batch, run first
     running = {}
     done = False
-    while True:
-        while not done and len(running) < jobs:
+
+    def take():
+        nonlocal done
+        out = []
+        while len(out) < batch and pending:
+            out.append(pending.pop(0))
+        while len(out) < batch and not done:
             try:
                 item = next(items)
             except StopIteration:
                 done = True
                 break
-            key, src = item[:2]
-            c = Child(key, src, item[2] if len(item) > 2 else mods, timeout)
+            out.append((item[0], item[1], item[2] if len(item) > 2 else mods))
+        return out
+
+    def report(c, status, hung=False):
+        finished, rest = c.finish(status, hung)
+        pending[:0] = rest
+        for (key, src, _m), res in finished:
+            on_result(key, src, res)
+
+    while True:
+        while len(running) < jobs:
+            b = take()
+            if not b:
+                break
+            c = Child(b, timeout)
             running[c.pid] = c
         if not running:
             return
@@ -174,17 +228,12 @@ def run_many(items, mods, jobs, timeout, on_result):
                     os.kill(c.pid, signal.SIGKILL)
                     os.waitpid(c.pid, 0)
                     del running[c.pid]
-                    os.close(c.fd)
-                    c.read()
-                    modes = re.findall(r"^mode (\w+)$", c.buf.decode(errors="replace"), re.M)
-                    where = f" in mode {modes[-1]}" if modes else ""
-                    on_result(c.key, c.src, {"fails": [["hang", f"over {timeout}s{where}"]],
-                                             "invalid": None, "secs": timeout})
-            time.sleep(0.005)
+                    report(c, 0, hung=True)
+            time.sleep(0.002)
             continue
         c = running.pop(pid, None)
         if c is not None:
-            on_result(c.key, c.src, c.finish(status))
+            report(c, status)
 
 
 # ------------------------------------------------------------------ classes
@@ -412,7 +461,28 @@ def cmd_run(args):
             print(f"  {stats['n']} programs, {stats['fail']} failing, {el:.0f}s, "
                   f"{stats['n'] / el:.1f} programs/s", flush=True)
 
-    run_many(items(), mods, args.jobs, args.timeout, on_result)
+    deferred = []
+
+    def first_pass(seed, src, res):
+        # a failure seen in a batch is judged by a run of the program alone
+        if args.batch > 1 and res["fails"]:
+            deferred.append((seed, src, res))
+        else:
+            on_result(seed, src, res)
+
+    run_many(items(), mods, args.jobs, args.timeout, first_pass, batch=args.batch)
+    if deferred:
+        alone = {}
+        run_many(((s, src, _mods_of(s)) for s, src, _r in deferred), mods, args.jobs,
+                 args.timeout, lambda k, _s, r: alone.update({k: r}))
+        for seed, src, res in sorted(deferred, key=lambda d: d[0]):
+            r = alone[seed]
+            if not r["fails"]:
+                # passes alone: state left behind by an earlier program in the
+                # same process (a leak of grad mode, a cache, heap damage)
+                o, d = res["fails"][0]
+                r = dict(r, fails=[["batch-only", f"{o}: {d}"[:300]]])
+            on_result(seed, src, r)
     el = time.time() - t0
     if crashed:
         # each program already ran alone in its fork; a second run tells a
@@ -524,6 +594,8 @@ def main(argv=None):
     q.add_argument("-n", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--jobs", type=int, default=1)
+    q.add_argument("--batch", type=int, default=25,
+                   help="programs per forked process (failures are rerun alone)")
     q.add_argument("--c-every", type=int, default=1,
                    help="run the c backend on every K-th program only (it compiles C)")
     q.add_argument("--out", help="write each failing program there as a standalone script")

@@ -67,6 +67,22 @@ def test_crash_caught_with_mode(jg):
     assert got[7]["fails"] == [["crash", "SIGSEGV in mode eager"]]
 
 
+def test_batch_attributes_crash_and_hang_and_reruns_the_rest(jg):
+    # batches of programs share a process: a crash or a hang must be pinned
+    # on its own program, and the programs after it in the batch still run
+    ok = gen.gen(3)
+    crash = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    hang = "while True:\n    pass\n"
+    items = [(0, ok), (1, ok), (2, crash), (3, ok), (4, hang), (5, ok), (6, ok)]
+    got = {}
+    fuzz.run_many(items, {"eager": jg}, 2, 2.0, lambda k, s, r: got.update({k: r["fails"]}),
+                  batch=3)
+    assert sorted(got) == list(range(7))
+    assert got[2] == [["crash", "SIGSEGV in mode eager"]]
+    assert got[4] == [["hang", "over 2.0s in mode eager"]]
+    assert all(got[k] == [] for k in (0, 1, 3, 5, 6))
+
+
 def test_minimizer_keeps_class(jg, torch):
     mods = {"eager": jg, "torch": torch}
     got = {}
