@@ -41,7 +41,111 @@ typedef struct compiled_call {
 
 static compiled_call *current;
 
-#define TENSOR_MARK Py_Ellipsis
+/* The output template: what the traced call returned, with each tensor
+ * replaced by tensor_mark and each tuple, list or dict (their subclasses
+ * too: named tuples, return types, OrderedDict) by (seq_mark | dict_mark,
+ * type, children); private objects, so no value a program returns can be
+ * taken for one. */
+static PyObject *tensor_mark, *seq_mark, *dict_mark;
+
+static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n) {
+    if (jgp_is_tensor(o)) {
+        if (*n == JG_MAX_OUTPUTS) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "jitgrad.compile: a compiled function returns at most %d tensors",
+                         JG_MAX_OUTPUTS);
+            return NULL;
+        }
+        outputs[(*n)++] = jgp_t(o);
+        jgp_defer_release(jg_retain(jgp_t(o)));
+        return Py_NewRef(tensor_mark);
+    }
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        PyObject *items = PySequence_Tuple(o);
+        if (!items)
+            return NULL;
+        Py_ssize_t m = PyTuple_GET_SIZE(items);
+        PyObject *kids = PyTuple_New(m);
+        for (Py_ssize_t i = 0; kids && i < m; i++) {
+            PyObject *c = out_template(PyTuple_GET_ITEM(items, i), outputs, n);
+            if (!c)
+                Py_CLEAR(kids);
+            else
+                PyTuple_SET_ITEM(kids, i, c);
+        }
+        Py_DECREF(items);
+        PyObject *r = kids ? PyTuple_Pack(3, seq_mark, (PyObject *)Py_TYPE(o), kids) : NULL;
+        Py_XDECREF(kids);
+        return r;
+    }
+    if (PyDict_Check(o)) {
+        PyObject *kids = PyList_New(0), *key, *val;
+        Py_ssize_t pos = 0;
+        while (kids && PyDict_Next(o, &pos, &key, &val)) {
+            PyObject *c = out_template(val, outputs, n);
+            PyObject *kv = c ? PyTuple_Pack(2, key, c) : NULL;
+            Py_XDECREF(c);
+            if (!kv || PyList_Append(kids, kv) < 0)
+                Py_CLEAR(kids);
+            Py_XDECREF(kv);
+        }
+        PyObject *r = kids ? PyTuple_Pack(3, dict_mark, (PyObject *)Py_TYPE(o), kids) : NULL;
+        Py_XDECREF(kids);
+        return r;
+    }
+    return Py_NewRef(o);
+}
+
+/* The call's result from the template, the next of `wrapped` per tensor. */
+static PyObject *out_fill(PyObject *t, PyObject *const *wrapped, int n, int *k) {
+    if (t == tensor_mark) {
+        if (*k >= n) {
+            PyErr_SetString(PyExc_RuntimeError, "jitgrad.compile: output count mismatch");
+            return NULL;
+        }
+        return Py_NewRef(wrapped[(*k)++]);
+    }
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 ||
+        (PyTuple_GET_ITEM(t, 0) != seq_mark && PyTuple_GET_ITEM(t, 0) != dict_mark))
+        return Py_NewRef(t);
+    PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(t, 1);
+    PyObject *kids = PyTuple_GET_ITEM(t, 2), *r = NULL;
+    if (PyTuple_GET_ITEM(t, 0) == dict_mark) {
+        PyObject *d = PyDict_New();
+        for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(kids); i++) {
+            PyObject *kv = PyList_GET_ITEM(kids, i);
+            PyObject *v = out_fill(PyTuple_GET_ITEM(kv, 1), wrapped, n, k);
+            if (!v || PyDict_SetItem(d, PyTuple_GET_ITEM(kv, 0), v) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(v);
+        }
+        if (d && type != &PyDict_Type) /* OrderedDict, defaultdict... */
+            r = PyObject_CallOneArg((PyObject *)type, d);
+        else
+            r = Py_XNewRef(d);
+        Py_XDECREF(d);
+        return r;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(kids);
+    PyObject *items = PyTuple_New(m);
+    for (Py_ssize_t i = 0; items && i < m; i++) {
+        PyObject *v = out_fill(PyTuple_GET_ITEM(kids, i), wrapped, n, k);
+        if (!v)
+            Py_CLEAR(items);
+        else
+            PyTuple_SET_ITEM(items, i, v);
+    }
+    if (!items || type == &PyTuple_Type)
+        return items;
+    if (type == &PyList_Type)
+        r = PySequence_List(items);
+    else if (PyObject_HasAttrString((PyObject *)type, "_fields")) /* namedtuple */
+        r = PyObject_Call((PyObject *)type, items, NULL);
+    else /* structseq (return types), other tuple and list subclasses */
+        r = PyObject_CallOneArg((PyObject *)type, items);
+    Py_DECREF(items);
+    return r;
+}
 
 /* tensors rebuild() replaced by the library's (symbolic stand-ins: a trace) */
 static int rebuilt_stand_ins;
@@ -384,7 +488,7 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
                       jg_tensor **outputs) {
     JGCompiled *self = user;
     compiled_call *call = current;
-    PyObject *args = NULL, *kwargs = NULL, *res = NULL, *items = NULL, *tmpl = NULL;
+    PyObject *args = NULL, *kwargs = NULL, *res = NULL, *tmpl = NULL;
     (void)argbytes;
     if (!call || call->self != self) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -404,33 +508,12 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     jgp_trace_objects = prev_objects;
     if (!res)
         goto fail;
-    bool is_tuple = PyTuple_Check(res) || PyList_Check(res);
-    items = is_tuple ? PySequence_Tuple(res) : PyTuple_Pack(1, res);
-    if (!items)
-        goto fail;
-    Py_ssize_t m = PyTuple_GET_SIZE(items);
-    tmpl = PyTuple_New(m);
+    int n = 0;
+    tmpl = out_template(res, outputs, &n);
     if (!tmpl)
         goto fail;
-    int n = 0;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *o = PyTuple_GET_ITEM(items, i);
-        if (jgp_is_tensor(o)) {
-            if (n == JG_MAX_OUTPUTS) {
-                PyErr_Format(PyExc_RuntimeError,
-                             "jitgrad.compile: a compiled function returns at most %d tensors",
-                             JG_MAX_OUTPUTS);
-                goto fail;
-            }
-            outputs[n++] = jgp_t(o);
-            jgp_defer_release(jg_retain(jgp_t(o)));
-            PyTuple_SET_ITEM(tmpl, i, Py_NewRef(TENSOR_MARK));
-        } else {
-            PyTuple_SET_ITEM(tmpl, i, Py_NewRef(o));
-        }
-    }
     PyObject *key = Py_BuildValue("(Oi)", call->key_bytes, n);
-    PyObject *val = key ? Py_BuildValue("(OO)", tmpl, is_tuple ? Py_True : Py_False) : NULL;
+    PyObject *val = key ? PyTuple_Pack(1, tmpl) : NULL;
     int rc = val ? PyDict_SetItem(self->templates, key, val) : -1;
     Py_XDECREF(key);
     Py_XDECREF(val);
@@ -439,14 +522,12 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     Py_DECREF(args);
     Py_XDECREF(kwargs);
     Py_DECREF(res);
-    Py_DECREF(items);
     Py_DECREF(tmpl);
     return n;
 fail:
     Py_XDECREF(args);
     Py_XDECREF(kwargs);
     Py_XDECREF(res);
-    Py_XDECREF(items);
     Py_XDECREF(tmpl);
     return jgp_callback_fail();
 }
@@ -598,18 +679,8 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     PyObject *entry = tkey ? PyDict_GetItemWithError(self->templates, tkey) : NULL;
     Py_XDECREF(tkey);
     if (ok && entry) {
-        PyObject *tmpl = PyTuple_GET_ITEM(entry, 0);
-        Py_ssize_t m = PyTuple_GET_SIZE(tmpl);
-        result = PyTuple_New(m);
-        for (Py_ssize_t i = 0, k = 0; result && i < m; i++) {
-            PyObject *v = PyTuple_GET_ITEM(tmpl, i);
-            PyTuple_SET_ITEM(result, i, Py_NewRef(v == TENSOR_MARK && k < n ? wrapped[k++] : v));
-        }
-        if (result && PyTuple_GET_ITEM(entry, 1) == Py_False) {
-            PyObject *single = Py_NewRef(PyTuple_GET_ITEM(result, 0));
-            Py_DECREF(result);
-            result = single;
-        }
+        int k = 0;
+        result = out_fill(PyTuple_GET_ITEM(entry, 0), wrapped, n, &k);
     } else if (ok && !PyErr_Occurred()) {
         if (n == 1) {
             result = Py_NewRef(wrapped[0]);
@@ -690,6 +761,11 @@ static PyTypeObject JGCompiled_Type = {
 
 int jgp_compile_init(PyObject *module) {
     if (PyType_Ready(&JGCompiled_Type) < 0)
+        return -1;
+    tensor_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    seq_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    dict_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (!tensor_mark || !seq_mark || !dict_mark)
         return -1;
     if (PyModule_AddObjectRef(module, "Compiled", (PyObject *)&JGCompiled_Type) < 0)
         return -1;
