@@ -385,6 +385,32 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
     return 0;
 }
 
+int jg_autodiff_edges_reached(const jg_graph *f, int n_from, const int *from,
+                              bool *contrib_reached) {
+    bool *reached = calloc((size_t)(f->n_vals ? f->n_vals : 1), sizeof *reached);
+    if (!reached)
+        return jg_errorf("out of memory in autodiff");
+    for (int k = 0; k < n_from; k++)
+        reached[from[k]] = true;
+    int c = 0;
+    for (int i = f->n_nodes - 1; i >= 0; i--) { /* the layout of jg_autodiff */
+        const jg_gnode *n = &f->nodes[i];
+        bool any = false;
+        for (int k = 0; k < n->n_out; k++)
+            any |= reached[n->out[k]];
+        for (int k = 0; any && k < n->n_in; k++)
+            if (f->vals[n->in[k]].requires_grad)
+                reached[n->in[k]] = true;
+        for (int k = 0; k < jg_gnode_n_slots(n); k++) {
+            const jg_value *ov = &f->vals[jg_gnode_slot_value(n, k)];
+            if (ov->kind == JG_VAL_INPUT && ov->requires_grad)
+                contrib_reached[c++] = any;
+        }
+    }
+    free(reached);
+    return 0;
+}
+
 void jg_autodiff_result_free(jg_autodiff_result *r) {
     jg_graph_free(r->bwd);
     free(r->in_src);

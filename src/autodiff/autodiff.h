@@ -49,4 +49,11 @@ int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, int n_reach,
                 jg_autodiff_result *r);
 void jg_autodiff_result_free(jg_autodiff_result *r);
 
+/* contrib_reached[c] (one per contribution, jg_autodiff's layout): whether
+ * contribution c's node is part of eager's backward graph when the values
+ * `from` are (reached from the outputs through differentiable operands),
+ * whether or not a gradient arrives there. */
+int jg_autodiff_edges_reached(const jg_graph *fwd, int n_from, const int *from,
+                              bool *contrib_reached);
+
 #endif

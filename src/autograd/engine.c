@@ -354,8 +354,23 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
 /* Hands each slot's gradient to the accumulator its edge names: the next
  * node's input buffer or a leaf's pending gradient (the slot rule shared with
  * graph autodiff, jg_slots_accumulate). */
+/* edge_reached[k] for node ni's edges: NULL when every edge is (the rule for
+ * all but compiled nodes), else er (n_next entries, or a new array). */
+static const bool *edges_reached(run_state *rs, const node_info *ni, bool *small, int n_small) {
+    const jg_node *n = ni->node;
+    if (!n->vt->edges_reached || !n->n_next)
+        return NULL;
+    bool *er = n->n_next <= n_small ? small : malloc((size_t)n->n_next * sizeof *er);
+    if (!er)
+        return NULL; /* out of memory: over-approximate (every edge) */
+    n->vt->edges_reached(n, node_buf(rs, ni), rs->reached + ni->buf, er);
+    return er;
+}
+
 static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
     jg_node *n = src->node;
+    bool er_small[16];
+    const bool *er = edges_reached(rs, src, er_small, 16);
     int li_small[8], *li = li_small;
     jg_tensor **t_small[8], ***targets = t_small;
     if (n->n_next > 8) {
@@ -382,7 +397,8 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
             node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
             if (dst->needed) {
                 targets[k] = &node_buf(rs, dst)[e->nr];
-                rs->reached[dst->buf + e->nr] = true;
+                if (!er || er[k])
+                    rs->reached[dst->buf + e->nr] = true;
             }
         } else if (li[k] >= 0) {
             targets[k] = &rs->leaves[li[k]].grad;
@@ -394,6 +410,8 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
         free(li);
     if (targets != t_small)
         free(targets);
+    if (er && er != er_small)
+        free((void *)er);
     return rc;
 }
 
@@ -402,9 +420,13 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
 static void skip_node(run_state *rs, const node_info *ni) {
     const jg_node *n = ni->node;
     const int *nx = rs->next_idx + ni->next;
+    bool er_small[16];
+    const bool *er = edges_reached(rs, ni, er_small, 16);
     for (int k = 0; k < n->n_next; k++)
-        if (n->next[k].fn && rs->nodes[nx[k]].needed)
+        if (n->next[k].fn && rs->nodes[nx[k]].needed && (!er || er[k]))
             rs->reached[rs->nodes[nx[k]].buf + n->next[k].nr] = true;
+    if (er && er != er_small)
+        free((void *)er);
 }
 
 static int run_node(run_state *rs, int idx, bool create_graph) {

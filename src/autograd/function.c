@@ -342,7 +342,7 @@ static const char *fn_node_name(const jg_node *n) {
     return ((const fn_node *)n)->name;
 }
 
-static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true};
+static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL};
 
 int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
              size_t args_size, jg_tensor **outputs) {

@@ -36,6 +36,13 @@ typedef struct jg_node_vt {
      * whenever its node is part of the backward graph.  Op nodes leave it
      * false: with no gradient they contribute nothing. */
     bool run_without_grads;
+    /* Which edges are part of this backward's graph, given which outputs
+     * are (reached[k], or a gradient in gout[k]); NULL: every edge.  A node
+     * that stands for several eager nodes (a compiled call) answers so that
+     * an edge only the eager nodes of unreached outputs lead to is not
+     * reached, as in eager mode. */
+    void (*edges_reached)(const jg_node *n, jg_tensor *const *gout, const bool *reached,
+                          bool *edge_reached);
 } jg_node_vt;
 
 struct jg_node {

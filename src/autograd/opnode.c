@@ -82,8 +82,8 @@ static const char *opnode_name(const jg_node *n) {
     return jg_ops[((const op_node *)n)->op].bw_name;
 }
 
-static const jg_node_vt opnode_vt = {opnode_apply, opnode_release_saved, opnode_release_saved,
-                                     opnode_name, false};
+static const jg_node_vt opnode_vt = {
+    opnode_apply, opnode_release_saved, opnode_release_saved, opnode_name, false, NULL};
 
 int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
                           jg_tensor *const *out) {

@@ -272,8 +272,25 @@ static const char *cnode_name(const jg_node *n) {
     return "CompiledFunctionBackward";
 }
 
+/* The edges eager's nodes would reach: those the reached outputs lead to
+ * inside the call (an input used only on the way to an unreached output is
+ * not part of this backward, so a custom function before it does not run). */
+static void cnode_edges_reached(const jg_node *n, jg_tensor *const *gout, const bool *reached,
+                                bool *edge_reached) {
+    const jg_entry *e = ((const compiled_node *)n)->e;
+    int from[JG_MAX_OUTPUTS], n_from = 0;
+    for (int k = 0; k < e->n_node_out; k++)
+        if (gout[k] || reached[k])
+            from[n_from++] = e->node_out_val[k];
+    if (jg_autodiff_edges_reached(e->fwd_ad, n_from, from, edge_reached) < 0) {
+        jg_clear_error();
+        for (int k = 0; k < n->n_next; k++)
+            edge_reached[k] = true; /* out of memory: every edge, as before */
+    }
+}
+
 static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name,
-                                    true};
+                                    true,        cnode_edges_reached};
 
 /* ------------------------------------------------------------------- run */
 
