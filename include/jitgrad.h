@@ -314,6 +314,7 @@ typedef struct jg_optim_hparams {
     double momentum, dampening; /* SGD; momentum also RMSprop */
     bool nesterov;              /* SGD */
     double beta1, beta2;        /* Adam, AdamW */
+    bool amsgrad;               /* Adam, AdamW */
     double eps;                 /* Adam, AdamW, Adagrad, RMSprop */
     double weight_decay;
     double lr_decay, initial_accumulator_value; /* Adagrad */
@@ -356,7 +357,8 @@ int jg_optim_step(jg_optim *opt);
 int jg_optim_zero_grad(jg_optim *opt, bool set_to_none);
 /* State per parameter, by PyTorch's names: "momentum_buffer" (SGD,
  * RMSprop), "step" (f32 0-d), "exp_avg", "exp_avg_sq" (Adam, AdamW), "sum"
- * (Adagrad), "square_avg", "grad_avg" (RMSprop).  jg_optim_state_name lists
+ * (Adagrad), "square_avg", "grad_avg" (RMSprop), "max_exp_avg_sq" (Adam and
+ * AdamW with amsgrad).  jg_optim_state_name lists
  * the kind's names (NULL past the end).  jg_optim_state returns the live
  * tensor (BORROWED; NULL without error while that state does not exist yet,
  * e.g. before the first step); jg_optim_set_state stores a copy of value

@@ -67,6 +67,7 @@ static int parse_hparams(PyObject *group, jg_optim_hparams *h) {
         get_double(group, "initial_accumulator_value", &h->initial_accumulator_value) < 0 ||
         get_double(group, "alpha", &h->alpha) < 0 ||
         get_bool(group, "nesterov", &h->nesterov) < 0 ||
+        get_bool(group, "amsgrad", &h->amsgrad) < 0 ||
         get_bool(group, "centered", &h->centered) < 0 ||
         get_bool(group, "maximize", &h->maximize) < 0)
         return -1;

@@ -33,8 +33,8 @@ struct jg_optim {
 
 static const char *const state_names[][MAX_STATE + 1] = {
     [JG_OPTIM_SGD] = {"momentum_buffer", NULL},
-    [JG_OPTIM_ADAM] = {"step", "exp_avg", "exp_avg_sq", NULL},
-    [JG_OPTIM_ADAMW] = {"step", "exp_avg", "exp_avg_sq", NULL},
+    [JG_OPTIM_ADAM] = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", NULL},
+    [JG_OPTIM_ADAMW] = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", NULL},
     [JG_OPTIM_ADAGRAD] = {"step", "sum", NULL},
     [JG_OPTIM_RMSPROP] = {"step", "square_avg", "momentum_buffer", "grad_avg", NULL},
 };
@@ -207,6 +207,8 @@ static int init_state(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *
             t = new_state(param, h->initial_accumulator_value);
         else if (kind == JG_OPTIM_SGD)
             continue; /* the first step's gradient becomes the buffer */
+        else if (!strcmp(name, "max_exp_avg_sq") && !h->amsgrad)
+            continue;
         else if (kind == JG_OPTIM_RMSPROP && !strcmp(name, "momentum_buffer") && !(h->momentum > 0))
             continue;
         else if (kind == JG_OPTIM_RMSPROP && !strcmp(name, "grad_avg") && !h->centered)
@@ -259,7 +261,17 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
     double bias_correction2 = 1 - pow(h->beta2, step);
     double step_size = h->lr / bias_correction1;
     double bias_correction2_sqrt = sqrt(bias_correction2);
-    jg_tensor *denom = div_scalar(jg_sqrt(exp_avg_sq), bias_correction2_sqrt);
+    jg_tensor *sq = exp_avg_sq;
+    if (h->amsgrad) {
+        /* torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq):
+         * a NaN on either side wins */
+        jg_tensor *m = state[3], *b = exp_avg_sq;
+        jg_tensor *mx = jg_where(jg_ne(b, b), b, jg_where(jg_lt(m, b), b, m));
+        if (!mx || jg_copy_(m, mx) < 0)
+            return -1;
+        sq = m;
+    }
+    jg_tensor *denom = div_scalar(jg_sqrt(sq), bias_correction2_sqrt);
     denom = jg_add_scalar(denom, h->eps);
     return denom ? addcdiv_(param, exp_avg, denom, -step_size) : -1;
 }

@@ -73,6 +73,29 @@ static void test_optim_adam_matches_torch(void **state) {
                       -0.8526483510040876));
 }
 
+/* amsgrad keeps the running maximum of exp_avg_sq in "max_exp_avg_sq" */
+static void test_optim_adam_amsgrad_matches_torch(void **state) {
+    (void)state;
+    jg_tensor *p[2];
+    for (int k = JG_OPTIM_ADAM; k <= JG_OPTIM_ADAMW; k++) {
+        make_params(p);
+        jg_optim_hparams h = jg_optim_defaults((jg_optim_kind)k);
+        h.lr = 0.1;
+        h.amsgrad = true;
+        jg_optim *o = jg_optim_new((jg_optim_kind)k, p, 2, &h);
+        assert_non_null(o);
+        train(o, p, 1);
+        assert_non_null(jg_optim_state(o, 0, 0, "max_exp_avg_sq"));
+        jg_optim_free(o);
+        make_params(p);
+        check_run(jg_optim_new((jg_optim_kind)k, p, 2, &h), p,
+                  k == JG_OPTIM_ADAM ? TU_VALS(0.15704850937401899, -0.16373580076480931,
+                                               -0.9743700827055639, -0.8538997618146951)
+                                     : TU_VALS(0.15219432768124377, -0.1462542093276175,
+                                               -0.9767402150526616, -0.8600569353133336));
+    }
+}
+
 static void test_optim_adagrad_rmsprop_match_torch(void **state) {
     (void)state;
     jg_tensor *p[2];
@@ -130,6 +153,7 @@ static void test_optim_state_save_load(void **state) {
         jg_optim_hparams h = jg_optim_defaults((jg_optim_kind)kind);
         h.momentum = 0.5;
         h.centered = true;
+        h.amsgrad = true;
         jg_optim *a = jg_optim_new((jg_optim_kind)kind, p, 2, &h);
         assert_non_null(a);
         for (int i = 0; jg_optim_state_name((jg_optim_kind)kind, i); i++)
@@ -266,6 +290,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_optim_sgd_matches_torch),
         TU_TEST(test_optim_adam_matches_torch),
+        TU_TEST(test_optim_adam_amsgrad_matches_torch),
         TU_TEST(test_optim_adagrad_rmsprop_match_torch),
         TU_TEST(test_optim_groups_and_lr),
         TU_TEST(test_optim_state_save_load),

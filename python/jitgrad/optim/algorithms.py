@@ -6,9 +6,7 @@ import jitgrad
 from .optimizer import Optimizer, required
 
 
-def _no_amsgrad(name, group):
-    if group.get("amsgrad"):
-        raise NotImplementedError(f"jitgrad: {name}(amsgrad=True) is not supported")
+def _no_cuda_options(name, group):
     if group.get("capturable"):
         raise NotImplementedError(f"jitgrad: {name}(capturable=True) is not supported")
     if group.get("fused"):
@@ -60,10 +58,10 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (torch.optim.Adam); amsgrad is not supported."""
+    """Adam (torch.optim.Adam)."""
 
     _kind = "adam"
-    _state_names = ("step", "exp_avg", "exp_avg_sq")
+    _state_names = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
     def __init__(
         self,
@@ -106,7 +104,7 @@ class Adam(Optimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
-        _no_amsgrad(type(self).__name__, group)
+        _no_cuda_options(type(self).__name__, group)
 
 
 class AdamW(Adam):
