@@ -318,3 +318,75 @@ def test_lr_scheduler_errors_and_warnings():
         warnings.simplefilter("error")
         opt.step()
         s.step()
+
+
+def _backends():
+    return ["interp"] + (["c"] if jitgrad.HAS_COMPILER else [])
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name,kwargs", [CASES[1], CASES[5], CASES[10], CASES[13]])
+def test_optim_with_compiled_loss_matches_eager_bitwise(backend, name, kwargs):
+    """A compiled forward, eager backward and optimizer step: parameters,
+    grads and state equal eager mode's bit for bit."""
+
+    def run(compiled):
+        w, b = _params(jitgrad, jitgrad.float64)
+        opt = getattr(jo, name)([w, b], **kwargs)
+        loss_fn = lambda: _loss(jitgrad, w, b, jitgrad.float64)  # noqa: E731
+        if compiled:
+            loss_fn = jitgrad.compile(loss_fn, backend=backend, fullgraph=True)
+        for _ in range(6):
+            opt.zero_grad()
+            loss_fn().backward()
+            opt.step()
+        return w, b, opt
+
+    (w, b, opt), (cw, cb, copt) = run(False), run(True)
+    assert cw.tolist() == w.tolist() and cb.tolist() == b.tolist()
+    assert cw.grad.tolist() == w.grad.tolist() and cb.grad.tolist() == b.grad.tolist()
+    for p, cp in ((w, cw), (b, cb)):
+        for k, v in opt.state[p].items():
+            cv = copt.state[cp][k]
+            assert (cv.tolist() if isinstance(cv, jitgrad.Tensor) else cv) == (
+                v.tolist() if isinstance(v, jitgrad.Tensor) else v
+            )
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name,kwargs", [CASES[1], CASES[5]])
+def test_optim_step_inside_compiled_program_runs_eagerly(backend, name, kwargs):
+    """A step inside a compiled program is a graph break before anything is
+    touched: the call runs eagerly and no traced tensor reaches the state;
+    with fullgraph=True it is an error that leaves everything as it was."""
+
+    def run(mode):
+        w, b = _params(jitgrad, jitgrad.float64)
+        opt = getattr(jo, name)([w, b], **kwargs)
+
+        def step():
+            opt.step()
+            return w * 1
+
+        f = step if mode == "eager" else jitgrad.compile(step, backend=backend)
+        for _ in range(4):
+            opt.zero_grad()
+            _loss(jitgrad, w, b, jitgrad.float64).backward()
+            f()
+        return w, b
+
+    (w, b), (cw, cb) = run("eager"), run("compiled")
+    assert cw.tolist() == w.tolist() and cb.tolist() == b.tolist()
+
+    w, b = _params(jitgrad, jitgrad.float64)
+    opt = getattr(jo, name)([w, b], **kwargs)
+    _loss(jitgrad, w, b, jitgrad.float64).backward()
+
+    def step():
+        opt.step()
+        return w * 1
+
+    f = jitgrad.compile(step, backend=backend, fullgraph=True)
+    with pytest.raises(RuntimeError, match="optimizer step inside a compiled program"):
+        f()
+    assert w.tolist() == W0 and not any(opt.state.values())

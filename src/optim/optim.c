@@ -12,6 +12,8 @@
 
 #include <jitgrad.h>
 
+#include "trace/trace.h"
+
 #define MAX_STATE JG_OPTIM_MAX_STATE
 
 typedef struct {
@@ -336,6 +338,16 @@ static int check_param(const char *what, jg_tensor *param) {
 
 int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *param,
                     jg_tensor *grad, jg_tensor **state) {
+    if (jg_tracing()) {
+        /* A step writes captured tensors in place and creates state that
+         * outlives the program: a graph break before anything is touched,
+         * so that no traced tensor leaks into the state and the eager run
+         * does the whole step. */
+        static const char why[] = "an optimizer step inside a compiled program cannot be traced "
+                                  "(it updates parameters and state in place); step outside it";
+        jg_trace_note_break("%s", why);
+        return jg_set_error("%s", why);
+    }
     if (check_hparams(kind, h) < 0 || check_param("jg_optim_update", param) < 0)
         return -1;
     if (!grad || !state)

@@ -227,6 +227,48 @@ static void test_optim_float32(void **state) {
     jg_optim_free(o);
 }
 
+static int step_program(void *user, const void *args, int n_inputs, jg_tensor *const *inputs,
+                        jg_tensor **outputs) {
+    (void)args;
+    (void)n_inputs;
+    if (jg_optim_step((jg_optim *)user) < 0)
+        return -1;
+    outputs[0] = jg_mul_scalar(inputs[0], 1.0);
+    return outputs[0] ? 1 : -1;
+}
+
+/* A step inside a compiled program is a graph break taken before anything
+ * is written: with fullgraph it fails leaving parameters and state as they
+ * were, otherwise the call runs eagerly. */
+static void test_optim_step_in_compiled_program(void **state) {
+    (void)state;
+    for (int fullgraph = 1; fullgraph >= 0; fullgraph--) {
+        jg_tensor *p[2];
+        make_params(p);
+        jg_optim *o = jg_optim_sgd(p, 2, 0.1, 0.9, 0, 0, false);
+        assert_int_equal(jg_backward(jg_sum(jg_mul(p[0], p[0])), NULL, 0), 0);
+        jg_compile_options opts = {.backend = "interp", .fullgraph = fullgraph};
+        jg_compiled *c = jg_compile(step_program, o, &opts);
+        jg_tensor *x = jg_full(JG_F64, 1, TU_SHAPE(1), 1), *out = NULL;
+        int rc = jg_compiled_call(c, NULL, 0, 1, &x, &out);
+        if (fullgraph) {
+            assert_int_equal(rc, -1);
+            TU_ERROR("an optimizer step inside a compiled program cannot be traced");
+            TU_CHECK(p[0], 1, TU_SHAPE(3), TU_VALS(1.0, -2.0, 0.5), 0);
+            assert_null(jg_optim_state(o, 0, 0, "momentum_buffer"));
+        } else {
+            assert_int_equal(rc, 1);
+            jg_release(out);
+            assert_int_equal(jg_compiled_fallbacks(c), 1);
+            TU_CHECK(p[0], 1, TU_SHAPE(3), TU_VALS(0.8, -1.6, 0.4), 1e-15);
+            TU_CHECK(jg_optim_state(o, 0, 0, "momentum_buffer"), 1, TU_SHAPE(3),
+                     TU_VALS(2.0, -4.0, 1.0), 0);
+        }
+        jg_compiled_free(c);
+        jg_optim_free(o);
+    }
+}
+
 static void test_optim_bad_input(void **state) {
     (void)state;
     jg_tensor *p[2];
@@ -296,6 +338,7 @@ int main(void) {
         TU_TEST(test_optim_state_save_load),
         TU_TEST(test_optim_zero_grad_and_skip),
         TU_TEST(test_optim_float32),
+        TU_TEST(test_optim_step_in_compiled_program),
         TU_TEST(test_optim_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
