@@ -425,7 +425,8 @@ int jg_optim_add_param_group(jg_optim *opt, jg_tensor *const *params, int n,
         return jg_set_error("jg_optim_add_param_group: optimizer is NULL");
     if (!hparams && opt->n_groups == 0)
         return jg_set_error("jg_optim_add_param_group: hparams is NULL");
-    const jg_optim_hparams *h = hparams ? hparams : &opt->groups[0].h;
+    /* a copy: growing the group array below may move the first group's */
+    const jg_optim_hparams hcopy = hparams ? *hparams : opt->groups[0].h, *h = &hcopy;
     if (check_hparams(opt->kind, h) < 0)
         return -1;
     if (n <= 0 || !params)

@@ -143,6 +143,30 @@ static void test_optim_groups_and_lr(void **state) {
     jg_optim_free(b);
 }
 
+/* Groups added without hyperparameters copy the first group's, which must
+ * be read before the group array grows (ASan caught a read of the old one). */
+static void test_optim_add_param_group_copies_first_group_hparams(void **state) {
+    (void)state;
+    enum { G = 24 };
+    jg_tensor *p[G];
+    for (int i = 0; i < G; i++) {
+        p[i] = jg_full(JG_F32, 1, TU_SHAPE(2), i);
+        jg_set_requires_grad(p[i], true);
+    }
+    jg_optim *o = jg_optim_rmsprop(p, 1, 0.125, 0.5, 1e-6, 0.25, 0.75, true);
+    for (int i = 1; i < G; i++)
+        assert_int_equal(jg_optim_add_param_group(o, p + i, 1, NULL), i);
+    jg_optim_hparams first, h;
+    assert_int_equal(jg_optim_get_hparams(o, 0, &first), 0);
+    for (int i = 1; i < G; i++) {
+        assert_int_equal(jg_optim_get_hparams(o, i, &h), 0);
+        assert_true(h.lr == first.lr && h.alpha == first.alpha && h.eps == first.eps &&
+                    h.weight_decay == first.weight_decay && h.momentum == first.momentum &&
+                    h.centered == first.centered);
+    }
+    jg_optim_free(o);
+}
+
 /* Exporting the state after some steps and importing it into a fresh
  * optimizer continues the same trajectory bit for bit. */
 static void test_optim_state_save_load(void **state) {
@@ -257,8 +281,7 @@ static void test_optim_step_in_compiled_program(void **state) {
             TU_CHECK(p[0], 1, TU_SHAPE(3), TU_VALS(1.0, -2.0, 0.5), 0);
             assert_null(jg_optim_state(o, 0, 0, "momentum_buffer"));
         } else {
-            assert_int_equal(rc, 1);
-            jg_release(out);
+            assert_int_equal(rc, 1); /* out: owned by the test's scope */
             assert_int_equal(jg_compiled_fallbacks(c), 1);
             TU_CHECK(p[0], 1, TU_SHAPE(3), TU_VALS(0.8, -1.6, 0.4), 1e-15);
             TU_CHECK(jg_optim_state(o, 0, 0, "momentum_buffer"), 1, TU_SHAPE(3),
@@ -335,6 +358,7 @@ int main(void) {
         TU_TEST(test_optim_adam_amsgrad_matches_torch),
         TU_TEST(test_optim_adagrad_rmsprop_match_torch),
         TU_TEST(test_optim_groups_and_lr),
+        TU_TEST(test_optim_add_param_group_copies_first_group_hparams),
         TU_TEST(test_optim_state_save_load),
         TU_TEST(test_optim_zero_grad_and_skip),
         TU_TEST(test_optim_float32),
