@@ -52,10 +52,15 @@ static int parse_hparams(PyObject *group, jg_optim_hparams *h) {
     }
     PyObject *betas = PyMapping_GetItemString(group, "betas");
     if (betas) {
-        int ok = PyArg_ParseTuple(betas, "dd", &h->beta1, &h->beta2);
+        PyObject *t = PySequence_Check(betas) ? PySequence_Tuple(betas) : NULL;
         Py_DECREF(betas);
-        if (!ok)
+        int ok = t && PyArg_ParseTuple(t, "dd", &h->beta1, &h->beta2);
+        Py_XDECREF(t);
+        if (!ok) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "optimizer betas must be a pair of floats");
             return -1;
+        }
     } else {
         PyErr_Clear();
     }

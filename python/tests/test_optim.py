@@ -390,3 +390,38 @@ def test_optim_step_inside_compiled_program_runs_eagerly(backend, name, kwargs):
     with pytest.raises(RuntimeError, match="optimizer step inside a compiled program"):
         f()
     assert w.tolist() == W0 and not any(opt.state.values())
+
+
+def test_optim_numeric_step_and_list_betas():
+    """A step count saved as a number (PyTorch before 1.12 kept Adam's as
+    one) loads; betas may be a list."""
+    opt, w, b = _train(jitgrad, jo.Adam, dict(lr=0.05), jitgrad.float64, steps=3)
+    sd = opt.state_dict()
+    for s in sd["state"].values():
+        s["step"] = int(s["step"].item())
+    sd["param_groups"][0]["betas"] = list(sd["param_groups"][0]["betas"])
+    w2 = w.detach().clone().requires_grad_(True)
+    b2 = b.detach().clone().requires_grad_(True)
+    opt2 = jo.Adam([w2, b2])
+    opt2.load_state_dict(sd)
+    for o, p in ((opt, (w, b)), (opt2, (w2, b2))):
+        o.zero_grad()
+        _loss(jitgrad, *p, jitgrad.float64).backward()
+        o.step()
+    assert w.tolist() == w2.tolist() and b.tolist() == b2.tolist()
+    opt2.param_groups[0]["betas"] = 0.9
+    with pytest.raises(TypeError, match="betas must be a pair of floats"):
+        opt2.step()
+
+
+def test_adagrad_state_exists_before_the_first_step():
+    w, b = _params(jitgrad, jitgrad.float32)
+    tw, tb = _params(torch, torch.float32)
+    sd = jo.Adagrad([w, b], initial_accumulator_value=0.5).state_dict()
+    tsd = torch.optim.Adagrad([tw, tb], initial_accumulator_value=0.5).state_dict()
+    assert sd["state"].keys() == tsd["state"].keys() == {0, 1}
+    for k in (0, 1):
+        assert sd["state"][k]["step"].tolist() == 0.0
+        assert sd["state"][k]["step"].dtype == jitgrad.float32
+        assert sd["state"][k]["sum"].tolist() == tsd["state"][k]["sum"].tolist()
+        assert sd["state"][k]["sum"].dtype == jitgrad.float32

@@ -241,12 +241,6 @@ class RMSprop(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _state_list(self, state):
-        values = super()._state_list(state)
-        if values[0] is not None and not isinstance(values[0], jitgrad.Tensor):
-            values[0] = jitgrad.tensor(float(values[0]))
-        return values
-
     def _store_state(self, state, values):
         super()._store_state(state, values)
         state["step"] = int(values[0].item())

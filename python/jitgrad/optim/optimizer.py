@@ -180,7 +180,12 @@ class Optimizer:
 
     # ---- state: PyTorch's per-parameter dict <-> the C library's list
     def _state_list(self, state):
-        return [state.get(n) for n in self._state_names]
+        values = [state.get(n) for n in self._state_names]
+        # a step count saved as a number (RMSprop's, older PyTorch's Adam)
+        if values and self._state_names[0] == "step" and values[0] is not None:
+            if not isinstance(values[0], jitgrad.Tensor):
+                values[0] = jitgrad.tensor(float(values[0]))
+        return values
 
     def _store_state(self, state, values):
         for n, v in zip(self._state_names, values):
