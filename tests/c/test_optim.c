@@ -292,6 +292,66 @@ static void test_optim_step_in_compiled_program(void **state) {
     }
 }
 
+static int loss_program(void *user, const void *args, int n_inputs, jg_tensor *const *inputs,
+                        jg_tensor **outputs) {
+    (void)user;
+    (void)args;
+    (void)n_inputs;
+    outputs[0] = loss_of(inputs[0], inputs[1]);
+    return outputs[0] ? 1 : -1;
+}
+
+/* The loss compiled (interp and c), backward and step outside: parameters,
+ * grads and state equal eager training's bit for bit. */
+static void test_optim_compiled_loss_matches_eager(void **state) {
+    (void)state;
+    const char *backends[] = {"interp", "c"};
+    for (int k = JG_OPTIM_SGD; k <= JG_OPTIM_RMSPROP; k++) {
+        jg_optim_hparams h = jg_optim_defaults((jg_optim_kind)k);
+        h.lr = 0.05;
+        h.momentum = 0.5;
+        h.weight_decay = 0.01;
+        jg_tensor *p[2];
+        make_params(p);
+        jg_optim *eager = jg_optim_new((jg_optim_kind)k, p, 2, &h);
+        train(eager, p, 5);
+        for (int b = 0; b < 2; b++) {
+            if (!jg_compile_backend_available(backends[b]))
+                continue;
+            jg_tensor *q[2];
+            make_params(q);
+            jg_optim *o = jg_optim_new((jg_optim_kind)k, q, 2, &h);
+            jg_compile_options opts = {.backend = backends[b], .fullgraph = true};
+            jg_compiled *c = jg_compile(loss_program, NULL, &opts);
+            for (int s = 0; s < 5; s++) {
+                jg_scope_push();
+                jg_tensor *loss = NULL;
+                assert_int_equal(jg_optim_zero_grad(o, false), 0);
+                assert_int_equal(jg_compiled_call(c, NULL, 0, 2, q, &loss), 1);
+                assert_int_equal(jg_backward(loss, NULL, 0), 0);
+                assert_int_equal(jg_optim_step(o), 0);
+                jg_scope_pop();
+            }
+            for (int i = 0; i < 2; i++) {
+                TU_SAME(q[i], p[i]);
+                TU_SAME(jg_grad(q[i]), jg_grad(p[i]));
+                for (int n = 0; jg_optim_state_name((jg_optim_kind)k, n); n++) {
+                    const char *name = jg_optim_state_name((jg_optim_kind)k, n);
+                    jg_tensor *a = jg_optim_state(eager, 0, i, name);
+                    jg_tensor *z = jg_optim_state(o, 0, i, name);
+                    assert_true((a == NULL) == (z == NULL));
+                    if (a)
+                        TU_SAME(z, a);
+                }
+            }
+            assert_int_equal(jg_compiled_fallbacks(c), 0);
+            jg_compiled_free(c);
+            jg_optim_free(o);
+        }
+        jg_optim_free(eager);
+    }
+}
+
 static void test_optim_bad_input(void **state) {
     (void)state;
     jg_tensor *p[2];
@@ -363,6 +423,7 @@ int main(void) {
         TU_TEST(test_optim_zero_grad_and_skip),
         TU_TEST(test_optim_float32),
         TU_TEST(test_optim_step_in_compiled_program),
+        TU_TEST(test_optim_compiled_loss_matches_eager),
         TU_TEST(test_optim_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
