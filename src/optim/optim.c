@@ -3,8 +3,9 @@
  * jg_optim_update is the whole algorithm for one parameter; it mirrors
  * PyTorch 1.13's _single_tensor_<name> functions line by line, using the
  * same order of operations and the same temporaries, so results agree with
- * PyTorch's to rounding: PyTorch's CPU kernels evaluate `a + alpha * b` with
- * a fused multiply-add where the vector unit has one, jitgrad never fuses.
+ * PyTorch's to rounding: PyTorch's CPU kernels evaluate `a + alpha * b` (add
+ * with alpha, addcmul) with a fused multiply-add where the CPU has one,
+ * jitgrad never fuses.
  * A jg_optim is parameter groups plus per-parameter state on top of it. */
 #include <math.h>
 #include <stdlib.h>
