@@ -636,10 +636,12 @@ int jg_optim_zero_grad(jg_optim *opt, bool set_to_none) {
             /* PyTorch detaches a grad with history first (requires_grad_(False)
              * on a leaf grad, a detached copy otherwise), then zeroes it. */
             if (jg_grad_fn_name(grad)) {
-                jg_tensor *d = jg_detach(grad);
-                if (!d || jg_set_grad(p, d) < 0)
+                jg_tensor *d = jg_keep(jg_detach(grad));
+                int rc = d ? jg_set_grad(p, d) : -1;
+                if (d)
+                    jg_release(d);
+                if (rc < 0)
                     return -1;
-                jg_release(jg_keep(d));
                 grad = jg_grad(p);
             } else {
                 jg_set_requires_grad(grad, false);

@@ -232,6 +232,14 @@ static void test_optim_zero_grad_and_skip(void **state) {
     TU_CHECK(g, 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
     assert_int_equal(jg_optim_zero_grad(o, true), 0);
     assert_null(jg_grad(p[0]));
+    /* a gradient with history (create_graph) is detached, then zeroed */
+    assert_int_equal(jg_backward(jg_sum(jg_mul(p[0], jg_mul(p[0], p[0]))), NULL, JG_CREATE_GRAPH),
+                     0);
+    assert_non_null(jg_grad_fn_name(jg_grad(p[0])));
+    assert_int_equal(jg_optim_zero_grad(o, false), 0);
+    assert_null(jg_grad_fn_name(jg_grad(p[0])));
+    assert_false(jg_requires_grad(jg_grad(p[0])));
+    TU_CHECK(jg_grad(p[0]), 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
     jg_optim_free(o);
 }
 
