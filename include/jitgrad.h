@@ -368,8 +368,11 @@ const char *jg_optim_state_name(jg_optim_kind kind, int i);
 jg_tensor *jg_optim_state(const jg_optim *opt, int group, int i, const char *name);
 int jg_optim_set_state(jg_optim *opt, int group, int i, const char *name, jg_tensor *value);
 /* The update of one parameter, without an optimizer object: state holds
- * the kind's state tensors in jg_optim_state_name order (NULL entries are
- * created as PyTorch creates them; the array owns one reference each). */
+ * the kind's state tensors in jg_optim_state_name order.  The tensors given
+ * are updated in place; NULL entries the algorithm needs are filled with new
+ * tensors (as PyTorch creates them) whose references the caller owns, not
+ * owned by any scope.  Fails, touching nothing, inside a traced program (a
+ * graph break under jg_compile). */
 #define JG_OPTIM_MAX_STATE 4
 int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *hparams, jg_tensor *param,
                     jg_tensor *grad, jg_tensor **state);
