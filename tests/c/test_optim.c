@@ -259,6 +259,34 @@ static void test_optim_float32(void **state) {
     jg_optim_free(o);
 }
 
+/* jg_optim_update alone: it creates the state the algorithm needs (the
+ * caller owns it) and equals a one-parameter optimizer's step. */
+static void test_optim_update_creates_owned_state(void **state) {
+    (void)state;
+    jg_tensor *p[2];
+    make_params(p);
+    jg_tensor *q = jg_clone(jg_detach(p[0]));
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAM);
+    h.lr = 0.1;
+    jg_optim *o = jg_optim_new(JG_OPTIM_ADAM, p, 1, &h);
+    jg_tensor *g = tu_tensor(JG_F64, 1, TU_SHAPE(3), TU_VALS(0.5, -1.0, 2.0));
+    jg_tensor *st[JG_OPTIM_MAX_STATE] = {NULL};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(jg_set_grad(p[0], g), 0);
+        assert_int_equal(jg_optim_step(o), 0);
+        assert_int_equal(jg_optim_update(JG_OPTIM_ADAM, &h, q, g, st), 0);
+    }
+    TU_SAME(q, p[0]);
+    assert_non_null(st[0]);
+    assert_non_null(st[2]);
+    assert_null(st[3]); /* max_exp_avg_sq: amsgrad only */
+    TU_SAME(st[1], jg_optim_state(o, 0, 0, "exp_avg"));
+    for (int i = 0; i < JG_OPTIM_MAX_STATE; i++)
+        if (st[i])
+            jg_release(st[i]);
+    jg_optim_free(o);
+}
+
 static int step_program(void *user, const void *args, int n_inputs, jg_tensor *const *inputs,
                         jg_tensor **outputs) {
     (void)args;
@@ -430,6 +458,7 @@ int main(void) {
         TU_TEST(test_optim_state_save_load),
         TU_TEST(test_optim_zero_grad_and_skip),
         TU_TEST(test_optim_float32),
+        TU_TEST(test_optim_update_creates_owned_state),
         TU_TEST(test_optim_step_in_compiled_program),
         TU_TEST(test_optim_compiled_loss_matches_eager),
         TU_TEST(test_optim_bad_input),
