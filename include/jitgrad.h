@@ -292,6 +292,91 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);
 
+/* ---- optim ----
+ * Optimizers over leaf tensors, following PyTorch 1.13's single-tensor
+ * (foreach=False) updates in the same order of operations.  A step runs
+ * jitgrad ops with grad mode off and updates parameters and state in place
+ * (their version counters move, as with any in-place op); parameters whose
+ * .grad is unset are skipped.  Values agree with PyTorch to rounding (its
+ * CPU kernels fuse some multiply-adds); see docs/api.md. */
+typedef struct jg_optim jg_optim;
+typedef enum {
+    JG_OPTIM_SGD,
+    JG_OPTIM_ADAM,
+    JG_OPTIM_ADAMW,
+    JG_OPTIM_ADAGRAD,
+    JG_OPTIM_RMSPROP
+} jg_optim_kind;
+/* One parameter group's hyperparameters (PyTorch's names); an algorithm
+ * ignores the fields it does not use. */
+typedef struct jg_optim_hparams {
+    double lr;
+    double momentum, dampening; /* SGD; momentum also RMSprop */
+    bool nesterov;              /* SGD */
+    double beta1, beta2;        /* Adam, AdamW */
+    bool amsgrad;               /* Adam, AdamW */
+    double eps;                 /* Adam, AdamW, Adagrad, RMSprop */
+    double weight_decay;
+    double lr_decay, initial_accumulator_value; /* Adagrad */
+    double alpha;                               /* RMSprop */
+    bool centered;                              /* RMSprop */
+    bool maximize;
+} jg_optim_hparams;
+/* PyTorch 1.13's defaults for kind (SGD's lr, which PyTorch requires, is
+ * 0.001 here). */
+jg_optim_hparams jg_optim_defaults(jg_optim_kind kind);
+/* A new optimizer with one group over params (leaf floating tensors, no
+ * duplicates) or NULL + error (bad hyperparameters name PyTorch's messages). */
+jg_optim *jg_optim_new(jg_optim_kind kind, jg_tensor *const *params, int n,
+                       const jg_optim_hparams *hparams);
+jg_optim *jg_optim_sgd(jg_tensor *const *params, int n, double lr, double momentum,
+                       double dampening, double weight_decay, bool nesterov);
+jg_optim *jg_optim_adam(jg_tensor *const *params, int n, double lr, double beta1, double beta2,
+                        double eps, double weight_decay);
+jg_optim *jg_optim_adamw(jg_tensor *const *params, int n, double lr, double beta1, double beta2,
+                         double eps, double weight_decay);
+jg_optim *jg_optim_adagrad(jg_tensor *const *params, int n, double lr, double lr_decay,
+                           double weight_decay, double initial_accumulator_value, double eps);
+jg_optim *jg_optim_rmsprop(jg_tensor *const *params, int n, double lr, double alpha, double eps,
+                           double weight_decay, double momentum, bool centered);
+void jg_optim_free(jg_optim *opt); /* NULL is fine */
+/* Adds a group (hparams NULL: the first group's); returns its index. */
+int jg_optim_add_param_group(jg_optim *opt, jg_tensor *const *params, int n,
+                             const jg_optim_hparams *hparams);
+jg_optim_kind jg_optim_kind_of(const jg_optim *opt);
+int jg_optim_n_groups(const jg_optim *opt);
+int jg_optim_group_size(const jg_optim *opt, int group);          /* -1 + error: no such group */
+jg_tensor *jg_optim_param(const jg_optim *opt, int group, int i); /* BORROWED */
+int jg_optim_get_hparams(const jg_optim *opt, int group, jg_optim_hparams *out);
+int jg_optim_set_hparams(jg_optim *opt, int group, const jg_optim_hparams *hparams); /* checked */
+double jg_optim_get_lr(const jg_optim *opt, int group);   /* NaN + error: no such group */
+int jg_optim_set_lr(jg_optim *opt, int group, double lr); /* for schedulers */
+int jg_optim_step(jg_optim *opt);
+/* set_to_none: every .grad unset; else zeroed in place (PyTorch 1.13's
+ * default is false). */
+int jg_optim_zero_grad(jg_optim *opt, bool set_to_none);
+/* State per parameter, by PyTorch's names: "momentum_buffer" (SGD,
+ * RMSprop), "step" (f32 0-d), "exp_avg", "exp_avg_sq" (Adam, AdamW), "sum"
+ * (Adagrad), "square_avg", "grad_avg" (RMSprop), "max_exp_avg_sq" (Adam and
+ * AdamW with amsgrad).  jg_optim_state_name lists
+ * the kind's names (NULL past the end).  jg_optim_state returns the live
+ * tensor (BORROWED; NULL without error while that state does not exist yet,
+ * e.g. before the first step); jg_optim_set_state stores a copy of value
+ * (converted to the parameter's dtype; "step" takes any one-element tensor)
+ * or, value NULL, drops it. */
+const char *jg_optim_state_name(jg_optim_kind kind, int i);
+jg_tensor *jg_optim_state(const jg_optim *opt, int group, int i, const char *name);
+int jg_optim_set_state(jg_optim *opt, int group, int i, const char *name, jg_tensor *value);
+/* The update of one parameter, without an optimizer object: state holds
+ * the kind's state tensors in jg_optim_state_name order.  The tensors given
+ * are updated in place; NULL entries the algorithm needs are filled with new
+ * tensors (as PyTorch creates them) whose references the caller owns, not
+ * owned by any scope.  Fails, touching nothing, inside a traced program (a
+ * graph break under jg_compile). */
+#define JG_OPTIM_MAX_STATE 4
+int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *hparams, jg_tensor *param,
+                    jg_tensor *grad, jg_tensor **state);
+
 #ifdef __cplusplus
 }
 #endif

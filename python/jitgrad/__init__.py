@@ -352,3 +352,6 @@ HAS_COMPILER = _C.HAS_COMPILER
 
 
 where = _C.where
+
+# ---- optim ----
+from . import optim  # noqa: E402
