@@ -292,6 +292,17 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);
 
+/* ---- io ---- */
+/* The size in bytes of the memory t views (all of it, not only t's elements);
+ * -1 + error for a traced tensor. */
+int64_t jg_storage_nbytes(const jg_tensor *t);
+/* A new tensor over t's memory with the given geometry (strides and offset in
+ * elements, none negative), sharing it and its version counter, with no
+ * history (requires_grad off): what checkpoint loaders rebuild views with.
+ * Fails, naming the sizes, when the view reaches past the memory's end. */
+jg_tensor *jg_storage_view(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                           int64_t offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -352,3 +352,6 @@ HAS_COMPILER = _C.HAS_COMPILER
 
 
 where = _C.where
+
+# ---- part IO ----
+from .serialization import save, load  # noqa: E402,F401
