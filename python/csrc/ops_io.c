@@ -3,6 +3,8 @@
  * shared by several tensors once), and tensors rebuilt over it. */
 #include "jgpy.h"
 
+#include <string.h>
+
 static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {
     (void)unused;
     void *p = jg_data(jgp_t(self));
@@ -120,7 +122,200 @@ static PyObject *f_storage_from_bytes(PyObject *mod, PyObject *args) {
     return jgp_wrap_new(t);
 }
 
+/* ------------------------------------------------------------ DLPack */
+
+/* DLPack 0.x structures (what NumPy 1.22+ and PyTorch 1.10+ exchange). */
+typedef struct {
+    int32_t device_type; /* 1: kDLCPU */
+    int32_t device_id;
+} dl_device;
+typedef struct {
+    uint8_t code; /* 0 int, 1 uint, 2 float, 6 bool */
+    uint8_t bits;
+    uint16_t lanes;
+} dl_dtype;
+typedef struct {
+    void *data;
+    dl_device device;
+    int32_t ndim;
+    dl_dtype dtype;
+    int64_t *shape;
+    int64_t *strides; /* in elements; NULL: row-major */
+    uint64_t byte_offset;
+} dl_tensor;
+typedef struct dl_managed {
+    dl_tensor dl;
+    void *manager_ctx;
+    void (*deleter)(struct dl_managed *self);
+} dl_managed;
+
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BOOL = 6, DL_CPU = 1 };
+
+/* The export's block: the managed tensor, then shape and strides. */
+typedef struct {
+    dl_managed m;
+    int64_t dims[2 * JG_MAX_DIMS];
+} dl_export;
+
+static void export_deleter(dl_managed *self) {
+    jg_release((jg_tensor *)self->manager_ctx);
+    PyMem_RawFree(self);
+}
+
+/* An unconsumed capsule still owns its tensor. */
+static void capsule_destructor(PyObject *cap) {
+    if (!PyCapsule_IsValid(cap, "dltensor"))
+        return; /* consumed ("used_dltensor"): the consumer calls the deleter */
+    dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter)
+        m->deleter(m);
+}
+
+static PyObject *m_dlpack(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O:__dlpack__", kwlist, &stream))
+        return NULL;
+    if (stream != Py_None) {
+        PyErr_SetString(PyExc_BufferError, "__dlpack__: stream must be None for CPU tensors");
+        return NULL;
+    }
+    jg_tensor *t = jgp_t(self);
+    if (jg_requires_grad(t)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Can't export tensors that require gradient, use tensor.detach()");
+        return NULL;
+    }
+    if (jg_dtype_of(t) == JG_BOOL) { /* DLPack 0.x consumers (NumPy, PyTorch 1.13) lack it */
+        PyErr_SetString(PyExc_RuntimeError, "Bool type is not supported by dlpack");
+        return NULL;
+    }
+    void *data = jg_data(t);
+    if (!data)
+        return jgp_raise();
+    dl_export *e = PyMem_RawCalloc(1, sizeof *e);
+    if (!e)
+        return PyErr_NoMemory();
+    int nd = jg_ndim(t);
+    static const dl_dtype codes[] = {[JG_F32] = {DL_FLOAT, 32, 1},
+                                     [JG_F64] = {DL_FLOAT, 64, 1},
+                                     [JG_I64] = {DL_INT, 64, 1},
+                                     [JG_BOOL] = {DL_BOOL, 8, 1},
+                                     [JG_I32] = {DL_INT, 32, 1}};
+    e->m.dl = (dl_tensor){data,    {DL_CPU, 0},           nd, codes[jg_dtype_of(t)],
+                          e->dims, e->dims + JG_MAX_DIMS, 0};
+    memcpy(e->dims, jg_shape(t), sizeof(int64_t) * (size_t)nd);
+    memcpy(e->dims + JG_MAX_DIMS, jg_strides(t), sizeof(int64_t) * (size_t)nd);
+    e->m.manager_ctx = jg_retain(t);
+    e->m.deleter = export_deleter;
+    PyObject *cap = PyCapsule_New(&e->m, "dltensor", capsule_destructor);
+    if (!cap)
+        export_deleter(&e->m);
+    return cap;
+}
+
+static PyObject *m_dlpack_device(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("(ii)", DL_CPU, 0);
+}
+
+/* from_blob's release: the producer's deleter (it may drop Python objects). */
+static void import_release(void *p) {
+    dl_managed *m = p;
+    if (!m->deleter)
+        return;
+    if (Py_IsInitialized()) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        m->deleter(m);
+        PyGILState_Release(g);
+    }
+}
+
+static PyObject *f_from_dlpack(PyObject *mod, PyObject *obj) {
+    (void)mod;
+    PyObject *cap;
+    if (PyCapsule_CheckExact(obj)) {
+        cap = Py_NewRef(obj);
+    } else {
+        PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+        if (!dev) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError,
+                             "from_dlpack: expected an object with __dlpack__ or a DLPack "
+                             "capsule (got %s)",
+                             Py_TYPE(obj)->tp_name);
+            }
+            return NULL;
+        }
+        int dtype_code = -1, dev_id = 0;
+        int ok = PyArg_ParseTuple(dev, "ii", &dtype_code, &dev_id);
+        Py_DECREF(dev);
+        if (!ok)
+            return NULL;
+        if (dtype_code != DL_CPU) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "from_dlpack: the tensor is on DLPack device type %d; jitgrad runs on "
+                         "the CPU only",
+                         dtype_code);
+            return NULL;
+        }
+        cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
+        if (!cap)
+            return NULL;
+    }
+    dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (!m) {
+        Py_DECREF(cap);
+        PyErr_SetString(PyExc_RuntimeError, "from_dlpack: the capsule was already consumed or is "
+                                            "not a DLPack tensor ('dltensor')");
+        return NULL;
+    }
+    const dl_tensor *d = &m->dl;
+    const char *why = NULL;
+    jg_dtype dt = JG_F32;
+    if (d->device.device_type != DL_CPU)
+        why = "it is not on the CPU";
+    else if (d->dtype.lanes != 1)
+        why = "vector dtypes (lanes > 1) are not supported";
+    else if (d->dtype.code == DL_FLOAT && (d->dtype.bits == 32 || d->dtype.bits == 64))
+        dt = d->dtype.bits == 32 ? JG_F32 : JG_F64;
+    else if (d->dtype.code == DL_INT && (d->dtype.bits == 32 || d->dtype.bits == 64))
+        dt = d->dtype.bits == 32 ? JG_I32 : JG_I64;
+    else if (d->dtype.code == DL_BOOL && d->dtype.bits == 8)
+        dt = JG_BOOL;
+    else
+        why = "its dtype has no jitgrad counterpart (supported: float32, float64, int32, int64, "
+              "bool)";
+    if (!why && (d->ndim < 0 || d->ndim > JG_MAX_DIMS))
+        why = "it has too many dimensions";
+    if (why) {
+        Py_DECREF(cap);
+        PyErr_Format(PyExc_RuntimeError,
+                     "from_dlpack: cannot import the tensor: %s (DLPack dtype "
+                     "code %d, %d bits)",
+                     why, d->dtype.code, d->dtype.bits);
+        return NULL;
+    }
+    char *data = (char *)d->data + d->byte_offset;
+    jg_tensor *t = jg_tensor_from_blob(dt, d->ndim, d->shape, d->strides, data, import_release, m);
+    if (!t) {
+        Py_DECREF(cap); /* still named "dltensor": its destructor frees it */
+        return jgp_raise();
+    }
+    /* consumed: from now on the tensor's storage owns the producer's memory */
+    PyCapsule_SetName(cap, "used_dltensor");
+    Py_DECREF(cap);
+    return jgp_wrap_new(t);
+}
+
 PyMethodDef jgp_io_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))m_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None) -> capsule\n\nThe tensor as a DLPack capsule (no copy), for "
+     "numpy.from_dlpack, torch.from_dlpack, ..."},
+    {"__dlpack_device__", m_dlpack_device, METH_NOARGS,
+     "__dlpack_device__() -> (1, 0)\n\nThe DLPack device: the CPU."},
     {"data_ptr", m_data_ptr, METH_NOARGS,
      "data_ptr() -> int\n\nAddress of the tensor's first element."},
     {"_storage_key", m_storage_key, METH_NOARGS, NULL},
@@ -132,5 +327,8 @@ PyMethodDef jgp_io_methods[] = {
 
 PyMethodDef jgp_module_io_functions[] = {
     {"_storage_from_bytes", f_storage_from_bytes, METH_VARARGS, NULL},
+    {"from_dlpack", f_from_dlpack, METH_O,
+     "from_dlpack(ext_tensor) -> Tensor\n\nA tensor sharing the memory of ext_tensor (an object "
+     "with __dlpack__, such as a NumPy array or a PyTorch tensor, or a DLPack capsule)."},
     {NULL, NULL, 0, NULL},
 };

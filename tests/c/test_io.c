@@ -67,11 +67,34 @@ static void test_storage_view_out_of_bounds(void **state) {
     TU_CHECK(a, 1, TU_SHAPE(3), TU_VALS(0, 0, 0), 0);
 }
 
+/* jg_tensor_from_blob sized int32 and bool memory as 8-byte elements, so the
+ * storage claimed bytes past the caller's buffer (a checkpoint writer saving
+ * it read beyond the end). */
+static void test_from_blob_storage_size_per_dtype(void **state) {
+    (void)state;
+    int32_t i32[3] = {1, 2, 3};
+    jg_tensor *a = jg_tensor_from_blob(JG_I32, 1, TU_SHAPE(3), NULL, i32, NULL, NULL);
+    assert_non_null(a);
+    assert_int_equal(jg_storage_nbytes(a), 12);
+    bool b[5] = {true, false, true, false, true};
+    jg_tensor *m = jg_tensor_from_blob(JG_BOOL, 1, TU_SHAPE(5), NULL, b, NULL, NULL);
+    assert_non_null(m);
+    assert_int_equal(jg_storage_nbytes(m), 5);
+    float f[6] = {0};
+    jg_tensor *s = jg_tensor_from_blob(JG_F32, 2, TU_SHAPE(2, 2), TU_SHAPE(3, 1), f, NULL, NULL);
+    assert_int_equal(jg_storage_nbytes(s), 20); /* up to element 4: 5 floats */
+    /* a view past the caller's memory is refused */
+    assert_null(jg_storage_view(a, 1, TU_SHAPE(4), TU_SHAPE(1), 0));
+    TU_ERROR("out of bounds");
+    jg_clear_error();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_storage_nbytes_whole_memory),
         TU_TEST(test_storage_view_shares_memory),
         TU_TEST(test_storage_view_out_of_bounds),
+        TU_TEST(test_from_blob_storage_size_per_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
