@@ -97,5 +97,7 @@ PyObject *jgp_import_numpy(void);
 /* ---- ops_io.c (part IO) ---- */
 extern PyMethodDef jgp_io_methods[];
 extern PyMethodDef jgp_module_io_functions[];
+/* Fills the docstrings an entry lacks (docs_io.c). */
+void jgp_docs_apply(PyMethodDef *defs);
 
 #endif

@@ -47,6 +47,7 @@ PyTypeObject JGDtype_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jitgrad.dtype",
     .tp_basicsize = sizeof(JGDtype),
     .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A tensor element type: jitgrad.float32, float64, int64, int32, bool.",
     .tp_repr = dtype_repr,
     .tp_getset = dtype_getset,
 };
@@ -894,6 +895,7 @@ int jgp_tensor_init_type(PyObject *module) {
         for (PyMethodDef *p = lists[l]; p->ml_name; p++)
             all[m++] = *p;
     all[m] = (PyMethodDef){NULL, NULL, 0, NULL};
+    jgp_docs_apply(all);
     slots[k++] = (PyType_Slot){Py_tp_methods, all};
     int nb[] = {Py_nb_add,
                 Py_nb_subtract,
