@@ -95,6 +95,7 @@ class _Global:
 
 _REBUILD_TENSOR_V2 = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
+_DEVICE = _Global("torch", "device")
 _ORDERED_DICT = collections.OrderedDict
 _STORAGE_GLOBALS = {d: _Global("torch", s) for d, s in _STORAGE_OF.items()}
 _DTYPE_GLOBALS = {d: _Global("torch", d) for d in _TORCH_DTYPES}
@@ -122,6 +123,9 @@ class _CheckpointPickler(pickle._Pickler):
         super().__init__(file, protocol)
         self.storages = {}  # storage address -> _StorageRef
         self.parameter_class = _parameter_class()
+        from . import device
+
+        self.device_class = device
 
     def _storage_ref(self, t):
         addr = t._storage_key()
@@ -152,6 +156,8 @@ class _CheckpointPickler(pickle._Pickler):
             args = (ref, obj.storage_offset(), tuple(obj.shape), tuple(obj.stride()),
                     obj.requires_grad, _ORDERED_DICT())
             return (_REBUILD_TENSOR_V2, args)
+        if isinstance(obj, self.device_class):
+            return (_DEVICE, ("cpu",))
         return NotImplemented
 
     def _save_name(self, module, name):

@@ -58,6 +58,19 @@ def test_save_state_dict_nested_containers_load_in_torch():
     assert got["dt"] is torch.float64
 
 
+def test_save_loads_in_torch_weights_only_and_devices():
+    sd = collections.OrderedDict(w=jitgrad.ones(2, 3), b=jitgrad.zeros(4)[1:], n=3,
+                                 dt=jitgrad.float64)
+    buf = io.BytesIO()
+    jitgrad.save(sd, buf)
+    buf.seek(0)
+    got = torch.load(buf, weights_only=True)  # only PyTorch's own names in the pickle
+    assert got["w"].tolist() == [[1.0] * 3] * 2 and got["b"].shape == (3,)
+    assert got["dt"] is torch.float64
+    assert _j2t({"d": jitgrad.device("cpu")})["d"] == torch.device("cpu")
+    assert _t2j({"d": torch.device("cpu")})["d"] == jitgrad.device("cpu")
+
+
 def test_save_views_share_storage_in_torch():
     base = jitgrad.arange(12.0).reshape(3, 4)
     col = base[:, 1]
