@@ -2,6 +2,9 @@
 from . import _C
 
 _Tensor = _C.Tensor
+# the extension's own constructor, if it has one (for subclasses such as
+# nn.Parameter); the legacy forms below apply to Tensor itself only
+_base_new = _Tensor.__dict__.get("__new__")
 
 
 def get_default_dtype():
@@ -16,8 +19,9 @@ def _tensor_new(cls, *args, **kwargs):
     of the given sizes (filled with zeros: PyTorch leaves them uninitialized).
     """
     if cls is not _Tensor:
-        raise TypeError(f"{cls.__name__}() cannot be constructed through Tensor.__new__ "
-                        "(jitgrad.Tensor subclasses define their own)")
+        if _base_new is not None:
+            return _base_new(cls, *args, **kwargs)
+        raise TypeError(f"{cls.__name__}() cannot be constructed through Tensor.__new__")
     if kwargs:
         bad = [k for k in kwargs if k != "device"]
         if bad:
