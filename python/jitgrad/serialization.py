@@ -98,7 +98,6 @@ _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
 _DEVICE = _Global("torch", "device")
 _ORDERED_DICT = collections.OrderedDict
 _STORAGE_GLOBALS = {d: _Global("torch", s) for d, s in _STORAGE_OF.items()}
-_DTYPE_GLOBALS = {d: _Global("torch", d) for d in _TORCH_DTYPES}
 
 
 class _StorageRef:
@@ -231,9 +230,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
     try:
         with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
             _write_record(zf, prefix + "data.pkl", buf.getvalue())
-            for key in sorted(r.key for r in pickler.storages.values()):
-                ref = next(r for r in pickler.storages.values() if r.key == key)
-                _write_record(zf, prefix + "data/" + key, ref.whole._storage_bytes())
+            refs = {r.key: r for r in pickler.storages.values()}
+            for key in sorted(refs):  # PyTorch's order: keys sorted as strings
+                _write_record(zf, prefix + "data/" + key, refs[key].whole._storage_bytes())
             _write_record(zf, prefix + "version", b"3\n")
     finally:
         if own:
