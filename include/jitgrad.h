@@ -377,6 +377,17 @@ int jg_optim_set_state(jg_optim *opt, int group, int i, const char *name, jg_ten
 int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *hparams, jg_tensor *param,
                     jg_tensor *grad, jg_tensor **state);
 
+/* ---- io ---- */
+/* The size in bytes of the memory t views (all of it, not only t's elements);
+ * -1 + error for a traced tensor. */
+int64_t jg_storage_nbytes(const jg_tensor *t);
+/* A new tensor over t's memory with the given geometry (strides and offset in
+ * elements, none negative), sharing it and its version counter, with no
+ * history (requires_grad off): what checkpoint loaders rebuild views with.
+ * Fails, naming the sizes, when the view reaches past the memory's end. */
+jg_tensor *jg_storage_view(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                           int64_t offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,7 +32,10 @@ setup(
                 "-std=c11",
                 "-Wall",
                 "-Wextra",
-                "-Werror",
+            ]
+            # warnings are errors in the project's own builds only (test-python.sh sets it)
+            + (["-Werror"] if os.environ.get("JITGRAD_WERROR") == "1" else [])
+            + [
                 "-Wno-missing-field-initializers",
                 "-Wno-cast-function-type",
                 "-ffp-contract=off",

@@ -20,6 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv --system-site-packages "$venv"
 fi
 export JITGRAD_BUILD_DIR=$build
+export JITGRAD_WERROR=1 # the project's own builds treat warnings as errors
 export JITGRAD_CACHE_DIR=${JITGRAD_CACHE_DIR:-$build/jg-cache}
 # a fresh build every time: the static library may have changed
 rm -rf "$root/python/build"

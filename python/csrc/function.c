@@ -194,6 +194,8 @@ static PyGetSetDef ctx_getset[] = {
 
 static PyTypeObject JGCtx_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jitgrad.autograd.FunctionCtx",
+    .tp_doc = "The ctx of a custom Function: save_for_backward, saved_tensors, "
+              "needs_input_grad, mark_non_differentiable, mark_dirty, set_materialize_grads.",
     .tp_basicsize = sizeof(JGCtx),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_dealloc = ctx_dealloc,

@@ -96,5 +96,10 @@ PyObject *jgp_import_numpy(void);
 
 /* ---- optim ---- */
 extern PyMethodDef jgp_module_optim_functions[]; /* optim.c */
+/* ---- ops_io.c (part IO) ---- */
+extern PyMethodDef jgp_io_methods[];
+extern PyMethodDef jgp_module_io_functions[];
+/* Fills the docstrings an entry lacks (docs_io.c). */
+void jgp_docs_apply(PyMethodDef *defs);
 
 #endif

@@ -616,10 +616,12 @@ PyMODINIT_FUNC PyInit__C(void) {
         return NULL;
     PyMethodDef *lists[] = {module_functions, jgp_module_op_functions,
                             jgp_module_autograd_functions, jgp_module_function_functions,
-                            jgp_module_optim_functions};
-    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
+                            jgp_module_optim_functions, jgp_module_io_functions};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        jgp_docs_apply(lists[l]);
         if (PyModule_AddFunctions(m, lists[l]) < 0)
             goto fail;
+    }
     if (jgp_ops_init(m) < 0 || jgp_tensor_init_type(m) < 0 || jgp_function_init(m) < 0 ||
         jgp_compile_init(m) < 0)
         goto fail;

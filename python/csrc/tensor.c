@@ -47,6 +47,7 @@ PyTypeObject JGDtype_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jitgrad.dtype",
     .tp_basicsize = sizeof(JGDtype),
     .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A tensor element type: jitgrad.float32, float64, int64, int32, bool.",
     .tp_repr = dtype_repr,
     .tp_getset = dtype_getset,
 };
@@ -888,11 +889,13 @@ int jgp_tensor_init_type(PyObject *module) {
     /* methods: this file's, the ops' and autograd's, merged */
     static PyMethodDef all[256];
     int m = 0;
-    PyMethodDef *lists[] = {tensor_methods, jgp_tensor_op_methods, jgp_autograd_methods};
+    PyMethodDef *lists[] = {tensor_methods, jgp_tensor_op_methods, jgp_autograd_methods,
+                            jgp_io_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++)
             all[m++] = *p;
     all[m] = (PyMethodDef){NULL, NULL, 0, NULL};
+    jgp_docs_apply(all);
     slots[k++] = (PyType_Slot){Py_tp_methods, all};
     int nb[] = {Py_nb_add,
                 Py_nb_subtract,

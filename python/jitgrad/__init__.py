@@ -6,10 +6,11 @@ file only arranges names, context managers and printing.
 """
 import builtins as _builtins
 import functools as _functools
-import math as _math
 import shutil as _shutil
 
 from . import _C
+from . import _tensor_str
+from ._tensor_str import set_printoptions  # noqa: F401
 from ._C import (  # noqa: F401
     Tensor,
     dtype,
@@ -139,76 +140,6 @@ class set_grad_enabled(_GradMode):
         return wrapper
 
 
-# ---- printing (values come from tolist(); formatting like PyTorch's) ----
-
-
-def _fmt_floats(values):
-    finite = [v for v in values if v == v and v not in (_math.inf, -_math.inf)]
-    ints = _builtins.all(v == _builtins.int(v) for v in finite) if finite else True
-    big = _builtins.max((_builtins.abs(v) for v in finite), default=0.0)
-    small = _builtins.min((_builtins.abs(v) for v in finite if v != 0), default=1.0)
-    sci = finite and (big >= 1e8 or small < 1e-4)
-    out = []
-    for v in values:
-        if v != v:
-            out.append("nan")
-        elif v in (_math.inf, -_math.inf):
-            out.append("inf" if v > 0 else "-inf")
-        elif sci:
-            out.append(f"{v:.4e}")
-        elif ints:
-            out.append(f"{_builtins.int(v)}.")
-        else:
-            out.append(f"{v:.4f}")
-    width = _builtins.max((len(s) for s in out), default=0)
-    return [s.rjust(width) for s in out]
-
-
-
-
-def _flat(x):
-    if isinstance(x, list):
-        for v in x:
-            yield from _flat(v)
-    else:
-        yield x
-
-
-def _render(data, strs, indent):
-    if not isinstance(data, list):
-        return next(strs)
-    if not data or not isinstance(data[0], list):
-        return "[" + ", ".join(next(strs) for _ in data) + "]"
-    sep = "," + "\n" * (1 if not isinstance(data[0][0], list) else 2) + " " * (indent + 1)
-    return "[" + sep.join(_render(d, strs, indent + 1) for d in data) + "]"
-
-
-def _tensor_repr(self):
-    try:
-        data = self.tolist()
-    except Exception:  # a symbolic tensor while tracing: no values yet
-        return f"tensor(<traced {self.dtype} {list(self.shape)}>)"
-    values = list(_flat(data))
-    if self.dtype in (int64, int32, bool):
-        strs = [str(v) for v in values]
-        width = _builtins.max((len(s) for s in strs), default=0)
-        strs = [s.rjust(width) for s in strs]
-    else:
-        strs = _fmt_floats(values)
-    body = _render(data, iter(strs), len("tensor("))
-    extra = []
-    if self.numel() == 0:
-        extra.append(f"size={tuple(self.shape)}")
-    if self.dtype in (float64, int32) or (self.dtype in (int64, bool) and self.numel() == 0):
-        extra.append(f"dtype={self.dtype}")
-    name = self._grad_fn_name
-    if name is not None:
-        extra.append(f"grad_fn=<{name}>")
-    elif self.requires_grad:
-        extra.append("requires_grad=True")
-    return "tensor(" + body + "".join(", " + e for e in extra) + ")"
-
-
 class _GradFn:
     """What `x.grad_fn` returns: the node that made x, of a class named after
     it as in PyTorch (`type(y.grad_fn).__name__ == "MulBackward0"`)."""
@@ -246,8 +177,9 @@ def _rpow(self, base):
     raise TypeError("jitgrad does not support scalar ** tensor")
 
 
-Tensor.__repr__ = _tensor_repr
-Tensor.__str__ = _tensor_repr
+Tensor.__repr__ = _tensor_str.tensor_repr
+Tensor.__str__ = _tensor_str.tensor_repr
+Tensor.__format__ = _tensor_str.tensor_format
 Tensor.__iter__ = _iter
 Tensor.__rpow__ = _rpow
 Tensor.grad_fn = property(_grad_fn)
@@ -355,3 +287,11 @@ where = _C.where
 
 # ---- optim ----
 from . import optim  # noqa: E402
+# ---- part IO ----
+from .serialization import save, load  # noqa: E402,F401
+from ._legacy import get_default_dtype  # noqa: E402,F401
+from . import backends, cuda, utils  # noqa: E402,F401
+from ._C import from_dlpack  # noqa: E402,F401
+from . import _docs  # noqa: E402
+
+_docs.install()  # last: gives the callables above that lack one a docstring

@@ -661,7 +661,7 @@ jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
         if (st[i] < 0)
             return jg_errorf_null("jg_tensor_from_blob: negative stride %lld at index %d",
                                   (long long)st[i], i);
-    size_t es = dtype == JG_F32 ? 4 : 8, nbytes = 0;
+    size_t es = jg_dtype_size(dtype), nbytes = 0;
     if (numel > 0) {
         for (int i = 0; i < ndim; i++) {
             int64_t span;

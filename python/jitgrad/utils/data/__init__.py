@@ -1,0 +1,13 @@
+"""torch.utils.data for jitgrad: datasets, samplers and a DataLoader that
+batches in the calling process (num_workers is accepted; the order and
+contents of batches are those PyTorch's loader gives with workers, but the
+work is not parallel)."""
+from .dataloader import DataLoader, default_collate, default_convert  # noqa: F401
+from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split  # noqa: F401
+from .sampler import (  # noqa: F401
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+)
