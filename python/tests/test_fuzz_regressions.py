@@ -127,3 +127,33 @@ def test_mark_non_differentiable_temporary(jg):
 
 def test_mark_non_differentiable_temporary_matches_torch(jg, torch):
     assert temp_marked(jg) == temp_marked(torch)
+
+
+# ---- fuzz seeds 830 and 1319: x * x and x.square() both returned
+
+def merged_outputs(T, backend=None):
+    def fn(x):
+        v1 = x * x
+        v4 = x.square()
+        v3 = v1.max(1)[0]
+        return v4, v3, v1
+
+    f = T.compile(fn, backend=backend) if backend else fn
+    x = T.tensor([[0.3, -1.7], [0.77, 1.3], [0.31, -0.9]], requires_grad=True)
+    outs = f(x)
+    loss = None
+    for k, o in enumerate(outs):
+        w = T.tensor([0.125 * (i * 5 % 7 - 3) + 0.1 * k for i in range(o.numel())]).reshape(*o.shape)
+        t = (o * w).sum()
+        loss = t if loss is None else loss + t
+    loss.backward()
+    with T.no_grad():
+        outs[0].add_(1.0)  # the outputs do not share memory, as in eager
+    return x.grad.tolist(), outs[2].tolist()
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_cse_merged_outputs_keep_their_own_gradient(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    assert merged_outputs(jg, backend) == merged_outputs(jg)
