@@ -330,12 +330,16 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
         jg_tensor *in[4] = {0}, *out[2] = {0}, *gout[2] = {0}, *gin[4] = {0};
         jg_meta meta[4];
         bool needs[4];
-        for (int k = 0; k < n->n_in && rc == 0; k++) {
+        for (int k = 0; k < n->n_in; k++) {
             meta[k] = f->vals[n->in[k]].meta;
             needs[k] = f->vals[n->in[k]].requires_grad;
-            if ((info->flags & JG_OPF_SAVE_IN) && !(in[k] = fwd_value(&s, n->in[k])))
-                rc = -1;
         }
+        /* (the inputs eager's node saves: an in-place change of another
+         * one fails neither) */
+        unsigned saved_in = jg_op_saved_inputs(n->op, needs);
+        for (int k = 0; k < n->n_in && rc == 0; k++)
+            if ((saved_in & (1u << k)) && !(in[k] = fwd_value(&s, n->in[k])))
+                rc = -1;
         for (int k = 0; k < n->n_out && rc == 0; k++) {
             gout[k] = acc[n->out[k]];
             if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k])))

@@ -614,8 +614,10 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         }
     } else {
         /* commit: everything succeeded, now .grad may change */
+        /* (PyTorch's AccumulateGrad skips a leaf that no longer requires
+         * grad: requires_grad_(False) after the graph was built) */
         for (int i = 0; i < rs->n_leaves && rc == 0; i++)
-            if (rs->leaves[i].grad)
+            if (rs->leaves[i].grad && rs->leaves[i].leaf->requires_grad)
                 rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph);
     }
     if (rc == 0 && !retain)

@@ -74,6 +74,8 @@ void jg_ctx_free(jg_ctx *ctx) {
     for (int i = 0; i < ctx->n_saved; i++)
         jg_saved_free(&ctx->saved[i]);
     free(ctx->saved);
+    for (int k = 0; !ctx->non_diff_final && k < ctx->n_non_diff; k++)
+        jg_release(ctx->non_diff[k]);
     if (ctx->free_state)
         ctx->free_state(ctx->state);
     free(ctx->needs_input_grad);
@@ -98,6 +100,8 @@ int jg_ctx_save_for_backward(jg_ctx *ctx, int n, jg_tensor *const *tensors) {
     for (int i = 0; i < ctx->n_saved; i++)
         jg_saved_free(&ctx->saved[i]);
     free(ctx->saved);
+    for (int k = 0; !ctx->non_diff_final && k < ctx->n_non_diff; k++)
+        jg_release(ctx->non_diff[k]);
     ctx->saved = s;
     ctx->n_saved = n;
     return 0;
@@ -140,8 +144,9 @@ size_t jg_ctx_args_size(const jg_ctx *ctx) {
 }
 
 void jg_ctx_mark_non_differentiable(jg_ctx *ctx, jg_tensor *output) {
-    if (ctx && output && ctx->n_non_diff < JG_MAX_OUTPUTS)
-        ctx->non_diff[ctx->n_non_diff++] = output;
+    /* (only forward's marks count: the outputs are classified when it returns) */
+    if (ctx && output && !ctx->non_diff_final && ctx->n_non_diff < JG_MAX_OUTPUTS)
+        ctx->non_diff[ctx->n_non_diff++] = jg_retain(output);
 }
 
 void jg_ctx_mark_dirty(jg_ctx *ctx, jg_tensor *input) {
@@ -255,17 +260,17 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
                     ctx->saved[s].output_nr < 0)
                     jg_saved_mark_output(&ctx->saved[s], i);
         }
-        for (int k = 0; k < ctx->n_non_diff; k++) {
-            bool found = false;
-            for (int i = 0; i < n; i++)
-                if (ctx->non_diff[k] == outs[i]) {
-                    ctx->non_diff[k] = outputs[i];
-                    found = true;
-                }
-            if (!found)
-                ctx->non_diff[k] = NULL;
-        }
     }
+    /* each mark becomes the output it is (borrowed), or NULL */
+    for (int k = 0; k < ctx->n_non_diff; k++) {
+        jg_tensor *m = ctx->non_diff[k];
+        ctx->non_diff[k] = NULL;
+        for (int i = 0; rc >= 0 && i < n; i++)
+            if (m == outs[i])
+                ctx->non_diff[k] = outputs[i];
+        jg_release(m);
+    }
+    ctx->non_diff_final = true;
     jg_scope_pop();
     return rc;
 }

@@ -20,8 +20,12 @@ struct jg_ctx {
     char saved_error[512];
     bool create_graph; /* of the backward now running */
     jg_node *node;     /* the call's autograd node (NULL while forward runs) */
+    /* the tensors jg_ctx_mark_non_differentiable marked: references while
+     * forward runs (a temporary freed there must not match a new tensor at
+     * its address), then the matching outputs, borrowed (non_diff_final) */
     jg_tensor *non_diff[JG_MAX_OUTPUTS];
     int n_non_diff;
+    bool non_diff_final;
     /* inputs the forward wrote in place (jg_ctx_mark_dirty; borrowed) and
      * the output each one is returned as */
     jg_tensor *dirty[JG_MAX_OUTPUTS];

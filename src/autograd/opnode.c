@@ -17,6 +17,7 @@ typedef struct {
     jg_node base;
     jg_opcode op;
     const jg_attrs *attrs; /* the copy at the end, or no_attrs */
+    unsigned saved_in;     /* bit k: input k is saved (jg_op_saved_inputs) */
     jg_saved *saved;       /* SAVE_IN: inputs at [0, n_in); SAVE_OUT: outputs after them */
     jg_meta in_meta[];
 } op_node;
@@ -41,8 +42,7 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached,
     bool needs[OPNODE_MAX_IN];
     for (int k = 0; k < info->n_in; k++) {
         needs[k] = n->next[k].fn || n->next[k].leaf;
-        if ((info->flags & JG_OPF_SAVE_IN) &&
-            !(in[k] = jg_saved_unpack(&o->saved[k], n, create_graph)))
+        if ((o->saved_in & (1u << k)) && !(in[k] = jg_saved_unpack(&o->saved[k], n, create_graph)))
             return -1;
     }
     if (info->flags & JG_OPF_SAVE_OUT) {
@@ -108,12 +108,16 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
     } else {
         o->attrs = &no_attrs;
     }
+    bool needs[OPNODE_MAX_IN];
     for (int k = 0; k < n_in; k++) {
         jg_meta_of(in[k], &o->in_meta[k]);
         jg_node_set_edge(&o->base, k, in[k]);
-        if (info->flags & JG_OPF_SAVE_IN)
-            jg_saved_init(&o->saved[k], in[k]);
+        needs[k] = o->base.next[k].fn || o->base.next[k].leaf;
     }
+    o->saved_in = jg_op_saved_inputs((jg_opcode)op, needs);
+    if (info->flags & JG_OPF_SAVE_IN)
+        for (int k = 0; k < n_in; k++)
+            jg_saved_init(&o->saved[k], (o->saved_in & (1u << k)) ? in[k] : NULL);
     if (info->flags & JG_OPF_SAVE_OUT) {
         jg_saved *so = saved_out(o, info);
         for (int k = 0; k < n_out; k++) {

@@ -309,6 +309,8 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
         gt[e->n_distinct + k] = e->lifted[k];
     int rc = e->backend->run(e->fplan, gt, fo);
     bool ran = rc == 0;
+    if (rc == 0)
+        rc = jg_entry_unmerge_outputs(e, fo);
     if (rc == 0 && e->n_node_out && jg_grad_mode) {
         compiled_node *c = (compiled_node *)jg_node_alloc(sizeof(compiled_node), &cnode_vt,
                                                           e->n_edges, e->n_node_out);

@@ -339,6 +339,39 @@ static int check_outputs(int n_out, jg_tensor *const *outs) {
     return 0;
 }
 
+int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo) {
+    const jg_graph *g = e->fwd_ad; /* (before CSE; NULL without a backward) */
+    if (!g)
+        return 0;
+    for (int j = 1; j < e->n_prog_out; j++) {
+        int first = -1; /* an earlier output CSE merged with j, if any */
+        for (int i = 0; i < j && first < 0; i++)
+            if (fo[i] == fo[j] && g->outputs[i] != g->outputs[j])
+                first = i;
+        if (first < 0)
+            continue;
+        bool same_before = false; /* j repeats an output already copied */
+        for (int i = 0; i < j && !same_before; i++)
+            if (g->outputs[i] == g->outputs[j] && fo[i] != fo[j]) {
+                jg_release(fo[j]);
+                fo[j] = jg_retain(fo[i]);
+                same_before = true;
+            }
+        if (same_before)
+            continue;
+        jg_scope_push();
+        bool prev = jg_set_grad_enabled(false);
+        jg_tensor *c = jg_keep(jg_clone(fo[j]));
+        jg_set_grad_enabled(prev);
+        jg_scope_pop();
+        if (!c)
+            return -1;
+        jg_release(fo[j]);
+        fo[j] = c;
+    }
+    return 0;
+}
+
 /* Fills e's run-time maps from the traced graph g and derives the backward. */
 static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **failed) {
     (void)c;

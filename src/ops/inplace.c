@@ -274,7 +274,8 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     jg_scope_push();
     int rc = -1;
     /* a VJP that reads self must see its old values, not the new ones */
-    if (!self->sym && (info->flags & JG_OPF_SAVE_IN)) {
+    bool needs[2] = {self->requires_grad, other && other->requires_grad};
+    if (!self->sym && (jg_op_saved_inputs(op, needs) & 1u)) {
         in[0] = jg_clone(self);
         /* self as the other operand too (a.mul_(a)): the node must not save
          * self, which becomes its output (a reference cycle, leaked); an

@@ -264,11 +264,21 @@ int jg_vjp_matmul(VJP_ARGS) {
             return -1;
         return 0;
     }
+    /* x or w is NULL when the other operand needs no gradient (the node
+     * saves only what it reads): shapes come from the metadata */
     int64_t k = ma->shape[ma->ndim - 1];
-    if (ma->ndim == 1 && !(x = jg_reshape(x, 2, (const int64_t[]){1, k})))
+    int xnd = ma->ndim == 1 ? 2 : ma->ndim;
+    int64_t xshape[JG_MAX_DIMS] = {1, k};
+    if (ma->ndim > 1)
+        memcpy(xshape, ma->shape, sizeof(int64_t) * (size_t)xnd);
+    if (x && ma->ndim == 1 && !(x = jg_reshape(x, 2, (const int64_t[]){1, k})))
         return -1;
-    if (mb->ndim == 1 && !(w = jg_reshape(w, 2, (const int64_t[]){k, 1})))
+    if (w && mb->ndim == 1 && !(w = jg_reshape(w, 2, (const int64_t[]){k, 1})))
         return -1;
+    int wnd = mb->ndim == 1 ? 2 : mb->ndim;
+    int64_t wshape[JG_MAX_DIMS] = {k, 1};
+    if (mb->ndim > 1)
+        memcpy(wshape, mb->shape, sizeof(int64_t) * (size_t)wnd);
     if (ma->ndim == 1 || mb->ndim == 1) { /* g gets its unit dims back */
         int64_t gs[JG_MAX_DIMS];
         int gn = g->ndim;
@@ -286,7 +296,7 @@ int jg_vjp_matmul(VJP_ARGS) {
     }
     if (needs[0]) {
         jg_tensor *ga = jg_matmul(g, jg_transpose(w, -1, -2));
-        ga = ga ? jg_sum_to(ga, x->ndim, x->shape) : NULL;
+        ga = ga ? jg_sum_to(ga, xnd, xshape) : NULL;
         if (ga && ma->ndim == 1)
             ga = jg_reshape(ga, 1, ma->shape);
         if (!(gin[0] = ga))
@@ -294,14 +304,14 @@ int jg_vjp_matmul(VJP_ARGS) {
     }
     if (needs[1]) {
         jg_tensor *gb;
-        if (w->ndim == 2 && x->ndim > 2) {
-            int64_t rows = jg_shape_numel(x->ndim - 1, x->shape), p = w->shape[1];
+        if (wnd == 2 && xnd > 2) {
+            int64_t rows = jg_shape_numel(x->ndim - 1, x->shape), p = wshape[1];
             jg_tensor *x2 = jg_reshape(x, 2, (const int64_t[]){rows, k});
             jg_tensor *g2 = x2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : NULL;
             gb = g2 ? jg_matmul(jg_transpose(x2, 0, 1), g2) : NULL;
         } else {
             gb = jg_matmul(jg_transpose(x, -1, -2), g);
-            gb = gb ? jg_sum_to(gb, w->ndim, w->shape) : NULL;
+            gb = gb ? jg_sum_to(gb, wnd, wshape) : NULL;
         }
         if (gb && mb->ndim == 1)
             gb = jg_reshape(gb, 1, mb->shape);

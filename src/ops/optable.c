@@ -7,3 +7,32 @@ const jg_op_info jg_ops[JG_OP_COUNT] = {
 #include "ops/ops.def"
 #undef JG_OP
 };
+
+/* PyTorch saves an input only when a formula that is needed reads it
+ * (derivatives.yaml plus should_compute_output): saving more makes an
+ * in-place change of an operand the backward never reads fail with "modified
+ * by an inplace operation".  needs[k]: input k gets a gradient. */
+unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
+    const jg_op_info *info = &jg_ops[op];
+    if (!(info->flags & JG_OPF_SAVE_IN))
+        return 0;
+    switch (op) {
+    case JG_OP_MUL:    /* grad * other, grad * self */
+    case JG_OP_MATMUL: /* grad @ other^T, self^T @ grad */
+        return (needs[1] ? 1u : 0u) | (needs[0] ? 2u : 0u);
+    case JG_OP_DIV: /* grad / other; -grad * self / other / other */
+    case JG_OP_TANH_GRAD:
+    case JG_OP_SIGMOID_GRAD: /* (grad, y): y by both, grad only by y's formula */
+        return (needs[1] ? 1u : 0u) | 2u;
+    case JG_OP_MASKED_FILL:       /* the mask */
+    case JG_OP_SCATTER_ADD:       /* the index */
+    case JG_OP_NLL_LOSS_BACKWARD: /* the targets */
+    case JG_OP_RELU_GRAD:         /* relu's output */
+    case JG_OP_ABS_GRAD:          /* abs's input */
+        return 2u;
+    case JG_OP_WHERE: /* the condition */
+        return 1u;
+    default: /* (gather and nll_loss keep self, as PyTorch does) */
+        return (1u << info->n_in) - 1;
+    }
+}

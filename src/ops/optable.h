@@ -83,6 +83,11 @@ typedef struct jg_op_info {
 
 extern const jg_op_info jg_ops[JG_OP_COUNT];
 
+/* Bit k set: op's backward reads input k, given which inputs get a
+ * gradient (needs[k]); eager nodes save, and compiled programs keep, only
+ * those (0 for ops without JG_OPF_SAVE_IN). */
+unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs);
+
 /* nll_loss's and nll_loss_backward's attributes (their one encoding; the
  * layout is described in ops/softmax.c). */
 jg_attrs jg_nll_attrs(bool has_ignore, int64_t ignore_index, int reduction, int64_t n_cls);

@@ -397,12 +397,12 @@ static void test_no_grad_call(void **state) {
 static void test_saved_modified_in_place(void **state) {
     (void)state;
     jg_manual_seed(15);
-    jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = jg_randn(JG_F32, 1, TU_SHAPE(16)), *o;
+    jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = leaf(JG_F32, 1, TU_SHAPE(16)), *o;
     jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
     /* k itself is not saved (the mul saved q and k + k), as in eager */
-    assert_int_equal(jg_mul_scalar_(k, 2.0), 0);
     bool prev = jg_set_grad_enabled(false);
+    assert_int_equal(jg_mul_scalar_(k, 2.0), 0);
     assert_int_equal(jg_mul_scalar_(q, 2.0), 0);
     jg_set_grad_enabled(prev);
     assert_int_equal(jg_backward(o, NULL, 0), -1);
@@ -410,6 +410,23 @@ static void test_saved_modified_in_place(void **state) {
              "inplace operation: [f32 [16]] is at version 1; expected version 0");
     assert_null(jg_grad(q));
     assert_null(jg_grad(k));
+    jg_compiled_free(c);
+}
+
+/* With k + k not requiring grad, q's gradient reads only k + k: the mul
+ * does not save q (as PyTorch), and changing q in place is harmless. */
+static void test_unsaved_operand_modified_in_place(void **state) {
+    (void)state;
+    jg_manual_seed(15);
+    jg_tensor *q = leaf(JG_F32, 1, TU_SHAPE(16)), *k = jg_randn(JG_F32, 1, TU_SHAPE(16)), *o;
+    jg_tensor *want = jg_add(k, k);
+    jg_compiled *c = jg_compile(tf_qk, NULL, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){q, k}, &o), 1);
+    bool prev = jg_set_grad_enabled(false);
+    assert_int_equal(jg_mul_scalar_(q, 2.0), 0);
+    jg_set_grad_enabled(prev);
+    assert_int_equal(jg_backward(o, NULL, 0), 0);
+    TU_SAME(jg_grad(q), want);
     jg_compiled_free(c);
 }
 
@@ -621,6 +638,7 @@ int main(void) {
         TU_TEST(test_passthrough_output),
         TU_TEST(test_no_grad_call),
         TU_TEST(test_saved_modified_in_place),
+        TU_TEST(test_unsaved_operand_modified_in_place),
         TU_TEST(test_guards),
         TU_TEST(test_log),
         TU_TEST(test_golden_graph),
