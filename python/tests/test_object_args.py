@@ -132,3 +132,28 @@ def test_object_arg_tensor_written_in_place_is_a_graph_break(jg):
     with pytest.raises(RuntimeError, match="W.forward"):
         outcome(jg, jg.compile(prog, fullgraph=True), INPUTS[0])
     assert outcome(jg, jg.compile(prog), INPUTS[0]) == outcome(jg, prog, INPUTS[0])
+
+
+def test_object_arg_new_object_at_recycled_address(jg):
+    """regression: the key named a plain object argument by its address
+    only, so a new object at a recycled address (or the same object with an
+    attribute changed) reused the trace made with the old attribute values."""
+
+    def fn(x, b):
+        return (x * b.s + b.t).sum()
+
+    t = jg.tensor([1.0, 2.0], requires_grad=True)
+    f = jg.compile(fn)
+    x = jg.tensor([1.0, 1.0])
+    addresses = set()
+    for s in [2.0, 3.0, 5.0]:
+        b = Box(s=s, t=t)
+        addresses.add(id(b))
+        assert f(x, b).tolist() == fn(x, b).tolist() == 2 * s + 3.0
+        del b
+    b = Box(s=1.0, t=t)
+    assert f(x, b).tolist() == 5.0
+    b.s = 4.0  # the same object, an attribute changed
+    assert f(x, b).tolist() == fn(x, b).tolist() == 11.0
+    b.u = "new attribute"
+    assert f(x, b).tolist() == 11.0
