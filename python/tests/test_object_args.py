@@ -157,3 +157,28 @@ def test_object_arg_new_object_at_recycled_address(jg):
     assert f(x, b).tolist() == fn(x, b).tolist() == 11.0
     b.u = "new attribute"
     assert f(x, b).tolist() == 11.0
+
+
+def test_opaque_function_with_traced_object_tensor_falls_back(jg):
+    """regression: a Function whose forward reads values (opaque) and reads a
+    traced tensor through an object failed the trace (jg_copy_to on a traced
+    tensor) instead of running the program eagerly; with fullgraph it is a
+    clear error."""
+
+    class Sign(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, box):
+            sign = 1.0 if float(a.detach().sum()) >= 0 else -1.0
+            return (a + box.t) * sign
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    def prog(x, w):
+        return Sign.apply(x, Box(t=w * 2.0)).sum()
+
+    for xs in INPUTS:
+        assert outcome(jg, jg.compile(prog), xs) == outcome(jg, prog, xs)
+    with pytest.raises(RuntimeError):
+        outcome(jg, jg.compile(prog, fullgraph=True), INPUTS[0])

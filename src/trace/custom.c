@@ -107,6 +107,13 @@ static int lift_foreign(void *user, jg_tensor *t) {
     return ph->sym->value;
 }
 
+static int refuse_foreign(void *user, jg_tensor *t) {
+    (void)t;
+    foreign_use *u = user;
+    u->hit = true;
+    return foreign_error(u->fn, "forward");
+}
+
 static void foreign_release(foreign_use *u) {
     for (int j = 0; j < u->n; j++)
         jg_release(u->outer[j]);
@@ -309,6 +316,13 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
     uint32_t capture = jg_trace_capture_pause(); /* this runs the forward, it does not trace it */
+    /* in a scratch frame that refuses the program's traced tensors: one
+     * reached through an object argument would not be there at run time */
+    jg_graph *G = jg_trace_graph(), *S = G ? jg_graph_new_child(G) : NULL;
+    foreign_use refused = {.fn = fn};
+    bool scratch = S && jg_trace_begin(S, 0) == 0;
+    if (scratch)
+        jg_trace_set_resolver(refuse_foreign, &refused);
     jg_scope_push();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -319,6 +333,11 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     }
     jg_ctx *ctx = rc == 0 ? jg_ctx_new_meta(fn, n, im, needs, args, args_size) : NULL;
     int n_out = ctx ? jg_function_run_forward(ctx, n, z, o) : -1;
+    if (refused.hit) {
+        for (int k = 0; k < n_out; k++)
+            jg_release(o[k]);
+        n_out = foreign_error(fn, "forward");
+    }
     for (int k = 0; k < n_out; k++) {
         jg_meta_of(o[k], &metas[k]);
         pr->non_diff[k] = false;
@@ -350,6 +369,10 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
         jg_release(o[k]);
     jg_ctx_free(ctx);
     jg_scope_pop();
+    if (scratch)
+        jg_trace_end();
+    if (S)
+        drop_child(G, S);
     jg_trace_capture_resume(capture);
     return n_out;
 }
@@ -440,7 +463,12 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         n_out = opaque_metas(fn, n, inputs, args, args_size, metas, &probe);
         materialize = probe.materialize;
         if (n_out < 0) {
+            /* e.g. it read a traced tensor of the program reached through an
+             * object argument: the program runs eagerly, as it would fail
+             * or succeed there */
             jg_ctx_free(ctx);
+            jg_trace_note_break("%s.forward could not run when traced: %s", fn_name(fn),
+                                jg_last_error());
             return -1;
         }
         for (int k = 0; k < n_out; k++)
