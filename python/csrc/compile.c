@@ -213,6 +213,7 @@ enum { SCOPE_DEPTH = 4, SCOPE_BUDGET = 4096, SCOPE_PATH = 8 };
 
 typedef struct {
     jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
+    jgp_buf *v;     /* the scalars met and the attribute names, serialised (or NULL) */
     int budget;     /* objects left to visit */
     long n_tensors; /* tensors met so far */
     long target;    /* describe mode: the tensor whose path to record */
@@ -245,13 +246,24 @@ static int walk_step(scope_walk *w, PyObject *o, int depth, PyObject *names, con
     return rc;
 }
 
-static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *fmt) {
+static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *fmt, bool attrs) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &k, &v)) {
         Py_INCREF(k); /* a key's repr (describe mode) is Python code */
         Py_INCREF(v);
-        int rc = walk_step(w, v, depth, NULL, fmt, k);
+        /* an object's attributes: their names and scalar values are baked
+         * into a trace, so they are part of the key (an attribute changed,
+         * a new object at a recycled address) */
+        int rc = 0;
+        if (attrs && w->v && PyUnicode_Check(k)) {
+            rc = jgp_serialize(k, w->v, NULL);
+            if (rc == 0 && (v == Py_None || PyBool_Check(v) || PyLong_Check(v) ||
+                            PyFloat_Check(v) || PyUnicode_Check(v)))
+                rc = jgp_serialize(v, w->v, NULL);
+        }
+        if (rc == 0)
+            rc = walk_step(w, v, depth, NULL, fmt, k);
         Py_DECREF(k);
         Py_DECREF(v);
         if (rc < 0)
@@ -354,7 +366,7 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
         return 0;
     }
     if (PyDict_Check(o))
-        return walk_dict_values(w, o, depth, "[%s]");
+        return walk_dict_values(w, o, depth, "[%s]", false);
     if (PyFunction_Check(o))
         return walk_function(w, o, depth);
     if (PyMethod_Check(o))
@@ -380,14 +392,14 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
             PyErr_Clear(); /* no instance dict after all */
             return 0;
         }
-        int rc = walk_dict_values(w, d, depth, ".%s");
+        int rc = walk_dict_values(w, d, depth, ".%s", true);
         Py_DECREF(d);
         return rc;
     }
     if (Py_TYPE(o)->tp_dictoffset != 0) { /* a callable object (a model): its attributes and
                                              the code of its __call__/forward */
         PyObject *d = PyObject_GenericGetDict(o, NULL);
-        int rc = d ? walk_dict_values(w, d, depth, ".%s") : 0;
+        int rc = d ? walk_dict_values(w, d, depth, ".%s", true) : 0;
         Py_XDECREF(d);
         if (!d)
             PyErr_Clear();
@@ -638,11 +650,19 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     /* the identities of the tensors it reaches through its scope */
     size_t args_len = bytes.len;
     char tag = 'S';
-    scope_walk w = {.b = &bytes};
-    if (jgp_buf_put(&bytes, &tag, 1) < 0 || walk_scope(&w, self->fn, args, kwargs) < 0)
-        goto done;
-    if (self->log_recompiles &&
+    jgp_buf vals = {0};
+    scope_walk w = {.b = &bytes, .v = &vals};
+    int walked =
+        jgp_buf_put(&bytes, &tag, 1) < 0 || walk_scope(&w, self->fn, args, kwargs) < 0 ? -1 : 0;
+    if (walked == 0 && self->log_recompiles &&
         note_scope(self, bytes.data + args_len + 1, bytes.len - args_len - 1, args, kwargs) < 0)
+        walked = -1;
+    tag = 'V';
+    if (walked == 0 && (jgp_buf_put(&bytes, &tag, 1) < 0 ||
+                        (vals.len && jgp_buf_put(&bytes, vals.data, vals.len) < 0)))
+        walked = -1;
+    jgp_buf_free(&vals);
+    if (walked < 0)
         goto done;
     key = PyBytes_FromStringAndSize(bytes.data, (Py_ssize_t)bytes.len);
     if (!key)

@@ -230,7 +230,7 @@ def mk(T, name):
 
 # programs whose Function reaches a traced tensor that is not one of its
 # arguments: a graph break (eager fallback; an error with fullgraph)
-FOREIGN = {"dataclass_symbolic", "closure_symbolic_in_backward"}
+FOREIGN = {"closure_symbolic_in_backward"}
 
 NAMES = ["save_input_twice_slots", "return_input", "save_view_of_output", "save_none_and_input",
          "nested_function_in_forward", "function_in_backward", "ctx_attr_input_and_output",

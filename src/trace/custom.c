@@ -71,16 +71,53 @@ static int foreign_break(const jg_function *fn, const char *callback) {
     return -1;
 }
 
+/* Tensors of the enclosing program that the forward reached other than as
+ * tensor arguments (a field of an object argument, a closure): each becomes
+ * one more placeholder of F after the slots, and the node takes the tensor
+ * as one more operand (a lifted slot, see jg_custom_info.n_args).  Eager
+ * forward runs without grad, so they get no gradient through the call. */
 typedef struct {
     const jg_function *fn;
-    bool hit;
+    bool hit;   /* a lift failed (the error is set) */
+    int n_args; /* the call's tensor arguments: lifted slots come after them */
+    int n;
+    jg_tensor *outer[MAX_SLOTS]; /* retained */
+    jg_tensor *ph[MAX_SLOTS];
 } foreign_use;
+
+static int lift_foreign(void *user, jg_tensor *t) {
+    foreign_use *u = user;
+    for (int j = 0; j < u->n; j++)
+        if (u->outer[j]->sym->graph == t->sym->graph && u->outer[j]->sym->value == t->sym->value)
+            return u->ph[j]->sym->value;
+    if (u->n_args + u->n >= MAX_SLOTS) {
+        u->hit = true;
+        return foreign_error(u->fn, "forward");
+    }
+    jg_meta m;
+    jg_meta_of(t, &m);
+    char name[24];
+    snprintf(name, sizeof name, "obj%d", u->n);
+    jg_tensor *ph = jg_trace_placeholder(&m, false, t->requires_grad, name);
+    if (!ph)
+        return -1;
+    memcpy(ph->stride, t->stride, sizeof(int64_t) * (size_t)m.ndim);
+    u->outer[u->n] = jg_retain(t);
+    u->ph[u->n++] = ph;
+    return ph->sym->value;
+}
 
 static int refuse_foreign(void *user, jg_tensor *t) {
     (void)t;
     foreign_use *u = user;
     u->hit = true;
     return foreign_error(u->fn, "forward");
+}
+
+static void foreign_release(foreign_use *u) {
+    for (int j = 0; j < u->n; j++)
+        jg_release(u->outer[j]);
+    u->n = 0;
 }
 
 /* Runs the forward callback on placeholders inside subgraph F and sets F's
@@ -95,7 +132,7 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
      * forward runs without grad, as in eager mode) */
     if (jg_trace_begin(F, jg_trace_capture ? JG_TRACE_CAPTURE : 0) < 0)
         return -1;
-    jg_trace_set_resolver(refuse_foreign, foreign);
+    jg_trace_set_resolver(lift_foreign, foreign);
     int rc = 0, n_out = -1;
     for (int i = 0; i < n && rc == 0; i++) {
         jg_meta m;
@@ -114,6 +151,8 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
     *wrote_input = false; /* an in-place write into a slot (counted by the placeholder) */
     for (int i = 0; i < n; i++)
         *wrote_input |= jg_version(ph[i]) > 0;
+    for (int j = 0; j < foreign->n; j++)
+        *wrote_input |= jg_version(foreign->ph[j]) > 0;
     if (jg_trace_breaks()) {
         snprintf(why, why_n, "%s", jg_trace_break_reason());
         for (int k = 0; k < n_out; k++)
@@ -137,6 +176,8 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
         rc = jg_graph_set_outputs(F, nv, vals);
     for (int i = 0; i < n; i++)
         jg_release(ph[i]);
+    for (int j = 0; j < foreign->n; j++)
+        jg_release(foreign->ph[j]);
     jg_trace_end();
     if (rc < 0 && n_out > 0) {
         for (int k = 0; k < n_out; k++)
@@ -275,6 +316,13 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
     uint32_t capture = jg_trace_capture_pause(); /* this runs the forward, it does not trace it */
+    /* in a scratch frame that refuses the program's traced tensors: one
+     * reached through an object argument would not be there at run time */
+    jg_graph *G = jg_trace_graph(), *S = G ? jg_graph_new_child(G) : NULL;
+    foreign_use refused = {.fn = fn};
+    bool scratch = S && jg_trace_begin(S, 0) == 0;
+    if (scratch)
+        jg_trace_set_resolver(refuse_foreign, &refused);
     jg_scope_push();
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -285,6 +333,11 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
     }
     jg_ctx *ctx = rc == 0 ? jg_ctx_new_meta(fn, n, im, needs, args, args_size) : NULL;
     int n_out = ctx ? jg_function_run_forward(ctx, n, z, o) : -1;
+    if (refused.hit) {
+        for (int k = 0; k < n_out; k++)
+            jg_release(o[k]);
+        n_out = foreign_error(fn, "forward");
+    }
     for (int k = 0; k < n_out; k++) {
         jg_meta_of(o[k], &metas[k]);
         pr->non_diff[k] = false;
@@ -316,6 +369,10 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
         jg_release(o[k]);
     jg_ctx_free(ctx);
     jg_scope_pop();
+    if (scratch)
+        jg_trace_end();
+    if (S)
+        drop_child(G, S);
     jg_trace_capture_resume(capture);
     return n_out;
 }
@@ -324,14 +381,15 @@ static void ctx_free(void *p) {
     jg_ctx_free(p);
 }
 
-static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
-                       size_t args_size, jg_tensor **outputs) {
+static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
+                      size_t args_size, jg_tensor **outputs, foreign_use *lifted) {
     jg_graph *G = jg_trace_graph();
     if (!G)
         return jg_errorf("jg_apply(%s): a traced tensor was used outside its trace", fn_name(fn));
     if (n > MAX_SLOTS)
         return jg_errorf("jg_apply(%s): at most %d inputs can be traced", fn_name(fn), MAX_SLOTS);
     int operands[MAX_SLOTS];
+    lifted->n_args = n;
     for (int i = 0; i < n; i++)
         if ((operands[i] = jg_trace_value(inputs[i])) < 0)
             return -1;
@@ -349,10 +407,9 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     bool rgs[MAX_NODE_OUT] = {0};
     kept_set kept = {.fn = fn, .F = F};
     bool force = is_forced(fn);
-    foreign_use foreign = {fn, false};
     bool wrote = false;
     int n_out =
-        force ? -1 : trace_forward(F, ctx, n, inputs, outs, &foreign, why, sizeof why, &wrote);
+        force ? -1 : trace_forward(F, ctx, n, inputs, outs, lifted, why, sizeof why, &wrote);
     if (ctx->n_dirty || wrote) { /* an input written in place: the program runs eagerly */
         jg_trace_note_break("%s.forward writes an input in place%s, which cannot be captured",
                             fn_name(fn), ctx->n_dirty ? " (ctx.mark_dirty)" : "");
@@ -365,7 +422,7 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
     if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
         drop_child(G, F);
-        return foreign.hit ? foreign_break(fn, "forward") : -1;
+        return lifted->hit ? foreign_break(fn, "forward") : -1;
     }
     /* every output of the node: the call's, then the values saved for
      * backward, then those it kept */
@@ -373,12 +430,17 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         metas[k] = F->vals[F->outputs[k]].meta;
     bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, &kept, why, sizeof why);
     int kept_out = n_out > 0 ? F->n_outputs : 0;
-    if (kept.foreign) {
+    /* the node's operands for the lifted tensors (an opaque call could not
+     * find them at run time: it rebuilds the arguments it was given) */
+    bool lift_failed = opaque && lifted->n;
+    for (int j = 0; j < lifted->n && !lift_failed; j++)
+        lift_failed = (operands[n + j] = jg_trace_value(lifted->outer[j])) < 0;
+    if (kept.foreign || lift_failed) {
         for (int k = 0; k < n_out; k++)
             jg_release(outs[k]);
         jg_ctx_free(ctx);
         drop_child(G, F);
-        return foreign_break(fn, "backward");
+        return foreign_break(fn, kept.foreign ? "backward" : "forward");
     }
     if (!opaque && kept.n && add_kept_outputs(F, &kept) < 0) {
         for (int k = 0; k < n_out; k++)
@@ -401,7 +463,12 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         n_out = opaque_metas(fn, n, inputs, args, args_size, metas, &probe);
         materialize = probe.materialize;
         if (n_out < 0) {
+            /* e.g. it read a traced tensor of the program reached through an
+             * object argument: the program runs eagerly, as it would fail
+             * or succeed there */
             jg_ctx_free(ctx);
+            jg_trace_note_break("%s.forward could not run when traced: %s", fn_name(fn),
+                                jg_last_error());
             return -1;
         }
         for (int k = 0; k < n_out; k++)
@@ -441,7 +508,7 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
             (none_slot = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n ? n : 1))))
             memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n);
         *info = (jg_custom_info){n_out,  diff,      n_saved,  saved_out, materialize,
-                                 n_kept, kept_fval, kept_out, none_slot};
+                                 n_kept, kept_fval, kept_out, none_slot, n};
     }
     int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the forward's layouts */
     for (int k = 0; k < n_out && !opaque; k++) {
@@ -454,13 +521,14 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
                        .args = (void *)args,
                        .args_size = args_size,
                        .fwd = F,
-                       .n_slots = n,
+                       .n_slots = n + lifted->n,
                        .n_call_out = n_out,
                        .opaque = opaque,
                        .user = info,
                        .state = ctx,
                        .free_state = ctx_free};
-    if (rc == 0 && jg_graph_add_custom(G, &call, n, operands, n_node_out, metas, rgs, out_vals) < 0)
+    if (rc == 0 && jg_graph_add_custom(G, &call, n + lifted->n, operands, n_node_out, metas, rgs,
+                                       out_vals) < 0)
         rc = -1;
     if (rc < 0)
         jg_ctx_free(ctx); /* the graph did not take it */
@@ -476,6 +544,14 @@ static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, c
         }
     }
     return rc < 0 ? -1 : n_out;
+}
+
+static int trace_apply(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
+                       size_t args_size, jg_tensor **outputs) {
+    foreign_use lifted = {.fn = fn};
+    int rc = trace_call(fn, n, inputs, args, args_size, outputs, &lifted);
+    foreign_release(&lifted);
+    return rc;
 }
 
 int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int n_out,

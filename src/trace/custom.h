@@ -9,6 +9,9 @@
  * autodiff can hand the saved values to the traced backward like any other
  * forward value.
  *
+ * Tensors of the program the forward reaches other than as arguments are
+ * extra slots after the call's own (jg_custom_info.n_args).
+ *
  * An OPAQUE call (a callback read tensor values while traced) has no
  * subgraphs: at run time the interpreter applies the function eagerly to one
  * fresh leaf per slot, and the node's outputs are the call's outputs
@@ -41,6 +44,11 @@ typedef struct jg_custom_info {
      * gradient upstream, as in eager mode; at run time it must answer NULL
      * again. */
     const bool *none_slot;
+    /* the call's tensor arguments: slots from n_args on are tensors of the
+     * program its forward reached otherwise (an object's field, a closure),
+     * lifted so the node can feed them; they get no gradient (forward runs
+     * without grad, as in eager mode) */
+    int n_args;
 } jg_custom_info;
 
 /* Makes sure the tracer's jg_apply hook is installed (it is at load). */

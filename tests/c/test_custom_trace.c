@@ -136,6 +136,26 @@ static int via_args_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_
 
 static const jg_function via_args_fn = {"ViaArgs", via_args_forward, via_args_backward, NULL};
 
+/* x * t, t reached through the args and saved; backward: g * tanh(t) */
+static int args_saved_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_tensor *t = *(jg_tensor *const *)jg_ctx_args(ctx);
+    if (jg_ctx_save_for_backward(ctx, 1, &t) < 0)
+        return -1;
+    out[0] = jg_mul(in[0], t);
+    return out[0] ? 1 : -1;
+}
+
+static int args_saved_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
+                               jg_tensor **din) {
+    (void)n_out;
+    din[0] = jg_mul(g[0], jg_tanh(jg_ctx_saved(ctx, 0)));
+    return din[0] ? n_in : -1;
+}
+
+static const jg_function args_saved_fn = {"ArgsSaved", args_saved_forward, args_saved_backward,
+                                          NULL};
+
 /* ------------------------------------------------------------- programs */
 
 /* sum(Exp2(x) * Exp2(tanh(x))): one call on a graph input, one on a node */
@@ -173,6 +193,15 @@ static int p_via_args(void *user, const void *args, int n, jg_tensor *const *in,
     (void)user, (void)args, (void)n;
     jg_tensor *t = jg_tanh(in[0]);
     out[0] = jg_sum(tf_apply1(&via_args_fn, 1, in, &t, sizeof t));
+    return out[0] ? 1 : -1;
+}
+
+/* sum(ArgsSaved(x; exp(x))) */
+static int p_args_saved(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *t = jg_exp(in[0]);
+    out[0] = jg_sum(tf_apply1(&args_saved_fn, 1, in, &t, sizeof t));
     return out[0] ? 1 : -1;
 }
 
@@ -318,8 +347,10 @@ static void test_backward_error_depends_on_arrived_grads(void **state) {
 }
 
 /* A traced tensor that reaches a function other than as a tensor argument
- * cannot be fed to its node: a graph break (eager fallback, equal to eager),
- * and with fullgraph a clear error naming the function. */
+ * is a lifted slot of its node when forward reads it; one the backward
+ * reads (kept in the state) cannot be fed to the traced backward: a graph
+ * break (eager fallback, equal to eager), and with fullgraph a clear error
+ * naming the function. */
 static void test_traced_tensor_outside_arguments_breaks(void **state) {
     (void)state;
     jg_compiled *c = jg_compile(p_via_args, NULL, NULL);
@@ -332,9 +363,17 @@ static void test_traced_tensor_outside_arguments_breaks(void **state) {
     jg_compiled_free(c);
     c = jg_compile(p_via_args, NULL, &(jg_compile_options){.fullgraph = true});
     assert_int_equal(run_once(c, p_via_args, NULL, NULL, 0, 3, &yc, &gc), -1);
-    TU_ERROR("ViaArgs.forward used a traced tensor that is not one of its tensor arguments");
+    TU_ERROR("ViaArgs.backward used a traced tensor that is not one of its tensor arguments");
     jg_compiled_free(c);
     jg_release(ye), jg_release(ge), jg_release(yc), jg_release(gc);
+}
+
+/* A traced tensor the forward reaches through its args (and saves) is a
+ * lifted slot of the node: compiled == eager with fullgraph (it was a graph
+ * break); it gets no gradient through the call, as in eager mode. */
+static void test_traced_tensor_in_args_lifted(void **state) {
+    (void)state;
+    check_matches_eager(p_args_saved, NULL, NULL, 0, true);
 }
 
 /* A traced tensor kept past its trace (and its graph) is refused with a
@@ -362,6 +401,7 @@ int main(void) {
         TU_TEST(test_backward_error_depends_on_arrived_grads),
         TU_TEST(test_traced_tensor_outside_arguments_breaks),
         TU_TEST(test_escaped_traced_tensor_refused),
+        TU_TEST(test_traced_tensor_in_args_lifted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
