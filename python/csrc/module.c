@@ -614,9 +614,12 @@ PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
         return NULL;
-    PyMethodDef *lists[] = {module_functions, jgp_module_op_functions,
-                            jgp_module_autograd_functions, jgp_module_function_functions,
-                            jgp_module_optim_functions, jgp_module_io_functions};
+    PyMethodDef *lists[] = {module_functions,
+                            jgp_module_op_functions,
+                            jgp_module_autograd_functions,
+                            jgp_module_function_functions,
+                            jgp_module_optim_functions,
+                            jgp_module_io_functions};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
         jgp_docs_apply(lists[l]);
         if (PyModule_AddFunctions(m, lists[l]) < 0)
