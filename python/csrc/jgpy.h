@@ -94,4 +94,8 @@ int jgp_compile_init(PyObject *module);
 extern PyObject *jgp_numpy; /* the numpy module, imported lazily; may be NULL */
 PyObject *jgp_import_numpy(void);
 
+/* ---- ops_opsshape.c (OPS-SHAPE) ---- */
+extern PyMethodDef jgp_tensor_opsshape_methods[];
+extern PyMethodDef jgp_module_opsshape_functions[];
+
 #endif
