@@ -345,6 +345,13 @@ def _plan(x, key):
     return tuple(basic), tensors
 
 
+def _checked(t, size, j):
+    """t's entries in [-size, size) made non-negative (an IndexError naming
+    dimension j otherwise): a lookup in arange(size) seen as dim j."""
+    table = _C.arange(size).reshape(*([1] * j + [size]))
+    return table._index(j, t).reshape(*t.shape)
+
+
 def _prepare(x, key):
     """The view to index, the dim its (single, combined) index applies at,
     the int64 index tensor and whether the view is x itself."""
@@ -359,6 +366,9 @@ def _prepare(x, key):
                 pairs.append((d + j, ix))
         else:
             pairs.append((d, t))
+    # each index checked and made non-negative against its own dim (an
+    # error names the index's position, as PyTorch's does)
+    pairs = [(d, _checked(t, shape[d], j)) for j, (d, t) in enumerate(pairs)]
     if len(pairs) == 1:
         return v, pairs[0][0], pairs[0][1], whole
     dims = [d for d, _ in pairs]
@@ -370,13 +380,10 @@ def _prepare(x, key):
         shape = tuple(v.shape)
         dims = list(range(len(dims)))
     d0, m = dims[0], len(dims)
-    # each index checked and made non-negative against its own dim, then
     # combined into one index over the flattened dims
     lin = None
     for j, (_, t) in enumerate(pairs):
-        size = shape[d0 + j]
-        checked = _C.arange(size)._index(0, t)
-        lin = checked if lin is None else lin * size + checked
+        lin = t if lin is None else lin * shape[d0 + j] + t
     flat = shape[:d0] + (-1,) + shape[d0 + m:]
     return v, d0, lin, whole, flat
 

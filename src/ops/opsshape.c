@@ -74,10 +74,12 @@ int jg_vjp_triu(VJP_ARGS) {
 }
 
 static jg_tensor *tri(jg_opcode op, const char *fn, jg_tensor *x, int64_t diagonal) {
+    (void)fn;
     if (!x)
-        return jg_errorf_null("%s: tensor is NULL", fn);
-    if (x->ndim < 2)
-        return jg_errorf_null("%s: input tensor must have at least 2 dimensions", fn);
+        return jg_errorf_null("%s: tensor is NULL", op == JG_OP_TRIL ? "tril" : "triu");
+    if (x->ndim < 2) /* PyTorch's message: it wraps dim -2 */
+        return jg_errorf_null("Dimension out of range (expected to be in range of [-1, 0], but got "
+                              "-2)");
     jg_attrs a = {.n = 1};
     a.i[0] = diagonal;
     return jg_op1(op, &a, x, NULL);
@@ -290,7 +292,8 @@ jg_tensor *jg_index_select(jg_tensor *x, int dim, jg_tensor *idx) {
         if (v && jg_copy_to(i1, v, sizeof(int64_t) * (size_t)n) == 0) {
             for (int64_t k = 0; k < n && d >= 0; k++)
                 if (v[k] < 0 || v[k] >= x1->shape[d])
-                    d = jg_errorf("index out of range in self");
+                    d = jg_errorf("INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
+                                  (long long)v[k], (long long)x1->shape[d]);
         } else {
             d = v ? -1 : jg_errorf("out of memory");
         }
@@ -336,8 +339,13 @@ int jg_index_put_(jg_tensor *x, int dim, jg_tensor *idx, jg_tensor *values) {
             goto done;
         }
     }
-    v = values->dtype == x->dtype ? values : jg_to_dtype(values, x->dtype);
-    v = v ? jg_expand(v, n, shape) : NULL;
+    if (values->dtype != x->dtype) {
+        jg_errorf("Index put requires the source and destination dtypes match, got %s for the "
+                  "destination and %s for the source.",
+                  jg_dtype_torch_name(x->dtype), jg_dtype_torch_name(values->dtype));
+        goto done;
+    }
+    v = jg_expand(values, n, shape);
     memcpy(flat, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     flat[dim] = w->shape[0];
     v = v ? jg_reshape(v, x->ndim, flat) : NULL;
@@ -396,15 +404,15 @@ jg_tensor *jg_narrow(jg_tensor *a, int dim, int64_t start, int64_t length) {
     if (d < 0)
         return NULL;
     int64_t n = a->shape[d];
-    if (start < -n || start > n)
-        return jg_errorf_null("start out of range (expected to be in range of [%lld, %lld], but "
-                              "got %lld)",
-                              (long long)-n, (long long)n, (long long)start);
+    /* PyTorch wraps start like a dim (and so words its error), except start == size */
+    if (start != n && (start < -(n ? n : 1) || start > (n ? n - 1 : 0)))
+        return jg_errorf_null("Dimension out of range (expected to be in range of [%lld, %lld], "
+                              "but got %lld)",
+                              (long long)-(n ? n : 1), (long long)(n ? n - 1 : 0),
+                              (long long)start);
     if (start < 0)
         start += n;
-    if (length < 0)
-        return jg_errorf_null("narrow(): length must be non-negative.");
-    if (start > n - length)
+    if (length < 0 || start > n - length)
         return jg_errorf_null("start (%lld) + length (%lld) exceeds dimension size (%lld).",
                               (long long)start, (long long)length, (long long)n);
     return jg_slice(a, d, start, start + length);
@@ -626,7 +634,8 @@ jg_tensor *jg_randperm(jg_dtype dtype, int64_t n) {
     if (check_dtype("randperm", dtype) < 0)
         return NULL;
     if (n < 0)
-        return jg_errorf_null("n must be non-negative, got%lld", (long long)n);
+        return jg_errorf_null("Trying to create tensor with negative dimension %lld: [%lld]",
+                              (long long)n, (long long)n);
     int64_t *v = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!v)
         return jg_errorf_null("out of memory");
