@@ -278,14 +278,14 @@ def _as_index(item):
     """A list / tuple / tensor index as an int64 or bool tensor."""
     if isinstance(item, _Tensor):
         if item.dtype not in (_C.int64, _C.int32, _C.bool):
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            raise IndexError("tensors used as indices must be long, byte or bool tensors")
         return item
     if isinstance(item, (list, tuple)):
         if len(item) == 0:
             return _C.tensor([], dtype=_C.int64)
         t = _C.tensor(item)
         if t.dtype not in (_C.int64, _C.bool):
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            raise IndexError("tensors used as indices must be long, byte or bool tensors")
         return t
     raise IndexError(f"jitgrad: unsupported index of type {type(item).__name__}")
 

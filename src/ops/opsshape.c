@@ -194,7 +194,7 @@ static bool readable(const jg_tensor *t) {
  * compiled program runs exactly where eager fails. */
 static jg_tensor *wrap_index(jg_tensor *idx, int dim, int64_t size) {
     if (idx->dtype != JG_I64 && idx->dtype != JG_I32)
-        return jg_errorf_null("tensors used as indices must be long, int, byte or bool tensors");
+        return jg_errorf_null("tensors used as indices must be long, byte or bool tensors");
     int64_t n = idx->numel;
     if (readable(idx)) {
         jg_tensor *c = jg_to_dtype(idx, JG_I64);
@@ -560,30 +560,63 @@ jg_tensor *jg_eye(jg_dtype dtype, int64_t n, int64_t m) {
     return t;
 }
 
+/* PyTorch 1.13's linspace kernel as the python3-torch reference runs it
+ * (its AVX2 build): the elements go in groups of two 32-byte vectors while
+ * a whole group fits; each vector starts from a base fma(step, i, start) —
+ * or fma(-step, steps - 1 - i, end) from the middle on — and adds k * step
+ * per lane; the remaining elements are computed one by one the same way.
+ * Integer results compute in double from the truncated start and end. */
+#define LINSPACE_LOOP(T, ACC, FMA, lanes)                                                          \
+    do {                                                                                           \
+        T *p_ = (T *)t->storage->data;                                                             \
+        ACC s_ = (ACC)(T)start, e_ = (ACC)(T)end;                                                  \
+        ACC step_ = steps > 1 ? (e_ - s_) / (ACC)(steps - 1) : (ACC)0;                             \
+        int64_t half_ = steps / 2, i_ = 0;                                                         \
+        for (; i_ + 2 * (lanes) <= steps; i_ += (lanes)) {                                         \
+            ACC base_ =                                                                            \
+                i_ < half_ ? FMA(step_, (ACC)i_, s_) : FMA(-step_, (ACC)(steps - i_ - 1), e_);     \
+            for (int64_t k_ = 0; k_ < (lanes); k_++)                                               \
+                p_[i_ + k_] = (T)((ACC)(T)base_ + (ACC)k_ * step_);                                \
+            i_ += (lanes);                                                                         \
+            base_ = i_ < half_ ? FMA(step_, (ACC)i_, s_) : FMA(-step_, (ACC)(steps - i_ - 1), e_); \
+            for (int64_t k_ = 0; k_ < (lanes); k_++)                                               \
+                p_[i_ + k_] = (T)((ACC)(T)base_ + (ACC)k_ * step_);                                \
+        }                                                                                          \
+        for (; i_ < steps; i_++)                                                                   \
+            p_[i_] = (T)(i_ < half_ ? FMA(step_, (ACC)i_, s_)                                      \
+                                    : FMA(-step_, (ACC)(steps - i_ - 1), e_));                     \
+    } while (0)
+
 jg_tensor *jg_linspace(jg_dtype dtype, double start, double end, int64_t steps) {
     if (check_dtype("linspace", dtype) < 0)
         return NULL;
+    if (dtype == JG_BOOL)
+        return jg_errorf_null("\"linspace_cpu\" not implemented for 'Bool'");
     if (steps < 0)
         return jg_errorf_null("number of steps must be non-negative");
     jg_tensor *t = jg_full(dtype, 1, &steps, 0.0);
     if (!t || steps == 0)
         return t;
-    /* PyTorch's kernel: the first half counts up from start, the second
-     * down from end, in the result's type (double for integer results) */
-    int64_t half = steps / 2;
-    if (dtype == JG_F32) {
-        float s = (float)start, e = (float)end;
-        float step = steps > 1 ? (e - s) / (float)(steps - 1) : 0.0f;
-        float *p = (float *)t->storage->data;
-        for (int64_t i = 0; i < steps; i++)
-            p[i] = i < half ? s + step * (float)i : e - step * (float)(steps - i - 1);
-    } else {
-        double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0.0;
-        for (int64_t i = 0; i < steps; i++)
-            store(t, i, i < half ? start + step * (double)i : end - step * (double)(steps - i - 1));
-    }
-    if (steps == 1)
+    if (steps == 1) {
         store(t, 0, start);
+        return t;
+    }
+    switch (dtype) {
+    case JG_F32:
+        LINSPACE_LOOP(float, float, fmaf, 8);
+        break;
+    case JG_F64:
+        LINSPACE_LOOP(double, double, fma, 4);
+        break;
+    case JG_I64:
+        LINSPACE_LOOP(int64_t, double, fma, 4);
+        break;
+    case JG_I32:
+        LINSPACE_LOOP(int32_t, double, fma, 8);
+        break;
+    case JG_BOOL:
+        break;
+    }
     return t;
 }
 
