@@ -277,7 +277,7 @@ _Tensor.type = _type
 def _as_index(item):
     """A list / tuple / tensor index as an int64 or bool tensor."""
     if isinstance(item, _Tensor):
-        if item.dtype not in (_C.int64, _C.int32, _C.bool):
+        if item.dtype not in (_C.int64, _C.bool):
             raise IndexError("tensors used as indices must be long, byte or bool tensors")
         return item
     if isinstance(item, (list, tuple)):
@@ -310,10 +310,22 @@ def _mask_indices(mask, shape, at):
             for v in reversed(out)]
 
 
+def _as_tuple(key):
+    """PyTorch's (and old NumPy's) reading of a key: a short list holding
+    sequences, tensors, slices, None or ... is a tuple of indices."""
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and _b.any(
+            isinstance(k, (list, tuple, _Tensor, slice)) or k is None or k is Ellipsis
+            for k in key):
+        return tuple(key)
+    return (key,)
+
+
 def _plan(x, key):
     """Splits key into the basic part (applied as a view) and the index
     tensors: returns (basic_key, [(dim in the view, int64 tensor), ...])."""
-    items = key if isinstance(key, tuple) else (key,)
+    items = _as_tuple(key)
     adv = [isinstance(it, (_Tensor, list, tuple)) for it in items]
     if not _b.any(adv):
         return items, []
@@ -389,6 +401,9 @@ def _prepare(x, key):
 
 
 def _getitem(x, key):
+    key = _as_tuple(key)
+    if not _b.any(isinstance(k, (_Tensor, list, tuple)) for k in key):
+        return x[key]
     p = _prepare(x, key)
     if len(p) == 4:
         v, d, idx, _ = p
@@ -398,6 +413,10 @@ def _getitem(x, key):
 
 
 def _setitem(x, key, value):
+    key = _as_tuple(key)
+    if not _b.any(isinstance(k, (_Tensor, list, tuple)) for k in key):
+        x[key] = value
+        return
     p = _prepare(x, key)
     if not isinstance(value, _Tensor):
         value = _C.tensor(value, dtype=x.dtype)

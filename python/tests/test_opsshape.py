@@ -495,3 +495,74 @@ def test_compiled_index_out_of_range_fails_like_eager(backend):
     assert cf(x, jg.tensor([2, -1])).tolist() == [6.0, 6.0]
     with pytest.raises(IndexError, match="out of bounds"):
         cf(x, jg.tensor([0, 3]))
+
+
+# ------------------------------------------------------------ edge cases
+
+
+def _w_transpose(T, a):
+    b = a.t()
+    b[[0]] = 5.0
+    return a
+
+
+def _w_mask_tensor(T, a):
+    a[a > 5] = T.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    return a
+
+
+def _w_broadcast(T, a):
+    a[:, [1, 2]] = T.tensor([[9.0], [8.0], [7.0]])
+    return a
+
+
+def _w_value_grad(T, a):
+    v = T.ones(2, requires_grad=True)
+    a[[0, 1], [0, 0]] = v
+    a.sum().backward()
+    return v.grad
+
+
+def _w_augmented(T, a):
+    a[[-1]] += 1
+    return a
+
+
+def _w_stepped(T, a):
+    a[::2, ::3] = 1
+    return a
+
+
+EDGE = {
+    "empty list": lambda T, a: a[[]],
+    "empty tensor": lambda T, a: a[T.tensor([], dtype=T.int64)],
+    "mask all false": lambda T, a: a[a > 100],
+    "int32 index refused": lambda T, a: a[T.tensor([0, 2], dtype=T.int32)],
+    "strided index": lambda T, a: a[T.tensor([[0, 1, 2, 0]]).t()[1:]],
+    "None then list": lambda T, a: a[None, [0]],
+    "ellipsis mask": lambda T, a: a[..., a[0] > 1],
+    "int then list": lambda T, a: a[1, [0, 0]],
+    "bool list": lambda T, a: a[[True, False, True]],
+    "nested list is a tuple": lambda T, a: a[[[0, 1], [1, 2]]],
+    "tuple in tuple": lambda T, a: a[(0, 1), ],
+    "write through transpose": _w_transpose,
+    "mask write tensor": _w_mask_tensor,
+    "broadcast write": _w_broadcast,
+    "value grad into plain tensor": _w_value_grad,
+    "augmented assign": _w_augmented,
+    "stepped write both dims": _w_stepped,
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE))
+def test_index_edge_cases_like_torch(name):
+    f = EDGE[name]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    try:
+        tr = f(torch, torch.tensor(x))
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e), match=None) as je:
+            f(jg, jg.tensor(x))
+        assert str(je.value).split("\n")[0] == str(e).split("\n")[0]
+        return
+    same(f(jg, jg.tensor(x)), tr)
