@@ -566,3 +566,19 @@ def test_index_edge_cases_like_torch(name):
         assert str(je.value).split("\n")[0] == str(e).split("\n")[0]
         return
     same(f(jg, jg.tensor(x)), tr)
+
+
+def test_cat_many_pieces_with_and_without_grad():
+    xs = [data(2, k + 1, 3, seed=k) for k in range(7)]
+    ja = [jg.tensor(x, requires_grad=True) for x in xs]
+    ta = [torch.tensor(x, requires_grad=True) for x in xs]
+    jr, tr = jg.cat(ja, 1), torch.cat(ta, 1)
+    same(jr, tr)
+    g = data(*tr.shape, seed=9)
+    jr.backward(jg.tensor(g))
+    tr.backward(torch.tensor(g))
+    for p, q in zip(ja, ta):
+        same(p.grad, q.grad)
+    with jg.no_grad():
+        same(jg.cat(ja, 1), tr)
+    same(jg.cat([jg.tensor(x) for x in xs], -2), tr)

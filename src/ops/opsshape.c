@@ -420,6 +420,37 @@ jg_tensor *jg_narrow(jg_tensor *a, int dim, int64_t start, int64_t length) {
 
 /* ------------------------------------------------------------ cat/stack */
 
+/* cat of n pieces of one dtype as ops with VJPs (scope-owned): the first
+ * piece placed into zeros of the whole shape (slice_backward), each other
+ * piece written over its range (slice_scatter).  Halves are joined
+ * recursively, so each element is copied O(log n) times, not O(n). */
+static jg_tensor *cat_ops(jg_tensor *const *ps, int n, int d, int64_t total) {
+    if (n > 2) {
+        int h = n / 2;
+        int64_t left = 0;
+        for (int k = 0; k < h; k++)
+            left += ps[k]->shape[d];
+        jg_tensor *halves[2] = {cat_ops(ps, h, d, left), NULL};
+        halves[1] = halves[0] ? cat_ops(ps + h, n - h, d, total - left) : NULL;
+        return halves[1] ? cat_ops(halves, 2, d, total) : NULL;
+    }
+    const jg_tensor *t0 = ps[0];
+    jg_attrs sb = {.n = 3 + t0->ndim};
+    sb.i[0] = d;
+    sb.i[2] = t0->shape[d];
+    for (int j = 0; j < t0->ndim; j++)
+        sb.i[3 + j] = j == d ? total : t0->shape[j];
+    jg_tensor *r = jg_op1(JG_OP_SLICE_BACKWARD, &sb, ps[0], NULL);
+    if (r && n == 2) {
+        jg_attrs sa = {.n = 3};
+        sa.i[0] = d;
+        sa.i[1] = t0->shape[d];
+        sa.i[2] = total;
+        r = jg_op1(JG_OP_SLICE_SCATTER, &sa, r, ps[1]);
+    }
+    return r;
+}
+
 jg_tensor *jg_cat(int n, jg_tensor *const *ts, int dim) {
     if (n <= 0 || !ts)
         return jg_errorf_null("torch.cat(): expected a non-empty list of Tensors");
@@ -451,24 +482,46 @@ jg_tensor *jg_cat(int n, jg_tensor *const *ts, int dim) {
         total += t->shape[d];
         dt = jg_dtype_promote(dt, t->dtype);
     }
+    jg_tensor *r = NULL;
+    bool direct = !jg_trace_capture && !jg_any_requires_grad(n, ts);
+    for (int k = 0; k < n && direct; k++)
+        direct = !ts[k]->sym;
+    if (direct) { /* no history to record: copy each piece into place */
+        int64_t shape[JG_MAX_DIMS];
+        memcpy(shape, t0->shape, sizeof shape);
+        shape[d] = total;
+        if (!(r = jg_tensor_alloc(dt, t0->ndim, shape)))
+            return NULL;
+        jg_scope_push();
+        int64_t off = 0;
+        for (int k = 0; k < n && r; k++) {
+            jg_tensor *p = ts[k]->dtype == dt ? ts[k] : jg_to_dtype(ts[k], dt);
+            jg_tensor dst = *r;
+            dst.shape[d] = ts[k]->shape[d];
+            dst.numel = jg_shape_numel(dst.ndim, dst.shape);
+            dst.offset = r->offset + off * r->stride[d];
+            off += ts[k]->shape[d];
+            if (!p) {
+                jg_release(r);
+                r = NULL;
+            } else if (dst.numel) {
+                jg_copy_data(&dst, p);
+            }
+        }
+        jg_scope_pop();
+        return r ? jg_scope_track(r) : NULL;
+    }
     jg_scope_push();
-    /* the first piece placed into zeros of the whole shape, then each other
-     * piece written over its range: every step an op with a VJP */
-    jg_attrs sb = {.n = 3 + t0->ndim};
-    sb.i[0] = d;
-    sb.i[2] = t0->shape[d];
-    for (int j = 0; j < t0->ndim; j++)
-        sb.i[3 + j] = j == d ? total : t0->shape[j];
-    jg_tensor *p0 = t0->dtype == dt ? ts[0] : jg_to_dtype(ts[0], dt);
-    jg_tensor *r = p0 ? jg_op1(JG_OP_SLICE_BACKWARD, &sb, p0, NULL) : NULL;
-    int64_t off = t0->shape[d];
-    for (int k = 1; k < n && r; k++) {
-        jg_tensor *p = ts[k]->dtype == dt ? ts[k] : jg_to_dtype(ts[k], dt);
-        jg_attrs sa = {.n = 3};
-        sa.i[0] = d;
-        sa.i[1] = off;
-        sa.i[2] = off += ts[k]->shape[d];
-        r = p ? jg_op1(JG_OP_SLICE_SCATTER, &sa, r, p) : NULL;
+    jg_tensor **ps = malloc(sizeof(jg_tensor *) * (size_t)n);
+    if (ps) {
+        int k = 0;
+        for (; k < n; k++)
+            if (!(ps[k] = ts[k]->dtype == dt ? ts[k] : jg_to_dtype(ts[k], dt)))
+                break;
+        r = k == n ? cat_ops(ps, n, d, total) : NULL;
+        free(ps);
+    } else {
+        jg_errorf("out of memory");
     }
     jg_keep(r);
     jg_scope_pop();
