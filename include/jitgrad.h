@@ -316,6 +316,10 @@ jg_tensor *jg_index(jg_tensor *a, int dim, jg_tensor *index);
  * elements get no gradient through a; values get theirs).  Repeated
  * indices: the last write wins. */
 int jg_index_put_(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *values);
+/* The coordinates of a's nonzero (true) elements in row-major order:
+ * int64 [count, ndim] (PyTorch's nonzero).  Reads the values, so a traced
+ * tensor is a graph break. */
+jg_tensor *jg_nonzero(jg_tensor *a);
 /* n x m with ones on the diagonal. */
 jg_tensor *jg_eye(jg_dtype dtype, int64_t n, int64_t m);
 /* steps values from start to end inclusive, as PyTorch computes them. */

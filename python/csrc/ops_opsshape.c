@@ -207,7 +207,13 @@ static PyObject *m_index_put_(PyObject *self, PyObject *args) {
     return self;
 }
 
+static PyObject *m_nonzero_(PyObject *self, PyObject *noargs) {
+    (void)noargs;
+    return jgp_wrap_new(jg_nonzero(jgp_t(self)));
+}
+
 PyMethodDef jgp_tensor_opsshape_methods[] = {
+    {"_nonzero", m_nonzero_, METH_NOARGS, NULL},
     {"tril", CF(m_tril), KW, NULL},
     {"triu", CF(m_triu), KW, NULL},
     {"narrow", CF(m_narrow), KW, NULL},

@@ -253,6 +253,18 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
     return self.to(dtype)
 
 
+def nonzero(input, *, as_tuple=False, out=None):
+    """The indices of input's nonzero elements: int64 [count, ndim], or with
+    as_tuple one 1-D tensor per dim."""
+    _no_out("nonzero", out)
+    nz = input._nonzero()
+    if not as_tuple:
+        return nz
+    if input.dim() == 0:
+        return (nz.reshape(-1),)
+    return tuple(nz[:, j] for j in range(input.dim()))
+
+
 def _split(self, split_size, dim=0):
     return split(self, split_size, dim)
 
@@ -261,6 +273,7 @@ def _chunk(self, chunks, dim=0):
     return chunk(self, chunks, dim)
 
 
+_Tensor.nonzero = lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple)
 _Tensor.split = _split
 _Tensor.chunk = _chunk
 _Tensor.new_full = _new_full
@@ -299,15 +312,8 @@ def _mask_indices(mask, shape, at):
             raise IndexError(
                 f"The shape of the mask {list(mask.shape)} at index {j} does not match the "
                 f"shape of the indexed tensor {list(shape)} at index {at + j}")
-    flat = mask.reshape(-1).tolist()
-    pos = [i for i, v in enumerate(flat) if v]
-    out = []
-    for j in range(k - 1, -1, -1):
-        n = mask.shape[j]
-        out.append([p % n for p in pos])
-        pos = [p // n for p in pos]
-    return [_C.tensor(v, dtype=_C.int64) if v else _C.tensor([], dtype=_C.int64)
-            for v in reversed(out)]
+    nz = mask._nonzero()
+    return [nz[:, j] for j in range(k)]
 
 
 def _as_tuple(key):

@@ -582,3 +582,13 @@ def test_cat_many_pieces_with_and_without_grad():
     with jg.no_grad():
         same(jg.cat(ja, 1), tr)
     same(jg.cat([jg.tensor(x) for x in xs], -2), tr)
+
+
+def test_nonzero():
+    x = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]], dtype=np.float32)
+    same(jg.tensor(x).nonzero(), torch.tensor(x).nonzero())
+    same(jg.nonzero(jg.tensor(x > 0)), torch.nonzero(torch.tensor(x > 0)))
+    for j, t in zip(jg.nonzero(jg.tensor(x), as_tuple=True),
+                    torch.nonzero(torch.tensor(x), as_tuple=True)):
+        same(j, t)
+    same(jg.zeros(0, 3).nonzero(), torch.zeros(0, 3).nonzero())

@@ -366,6 +366,40 @@ done:
     return rc;
 }
 
+jg_tensor *jg_nonzero(jg_tensor *a) {
+    if (!a)
+        return jg_errorf_null("nonzero: tensor is NULL");
+    if (jg_check_concrete(a, "nonzero") < 0)
+        return NULL;
+    int64_t n = a->numel, count = 0;
+    jg_scope_push();
+    jg_tensor *b = a->dtype == JG_BOOL ? a : jg_ne_scalar(a, 0);
+    bool *flags = malloc((size_t)(n ? n : 1));
+    jg_tensor *r = NULL;
+    if (b && flags && jg_copy_to(b, flags, (size_t)n) == 0) {
+        for (int64_t i = 0; i < n; i++)
+            count += flags[i];
+        int64_t shape[2] = {count, a->ndim};
+        r = jg_keep(jg_tensor_new(JG_I64, 2, shape, NULL));
+        int64_t *o = r ? jg_data(r) : NULL;
+        for (int64_t i = 0, row = 0; o && i < n; i++) {
+            if (!flags[i])
+                continue;
+            int64_t rest = i; /* row-major position -> coordinates */
+            for (int d = a->ndim - 1; d >= 0; d--) {
+                o[row * a->ndim + d] = rest % a->shape[d];
+                rest /= a->shape[d];
+            }
+            row++;
+        }
+    } else if (!flags) {
+        jg_errorf("out of memory");
+    }
+    free(flags);
+    jg_scope_pop();
+    return r ? jg_scope_track(r) : NULL;
+}
+
 /* ------------------------------------------------------ slices, narrow */
 
 jg_tensor *jg_slice_step(jg_tensor *a, int dim, int64_t start, int64_t end, int64_t step) {

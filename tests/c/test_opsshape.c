@@ -148,6 +148,12 @@ static void test_creation(void **state) {
     TU_ERROR("not enough non-negative category to sample");
 }
 
+static void test_nonzero(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(2, 3), TU_VALS(0, 1.5, 0, 2, 0, -1));
+    TU_CHECK(jg_nonzero(x), 2, TU_SHAPE(3, 2), TU_VALS(0, 1, 1, 0, 1, 2), 0);
+}
+
 static jg_tensor *compiled_prog(void *user, int n, jg_tensor *const *in) {
     return shape_fn(user, n, in);
 }
@@ -195,6 +201,7 @@ int main(void) {
         TU_TEST(test_stepped_slice_view_writes_base),
         TU_TEST(test_index_put_and_errors),
         TU_TEST(test_creation),
+        TU_TEST(test_nonzero),
         TU_TEST(test_compiled_equals_eager),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
