@@ -214,11 +214,13 @@ static PyObject *m_nonzero_(PyObject *self, PyObject *noargs) {
 
 PyMethodDef jgp_tensor_opsshape_methods[] = {
     {"_nonzero", m_nonzero_, METH_NOARGS, NULL},
-    {"tril", CF(m_tril), KW, NULL},
-    {"triu", CF(m_triu), KW, NULL},
-    {"narrow", CF(m_narrow), KW, NULL},
-    {"index_select", CF(m_index_select), KW, NULL},
-    {"multinomial", CF(m_multinomial), KW, NULL},
+    {"tril", CF(m_tril), KW, "tril(diagonal=0): lower triangle of the last two dims"},
+    {"triu", CF(m_triu), KW, "triu(diagonal=0): upper triangle of the last two dims"},
+    {"narrow", CF(m_narrow), KW, "narrow(dim, start, length): a view of a range of dim"},
+    {"index_select", CF(m_index_select), KW,
+     "index_select(dim, index): the entries of a 1-D int64 index along dim"},
+    {"multinomial", CF(m_multinomial), KW,
+     "multinomial(num_samples, replacement=False): category indices drawn per row"},
     {"_index", m_index, METH_VARARGS, NULL},
     {"_index_put_", m_index_put_, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

@@ -44,6 +44,8 @@ def _size_arg(size, fn):
 
 
 def cat(tensors, dim=0, *, out=None):
+    """Joins tensors (same number of dims, equal sizes but in dim) along
+    dim; dtypes promote. Differentiable in each."""
     _no_out("cat", out)
     return _C._cat(tensors, dim)
 
@@ -53,15 +55,18 @@ concatenate = cat
 
 
 def stack(tensors, dim=0, *, out=None):
+    """Joins equal-shaped tensors along a new dim."""
     _no_out("stack", out)
     return _C._stack(tensors, dim)
 
 
 def hstack(tensors):
+    """cat along dim 1 (dim 0 for 1-D tensors)."""
     return cat(tensors, 0 if tensors and tensors[0].dim() == 1 else 1)
 
 
 def vstack(tensors):
+    """cat along dim 0, 1-D tensors seen as rows."""
     return cat([t.reshape(1, -1) if t.dim() < 2 else t for t in tensors], 0)
 
 
@@ -117,20 +122,26 @@ def chunk(input, chunks, dim=0):
 
 
 def narrow(input, dim, start, length):
+    """The view input[start:start+length] along dim."""
     return input.narrow(dim, start, length)
 
 
 def tril(input, diagonal=0, *, out=None):
+    """The lower triangle of the last two dims (below and on `diagonal`),
+    the rest zero."""
     _no_out("tril", out)
     return input.tril(diagonal)
 
 
 def triu(input, diagonal=0, *, out=None):
+    """The upper triangle of the last two dims (on and above `diagonal`),
+    the rest zero."""
     _no_out("triu", out)
     return input.triu(diagonal)
 
 
 def index_select(input, dim, index, *, out=None):
+    """input along dim at the entries of a 1-D int64 index."""
     _no_out("index_select", out)
     return input.index_select(dim, index)
 
@@ -140,6 +151,7 @@ def index_select(input, dim, index, *, out=None):
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
         pin_memory=False):
+    """An n x m (m defaults to n) tensor with ones on the diagonal."""
     _no_out("eye", out)
     _check_device(device)
     return _created(_C._eye(_b.int(n), _b.int(n if m is None else m), dtype), requires_grad)
@@ -147,6 +159,8 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
+    """`steps` evenly spaced values from start to end inclusive (the values
+    PyTorch 1.13 computes)."""
     _no_out("linspace", out)
     _check_device(device)
     if isinstance(start, _Tensor):
@@ -188,6 +202,8 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """num_samples category indices per row of the weights `input`, drawn
+    from jitgrad's generator."""
     _no_out("multinomial", out)
     return input.multinomial(num_samples, replacement, generator=generator)
 
