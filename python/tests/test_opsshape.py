@@ -592,3 +592,20 @@ def test_nonzero():
                     torch.nonzero(torch.tensor(x), as_tuple=True)):
         same(j, t)
     same(jg.zeros(0, 3).nonzero(), torch.zeros(0, 3).nonzero())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_index_writes_into_an_input(backend):
+    def f(x, v, idx):
+        x[idx] = v
+        x[:, ::2] = 0.0
+        return x * 2
+
+    cf = jg.compile(f, backend=backend, fullgraph=True)
+    for _ in range(2):
+        xa, xb = jg.ones(3, 4), jg.ones(3, 4)
+        v = jg.tensor([5.0, 6.0, 7.0, 8.0])
+        ra, rb = f(xa, v, jg.tensor([1])), cf(xb, v, jg.tensor([1]))
+        assert ra.numpy().tobytes() == rb.numpy().tobytes()
+        assert xa.numpy().tobytes() == xb.numpy().tobytes()
+    assert cf._jitgrad_compiled.fallbacks() == 0
