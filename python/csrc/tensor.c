@@ -742,7 +742,16 @@ static PyObject *bool_mask_key(PyObject *key) {
 /* Indexing with tensors or lists (advanced indexing) is arranged in
  * jitgrad/_opsshape.py out of the library's index and index_put_ calls. */
 static bool is_advanced_item(PyObject *it) {
-    return jgp_is_tensor(it) || PyList_Check(it) || PyTuple_Check(it);
+    if (jgp_is_tensor(it) || PyList_Check(it) || PyTuple_Check(it))
+        return true;
+    if (PyLong_Check(it) || PyBytes_Check(it) || !PyObject_CheckBuffer(it))
+        return false;
+    /* a NumPy array with dims (NumPy integer scalars are plain indices) */
+    PyObject *nd = PyObject_GetAttrString(it, "ndim");
+    long n = nd && PyLong_Check(nd) ? PyLong_AsLong(nd) : 0;
+    Py_XDECREF(nd);
+    PyErr_Clear();
+    return n > 0;
 }
 
 static bool is_advanced_key(PyObject *key) {

@@ -303,8 +303,20 @@ _Tensor.type = _type
 # ---- advanced indexing ----
 
 
+def _is_array(item):
+    return hasattr(item, "__array_interface__") and getattr(item, "ndim", 0) > 0
+
+
+def _is_adv(item):
+    return isinstance(item, (_Tensor, list, tuple)) or _is_array(item)
+
+
 def _as_index(item):
-    """A list / tuple / tensor index as an int64 or bool tensor."""
+    """A list / tuple / NumPy array / tensor index as an int64 or bool tensor."""
+    if _is_array(item):
+        item = _C.tensor(item)
+        if item.dtype == _C.int32:
+            item = item.long()
     if isinstance(item, _Tensor):
         if item.dtype not in (_C.int64, _C.bool):
             raise IndexError("tensors used as indices must be long, byte or bool tensors")
@@ -338,7 +350,7 @@ def _as_tuple(key):
     if isinstance(key, tuple):
         return key
     if isinstance(key, list) and len(key) < 32 and _b.any(
-            isinstance(k, (list, tuple, _Tensor, slice)) or k is None or k is Ellipsis
+            _is_adv(k) or isinstance(k, slice) or k is None or k is Ellipsis
             for k in key):
         return tuple(key)
     return (key,)
@@ -348,7 +360,7 @@ def _plan(x, key):
     """Splits key into the basic part (applied as a view) and the index
     tensors: returns (basic_key, [(dim in the view, int64 tensor), ...])."""
     items = _as_tuple(key)
-    adv = [isinstance(it, (_Tensor, list, tuple)) for it in items]
+    adv = [_is_adv(it) for it in items]
     if not _b.any(adv):
         return items, []
     items = [_as_index(it) if a else it for it, a in zip(items, adv)]
@@ -424,7 +436,7 @@ def _prepare(x, key):
 
 def _getitem(x, key):
     key = _as_tuple(key)
-    if not _b.any(isinstance(k, (_Tensor, list, tuple)) for k in key):
+    if not _b.any(_is_adv(k) for k in key):
         return x[key]
     p = _prepare(x, key)
     if len(p) == 4:
@@ -436,7 +448,7 @@ def _getitem(x, key):
 
 def _setitem(x, key, value):
     key = _as_tuple(key)
-    if not _b.any(isinstance(k, (_Tensor, list, tuple)) for k in key):
+    if not _b.any(_is_adv(k) for k in key):
         x[key] = value
         return
     p = _prepare(x, key)
