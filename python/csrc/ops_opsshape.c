@@ -14,7 +14,7 @@ static jg_tensor **tensor_seq(PyObject *seq, const char *fn, int *n) {
     if (jgp_is_tensor(seq) || !PySequence_Check(seq)) {
         PyErr_Format(PyExc_TypeError,
                      "%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s", fn,
-                     Py_TYPE(seq)->tp_name);
+                     jgp_is_tensor(seq) ? "Tensor" : Py_TYPE(seq)->tp_name);
         return NULL;
     }
     Py_ssize_t len = PySequence_Size(seq);

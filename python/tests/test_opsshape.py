@@ -612,3 +612,16 @@ def test_compiled_index_writes_into_an_input(backend):
         assert ra.numpy().tobytes() == rb.numpy().tobytes()
         assert xa.numpy().tobytes() == xb.numpy().tobytes()
     assert cf._jitgrad_compiled.fallbacks() == 0
+
+
+def test_cat_argument_errors_like_torch():
+    for f in [lambda T: T.cat(T.zeros(2)), lambda T: T.stack([1, 2])]:
+        raises_like(lambda: f(jg), lambda: f(torch))
+
+
+def test_hstack_vstack():
+    x = data(2, 3)
+    a, t = jg.tensor(x), torch.tensor(x)
+    same(jg.hstack([a, a]), torch.hstack([t, t]))
+    same(jg.vstack([a[0], a[1]]), torch.vstack([t[0], t[1]]))
+    same(jg.hstack([a[0], a[1]]), torch.hstack([t[0], t[1]]))
