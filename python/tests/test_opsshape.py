@@ -625,3 +625,26 @@ def test_hstack_vstack():
     same(jg.hstack([a, a]), torch.hstack([t, t]))
     same(jg.vstack([a[0], a[1]]), torch.vstack([t[0], t[1]]))
     same(jg.hstack([a[0], a[1]]), torch.hstack([t[0], t[1]]))
+
+
+def test_index_write_without_history_in_place_like_torch():
+    def run(T):
+        x = T.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2))
+        y = T.zeros(4)
+        y[[0, 2]] = 1.0
+        w = T.zeros(2, 3, requires_grad=True)
+        with T.no_grad():
+            w[:, [0]] = 5.0
+        return x, y, w
+
+    (jx, jy, jw), (tx, ty, tw) = run(jg), run(torch)
+    same(jy, ty)
+    assert jy._version == ty._version
+    same(jw, tw)
+    assert jw.requires_grad and jw.grad_fn is None
+
+    def overlap(T):
+        x = T.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2))
+        x[[1, 0]] = x[0:2]
+
+    raises_like(lambda: overlap(jg), lambda: overlap(torch))

@@ -127,6 +127,16 @@ static jg_tensor slice1(const jg_tensor *t, int d, int64_t i) {
     return s;
 }
 
+/* o's slices along d at the (in range) 1-D ix replaced by v's, in order. */
+static void write_slices(jg_tensor *o, int d, const jg_tensor *ix, const jg_tensor *v) {
+    const int64_t *ip = (const int64_t *)jg_tensor_ptr(ix);
+    for (int64_t k = 0; k < ix->shape[0]; k++) {
+        jg_tensor dst = slice1(o, d, ip[k * ix->stride[0]]), src = slice1(v, d, k);
+        if (dst.numel)
+            jg_copy_data(&dst, &src);
+    }
+}
+
 int jg_k_index_copy(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     jg_tensor *x = in[0], *ix = in[1], *v = in[2], *o = out[0];
     int d = (int)a->i[0];
@@ -140,11 +150,7 @@ int jg_k_index_copy(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     }
     if (o->numel)
         jg_copy_data(o, x);
-    for (int64_t k = 0; k < n; k++) {
-        jg_tensor dst = slice1(o, d, ip[k * ix->stride[0]]), src = slice1(v, d, k);
-        if (dst.numel)
-            jg_copy_data(&dst, &src);
-    }
+    write_slices(o, d, ix, v);
     return 0;
 }
 
@@ -306,6 +312,25 @@ jg_tensor *jg_index_select(jg_tensor *x, int dim, jg_tensor *idx) {
     return jg_scope_track(r);
 }
 
+/* Do a's and b's elements share memory (by the extents they span)? */
+static bool overlaps(const jg_tensor *a, const jg_tensor *b) {
+    if (a->sym || b->sym || !jg_same_storage(a, b) || !a->numel || !b->numel)
+        return false;
+    int64_t lo[2], hi[2];
+    const jg_tensor *t[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        lo[k] = hi[k] = t[k]->offset;
+        for (int d = 0; d < t[k]->ndim; d++) {
+            int64_t span = (t[k]->shape[d] - 1) * t[k]->stride[d];
+            if (span < 0)
+                lo[k] += span;
+            else
+                hi[k] += span;
+        }
+    }
+    return lo[0] <= hi[1] && lo[1] <= hi[0];
+}
+
 int jg_index_put_(jg_tensor *x, int dim, jg_tensor *idx, jg_tensor *values) {
     if (index_args("index_put_", x, &dim, idx) < 0)
         return -1;
@@ -351,6 +376,20 @@ int jg_index_put_(jg_tensor *x, int dim, jg_tensor *idx, jg_tensor *values) {
     v = v ? jg_reshape(v, x->ndim, flat) : NULL;
     if (!v)
         goto done;
+    if (overlaps(x, values)) {
+        jg_errorf("unsupported operation: some elements of the input tensor and the written-to "
+                  "tensor refer to a single memory location. Please clone() the tensor before "
+                  "performing the operation.");
+        goto done;
+    }
+    jg_tensor *both[2] = {x, v};
+    if (!jg_trace_capture && !x->sym && !w->sym && !v->sym && !jg_any_requires_grad(2, both)) {
+        /* no history to record: write the slices in place */
+        write_slices(x, dim, w, v);
+        x->storage->version++;
+        rc = 0;
+        goto done;
+    }
     /* index_copy saves its inputs, and x is about to change: copy it first
      * when a gradient will be computed */
     jg_tensor *base = x;
