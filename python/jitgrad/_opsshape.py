@@ -426,12 +426,24 @@ def _prepare(x, key):
         shape = tuple(v.shape)
         dims = list(range(len(dims)))
     d0, m = dims[0], len(dims)
+    _check_broadcast([t for _, t in pairs])
     # combined into one index over the flattened dims
-    lin = None
+    lin, n = None, 1
     for j, (_, t) in enumerate(pairs):
         lin = t if lin is None else lin * shape[d0 + j] + t
-    flat = shape[:d0] + (-1,) + shape[d0 + m:]
+        n *= shape[d0 + j]
+    flat = shape[:d0] + (n,) + shape[d0 + m:]
     return v, d0, lin, whole, flat
+
+
+def _check_broadcast(ts):
+    nd = _b.max(t.dim() for t in ts)
+    for k in range(1, nd + 1):
+        sizes = {t.shape[-k] for t in ts if t.dim() >= k} - {1}
+        if len(sizes) > 1:
+            shapes = ", ".join(str(list(t.shape)) for t in ts)
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                             f"with shapes {shapes}")
 
 
 def _getitem(x, key):

@@ -176,6 +176,7 @@ INDEX_ERRORS = [
     lambda T, x: x[T.zeros(3, dtype=T.bool)],
     lambda T, x: x[:, ::-1],
     lambda T, x: x[T.tensor([0.5])],
+    lambda T, x: x[[0, 1], [0, 1, 2]],
 ]
 
 

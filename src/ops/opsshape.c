@@ -74,9 +74,8 @@ int jg_vjp_triu(VJP_ARGS) {
 }
 
 static jg_tensor *tri(jg_opcode op, const char *fn, jg_tensor *x, int64_t diagonal) {
-    (void)fn;
     if (!x)
-        return jg_errorf_null("%s: tensor is NULL", op == JG_OP_TRIL ? "tril" : "triu");
+        return jg_errorf_null("%s: tensor is NULL", fn);
     if (x->ndim < 2) /* PyTorch's message: it wraps dim -2 */
         return jg_errorf_null("Dimension out of range (expected to be in range of [-1, 0], but got "
                               "-2)");
