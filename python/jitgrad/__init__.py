@@ -295,7 +295,7 @@ def is_tensor(obj):
 # ---- OPS-SHAPE ----
 from ._opsshape import (  # noqa: E402,F401
     cat, concat, concatenate, stack, hstack, vstack, split, chunk, narrow, tril, triu,
-    index_select, eye, linspace, randint, randperm, multinomial, nonzero,
+    index_select, eye, linspace, randint, randperm, multinomial, nonzero, unbind,
 )
 
 from . import autograd  # noqa: E402

@@ -121,6 +121,16 @@ def chunk(input, chunks, dim=0):
     return split(input, step, d)
 
 
+def unbind(input, dim=0):
+    """The views input.select(dim, i) for every i, as a tuple."""
+    d = dim + input.dim() if dim < 0 else dim
+    if input.dim() == 0 or not 0 <= d < input.dim():
+        n = _b.max(input.dim(), 1)
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return tuple(input.narrow(d, i, 1).squeeze(d) for i in range(input.shape[d]))
+
+
 def narrow(input, dim, start, length):
     """The view input[start:start+length] along dim."""
     return input.narrow(dim, start, length)
@@ -291,6 +301,7 @@ def _chunk(self, chunks, dim=0):
 
 _Tensor.nonzero = lambda self, *, as_tuple=False: nonzero(self, as_tuple=as_tuple)
 _Tensor.split = _split
+_Tensor.unbind = unbind
 _Tensor.chunk = _chunk
 _Tensor.new_full = _new_full
 _Tensor.new_zeros = _new_zeros

@@ -649,3 +649,15 @@ def test_index_write_without_history_in_place_like_torch():
         x[[1, 0]] = x[0:2]
 
     raises_like(lambda: overlap(jg), lambda: overlap(torch))
+
+
+def test_unbind():
+    a, t = pair(data(2, 3))
+    ja, ta = a.unbind(1), t.unbind(1)
+    assert len(ja) == len(ta) == 3
+    for j, u in zip(ja, ta):
+        same(j, u)
+    (ja[0] * 2 + ja[2]).sum().backward()
+    (ta[0] * 2 + ta[2]).sum().backward()
+    same(a.grad, t.grad)
+    raises_like(lambda: jg.unbind(jg.zeros(2), 1), lambda: torch.unbind(torch.zeros(2), 1))
