@@ -387,6 +387,44 @@ int64_t jg_storage_nbytes(const jg_tensor *t);
  * Fails, naming the sizes, when the view reaches past the memory's end. */
 jg_tensor *jg_storage_view(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                            int64_t offset);
+/* ---- OPS-SHAPE: shapes, indexing, creation ---- */
+/* Joins tensors of one number of dims along dim (all other sizes equal;
+ * dtypes promoted); differentiable in each.  stack: along a new dim. */
+jg_tensor *jg_cat(int n, jg_tensor *const *tensors, int dim);
+jg_tensor *jg_stack(int n, jg_tensor *const *tensors, int dim);
+/* The view a[start:start+length] along dim (start < 0 counts from the end). */
+jg_tensor *jg_narrow(jg_tensor *a, int dim, int64_t start, int64_t length);
+/* The view a[start:end:step] along dim (Python's clamping; step >= 1). */
+jg_tensor *jg_slice_step(jg_tensor *a, int dim, int64_t start, int64_t end, int64_t step);
+/* Lower / upper triangle of the last two dims, the rest zero; diagonal 0 is
+ * the main one, > 0 above it, < 0 below. */
+jg_tensor *jg_tril(jg_tensor *a, int64_t diagonal);
+jg_tensor *jg_triu(jg_tensor *a, int64_t diagonal);
+/* PyTorch's index_select: a along dim at a 1-D (or 0-d) int64/int32 index. */
+jg_tensor *jg_index_select(jg_tensor *a, int dim, jg_tensor *index);
+/* a[..., index, ...] with index an int64/int32 tensor of any shape at dim:
+ * the result has a's dims with dim replaced by index's; negative entries
+ * count from the end (Python indexing).  Differentiable in a. */
+jg_tensor *jg_index(jg_tensor *a, int dim, jg_tensor *index);
+/* In place: a[..., index, ...] = values (broadcast to jg_index's result
+ * shape, cast to a's dtype), with PyTorch's autograd semantics (the written
+ * elements get no gradient through a; values get theirs).  Repeated
+ * indices: the last write wins. */
+int jg_index_put_(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *values);
+/* The coordinates of a's nonzero (true) elements in row-major order:
+ * int64 [count, ndim] (PyTorch's nonzero).  Reads the values, so a traced
+ * tensor is a graph break. */
+jg_tensor *jg_nonzero(jg_tensor *a);
+/* n x m with ones on the diagonal. */
+jg_tensor *jg_eye(jg_dtype dtype, int64_t n, int64_t m);
+/* steps values from start to end inclusive, as PyTorch computes them. */
+jg_tensor *jg_linspace(jg_dtype dtype, double start, double end, int64_t steps);
+/* From jitgrad's generator (jg_manual_seed), not PyTorch's numbers:
+ * integers uniform in [low, high); a permutation of 0..n-1; num_samples
+ * category indices per row of a 1-D or 2-D tensor of weights (int64). */
+jg_tensor *jg_randint(jg_dtype dtype, int64_t low, int64_t high, int ndim, const int64_t *shape);
+jg_tensor *jg_randperm(jg_dtype dtype, int64_t n);
+jg_tensor *jg_multinomial(jg_tensor *probs, int64_t num_samples, bool replacement);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@ PyObject *jgp_raise(void) {
         msg = "jitgrad: unknown error";
     PyObject *type = PyExc_RuntimeError;
     if (strncmp(msg, "Dimension out of range", 22) == 0 || strstr(msg, "out of bounds") ||
-        strncmp(msg, "index ", 6) == 0)
+        strncmp(msg, "index ", 6) == 0 || strstr(msg, "Index is supposed to be a vector"))
         type = PyExc_IndexError;
     PyErr_SetString(type, msg);
     jg_clear_error();

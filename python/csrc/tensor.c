@@ -683,19 +683,16 @@ static jg_tensor *index_view(jg_tensor *x, PyObject *key) {
             Py_ssize_t start, stop, stp;
             if (PySlice_Unpack(it, &start, &stop, &stp) < 0) {
                 rc = -1;
-            } else if (stp != 1) {
-                PyErr_SetString(PyExc_ValueError,
-                                stp <= 0 ? "step must be greater than zero"
-                                         : "jitgrad: slicing with a step other than 1 is not "
-                                           "supported");
+            } else if (stp <= 0) {
+                PyErr_SetString(PyExc_ValueError, "step must be greater than zero");
                 rc = -1;
             } else {
                 int64_t size = jg_shape(cur)[d];
                 PySlice_AdjustIndices((Py_ssize_t)size, &start, &stop, stp);
                 if (stop < start)
                     stop = start;
-                if (start != 0 || stop != size)
-                    rc = step(&cur, jg_slice(cur, d, start, stop));
+                if (start != 0 || stop != size || stp != 1)
+                    rc = step(&cur, jg_slice_step(cur, d, start, stop, stp));
             }
             d++;
         } else if (!jgp_is_tensor(it) && PyIndex_Check(it)) {
@@ -743,8 +740,44 @@ static PyObject *bool_mask_key(PyObject *key) {
     return jgp_is_tensor(key) && jg_dtype_of(jgp_t(key)) == JG_BOOL ? key : NULL;
 }
 
+/* Indexing with tensors or lists (advanced indexing) is arranged in
+ * jitgrad/_opsshape.py out of the library's index and index_put_ calls. */
+static bool is_advanced_item(PyObject *it) {
+    if (jgp_is_tensor(it) || PyList_Check(it) || PyTuple_Check(it))
+        return true;
+    if (PyLong_Check(it) || PyBytes_Check(it) || !PyObject_CheckBuffer(it))
+        return false;
+    /* a NumPy array with dims (NumPy integer scalars are plain indices) */
+    PyObject *nd = PyObject_GetAttrString(it, "ndim");
+    long n = nd && PyLong_Check(nd) ? PyLong_AsLong(nd) : 0;
+    Py_XDECREF(nd);
+    PyErr_Clear();
+    return n > 0;
+}
+
+static bool is_advanced_key(PyObject *key) {
+    if (!PyTuple_Check(key))
+        return is_advanced_item(key);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++)
+        if (is_advanced_item(PyTuple_GET_ITEM(key, i)))
+            return true;
+    return false;
+}
+
+static PyObject *advanced_call(const char *fn, PyObject *self, PyObject *key, PyObject *value) {
+    PyObject *mod = PyImport_ImportModule("jitgrad._opsshape");
+    if (!mod)
+        return NULL;
+    PyObject *r = value ? PyObject_CallMethod(mod, fn, "OOO", self, key, value)
+                        : PyObject_CallMethod(mod, fn, "OO", self, key);
+    Py_DECREF(mod);
+    return r;
+}
+
 static PyObject *m_getitem(PyObject *self, PyObject *key) {
     PyObject *mask = bool_mask_key(key);
+    if (!mask && is_advanced_key(key))
+        return advanced_call("_getitem", self, key, NULL);
     if (mask) {
         jg_tensor *r = jg_mask_select_rows(jgp_t(self), jgp_t(mask));
         if (!r && strstr(jg_last_error(), "does not match the shape")) {
@@ -804,8 +837,13 @@ static int m_setitem(PyObject *self, PyObject *key, PyObject *value) {
         return -1;
     }
     PyObject *mask = bool_mask_key(key);
-    if (mask)
+    if (mask && !(jgp_is_tensor(value) && jg_numel(jgp_t(value)) != 1))
         return masked_assign(jgp_t(self), jgp_t(mask), value);
+    if (mask || is_advanced_key(key)) {
+        PyObject *r = advanced_call("_setitem", self, key, value);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
     jg_tensor *v = index_view(jgp_t(self), key);
     if (!v)
         return -1;
@@ -890,7 +928,7 @@ int jgp_tensor_init_type(PyObject *module) {
     static PyMethodDef all[256];
     int m = 0;
     PyMethodDef *lists[] = {tensor_methods, jgp_tensor_op_methods, jgp_autograd_methods,
-                            jgp_io_methods};
+                            jgp_io_methods, jgp_tensor_opsshape_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++)
             all[m++] = *p;

@@ -224,6 +224,12 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
+# ---- OPS-SHAPE ----
+from ._opsshape import (  # noqa: E402,F401
+    cat, concat, concatenate, stack, hstack, vstack, split, chunk, narrow, tril, triu,
+    index_select, eye, linspace, randint, randperm, multinomial, nonzero, unbind,
+)
+
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
 from .autograd import grad as _grad  # noqa: E402,F401

@@ -25,6 +25,10 @@ static uint64_t next_u64(void) {
     return z ^ (z >> 31);
 }
 
+uint64_t jg_rng_next(void) {
+    return next_u64();
+}
+
 /* Uniform in [0, 1) with 53 random bits. */
 static double next_uniform(void) {
     return (double)(next_u64() >> 11) * 0x1.0p-53;

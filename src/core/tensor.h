@@ -199,6 +199,8 @@ extern jg_core_hooks jg_hooks;
  * consuming random numbers). */
 uint64_t jg_rng_state(void);
 void jg_rng_set_state(uint64_t state);
+/* The generator's next 64 random bits (advances the state). */
+uint64_t jg_rng_next(void);
 
 /* Whether JITGRAD_LOG names `topic` (or "all"). */
 bool jg_log_topic(const char *topic);

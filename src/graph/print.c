@@ -92,6 +92,8 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
     case JG_OP_SLICE_SCATTER:
         emit(o, ", dim=%lld, start=%lld, end=%lld", (long long)a->i[0], (long long)a->i[1],
              (long long)a->i[2]);
+        if (a->n >= 4 && a->i[3] != 1)
+            emit(o, ", step=%lld", (long long)a->i[3]);
         return;
     case JG_OP_SLICE_BACKWARD:
         emit(o, ", dim=%lld, start=%lld, end=%lld, shape=", (long long)a->i[0], (long long)a->i[1],

@@ -118,6 +118,10 @@ void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int ou
         return;
     }
     case JG_OP_SLICE:
+        memcpy(stride, x->stride, sizeof(int64_t) * (size_t)x->ndim);
+        if (a->n >= 4)
+            stride[a->i[0]] *= a->i[3];
+        return;
     case JG_OP_DETACH:
         memcpy(stride, x->stride, sizeof(int64_t) * (size_t)x->ndim);
         return;
@@ -184,7 +188,18 @@ int jg_vjp_permute(VJP_ARGS) {
 
 /* -------------------------------------------------------------- slice */
 
-static int check_slice(const jg_attrs *a, const jg_meta *m) {
+/* slice and slice_scatter: attrs (dim, start, end[, step]); no step: 1.  The
+ * view holds the elements start, start + step, ... below end. */
+static int64_t slice_step(const jg_attrs *a) {
+    return a->n >= 4 ? a->i[3] : 1;
+}
+
+static int64_t slice_len(const jg_attrs *a) {
+    int64_t st = slice_step(a);
+    return (a->i[2] - a->i[1] + st - 1) / st;
+}
+
+static int check_slice(const jg_attrs *a, const jg_meta *m, int64_t step) {
     if (m->ndim == 0)
         return jg_errorf("slice() cannot be applied to a 0-dim tensor.");
     if (a->i[0] < 0 || a->i[0] >= m->ndim)
@@ -195,14 +210,16 @@ static int check_slice(const jg_attrs *a, const jg_meta *m) {
     if (a->i[1] < 0 || a->i[1] > a->i[2] || a->i[2] > n)
         return jg_errorf("slice: bad range [%lld, %lld) for a dimension of size %lld",
                          (long long)a->i[1], (long long)a->i[2], (long long)n);
+    if (step < 1)
+        return jg_errorf("slice step must be positive");
     return 0;
 }
 
 int jg_infer_slice(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    if (check_slice(a, &in[0]) < 0)
-        return -1;
+    if ((a->n != 3 && a->n != 4) || check_slice(a, &in[0], slice_step(a)) < 0)
+        return a->n != 3 && a->n != 4 ? jg_errorf("slice: bad attributes (n = %d)", a->n) : -1;
     out[0] = in[0];
-    out[0].shape[a->i[0]] = a->i[2] - a->i[1];
+    out[0].shape[a->i[0]] = slice_len(a);
     return 0;
 }
 
@@ -211,14 +228,22 @@ int jg_k_slice(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int d = (int)a->i[0];
     int64_t shape[JG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
-    shape[d] = a->i[2] - a->i[1];
+    shape[d] = slice_len(a);
+    int64_t stride[JG_MAX_DIMS];
+    memcpy(stride, x->stride, sizeof stride);
+    stride[d] *= slice_step(a);
     /* an empty slice still gets a valid offset (PyTorch keeps start*stride) */
-    out[0] = jg_tensor_view_of(x, x->ndim, shape, x->stride, x->offset + a->i[1] * x->stride[d]);
+    out[0] = jg_tensor_view_of(x, x->ndim, shape, stride, x->offset + a->i[1] * x->stride[d]);
     return out[0] ? 0 : -1;
 }
 
 int jg_vjp_slice(VJP_ARGS) {
     UNUSED_ARGS;
+    if (slice_step(a) != 1) { /* zeros with g scattered into the stepped slice */
+        jg_tensor *z = jg_full(meta[0].dtype, meta[0].ndim, meta[0].shape, 0.0);
+        gin[0] = z ? jg_op1(JG_OP_SLICE_SCATTER, a, z, gout[0]) : NULL;
+        return gin[0] ? 0 : -1;
+    }
     jg_attrs sa = {.n = 3 + meta[0].ndim};
     sa.i[0] = a->i[0];
     sa.i[1] = a->i[1];
@@ -290,7 +315,7 @@ int jg_infer_slice_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) 
             return jg_errorf("slice_backward: negative size %lld", (long long)a->i[3 + d]);
         full.shape[d] = a->i[3 + d];
     }
-    if (check_slice(a, &full) < 0)
+    if (check_slice(a, &full, 1) < 0)
         return -1;
     for (int d = 0; d < nd; d++) {
         int64_t want = d == a->i[0] ? a->i[2] - a->i[1] : full.shape[d];
@@ -354,7 +379,8 @@ int jg_k_slice_scatter(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out)
         jg_copy_data(r, in[0]);
     jg_tensor dst = *r; /* the slice of r that src fills */
     int d = (int)a->i[0];
-    dst.shape[d] = a->i[2] - a->i[1];
+    dst.shape[d] = slice_len(a);
+    dst.stride[d] *= slice_step(a);
     dst.numel = jg_shape_numel(dst.ndim, dst.shape);
     dst.offset = r->offset + a->i[1] * r->stride[d];
     if (dst.numel)

@@ -29,10 +29,13 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
     for (int k = 0; k < n; k++) {
         const jg_attrs *sa = &s[k].a;
         switch (s[k].op) {
-        case JG_OP_SLICE:
+        case JG_OP_SLICE: {
+            int64_t st = sa->n >= 4 ? sa->i[3] : 1;
             off += sa->i[1] * stride[sa->i[0]];
-            shape[sa->i[0]] = sa->i[2] - sa->i[1];
+            shape[sa->i[0]] = (sa->i[2] - sa->i[1] + st - 1) / st;
+            stride[sa->i[0]] *= st;
             break;
+        }
         case JG_OP_PERMUTE: {
             int64_t sh[JG_MAX_DIMS], st[JG_MAX_DIMS];
             for (int d = 0; d < nd; d++) {
