@@ -252,11 +252,34 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
         perm[d] = d;
     jg_scope_push();
     int rc = 0;
+    /* only the nodes that lead to an output with a gradient run again (as
+     * only they are part of eager's backward), and only the inputs they
+     * read are unpacked: an input or captured tensor the rest reads may have
+     * changed in place since the call, which eager's backward would not
+     * notice either */
+    bool *need = calloc((size_t)f->n_vals + (size_t)f->n_nodes + 1, sizeof *need);
+    bool *live = need + f->n_vals;
+    int *wrt_of = calloc((size_t)ne + 1, sizeof *wrt_of);
+    jg_tensor **wrt = calloc((size_t)ne + 1, sizeof *wrt);
+    if (!need || !wrt_of || !wrt)
+        rc = jg_errorf("out of memory in backward");
+    for (int k = 0; k < e->n_node_out && rc == 0; k++)
+        if (gout[k])
+            need[e->node_out_val[k]] = true;
+    for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
+        const jg_gnode *n = &f->nodes[i];
+        for (int k = 0; k < n->n_out && !live[i]; k++)
+            live[i] = n->out[k] >= 0 && need[n->out[k]];
+        for (int s = 0; s < jg_gnode_n_slots(n) && live[i]; s++)
+            need[jg_gnode_slot_value(n, s)] = true;
+    }
     for (int k = 0; k < ng && rc == 0; k++)
-        if (!(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
+        if (need[f->inputs[k]] &&
+            !(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
             rc = -1;
     /* the edges' layout (graph autodiff's): latest node first, its slots in
      * order, one per slot whose operand is a graph input that requires grad */
+    int nw = 0;
     for (int i = f->n_nodes - 1, j = 0, u = nu; i >= 0 && rc == 0; i--) {
         const jg_gnode *n = &f->nodes[i];
         int ns = jg_gnode_n_slots(n);
@@ -266,35 +289,43 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
             if (ov->kind != JG_VAL_INPUT || !ov->requires_grad)
                 continue;
             JG_ASSERT(j < ne && e->edge_input[j] == ov->index);
-            if (!(view[j] = jg_permute(in[ov->index], perm)))
-                rc = -1;
-            uses[u + s] = view[j++];
+            wrt_of[j] = -1;
+            if (live[i]) {
+                if (!(view[j] = jg_permute(in[ov->index], perm)))
+                    rc = -1;
+                uses[u + s] = wrt[nw] = view[j];
+                wrt_of[j] = nw++;
+            }
+            j++;
         }
     }
     if (rc == 0)
-        rc = jg_trace_replay_uses(f, in, uses, fo);
+        rc = jg_trace_replay_uses(f, in, uses, live, fo);
     jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
     int nr = 0;
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
         jg_tensor *o = fo[e->node_out_prog[k]];
-        if (gout[k] && o->requires_grad) {
+        if (gout[k] && o && o->requires_grad) {
             roots[nr] = o;
             grads[nr++] = gout[k];
         }
     }
-    if (rc == 0 && nr && ne)
-        rc = jg_autograd_grad(nr, roots, grads, ne, view,
+    if (rc == 0 && nr && nw)
+        rc = jg_autograd_grad(nr, roots, grads, nw, wrt,
                               JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
-    bool ok = rc == 0 && nr && ne;
-    if (ok && view[0]->grad_fn)
-        rc = bypass_views(ne, view, ne, res, view[0]->grad_fn->seq);
+    bool ok = rc == 0 && nr && nw;
+    if (ok && wrt[0]->grad_fn)
+        rc = bypass_views(nw, wrt, nw, res, wrt[0]->grad_fn->seq);
     ok = rc == 0 && ok;
-    for (int j = 0; j < ne; j++)
+    for (int j = 0; j < nw; j++)
         if (ok && res[j])
             jg_keep(res[j]); /* out of the scope popped below */
     jg_scope_pop();
     for (int j = 0; j < ne; j++)
-        gin[j] = ok && res[j] ? jg_scope_track(res[j]) : NULL;
+        gin[j] = ok && wrt_of[j] >= 0 && res[wrt_of[j]] ? jg_scope_track(res[wrt_of[j]]) : NULL;
+    free(need);
+    free(wrt_of);
+    free(wrt);
     free(in);
     return rc;
 }

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
-    return jg_trace_replay_uses(g, inputs, NULL, outputs);
+    return jg_trace_replay_uses(g, inputs, NULL, NULL, outputs);
 }
 
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         jg_tensor **outputs) {
+                         const bool *live, jg_tensor **outputs) {
     jg_tensor **v = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *v);
     if (!v)
         return jg_errorf("out of memory replaying a graph");
@@ -26,6 +26,8 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
         jg_tensor *in[64], *out[JG_MAX_OUTPUTS + 64] = {0};
         jg_tensor *const *use = uses ? uses + u : NULL;
         u += jg_gnode_n_slots(n);
+        if (live && !live[i])
+            continue;
         if (n->kind == JG_GN_OP) {
             for (int k = 0; k < n->n_in; k++)
                 in[k] = use && use[k] ? use[k] : v[n->in[k]];

@@ -95,8 +95,9 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The same, where uses (NULL: none) gives, per operand slot of every node
  * (nodes in order, each node's slots in order: jg_gnode_n_slots), a tensor
- * that slot reads instead of its value (NULL: the value itself). */
+ * that slot reads instead of its value (NULL: the value itself), and live
+ * (NULL: all) says which nodes run (the others' outputs stay NULL). */
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         jg_tensor **outputs);
+                         const bool *live, jg_tensor **outputs);
 
 #endif
