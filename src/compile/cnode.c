@@ -167,7 +167,7 @@ static bool node_set_has(const node_set *s, const jg_node *n) {
 }
 
 static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_tensor *const *roots,
-                        uint64_t first) {
+                        uint64_t first, uint64_t fwd_first, uint64_t fwd_last, uint64_t call_seq) {
     size_t n_new = 0;
     uint64_t last = 0;
     for (int r = 0; r < n_roots; r++)
@@ -218,6 +218,17 @@ static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_te
             }
         }
     }
+    /* the forward's nodes, created now, take the places just before the
+     * call's node, where eager's forward nodes of the call are: a later
+     * backward runs them in eager's order among the other nodes */
+    uint64_t room = (fwd_last - fwd_first) / JG_NODE_SEQ_STRIDE + 1;
+    if (fwd_last >= fwd_first && room < JG_NODE_SEQ_STRIDE && call_seq > JG_NODE_SEQ_STRIDE)
+        for (size_t i = 0; i < seen.cap; i++) {
+            jg_node *n = seen.set[i];
+            if (n && n->seq >= fwd_first && n->seq <= fwd_last)
+                n->seq =
+                    call_seq - JG_NODE_SEQ_STRIDE + 1 + (n->seq - fwd_first) / JG_NODE_SEQ_STRIDE;
+        }
     free(views_set.set);
     free(seen.set);
     free(stack);
@@ -299,6 +310,8 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
             j++;
         }
     }
+    uint64_t fwd_first = nw && wrt[nw - 1]->grad_fn ? wrt[nw - 1]->grad_fn->seq + 1 : 0,
+             fwd_last = 0;
     if (rc == 0)
         rc = jg_trace_replay_uses(f, in, uses, live, fo);
     jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
@@ -308,6 +321,8 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
         if (gout[k] && o && o->requires_grad) {
             roots[nr] = o;
             grads[nr++] = gout[k];
+            if (o->grad_fn && o->grad_fn->seq > fwd_last)
+                fwd_last = o->grad_fn->seq;
         }
     }
     if (rc == 0 && nr && nw)
@@ -315,7 +330,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
                               JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
     bool ok = rc == 0 && nr && nw;
     if (ok && wrt[0]->grad_fn)
-        rc = bypass_views(nw, wrt, nw, res, wrt[0]->grad_fn->seq);
+        rc = bypass_views(nw, wrt, nw, res, wrt[0]->grad_fn->seq, fwd_first, fwd_last, c->base.seq);
     ok = rc == 0 && ok;
     for (int j = 0; j < nw; j++)
         if (ok && res[j])
