@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local uint64_t next_seq = 1;
+static _Thread_local uint64_t next_seq = JG_NODE_SEQ_STRIDE;
 
 /* ---- node blocks ----
  * Eager mode frees nodes in bursts (a scope pop releases a whole history),
@@ -130,7 +130,8 @@ static jg_node *node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_
     }
     n->refcount = 1;
     n->vt = vt;
-    n->seq = next_seq++;
+    n->seq = next_seq;
+    next_seq += JG_NODE_SEQ_STRIDE;
     n->n_next = n_next;
     n->next = (jg_edge *)((char *)n + base);
     n->n_out = n_out;

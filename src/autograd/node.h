@@ -45,6 +45,11 @@ typedef struct jg_node_vt {
                           bool *edge_reached);
 } jg_node_vt;
 
+/* Consecutive nodes' seq differ by this much: a node created later may be
+ * given a seq that places it among earlier ones (a compiled call's forward,
+ * run again for a double backward, goes where eager's nodes would be). */
+#define JG_NODE_SEQ_STRIDE ((uint64_t)1 << 20)
+
 struct jg_node {
     int64_t refcount; /* must stay first: core releases nodes by it */
     const jg_node_vt *vt;

@@ -130,77 +130,217 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
 
 /* ------------------------------------------------------------------ node */
 
+/* After a create_graph replay: the nodes it created (seq >= first) that
+ * lead from the first derivatives back to the per-use identity views are
+ * pointed past the views, at the inputs themselves.  In a later backward
+ * (the second derivative), each of those nodes then adds its contribution
+ * into the input's gradient on its own, as eager's nodes do, instead of
+ * summing per view first. */
+typedef struct {
+    jg_node **set;
+    size_t cap;
+} node_set;
+
+static size_t node_hash(const jg_node *n, size_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)n;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+/* true if n was already there */
+static bool node_set_add(node_set *s, jg_node *n) {
+    size_t i = node_hash(n, s->cap);
+    for (; s->set[i]; i = (i + 1) & (s->cap - 1))
+        if (s->set[i] == n)
+            return true;
+    s->set[i] = n;
+    return false;
+}
+
+static bool node_set_has(const node_set *s, const jg_node *n) {
+    for (size_t i = node_hash(n, s->cap); s->set[i]; i = (i + 1) & (s->cap - 1))
+        if (s->set[i] == n)
+            return true;
+    return false;
+}
+
+static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_tensor *const *roots,
+                        uint64_t first, uint64_t fwd_first, uint64_t fwd_last, uint64_t call_seq) {
+    size_t n_new = 0;
+    uint64_t last = 0;
+    for (int r = 0; r < n_roots; r++)
+        if (roots[r] && roots[r]->grad_fn && roots[r]->grad_fn->seq > last)
+            last = roots[r]->grad_fn->seq;
+    if (last < first)
+        return 0;
+    n_new = (size_t)(last - first + 1) + (size_t)n_views;
+    size_t cap = 16;
+    while (cap < n_new * 2)
+        cap *= 2;
+    node_set views_set = {calloc(cap, sizeof(jg_node *)), cap};
+    node_set seen = {calloc(cap, sizeof(jg_node *)), cap};
+    jg_node **stack = malloc(n_new * sizeof *stack);
+    if (!views_set.set || !seen.set || !stack) {
+        free(views_set.set);
+        free(seen.set);
+        free(stack);
+        return jg_errorf("out of memory in backward");
+    }
+    for (int j = 0; j < n_views; j++)
+        if (views[j] && views[j]->grad_fn)
+            node_set_add(&views_set, views[j]->grad_fn);
+    size_t sp = 0;
+    for (int r = 0; r < n_roots; r++) {
+        jg_node *n = roots[r] ? roots[r]->grad_fn : NULL;
+        if (n && n->seq >= first && !node_set_has(&views_set, n) && !node_set_add(&seen, n))
+            stack[sp++] = n;
+    }
+    while (sp) {
+        jg_node *n = stack[--sp];
+        for (int k = 0; k < n->n_next; k++) {
+            jg_edge *ed = &n->next[k];
+            jg_node *nx = ed->fn;
+            if (!nx || nx->seq < first)
+                continue;
+            if (node_set_has(&views_set, nx)) {
+                jg_edge to = nx->next[0];
+                if (to.fn)
+                    jg_node_retain(to.fn);
+                if (to.leaf)
+                    jg_retain(to.leaf);
+                *ed = to;
+                jg_node_release(nx);
+            } else if (!node_set_add(&seen, nx)) {
+                JG_ASSERT(sp < n_new);
+                stack[sp++] = nx;
+            }
+        }
+    }
+    /* the forward's nodes, created now, take the places just before the
+     * call's node, where eager's forward nodes of the call are: a later
+     * backward runs them in eager's order among the other nodes */
+    uint64_t room = (fwd_last - fwd_first) / JG_NODE_SEQ_STRIDE + 1;
+    if (fwd_last >= fwd_first && room < JG_NODE_SEQ_STRIDE && call_seq > JG_NODE_SEQ_STRIDE)
+        for (size_t i = 0; i < seen.cap; i++) {
+            jg_node *n = seen.set[i];
+            if (n && n->seq >= fwd_first && n->seq <= fwd_last)
+                n->seq =
+                    call_seq - JG_NODE_SEQ_STRIDE + 1 + (n->seq - fwd_first) / JG_NODE_SEQ_STRIDE;
+        }
+    free(views_set.set);
+    free(seen.set);
+    free(stack);
+    return 0;
+}
+
 /* A backward that records history (JG_CREATE_GRAPH).  The compiled forward
  * kept no history, so the traced forward graph is run again through the
  * eager ops (custom calls through jg_apply) with grad mode on, from the
  * call's inputs, and the eager engine differentiates that with create_graph:
- * the gradients are eager's own, and so is their history.  Each input that
- * requires grad is read through an identity view, and the engine is asked
- * for the views' gradients: that stops it at the call's boundary (an input
- * computed from another input must not pass its gradient on here; its own
- * edge does that), and every use of the input inside the call adds into the
- * view in eager's order, which keeps second derivatives bitwise eager's.
- * The sum goes out on the input's first edge; its other edges get none. */
+ * the gradients are eager's own, and so is their history.  Every use of an
+ * input that requires grad (an operand slot: one per edge of this node, in
+ * the edges' order) reads the input through an identity view of its own, and
+ * the engine is asked for the views' gradients: that stops it at the call's
+ * boundary (an input computed from another input must not pass its gradient
+ * on here; its own edge does that), and each use's contribution leaves on
+ * its own edge unsummed, as the compiled backward graph's do, so the engine
+ * adds them into the input's gradient one by one, as eager does. */
 static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg_tensor **gin) {
     jg_entry *e = c->e;
     const jg_graph *f = e->fwd_ad;
-    int ng = e->n_graph_inputs, ne = e->n_edges, nf = f->n_outputs;
-    size_t words = (size_t)ng * 3 + (size_t)nf;
+    int ng = e->n_graph_inputs, ne = e->n_edges, nf = f->n_outputs, nu = 0;
+    for (int i = 0; i < f->n_nodes; i++)
+        nu += jg_gnode_n_slots(&f->nodes[i]);
+    size_t words = (size_t)ng + (size_t)ne * 2 + (size_t)nu + (size_t)nf;
     jg_tensor **in = calloc(words ? words : 1, sizeof *in);
     if (!in)
         return jg_errorf("out of memory in backward");
-    jg_tensor **view = in + ng, **res = view + ng, **fo = res + ng;
-    int perm[JG_MAX_DIMS], *of = NULL, n_wrt = 0;
+    jg_tensor **view = in + ng, **res = view + ne, **uses = res + ne, **fo = uses + nu;
+    int perm[JG_MAX_DIMS];
     for (int d = 0; d < JG_MAX_DIMS; d++)
         perm[d] = d;
     jg_scope_push();
     int rc = 0;
-    for (int k = 0; k < ng && rc == 0; k++)
-        if (!(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
-            rc = -1;
-    /* the inputs an edge goes to, in order of first edge */
-    if (rc == 0 && !(of = calloc((size_t)(unsigned)ng + 1, sizeof(int))))
+    /* only the nodes that lead to an output with a gradient run again (as
+     * only they are part of eager's backward), and only the inputs they
+     * read are unpacked: an input or captured tensor the rest reads may have
+     * changed in place since the call, which eager's backward would not
+     * notice either */
+    bool *need = calloc((size_t)f->n_vals + (size_t)f->n_nodes + 1, sizeof *need);
+    bool *live = need + f->n_vals;
+    int *wrt_of = calloc((size_t)ne + 1, sizeof *wrt_of);
+    jg_tensor **wrt = calloc((size_t)ne + 1, sizeof *wrt);
+    if (!need || !wrt_of || !wrt)
         rc = jg_errorf("out of memory in backward");
-    for (int k = 0; k < ng && rc == 0; k++)
-        of[k] = -1;
-    for (int j = 0; j < ne && rc == 0; j++) {
-        int k = e->edge_input[j];
-        if (of[k] >= 0)
-            continue;
-        of[k] = n_wrt;
-        if (!(view[n_wrt] = jg_permute(in[k], perm)))
-            rc = -1;
-        else
-            in[k] = view[n_wrt++];
+    for (int k = 0; k < e->n_node_out && rc == 0; k++)
+        if (gout[k])
+            need[e->node_out_val[k]] = true;
+    for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
+        const jg_gnode *n = &f->nodes[i];
+        for (int k = 0; k < n->n_out && !live[i]; k++)
+            live[i] = n->out[k] >= 0 && need[n->out[k]];
+        for (int s = 0; s < jg_gnode_n_slots(n) && live[i]; s++)
+            need[jg_gnode_slot_value(n, s)] = true;
     }
+    for (int k = 0; k < ng && rc == 0; k++)
+        if (need[f->inputs[k]] &&
+            !(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
+            rc = -1;
+    /* the edges' layout (graph autodiff's): latest node first, its slots in
+     * order, one per slot whose operand is a graph input that requires grad */
+    int nw = 0;
+    for (int i = f->n_nodes - 1, j = 0, u = nu; i >= 0 && rc == 0; i--) {
+        const jg_gnode *n = &f->nodes[i];
+        int ns = jg_gnode_n_slots(n);
+        u -= ns;
+        for (int s = 0; s < ns && rc == 0; s++) {
+            const jg_value *ov = &f->vals[jg_gnode_slot_value(n, s)];
+            if (ov->kind != JG_VAL_INPUT || !ov->requires_grad)
+                continue;
+            JG_ASSERT(j < ne && e->edge_input[j] == ov->index);
+            wrt_of[j] = -1;
+            if (live[i]) {
+                if (!(view[j] = jg_permute(in[ov->index], perm)))
+                    rc = -1;
+                uses[u + s] = wrt[nw] = view[j];
+                wrt_of[j] = nw++;
+            }
+            j++;
+        }
+    }
+    uint64_t fwd_first = nw && wrt[nw - 1]->grad_fn ? wrt[nw - 1]->grad_fn->seq + 1 : 0,
+             fwd_last = 0;
     if (rc == 0)
-        rc = jg_trace_replay(f, in, fo);
+        rc = jg_trace_replay_uses(f, in, uses, live, fo);
     jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
     int nr = 0;
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
         jg_tensor *o = fo[e->node_out_prog[k]];
-        if (gout[k] && o->requires_grad) {
+        if (gout[k] && o && o->requires_grad) {
             roots[nr] = o;
             grads[nr++] = gout[k];
+            if (o->grad_fn && o->grad_fn->seq > fwd_last)
+                fwd_last = o->grad_fn->seq;
         }
     }
-    if (rc == 0 && nr && n_wrt)
-        rc = jg_autograd_grad(nr, roots, grads, n_wrt, view,
+    if (rc == 0 && nr && nw)
+        rc = jg_autograd_grad(nr, roots, grads, nw, wrt,
                               JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
-    bool ok = rc == 0 && nr && n_wrt;
-    for (int k = 0; k < n_wrt; k++)
-        if (ok && res[k])
-            jg_keep(res[k]); /* out of the scope popped below */
+    bool ok = rc == 0 && nr && nw;
+    if (ok && wrt[0]->grad_fn)
+        rc = bypass_views(nw, wrt, nw, res, wrt[0]->grad_fn->seq, fwd_first, fwd_last, c->base.seq);
+    ok = rc == 0 && ok;
+    for (int j = 0; j < nw; j++)
+        if (ok && res[j])
+            jg_keep(res[j]); /* out of the scope popped below */
     jg_scope_pop();
-    for (int j = 0; j < ne; j++) {
-        int k = e->edge_input[j], i = of ? of[k] : -1;
-        gin[j] = NULL;
-        if (ok && i >= 0 && res[i]) {
-            gin[j] = jg_scope_track(res[i]);
-            res[i] = NULL; /* only the first edge */
-        }
-    }
-    free(of);
+    for (int j = 0; j < ne; j++)
+        gin[j] = ok && wrt_of[j] >= 0 && res[wrt_of[j]] ? jg_scope_track(res[wrt_of[j]]) : NULL;
+    free(need);
+    free(wrt_of);
+    free(wrt);
     free(in);
     return rc;
 }

@@ -5,6 +5,11 @@
 #include <stdlib.h>
 
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
+    return jg_trace_replay_uses(g, inputs, NULL, NULL, outputs);
+}
+
+int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
+                         const bool *live, jg_tensor **outputs) {
     jg_tensor **v = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *v);
     if (!v)
         return jg_errorf("out of memory replaying a graph");
@@ -15,13 +20,17 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
     /* a node on constants only (a tensor a custom backward read from
      * outside) is traced too: its value is read at run time */
     uint32_t capture = jg_tracing() ? jg_trace_capture_all() : jg_trace_capture;
-    int rc = 0;
+    int rc = 0, u = 0;
     for (int i = 0; i < g->n_nodes && rc == 0; i++) {
         const jg_gnode *n = &g->nodes[i];
         jg_tensor *in[64], *out[JG_MAX_OUTPUTS + 64] = {0};
+        jg_tensor *const *use = uses ? uses + u : NULL;
+        u += jg_gnode_n_slots(n);
+        if (live && !live[i])
+            continue;
         if (n->kind == JG_GN_OP) {
             for (int k = 0; k < n->n_in; k++)
-                in[k] = v[n->in[k]];
+                in[k] = use && use[k] ? use[k] : v[n->in[k]];
             rc = jg_op_call(n->op, &n->attrs, in, out);
             for (int k = 0; k < n->n_out && rc == 0; k++)
                 v[n->out[k]] = out[k];
@@ -32,7 +41,7 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
         const jg_gcustom *c = n->custom;
         const jg_custom_info *info = c->user;
         for (int s = 0; s < c->n_slots; s++)
-            in[s] = v[jg_gnode_slot_value(n, s)];
+            in[s] = use && use[s] ? use[s] : v[jg_gnode_slot_value(n, s)];
         /* the call's own arguments (lifted slots are reached by its forward) */
         int got = jg_apply(c->fn, info->n_args, in, c->args, c->args_size, out);
         if (got < 0 || got != info->n_call_out) {

@@ -520,6 +520,96 @@ static void test_input_modified_in_place(void **state) {
     jg_compiled_free(c);
 }
 
+/* sum(exp(tanh(x)) * x) compiled on a leaf x that eager code also uses
+ * (after the call, so its contributions reach x first): each use inside the
+ * call adds into x's gradient on its own, after eager's, as in eager mode
+ * (not summed inside the call first) -- first AND second derivatives */
+static void interleaved(const char *backend, int seed, result *r) {
+    memset(r, 0, sizeof *r);
+    jg_compiled *c = NULL;
+    if (backend)
+        assert_non_null(c = jg_compile(p_chain, NULL, &(jg_compile_options){.backend = backend}));
+    jg_scope_push();
+    jg_manual_seed((uint64_t)seed);
+    jg_tensor *x = jg_randn(JG_F32, 1, TU_SHAPE(16)), *o;
+    jg_set_requires_grad(x, true);
+    if (c)
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    else
+        assert_int_equal(p_chain(NULL, NULL, 1, &x, &o), 1);
+    jg_tensor *z = jg_add(jg_mul_scalar(o, 0.3), jg_sum(jg_mul(jg_tanh(x), x)));
+    jg_tensor *g;
+    assert_int_equal(jg_autograd_grad(1, &z, NULL, 1, &x, JG_CREATE_GRAPH, &g), 0);
+    r->g[0] = jg_retain(g);
+    assert_int_equal(jg_backward(jg_sum(jg_mul(g, g)), NULL, 0), 0);
+    r->grad[0] = jg_retain(jg_grad(x));
+    jg_scope_pop();
+    jg_compiled_free(c);
+}
+
+static void test_uses_interleaved_with_eager(void **state) {
+    (void)state;
+    const char *backends[] = {"interp", "c"};
+    for (int seed = 1; seed <= 8; seed++) {
+        result e;
+        interleaved(NULL, seed, &e);
+        for (int b = 0; b < 2; b++) {
+            if (!jg_compile_backend_available(backends[b]))
+                continue;
+            result r;
+            interleaved(backends[b], seed, &r);
+            check_same_result(&e, &r, 1);
+            result_free(&r);
+        }
+        result_free(&e);
+    }
+}
+
+/* (sum(k), sum(tanh(x))): only the second output gets a gradient */
+static int p_unread(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_sum(in[1]);
+    out[1] = jg_sum(jg_tanh(in[0]));
+    return out[0] && out[1] ? 2 : -1;
+}
+
+/* an input changed in place after the call that only nodes outside this
+ * backward read: eager does not fail, nor does the recomputation (it runs
+ * only the nodes that lead to outputs with a gradient) */
+static void test_unread_input_modified_in_place(void **state) {
+    (void)state;
+    const char *backends[] = {NULL, "interp", "c"};
+    jg_tensor *ref = NULL;
+    for (int b = 0; b < 3; b++) {
+        if (backends[b] && !jg_compile_backend_available(backends[b]))
+            continue;
+        jg_compiled *c = NULL;
+        if (backends[b])
+            assert_non_null(
+                c = jg_compile(p_unread, NULL, &(jg_compile_options){.backend = backends[b]}));
+        jg_scope_push();
+        jg_tensor *x = tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(0.5, -1.0));
+        jg_tensor *k = tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(1.0, 2.0)), *o[2], *g;
+        jg_set_requires_grad(x, true);
+        jg_set_requires_grad(k, true);
+        jg_tensor *in[2] = {x, k};
+        assert_int_equal(
+            c ? jg_compiled_call(c, NULL, 0, 2, in, o) : p_unread(NULL, NULL, 2, in, o), 2);
+        bool prev = jg_set_grad_enabled(false);
+        assert_int_equal(jg_mul_scalar_(k, 3.0), 0);
+        jg_set_grad_enabled(prev);
+        assert_int_equal(jg_autograd_grad(1, &o[1], NULL, 1, &x, JG_CREATE_GRAPH, &g), 0);
+        assert_int_equal(jg_backward(jg_sum(jg_mul(g, g)), NULL, 0), 0);
+        if (!ref)
+            ref = jg_retain(jg_grad(x));
+        else
+            TU_SAME(ref, jg_grad(x));
+        jg_scope_pop();
+        jg_compiled_free(c);
+    }
+    jg_release(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_cube_second_derivative),
@@ -533,6 +623,8 @@ int main(void) {
         TU_TEST(test_one_of_two_outputs),
         TU_TEST(test_mixed_eager_compiled),
         TU_TEST(test_data_captured_and_repeated_inputs),
+        TU_TEST(test_uses_interleaved_with_eager),
+        TU_TEST(test_unread_input_modified_in_place),
         TU_TEST(test_third_order),
         TU_TEST(test_backward_create_graph),
         TU_TEST(test_input_modified_in_place),
