@@ -197,9 +197,11 @@ int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
     return 0;
 }
 
-/* While jg_compile traces, an in-place op reaches here only on tensors the
- * program made itself (check_target): constants of the graph, so it computes
- * them now instead of tracing the ops it is made of. */
+/* While jg_compile traces, an in-place op on a tensor the program made
+ * itself (not traced: a constant of the graph; check_target refused captured
+ * ones) computes it now instead of tracing the ops it is made of.  On a
+ * traced tensor capture stays on: a captured operand (`v.copy_(K)`) must
+ * become a lifted input, not a snapshot of its value at trace time. */
 #define UNTRACED(call)                                                                             \
     do {                                                                                           \
         uint32_t capture_ = jg_trace_capture;                                                      \
@@ -216,6 +218,8 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
                    jg_tensor *other) {
     if (check_target(fn, self, other) < 0)
         return -1;
+    if (self->sym)
+        return inplace_run(fn, op, a, self, other);
     UNTRACED(inplace_run(fn, op, a, self, other));
 }
 
@@ -344,6 +348,8 @@ static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (check_target("jg_copy_", dst, src) < 0)
         return -1;
+    if (dst->sym)
+        return copy_run(dst, src);
     UNTRACED(copy_run(dst, src));
 }
 
