@@ -94,4 +94,7 @@ int jgp_compile_init(PyObject *module);
 extern PyObject *jgp_numpy; /* the numpy module, imported lazily; may be NULL */
 PyObject *jgp_import_numpy(void);
 
+/* ---- nn: ops_nn.c ---- */
+extern PyMethodDef jgp_module_nn_functions[];
+
 #endif
