@@ -45,7 +45,21 @@ static PyObject *make_subclass(PyObject *mod, PyObject *args) {
     return (PyObject *)o;
 }
 
+/* _has_data(t): False for a symbolic tensor of a program being traced, whose
+ * values do not exist yet (checks that read values are skipped for it). */
+static PyObject *has_data(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    if (!jgp_is_tensor(arg)) {
+        PyErr_Format(PyExc_TypeError, "_has_data: expected a Tensor, got %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    jg_tensor *t = jgp_t(arg);
+    return PyBool_FromLong(jg_numel(t) == 0 || jg_data(t) != NULL);
+}
+
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_has_data", has_data, METH_O, "_has_data(t): whether t's values exist (not traced)"},
     {"_make_subclass", make_subclass, METH_VARARGS,
      "_make_subclass(cls, data, requires_grad=False): a cls instance sharing data's storage"},
     {NULL, NULL, 0, NULL},

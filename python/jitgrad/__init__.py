@@ -294,6 +294,11 @@ def is_tensor(obj):
 
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
+
+# ---- nn ----
+Tensor._make_subclass = staticmethod(_C._make_subclass)
+# ---- end nn ----
+
 from .autograd import grad as _grad  # noqa: E402,F401
 
 # ---- compile ----

@@ -114,7 +114,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _nll(input, target, weight, ignore_index, reduction, 0.0, out_shape)
 
 
-def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, out_shape):
+def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, out_shape, rows=None):
+    """nll_loss, with PyTorch's label smoothing; rows: the unweighted
+    per-row loss when the caller has it already."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if target.dtype != _C.int64:
@@ -129,15 +131,19 @@ def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, out_sha
                            f"or no classes but got weight tensor of shape: "
                            f"{list(weight.shape)}")
     keep = target != ignore_index
-    bad = ((target < 0).logical_or(target >= n_classes)).logical_and(keep)
-    if bad.any().item():
-        raise IndexError("Target {} is out of bounds.".format(
-            [v for v, b in zip(target.tolist(), bad.tolist()) if b][0]))
+    if rows is None and _C._has_data(target):  # a traced target cannot be read (docs/python.md)
+        bad = ((target < 0).logical_or(target >= n_classes)).logical_and(keep)
+        if bad.any().item():
+            first = [v for v, b in zip(target.tolist(), bad.tolist()) if b][0]
+            raise IndexError(f"Target {first} is out of bounds.")
     onehot = _one_hot(target, n_classes, logp.dtype)
     w = onehot if weight is None else onehot * weight
     keepf = keep.to(logp.dtype)
     w_row = w.sum(1) * keepf  # the weight of each row's target (0 where ignored)
-    nll = -(logp * w).sum(1) * keepf
+    if rows is None:
+        nll = -(logp * w).sum(1) * keepf
+    else:
+        nll = rows if weight is None else rows * w_row
     if label_smoothing > 0.0:
         cw = logp if weight is None else logp * weight
         smooth = -cw.sum(1) * keepf
@@ -165,7 +171,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if weight is None and label_smoothing == 0.0 and input.dim() == 2 and \
             target.dtype == _C.int64:
         return _C._cross_entropy(input, target, reduction, int(ignore_index))
@@ -174,8 +180,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                                   "supported")
     class_dim = 0 if input.dim() == 1 else 1
     logp = input.log_softmax(class_dim)
+    rows = None
+    if input.dim() == 2 and target.dtype == _C.int64:
+        # the per-row -logp[i, t_i] from the library's op, which checks the
+        # targets when it runs (eagerly or in compiled code)
+        rows = _C._cross_entropy(input, target, "none", int(ignore_index))
     return _nll(logp, target, weight, int(ignore_index), reduction, float(label_smoothing),
-                tuple(target.shape))
+                tuple(target.shape), rows)
 
 
 def tanh(input):
