@@ -292,6 +292,13 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);
 
+/* ---- nn ---- */
+/* gelu: x * Phi(x) (JG_GELU_NONE, with erf) or PyTorch's tanh approximation
+ * (JG_GELU_TANH); silu: x * sigmoid(x).  Floating dtypes. */
+typedef enum { JG_GELU_NONE = 0, JG_GELU_TANH = 1 } jg_gelu_approximate;
+jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate);
+jg_tensor *jg_silu(jg_tensor *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,8 @@
  * (nn.Parameter). */
 #include "jgpy.h"
 
+#include <string.h>
+
 /* _make_subclass(cls, data, requires_grad): an instance of cls (a subclass
  * of Tensor) that shares data's storage, without its history, as a leaf
  * (torch.Tensor._make_subclass). */
@@ -58,7 +60,47 @@ static PyObject *has_data(PyObject *mod, PyObject *arg) {
     return PyBool_FromLong(jg_numel(t) == 0 || jg_data(t) != NULL);
 }
 
+static jg_tensor *tensor_arg(PyObject *o, const char *fn) {
+    if (!jgp_is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' (position 1) must be Tensor, not %s",
+                     fn, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return jgp_t(o);
+}
+
+static PyObject *gelu(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    static char *names[] = {"input", "approximate", NULL};
+    PyObject *x;
+    const char *approximate = "none";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:gelu", names, &x, &approximate))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "gelu");
+    if (!t)
+        return NULL;
+    jg_gelu_approximate a;
+    if (strcmp(approximate, "none") == 0)
+        a = JG_GELU_NONE;
+    else if (strcmp(approximate, "tanh") == 0)
+        a = JG_GELU_TANH;
+    else {
+        PyErr_SetString(PyExc_RuntimeError, "approximate argument must be either none or tanh.");
+        return NULL;
+    }
+    return jgp_wrap_new(jg_gelu(t, a));
+}
+
+static PyObject *silu(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "silu");
+    return t ? jgp_wrap_new(jg_silu(t)) : NULL;
+}
+
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_gelu", (PyCFunction)(void (*)(void))gelu, METH_VARARGS | METH_KEYWORDS,
+     "_gelu(input, approximate='none')"},
+    {"_silu", silu, METH_O, "_silu(input)"},
     {"_has_data", has_data, METH_O, "_has_data(t): whether t's values exist (not traced)"},
     {"_make_subclass", make_subclass, METH_VARARGS,
      "_make_subclass(cls, data, requires_grad=False): a cls instance sharing data's storage"},

@@ -259,12 +259,13 @@ def both(jg, torch, fn, *shapes, seed=0, dtype="float32", positive=False):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", ["gelu_tanh", "silu", "layer_norm", "layer_norm_affine",
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu", "layer_norm", "layer_norm_affine",
                                   "mse", "mse_sum", "mse_none", "l1", "l1_sum",
                                   "smooth_l1", "smooth_l1_beta", "smooth_l1_none", "linear",
                                   "sdpa", "sdpa_causal"])
 def test_functional_matches_torch(jg, torch, name, dtype):
     cases = {
+        "gelu": (lambda T, x: T.nn.functional.gelu(x), (3, 4)),
         "gelu_tanh": (lambda T, x: T.nn.functional.gelu(x, approximate="tanh"), (3, 4)),
         "silu": (lambda T, x: T.nn.functional.silu(x), (3, 4)),
         "layer_norm": (lambda T, x: T.nn.functional.layer_norm(x, (4,)), (3, 4)),
@@ -396,9 +397,25 @@ def test_dropout_train_and_eval(jg):
         jg.nn.Dropout(1.5)
 
 
-def test_gelu_none_refused_clearly(jg):
-    with pytest.raises(NotImplementedError, match="approximate='tanh'"):
-        jg.nn.GELU()(jg.zeros(2))
+def test_gelu_approximate_error_like_torch(jg, torch):
+    for T in (jg, torch):
+        with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+            T.nn.functional.gelu(T.zeros(2), approximate="fast")
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu"])
+def test_activation_double_backward(jg, torch, name):
+    fns = {"gelu": lambda T, x: T.nn.functional.gelu(x),
+           "gelu_tanh": lambda T, x: T.nn.functional.gelu(x, approximate="tanh"),
+           "silu": lambda T, x: T.nn.functional.silu(x)}
+    res = []
+    for T in (jg, torch):
+        x = det(T, 7, seed=5, dtype=T.float64) * 3
+        x = x.detach().requires_grad_(True)
+        (g,) = T.autograd.grad(fns[name](T, x).sum(), x, create_graph=True)
+        (gg,) = T.autograd.grad((g * g).sum(), x)
+        res.append((vals(g), vals(gg)))
+    assert close(res[0][0], res[1][0]) and close(res[0][1], res[1][1])
 
 
 def test_layer_norm_shape_error_like_torch(jg, torch):
@@ -436,7 +453,7 @@ def test_module_compiled_equals_eager_bitwise(jg, backend):
         pytest.skip("no C compiler")
     jg.manual_seed(3)
     model = jg.nn.Sequential(jg.nn.Linear(4, 6), jg.nn.LayerNorm(6), jg.nn.GELU("tanh"),
-                             jg.nn.Linear(6, 3), jg.nn.SiLU())
+                             jg.nn.Linear(6, 3), jg.nn.SiLU(), jg.nn.GELU())
     x = det(jg, 5, 4, seed=4, requires_grad=False)
     y = jg.tensor([0, 2, 1, 1, 0])
 

@@ -200,17 +200,11 @@ def sigmoid(input):
 def silu(input, inplace=False):
     if inplace:
         raise NotImplementedError("jitgrad: silu(inplace=True) is not supported")
-    return input * input.sigmoid()
+    return _C._silu(input)
 
 
 def gelu(input, approximate="none"):
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
-        return input * 0.5 * (inner.tanh() + 1.0)
-    if approximate == "none":
-        raise NotImplementedError("jitgrad: gelu(approximate='none') needs erf, which the "
-                                  "library does not have yet; use approximate='tanh'")
-    raise RuntimeError(f"approximate argument must be either none or tanh.")
+    return _C._gelu(input, approximate=approximate)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
