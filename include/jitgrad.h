@@ -298,6 +298,16 @@ bool jg_compile_backend_available(const char *backend);
 typedef enum { JG_GELU_NONE = 0, JG_GELU_TANH = 1 } jg_gelu_approximate;
 jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate);
 jg_tensor *jg_silu(jg_tensor *a);
+/* embedding: the rows of weight [V, D] at int64/int32 indices (any shape)
+ * -> indices.shape + [D]; the row padding_idx (negative: none) gets no
+ * gradient.  An index outside [0, V) fails when the op runs. */
+jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_idx);
+/* layer_norm over x's last n_norm dims; weight and bias (NULL: none) have
+ * their shape: (x - mean) / sqrt(biased var + eps) * weight + bias. */
+jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor *bias, double eps);
+/* dropout with the library's generator: train false or p == 0 returns x (a
+ * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
+jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);
 
 #ifdef __cplusplus
 }

@@ -97,7 +97,62 @@ static PyObject *silu(PyObject *mod, PyObject *x) {
     return t ? jgp_wrap_new(jg_silu(t)) : NULL;
 }
 
+static PyObject *embedding(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *w, *ix;
+    long long padding_idx;
+    if (!PyArg_ParseTuple(args, "OOL:_embedding", &w, &ix, &padding_idx))
+        return NULL;
+    if (!jgp_is_tensor(w) || !jgp_is_tensor(ix)) {
+        PyErr_SetString(PyExc_TypeError, "embedding(): weight and indices must be Tensors");
+        return NULL;
+    }
+    return jgp_wrap_new(jg_embedding(jgp_t(w), jgp_t(ix), (int64_t)padding_idx));
+}
+
+static jg_tensor *opt_tensor(PyObject *o, bool *ok) {
+    *ok = true;
+    if (o == Py_None)
+        return NULL;
+    if (!jgp_is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError, "expected a Tensor or None, got %s", Py_TYPE(o)->tp_name);
+        *ok = false;
+        return NULL;
+    }
+    return jgp_t(o);
+}
+
+static PyObject *layer_norm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *w, *b;
+    int n;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OiOOd:_layer_norm", &x, &n, &w, &b, &eps))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "layer_norm");
+    bool okw, okb;
+    jg_tensor *wt = opt_tensor(w, &okw), *bt = opt_tensor(b, &okb);
+    if (!t || !okw || !okb)
+        return NULL;
+    return jgp_wrap_new(jg_layer_norm(t, n, wt, bt, eps));
+}
+
+static PyObject *dropout(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x;
+    double p;
+    int train;
+    if (!PyArg_ParseTuple(args, "Odp:_dropout", &x, &p, &train))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "dropout");
+    return t ? jgp_wrap_new(jg_dropout(t, p, train)) : NULL;
+}
+
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_layer_norm", layer_norm, METH_VARARGS, "_layer_norm(x, n_norm, weight, bias, eps)"},
+    {"_dropout", dropout, METH_VARARGS, "_dropout(x, p, training)"},
+    {"_embedding", embedding, METH_VARARGS,
+     "_embedding(weight, indices, padding_idx): padding_idx -1 for none"},
     {"_gelu", (PyCFunction)(void (*)(void))gelu, METH_VARARGS | METH_KEYWORDS,
      "_gelu(input, approximate='none')"},
     {"_silu", silu, METH_O, "_silu(input)"},

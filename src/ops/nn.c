@@ -94,3 +94,112 @@ int jg_vjp_silu_grad(VJP_ARGS) {
     CHECK(1);
     return 0;
 }
+
+/* embedding: weight's rows at indices, composed as a gather over dim 0 (its
+ * VJP scatter-adds the rows' gradients, what PyTorch's dense
+ * embedding_backward sums).  The padding row is read through a detached
+ * alias, so it gets no gradient, as in PyTorch. */
+jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_idx) {
+    if (!weight || !indices)
+        return jg_errorf_null("jg_embedding: NULL argument");
+    if (jg_ndim(weight) != 2)
+        return jg_errorf_null("'weight' must be 2-D");
+    jg_dtype it = jg_dtype_of(indices);
+    if (it != JG_I64 && it != JG_I32)
+        return jg_errorf_null("Expected tensor for argument #1 'indices' to have one of the "
+                              "following scalar types: Long, Int; but got %s instead (while "
+                              "checking arguments for embedding)",
+                              jg_dtype_name(it));
+    const int64_t *ws = jg_shape(weight);
+    if (padding_idx >= ws[0] || padding_idx < -ws[0])
+        return jg_errorf_null("Padding_idx must be within num_embeddings");
+    if (padding_idx < 0)
+        padding_idx = -1; /* none */
+    int nd = jg_ndim(indices);
+    if (nd + 1 > JG_MAX_DIMS)
+        return jg_errorf_null("embedding(): indices have too many dimensions");
+    int64_t n = jg_numel(indices), d = ws[1];
+    int64_t oshape[JG_MAX_DIMS];
+    for (int k = 0; k < nd; k++)
+        oshape[k] = jg_shape(indices)[k];
+    oshape[nd] = d;
+    jg_scope_push();
+    jg_tensor *ix = it == JG_I64 ? indices : jg_to_dtype(indices, JG_I64);
+    jg_tensor *col = ix ? jg_reshape(ix, 2, (const int64_t[]){n, 1}) : NULL;
+    jg_tensor *full = col ? jg_contiguous(jg_expand(col, 2, (const int64_t[]){n, d})) : NULL;
+    jg_attrs ga = {.n = 1};
+    jg_tensor *rows = full ? jg_op1(JG_OP_GATHER, &ga, weight, full) : NULL;
+    if (rows && padding_idx >= 0) {
+        jg_tensor *pad = jg_eq_scalar(col, (double)padding_idx);
+        rows = pad ? jg_where(pad, jg_detach(rows), rows) : NULL;
+    }
+    jg_tensor *r = rows ? jg_reshape(rows, nd + 1, oshape) : NULL;
+    jg_keep(r);
+    jg_scope_pop();
+    return jg_scope_track(r);
+}
+
+/* layer_norm over the last n_norm dims: (x - mean) / sqrt(var + eps), var
+ * the biased variance of the centred values, then * weight + bias (either
+ * may be NULL; both have the normalized shape).  Composed of library ops, so
+ * its gradient (and double backward) follows from theirs. */
+jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor *bias, double eps) {
+    if (!x)
+        return jg_errorf_null("jg_layer_norm: NULL input");
+    int nd = jg_ndim(x);
+    if (n_norm < 1 || n_norm > nd)
+        return jg_errorf_null("layer_norm: normalized_shape must have 1 to %d dims (the input's "
+                              "last), got %d",
+                              nd, n_norm);
+    if (jg_dtype_of(x) != JG_F32 && jg_dtype_of(x) != JG_F64)
+        return jg_errorf_null("\"LayerNormKernelImpl\" not implemented for '%s'",
+                              jg_dtype_name(jg_dtype_of(x)));
+    jg_tensor *affine[2] = {weight, bias};
+    for (int k = 0; k < 2; k++) {
+        if (!affine[k])
+            continue;
+        bool ok = jg_ndim(affine[k]) == n_norm;
+        for (int d = 0; ok && d < n_norm; d++)
+            ok = jg_shape(affine[k])[d] == jg_shape(x)[nd - n_norm + d];
+        if (!ok)
+            return jg_errorf_null("layer_norm: %s must have the normalized shape (the input's last "
+                                  "%d dims)",
+                                  k ? "bias" : "weight", n_norm);
+    }
+    int dims[JG_MAX_DIMS];
+    for (int d = 0; d < n_norm; d++)
+        dims[d] = nd - n_norm + d;
+    jg_scope_push();
+    jg_tensor *c = jg_sub(x, jg_mean_dims(x, n_norm, dims, true));
+    jg_tensor *var = c ? jg_mean_dims(jg_mul(c, c), n_norm, dims, true) : NULL;
+    jg_tensor *y = var ? jg_div(c, jg_sqrt(jg_add_scalar(var, eps))) : NULL;
+    if (y && weight)
+        y = jg_mul(y, weight);
+    if (y && bias)
+        y = jg_add(y, bias);
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
+}
+
+/* dropout: in training, x * (U[0,1) < 1 - p) / (1 - p) with the library's
+ * generator (PyTorch's bernoulli(1 - p) mask); p == 1 gives zeros; not
+ * training, or p == 0: x itself (a new reference).  Drawing numbers cannot
+ * be traced: under jg_compile a training-mode dropout runs eagerly. */
+jg_tensor *jg_dropout(jg_tensor *x, double p, bool train) {
+    if (!x)
+        return jg_errorf_null("jg_dropout: NULL input");
+    if (!(p >= 0.0 && p <= 1.0))
+        return jg_errorf_null("dropout probability has to be between 0 and 1, but got %g", p);
+    if (!train || p == 0.0)
+        return jg_scope_track(jg_retain(x));
+    if (p == 1.0)
+        return jg_mul_scalar(x, 0.0);
+    jg_scope_push();
+    jg_tensor *u = jg_rand(jg_dtype_of(x), jg_ndim(x), jg_shape(x));
+    jg_tensor *keep = u ? jg_to_dtype(jg_lt_scalar(u, 1.0 - p), jg_dtype_of(x)) : NULL;
+    jg_tensor *y = keep ? jg_mul_scalar(jg_mul(x, keep), 1.0 / (1.0 - p)) : NULL;
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
+}

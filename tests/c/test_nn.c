@@ -127,12 +127,142 @@ static void test_compiled_equals_eager(void **state) {
     check_compiled("c", JG_F64);
 }
 
+/* rows of w at [[0, 2], [2, 1]] with padding_idx 2; sum(y * y) */
+static int p_emb(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *y = jg_embedding(in[0], in[1], 2);
+    out[0] = y ? jg_sum(jg_mul(y, y)) : NULL;
+    return out[0] ? 1 : -1;
+}
+
+static void test_embedding(void **state) {
+    (void)state;
+    const double wv[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    jg_tensor *w = tu_tensor(JG_F32, 2, TU_SHAPE(4, 2), wv);
+    jg_set_requires_grad(w, true);
+    jg_tensor *ix = tu_tensor(JG_I64, 2, TU_SHAPE(2, 2), TU_VALS(0, 2, 2, 1));
+    jg_tensor *y = jg_embedding(w, ix, 2);
+    TU_CHECK(y, 3, TU_SHAPE(2, 2, 2), TU_VALS(1, 2, 5, 6, 5, 6, 3, 4), 0);
+    assert_int_equal(jg_backward(jg_sum(jg_mul(y, y)), NULL, 0), 0);
+    /* row 0 once, row 1 once, row 2 (padding) none, row 3 unused */
+    TU_CHECK(jg_grad(w), 2, TU_SHAPE(4, 2), TU_VALS(2, 4, 6, 8, 0, 0, 0, 0), 0);
+    jg_clear_grad(w);
+    /* int32 indices, no padding: duplicates are summed */
+    jg_tensor *i32 = tu_tensor(JG_I32, 1, TU_SHAPE(3), TU_VALS(3, 3, 0));
+    y = jg_embedding(w, i32, -1);
+    TU_CHECK(y, 2, TU_SHAPE(3, 2), TU_VALS(7, 8, 7, 8, 1, 2), 0);
+    assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+    TU_CHECK(jg_grad(w), 2, TU_SHAPE(4, 2), TU_VALS(1, 1, 0, 0, 0, 0, 2, 2), 0);
+    jg_clear_grad(w);
+    /* bad input */
+    assert_null(jg_embedding(w, tu_tensor(JG_I64, 1, TU_SHAPE(1), TU_VALS(4)), -1));
+    TU_ERROR("out of bounds");
+    assert_null(jg_embedding(w, tu_tensor(JG_F32, 1, TU_SHAPE(1), TU_VALS(0)), -1));
+    TU_ERROR("'indices' to have one of the following scalar types: Long, Int");
+    assert_null(jg_embedding(w, ix, 4));
+    TU_ERROR("Padding_idx must be within num_embeddings");
+    /* compiled == eager, both backends */
+    const char *backends[2] = {"interp", "c"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            break;
+        jg_tensor *in[2] = {w, ix}, *eout, *cout;
+        assert_int_equal(p_emb(NULL, NULL, 2, in, &eout), 1);
+        assert_int_equal(jg_backward(eout, NULL, 0), 0);
+        jg_tensor *g = jg_clone(jg_grad(w));
+        jg_clear_grad(w);
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(p_emb, NULL, &o);
+        if (jg_compiled_call(c, NULL, 0, 2, in, &cout) != 1)
+            fail_msg("%s", jg_last_error());
+        TU_SAME(cout, eout);
+        assert_int_equal(jg_backward(cout, NULL, 0), 0);
+        TU_SAME(jg_grad(w), g);
+        jg_clear_grad(w);
+        /* an out-of-range index fails in the compiled program too */
+        jg_tensor *bad[2] = {w, tu_tensor(JG_I64, 2, TU_SHAPE(2, 2), TU_VALS(0, 9, 1, 1))};
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, bad, &cout), -1);
+        TU_ERROR("out of bounds");
+        jg_compiled_free(c);
+    }
+}
+
+static jg_tensor *f_ln(void *user, int n, jg_tensor *const *in) {
+    (void)user;
+    return jg_layer_norm(in[0], 2, n > 1 ? in[1] : NULL, n > 2 ? in[2] : NULL, 1e-5);
+}
+
+static void test_layer_norm(void **state) {
+    (void)state;
+    /* PyTorch 1.13, f64: F.layer_norm(x, [3], w, b) for x = [[1, 2, 4], [0, -1, 5]] */
+    jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(2, 3), TU_VALS(1, 2, 4, 0, -1, 5));
+    jg_tensor *w = tu_tensor(JG_F64, 1, TU_SHAPE(3), TU_VALS(0.5, 1, 2));
+    jg_tensor *b = tu_tensor(JG_F64, 1, TU_SHAPE(3), TU_VALS(0, 0.25, -1));
+    TU_CHECK(jg_layer_norm(x, 1, w, b, 1e-5), 2, TU_SHAPE(2, 3),
+             TU_VALS(-0.5345207657251, -0.01726038286257, 1.672603828626, -0.2540000696456,
+                     -0.6390002437595, 1.794000766101),
+             1e-10);
+    /* gradients (and double backward through the composition) over 2 dims */
+    jg_manual_seed(5);
+    jg_tensor *in[3] = {jg_randn(JG_F64, 3, TU_SHAPE(2, 3, 4)), jg_randn(JG_F64, 2, TU_SHAPE(3, 4)),
+                        jg_randn(JG_F64, 2, TU_SHAPE(3, 4))};
+    for (int k = 0; k < 3; k++)
+        jg_set_requires_grad(in[k], true);
+    if (jg_gradcheck(f_ln, NULL, 3, in, 1e-6, 1e-6, 1e-5) < 0)
+        fail_msg("%s", jg_last_error());
+    dbl d = {f_ln, NULL};
+    if (jg_gradcheck(f_grad, &d, 1, in, 1e-6, 1e-5, 1e-4) < 0)
+        fail_msg("double backward: %s", jg_last_error());
+    assert_null(jg_layer_norm(x, 3, NULL, NULL, 1e-5));
+    TU_ERROR("normalized_shape must have 1 to 2 dims");
+    assert_null(jg_layer_norm(x, 1, b, tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(0, 0)), 1e-5));
+    TU_ERROR("bias must have the normalized shape");
+}
+
+static void test_dropout(void **state) {
+    (void)state;
+    jg_manual_seed(2);
+    jg_tensor *x = jg_full(JG_F32, 1, TU_SHAPE(4000), 1.0);
+    jg_set_requires_grad(x, true);
+    jg_tensor *y = jg_dropout(x, 0.25, true);
+    double *v = malloc(4000 * sizeof *v);
+    tu_values(y, v);
+    int zeros = 0;
+    for (int i = 0; i < 4000; i++) {
+        if (v[i] == 0.0)
+            zeros++;
+        else
+            assert_true(v[i] == (double)(1.0f / 0.75f) || v[i] == (double)(float)(1.0 / 0.75));
+    }
+    assert_true(zeros > 850 && zeros < 1150);
+    /* the gradient is the same mask and scale */
+    assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+    double *g = malloc(4000 * sizeof *g);
+    tu_values(jg_grad(x), g);
+    for (int i = 0; i < 4000; i++)
+        assert_true((g[i] == 0.0) == (v[i] == 0.0));
+    free(v);
+    free(g);
+    jg_tensor *same = jg_dropout(x, 0.25, false);
+    assert_true(same == x);
+    jg_tensor *none = jg_dropout(x, 1.0, true);
+    double z[4];
+    jg_tensor *head = jg_slice(none, 0, 0, 4);
+    tu_values(head, z);
+    assert_true(z[0] == 0.0 && z[3] == 0.0);
+    assert_null(jg_dropout(x, 1.5, true));
+    TU_ERROR("dropout probability has to be between 0 and 1, but got 1.5");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_values_match_torch),
         TU_TEST(test_gradients_and_double_backward),
         TU_TEST(test_bad_input),
         TU_TEST(test_compiled_equals_eager),
+        TU_TEST(test_embedding),
+        TU_TEST(test_layer_norm),
+        TU_TEST(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

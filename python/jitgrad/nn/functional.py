@@ -214,10 +214,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise NotImplementedError("jitgrad: dropout(inplace=True) is not supported")
     if not training or p == 0.0:
         return input
-    if p == 1.0:
-        return input * 0.0
-    keep = (_C.rand_like(input) < (1.0 - p)).to(input.dtype)
-    return input * keep * (1.0 / (1.0 - p))
+    return _C._dropout(input, float(p), True)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -229,16 +226,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
                            f"shape [*, {', '.join(str(s) for s in normalized_shape)}], but got "
                            f"input of size{list(input.shape)}")
-    dims = tuple(range(-n, 0))
-    mean = input.mean(dims, keepdim=True)
-    centered = input - mean
-    var = (centered * centered).mean(dims, keepdim=True)
-    out = centered / (var + eps).sqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    return _C._layer_norm(input, n, weight, bias, float(eps))
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -258,16 +246,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         elif padding_idx < 0:
             assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
             padding_idx = num + padding_idx
-    flat = input.reshape(-1).to(_C.int64)
-    if flat.numel() and ((flat < 0).any().item() or (flat >= num).any().item()):
+    if _C._has_data(input) and input.numel() and \
+            ((input < 0).any().item() or (input >= num).any().item()):
         raise IndexError("index out of range in self")
-    onehot = _one_hot(flat, num, weight.dtype)
-    rows = onehot.matmul(weight)
-    if padding_idx is not None:
-        # the padding row's value is read but gets no gradient
-        pad = (flat == padding_idx).unsqueeze(1)
-        rows = _C.where(pad, rows.detach(), rows)
-    return rows.reshape(*tuple(input.shape), weight.size(1))
+    return _C._embedding(weight, input, -1 if padding_idx is None else int(padding_idx))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
