@@ -41,6 +41,25 @@ def test_parameter_shares_storage_without_history(jg):
     assert p.tolist() == [4.0, 7.0]
 
 
+def test_parameter_deepcopy(jg):
+    import copy
+
+    p = jg.nn.Parameter(jg.tensor([1.0, 2.0]))
+    q = copy.deepcopy(p)
+    assert type(q) is jg.nn.Parameter and q.requires_grad and q.tolist() == [1.0, 2.0]
+    with jg.no_grad():
+        q.mul_(2.0)
+    assert p.tolist() == [1.0, 2.0]
+
+
+def test_activation_int_input_like_torch(jg, torch):
+    for T in (jg, torch):
+        with pytest.raises(RuntimeError, match="\"GeluKernelImpl\" not implemented for 'Long'"):
+            T.nn.functional.gelu(T.tensor([1, 2]))
+        with pytest.raises(RuntimeError, match="\"silu_cpu\" not implemented for 'Bool'"):
+            T.nn.functional.silu(T.tensor([True]))
+
+
 def test_parameter_int_refused(jg):
     with pytest.raises(RuntimeError, match="floating point"):
         jg.nn.Parameter(jg.tensor([1, 2]))

@@ -8,13 +8,25 @@
     if (needs[k] && !gin[k])                                                                       \
     return -1
 
+/* PyTorch's kernels take floating dtypes only (no promotion) */
+static bool float_input(jg_tensor *a, const char *kernel) {
+    if (!a || jg_dtype_is_float(jg_dtype_of(a)))
+        return true;
+    jg_errorf_null("\"%s\" not implemented for '%s'", kernel, jg_dtype_torch_name(jg_dtype_of(a)));
+    return false;
+}
+
 jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate) {
     if (approximate != JG_GELU_NONE && approximate != JG_GELU_TANH)
         return jg_errorf_null("approximate argument must be either none or tanh.");
+    if (!float_input(a, "GeluKernelImpl"))
+        return NULL;
     return jg_ew_call(approximate == JG_GELU_TANH ? JG_OP_GELU_TANH : JG_OP_GELU, a, NULL);
 }
 
 jg_tensor *jg_silu(jg_tensor *a) {
+    if (!float_input(a, "silu_cpu"))
+        return NULL;
     return jg_ew_call(JG_OP_SILU, a, NULL);
 }
 

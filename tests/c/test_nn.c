@@ -84,6 +84,11 @@ static void test_bad_input(void **state) {
     assert_null(jg_gelu(x, (jg_gelu_approximate)7));
     TU_ERROR("approximate argument must be either none or tanh");
     assert_null(jg_silu(NULL));
+    jg_tensor *ints = tu_tensor(JG_I64, 1, TU_SHAPE(2), TU_VALS(1, 2));
+    assert_null(jg_gelu(ints, JG_GELU_TANH));
+    TU_ERROR("\"GeluKernelImpl\" not implemented for 'Long'");
+    assert_null(jg_silu(tu_tensor(JG_BOOL, 1, TU_SHAPE(1), TU_VALS(1))));
+    TU_ERROR("\"silu_cpu\" not implemented for 'Bool'");
 }
 
 /* sum(gelu(x) * silu(w) + gelu_tanh(x * w)) */

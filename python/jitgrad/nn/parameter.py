@@ -16,3 +16,10 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
     __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        result = type(self)(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = result
+        return result
