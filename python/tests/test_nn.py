@@ -528,3 +528,90 @@ def test_polynomial_sequential_matches_torch(jg, torch):
     assert want[-1] < want[0]
     for g, w in zip(got, want):
         assert abs(g - w) <= 1e-5 * abs(w), (got, want)
+
+
+def gpt_train(T, weights, steps=20):
+    """A nanoGPT-style model (embeddings, pre-norm attention block with
+    scaled_dot_product_attention or its formula, GELU MLP, tied head),
+    trained with clip_grad_norm_ and SGD written by hand."""
+    F = T.nn.functional
+    V, Bk, C, H = 11, 8, 16, 2
+
+    class Block(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = T.nn.LayerNorm(C)
+            self.c_attn = T.nn.Linear(C, 3 * C)
+            self.c_proj = T.nn.Linear(C, C)
+            self.ln_2 = T.nn.LayerNorm(C)
+            self.mlp = T.nn.Sequential(T.nn.Linear(C, 4 * C), T.nn.GELU(),
+                                       T.nn.Linear(4 * C, C), T.nn.Dropout(0.0))
+
+        def attn(self, x):
+            B, L, _ = x.shape
+            qkv = self.c_attn(x)
+            q, k, v = (qkv[:, :, i * C:(i + 1) * C].reshape(B, L, H, C // H).transpose(1, 2)
+                       for i in range(3))
+            if T.__name__ == "jitgrad":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(C // H))
+                s = s.masked_fill(T.ones(L, L, dtype=T.bool).triu(1), float("-inf"))
+                y = s.softmax(-1) @ v
+            return self.c_proj(y.transpose(1, 2).reshape(B, L, C))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = T.nn.ModuleDict(dict(
+                wte=T.nn.Embedding(V, C), wpe=T.nn.Embedding(Bk, C), drop=T.nn.Dropout(0.0),
+                h=T.nn.ModuleList([Block()]), ln_f=T.nn.LayerNorm(C)))
+            self.lm_head = T.nn.Linear(C, V, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight  # tied
+
+        def forward(self, idx, targets):
+            L = idx.size(1)
+            pos = T.arange(0, L, dtype=T.long)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            logits = self.lm_head(self.transformer.ln_f(x))
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                                   ignore_index=-1)
+
+    model = GPT()
+    if weights is None:
+        return model
+    model.load_state_dict({k: T.tensor(v) for k, v in weights.items()})
+    n_params = sum(p.numel() for p in model.parameters())  # the tied weight once
+    data = [(3 * i + i * i) % V for i in range(40)]
+    idx = T.tensor([data[j:j + Bk] for j in (0, 9, 17)])
+    tgt = T.tensor([data[j + 1:j + Bk + 1] for j in (0, 9, 17)])
+    losses = []
+    for _ in range(steps):
+        loss = model(idx, tgt)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        T.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        with T.no_grad():
+            for p in model.parameters():
+                p -= 0.5 * p.grad
+        losses.append(loss.item())
+    return losses, n_params
+
+
+def test_gpt_style_model_matches_torch(jg, torch):
+    torch.manual_seed(0)
+    tmodel = gpt_train(torch, None)
+    weights = {k: v.tolist() for k, v in tmodel.state_dict().items()}
+    assert list(weights) == list(gpt_train(jg, None).state_dict())
+    want, want_n = gpt_train(torch, weights)
+    got, got_n = gpt_train(jg, weights)
+    assert got_n == want_n
+    assert want[-1] < want[0]
+    for g, w in zip(got, want):
+        assert abs(g - w) <= 1e-4 * abs(w), (got, want)
