@@ -308,6 +308,22 @@ jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor 
 /* dropout with the library's generator: train false or p == 0 returns x (a
  * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
 jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);
+/* nll_loss of [N, C] log-probabilities and cross entropy of [N, C] logits
+ * against int64 targets [N], with PyTorch's options: rows whose target is
+ * ignore_index count nowhere; weight ([C], the input's dtype, or NULL)
+ * scales each row by its target's weight, and a weighted mean divides by
+ * the rows' summed weights; label_smoothing in [0, 1] mixes in the mean
+ * over classes of -logp (weighted), as PyTorch 1.13's cross_entropy.  An
+ * out-of-range target fails when the op runs ("Target 5 is out of
+ * bounds."). */
+typedef struct jg_loss_options {
+    jg_reduction reduction;
+    int64_t ignore_index; /* PyTorch's default: -100 */
+    jg_tensor *weight;    /* NULL: all ones */
+    double label_smoothing;
+} jg_loss_options;
+jg_tensor *jg_nll_loss(jg_tensor *logp, jg_tensor *target, const jg_loss_options *o);
+jg_tensor *jg_cross_entropy_opts(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
 
 #ifdef __cplusplus
 }

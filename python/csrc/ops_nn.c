@@ -148,7 +148,42 @@ static PyObject *dropout(PyObject *mod, PyObject *args) {
     return t ? jgp_wrap_new(jg_dropout(t, p, train)) : NULL;
 }
 
+/* _nll_loss(x, target, weight, reduction, ignore_index, label_smoothing,
+ * from_logits): jg_cross_entropy_opts (from_logits) or jg_nll_loss */
+static PyObject *nll_loss(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *t, *w;
+    const char *reduction;
+    long long ignore_index;
+    double smoothing;
+    int from_logits;
+    if (!PyArg_ParseTuple(args, "OOOsLdp:_nll_loss", &x, &t, &w, &reduction, &ignore_index,
+                          &smoothing, &from_logits))
+        return NULL;
+    bool okw;
+    jg_tensor *wt = opt_tensor(w, &okw);
+    if (!okw)
+        return NULL;
+    if (!jgp_is_tensor(x) || !jgp_is_tensor(t)) {
+        PyErr_SetString(PyExc_TypeError, "nll_loss(): input and target must be Tensors");
+        return NULL;
+    }
+    jg_loss_options o = {JG_REDUCTION_MEAN, (int64_t)ignore_index, wt, smoothing};
+    if (strcmp(reduction, "sum") == 0)
+        o.reduction = JG_REDUCTION_SUM;
+    else if (strcmp(reduction, "none") == 0)
+        o.reduction = JG_REDUCTION_NONE;
+    else if (strcmp(reduction, "mean") != 0) {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", reduction);
+        return NULL;
+    }
+    return jgp_wrap_new(from_logits ? jg_cross_entropy_opts(jgp_t(x), jgp_t(t), &o)
+                                    : jg_nll_loss(jgp_t(x), jgp_t(t), &o));
+}
+
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_nll_loss", nll_loss, METH_VARARGS,
+     "_nll_loss(x, target, weight, reduction, ignore_index, label_smoothing, from_logits)"},
     {"_layer_norm", layer_norm, METH_VARARGS, "_layer_norm(x, n_norm, weight, bias, eps)"},
     {"_dropout", dropout, METH_VARARGS, "_dropout(x, p, training)"},
     {"_embedding", embedding, METH_VARARGS,

@@ -215,3 +215,114 @@ jg_tensor *jg_dropout(jg_tensor *x, double p, bool train) {
     jg_scope_pop();
     return jg_scope_track(y);
 }
+
+/* ---- nll_loss / cross_entropy with class weights and label smoothing ----
+ * The per-row -logp[i, t_i] is the library's nll_loss op (which checks the
+ * targets when it runs); the weights of the rows' targets are a gather of
+ * weight at the targets (ignored rows read class 0 and are masked out);
+ * the smoothing term is -sum_c logp[i, c] * weight[c].  Reductions as
+ * PyTorch 1.13's: a weighted mean divides by the sum of the rows' weights,
+ * the smoothing term by the same divisor. */
+static jg_tensor *nll_composed(jg_tensor *logp, jg_tensor *target, const jg_loss_options *o) {
+    int64_t c = jg_shape(logp)[1];
+    jg_dtype dt = jg_dtype_of(logp);
+    bool weighted = o->weight != NULL, smooth = o->label_smoothing > 0.0;
+    jg_attrs at = jg_nll_attrs(true, o->ignore_index, JG_REDUCTION_NONE, c);
+    jg_tensor *rows = jg_op1(JG_OP_NLL_LOSS, &at, logp, target); /* [N], 0 where ignored */
+    jg_tensor *keep_b = jg_ne_scalar(target, (double)o->ignore_index);
+    jg_tensor *keep = keep_b ? jg_to_dtype(keep_b, dt) : NULL;
+    if (!rows || !keep)
+        return NULL;
+    jg_tensor *w_rows = keep; /* each row's weight (0 where ignored) */
+    if (weighted) {
+        jg_tensor *safe = jg_mul(target, jg_to_dtype(keep_b, JG_I64));
+        jg_attrs ga = {.n = 1};
+        jg_tensor *wt = safe ? jg_op1(JG_OP_GATHER, &ga, o->weight, safe) : NULL;
+        w_rows = wt ? jg_mul(wt, keep) : NULL;
+        rows = w_rows ? jg_mul(rows, w_rows) : NULL;
+    }
+    jg_tensor *srows = NULL;
+    if (rows && smooth) {
+        jg_tensor *lw = weighted ? jg_mul(logp, o->weight) : logp;
+        jg_tensor *s = lw ? jg_sum_dims(lw, 1, (const int[]){1}, false) : NULL;
+        srows = s ? jg_mul(jg_neg(s), keep) : NULL;
+        if (!srows)
+            return NULL;
+    }
+    if (!rows || !w_rows)
+        return NULL;
+    double eps = o->label_smoothing, sk = eps / (double)c;
+    switch (o->reduction) {
+    case JG_REDUCTION_NONE:
+        return smooth ? jg_add(jg_mul_scalar(rows, 1.0 - eps), jg_mul_scalar(srows, sk)) : rows;
+    case JG_REDUCTION_SUM:
+        return smooth ? jg_add(jg_mul_scalar(jg_sum(rows), 1.0 - eps),
+                               jg_mul_scalar(jg_sum(srows), sk))
+                      : jg_sum(rows);
+    default: {
+        jg_tensor *den = jg_sum(w_rows);
+        jg_tensor *m = jg_div(jg_sum(rows), den);
+        return smooth ? jg_add(jg_mul_scalar(m, 1.0 - eps),
+                               jg_mul_scalar(jg_div(jg_sum(srows), den), sk))
+                      : m;
+    }
+    }
+}
+
+static int check_loss_args(const char *fn, jg_tensor *x, jg_tensor *target,
+                           const jg_loss_options *o) {
+    if (!x || !target || !o)
+        return jg_errorf("%s: NULL argument", fn);
+    if ((int)o->reduction < JG_REDUCTION_MEAN || (int)o->reduction > JG_REDUCTION_NONE)
+        return jg_errorf("%s: invalid reduction %d", fn, (int)o->reduction);
+    if (!(o->label_smoothing >= 0.0 && o->label_smoothing <= 1.0))
+        return jg_errorf("label_smoothing must be between 0.0 and 1.0. Got: %g",
+                         o->label_smoothing);
+    if (jg_ndim(x) != 2)
+        return jg_errorf("%s: expected a 2-D input [N, C], got %d-D", fn, jg_ndim(x));
+    if (!jg_dtype_is_float(jg_dtype_of(x)))
+        return jg_errorf("\"nll_loss_out_frame\" not implemented for '%s'",
+                         jg_dtype_torch_name(jg_dtype_of(x)));
+    if (jg_dtype_of(target) != JG_I64)
+        return jg_errorf("expected scalar type Long but found %s",
+                         jg_dtype_torch_name(jg_dtype_of(target)));
+    if (jg_ndim(target) != 1 || jg_shape(target)[0] != jg_shape(x)[0])
+        return jg_errorf("Expected input batch_size (%lld) to match target batch_size (%lld).",
+                         (long long)jg_shape(x)[0],
+                         (long long)(jg_ndim(target) ? jg_shape(target)[0] : 1));
+    jg_tensor *w = o->weight;
+    if (w && (jg_ndim(w) != 1 || jg_shape(w)[0] != jg_shape(x)[1]))
+        return jg_errorf("weight tensor should be defined either for all %lld classes or no "
+                         "classes but got weight tensor of shape: [%lld]",
+                         (long long)jg_shape(x)[1], (long long)(jg_ndim(w) ? jg_shape(w)[0] : 1));
+    if (w && jg_dtype_of(w) != jg_dtype_of(x))
+        return jg_errorf("expected scalar type %s but found %s",
+                         jg_dtype_torch_name(jg_dtype_of(x)), jg_dtype_torch_name(jg_dtype_of(w)));
+    return 0;
+}
+
+static jg_tensor *loss_nn(jg_tensor *x, jg_tensor *target, const jg_loss_options *o,
+                          bool from_logits) {
+    if (check_loss_args(from_logits ? "cross_entropy" : "nll_loss", x, target, o) < 0)
+        return NULL;
+    if (!o->weight && o->label_smoothing == 0.0) {
+        if (from_logits)
+            return jg_cross_entropy_ex(x, target, o->reduction, o->ignore_index);
+        jg_attrs at = jg_nll_attrs(true, o->ignore_index, o->reduction, jg_shape(x)[1]);
+        return jg_op1(JG_OP_NLL_LOSS, &at, x, target);
+    }
+    jg_scope_push();
+    jg_tensor *logp = from_logits ? jg_log_softmax(x, 1) : x;
+    jg_tensor *r = logp ? nll_composed(logp, target, o) : NULL;
+    jg_keep(r);
+    jg_scope_pop();
+    return jg_scope_track(r);
+}
+
+jg_tensor *jg_nll_loss(jg_tensor *logp, jg_tensor *target, const jg_loss_options *o) {
+    return loss_nn(logp, target, o, false);
+}
+
+jg_tensor *jg_cross_entropy_opts(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o) {
+    return loss_nn(logits, target, o, true);
+}

@@ -259,6 +259,95 @@ static void test_dropout(void **state) {
     TU_ERROR("dropout probability has to be between 0 and 1, but got 1.5");
 }
 
+static const double ce_x[] = {1, 2, 0.5, 0, -1, 3, 2, 2, -2, 0.5, 0, 1};
+
+static jg_tensor *f_ce(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    jg_loss_options o = {JG_REDUCTION_MEAN, -100, in[1], *(double *)user};
+    jg_tensor *t = tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, -100));
+    return jg_cross_entropy_opts(in[0], t, &o);
+}
+
+static void test_loss_options(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(4, 3), ce_x);
+    jg_tensor *t = tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, -100));
+    jg_tensor *w = tu_tensor(JG_F64, 1, TU_SHAPE(3), TU_VALS(0.5, 2, 1));
+    /* PyTorch 1.13 values */
+    jg_loss_options o = {JG_REDUCTION_MEAN, -100, w, 0.2};
+    TU_CHECK(jg_cross_entropy_opts(x, t, &o), 0, NULL, TU_VALS(0.880856100892205), 1e-13);
+    o = (jg_loss_options){JG_REDUCTION_SUM, -100, w, 0.0};
+    TU_CHECK(jg_cross_entropy_opts(x, t, &o), 0, NULL, TU_VALS(2.20259493868959), 1e-13);
+    o = (jg_loss_options){JG_REDUCTION_NONE, -100, NULL, 0.1};
+    TU_CHECK(jg_cross_entropy_opts(x, t, &o), 1, TU_SHAPE(4),
+             TU_VALS(1.44770211744128, 0.299217237090762, 0.835596654772429, 0), 1e-13);
+    o = (jg_loss_options){JG_REDUCTION_MEAN, -100, w, 0.0};
+    TU_CHECK(jg_nll_loss(jg_log_softmax(x, 1), t, &o), 0, NULL, TU_VALS(0.629312839625598), 1e-13);
+    /* gradients (weight too) and double backward */
+    double eps[2] = {0.0, 0.3};
+    for (int k = 0; k < 2; k++) {
+        jg_tensor *in[2] = {jg_clone(x), jg_clone(w)};
+        jg_set_requires_grad(in[0], true);
+        jg_set_requires_grad(in[1], true);
+        if (jg_gradcheck(f_ce, &eps[k], 2, in, 1e-6, 1e-7, 1e-6) < 0)
+            fail_msg("%s", jg_last_error());
+        dbl d = {f_ce, &eps[k]};
+        if (jg_gradcheck(f_grad, &d, 2, in, 1e-6, 1e-6, 1e-5) < 0)
+            fail_msg("double backward: %s", jg_last_error());
+    }
+    /* bad input, with PyTorch's messages */
+    jg_tensor *bad = tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 3, 1, 1));
+    o = (jg_loss_options){JG_REDUCTION_MEAN, -100, w, 0.1};
+    assert_null(jg_cross_entropy_opts(x, bad, &o));
+    TU_ERROR("Target 3 is out of bounds.");
+    o.label_smoothing = 1.5;
+    assert_null(jg_cross_entropy_opts(x, t, &o));
+    TU_ERROR("label_smoothing must be between 0.0 and 1.0. Got: 1.5");
+    o = (jg_loss_options){JG_REDUCTION_MEAN, -100, tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(1, 1)),
+                          0.0};
+    assert_null(jg_nll_loss(x, t, &o));
+    TU_ERROR("weight tensor should be defined either for all 3 classes or no classes but got "
+             "weight tensor of shape: [2]");
+}
+
+/* mean cross entropy with weights and smoothing of x [4, 3] at in[1] */
+static int p_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    jg_loss_options o = {JG_REDUCTION_MEAN, 1, user, 0.15};
+    out[0] = jg_cross_entropy_opts(jg_mul(in[0], in[0]), in[1], &o);
+    return out[0] ? 1 : -1;
+}
+
+static void test_loss_options_compiled(void **state) {
+    (void)state;
+    jg_tensor *w = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(0.5, 2, 1));
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(4, 3), ce_x);
+    jg_set_requires_grad(x, true);
+    jg_tensor *t = tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 2, 1, 1));
+    const char *backends[2] = {"interp", "c"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            break;
+        jg_tensor *in[2] = {x, t}, *eout, *cout;
+        assert_int_equal(p_ce(w, NULL, 2, in, &eout), 1);
+        assert_int_equal(jg_backward(eout, NULL, 0), 0);
+        jg_tensor *g = jg_clone(jg_grad(x));
+        jg_clear_grad(x);
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(p_ce, w, &o);
+        if (jg_compiled_call(c, NULL, 0, 2, in, &cout) != 1)
+            fail_msg("%s", jg_last_error());
+        TU_SAME(cout, eout);
+        assert_int_equal(jg_backward(cout, NULL, 0), 0);
+        TU_SAME(jg_grad(x), g);
+        jg_clear_grad(x);
+        jg_tensor *bad[2] = {x, tu_tensor(JG_I64, 1, TU_SHAPE(4), TU_VALS(0, 7, 1, 1))};
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, bad, &cout), -1);
+        TU_ERROR("Target 7 is out of bounds.");
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_values_match_torch),
@@ -268,6 +357,8 @@ int main(void) {
         TU_TEST(test_embedding),
         TU_TEST(test_layer_norm),
         TU_TEST(test_dropout),
+        TU_TEST(test_loss_options),
+        TU_TEST(test_loss_options_compiled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,13 +89,6 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(loss, reduction)
 
 
-def _one_hot(target, n_classes, dtype):
-    """[N, C] float indicator of target along the class dim (a composition:
-    no gather op is public yet)."""
-    classes = _C.arange(n_classes)
-    return (target.unsqueeze(1) == classes).to(dtype)
-
-
 def _class_dim_last(input, target):
     """input [N, C, d1, ...] -> [N*d1*..., C]; target alike -> [N*d1*...]."""
     if input.dim() == 1:
@@ -107,86 +100,32 @@ def _class_dim_last(input, target):
     return input, target
 
 
+def _loss_nd(input, target, weight, ignore_index, reduction, label_smoothing, from_logits):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.dim() >= 2 and target.dim() > 0 and input.size(0) != target.size(0):
+        raise ValueError(f"Expected input batch_size ({input.size(0)}) to match target "
+                         f"batch_size ({target.size(0)}).")
+    out_shape = tuple(target.shape)
+    x, t = _class_dim_last(input, target)
+    loss = _C._nll_loss(x, t, weight, reduction, int(ignore_index), float(label_smoothing),
+                        from_logits)
+    return loss.reshape(*out_shape) if reduction == "none" else loss
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    out_shape = tuple(target.shape)
-    return _nll(input, target, weight, ignore_index, reduction, 0.0, out_shape)
-
-
-def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, out_shape, rows=None):
-    """nll_loss, with PyTorch's label smoothing; rows: the unweighted
-    per-row loss when the caller has it already."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    if target.dtype != _C.int64:
-        raise RuntimeError(f"expected scalar type Long but found {_dtype_title(target.dtype)}")
-    if logp.dim() >= 2 and target.dim() > 0 and logp.size(0) != target.size(0):
-        raise ValueError(f"Expected input batch_size ({logp.size(0)}) to match target "
-                         f"batch_size ({target.size(0)}).")
-    logp, target = _class_dim_last(logp, target)
-    n_classes = logp.size(1)
-    if weight is not None and tuple(weight.shape) != (n_classes,):
-        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
-                           f"or no classes but got weight tensor of shape: "
-                           f"{list(weight.shape)}")
-    keep = target != ignore_index
-    if rows is None and _C._has_data(target):  # a traced target cannot be read (docs/python.md)
-        bad = ((target < 0).logical_or(target >= n_classes)).logical_and(keep)
-        if bad.any().item():
-            first = [v for v, b in zip(target.tolist(), bad.tolist()) if b][0]
-            raise IndexError(f"Target {first} is out of bounds.")
-    onehot = _one_hot(target, n_classes, logp.dtype)
-    w = onehot if weight is None else onehot * weight
-    keepf = keep.to(logp.dtype)
-    w_row = w.sum(1) * keepf  # the weight of each row's target (0 where ignored)
-    if rows is None:
-        nll = -(logp * w).sum(1) * keepf
-    else:
-        nll = rows if weight is None else rows * w_row
-    if label_smoothing > 0.0:
-        cw = logp if weight is None else logp * weight
-        smooth = -cw.sum(1) * keepf
-        if reduction == "none":
-            loss = nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
-            return loss.reshape(*out_shape)
-        if reduction == "sum":
-            return nll.sum() * (1 - label_smoothing) + smooth.sum() * (label_smoothing / n_classes)
-        denom = w_row.sum()
-        return (nll.sum() / denom) * (1 - label_smoothing) + \
-            (smooth.sum() / denom) * (label_smoothing / n_classes)
-    if reduction == "none":
-        return nll.reshape(*out_shape)
-    if reduction == "sum":
-        return nll.sum()
-    return nll.sum() / w_row.sum()
-
-
-def _dtype_title(d):
-    return {"torch.float32": "Float", "torch.float64": "Double", "torch.int32": "Int",
-            "torch.bool": "Bool"}.get(str(d).replace("jitgrad", "torch"), str(d))
+    return _loss_nd(input, target, weight, ignore_index, reduction, 0.0, False)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    if weight is None and label_smoothing == 0.0 and input.dim() == 2 and \
-            target.dtype == _C.int64:
-        return _C._cross_entropy(input, target, reduction, int(ignore_index))
     if target.is_floating_point():
         raise NotImplementedError("jitgrad: cross_entropy with class-probability targets is not "
                                   "supported")
-    class_dim = 0 if input.dim() == 1 else 1
-    logp = input.log_softmax(class_dim)
-    rows = None
-    if input.dim() == 2 and target.dtype == _C.int64:
-        # the per-row -logp[i, t_i] from the library's op, which checks the
-        # targets when it runs (eagerly or in compiled code)
-        rows = _C._cross_entropy(input, target, "none", int(ignore_index))
-    return _nll(logp, target, weight, int(ignore_index), reduction, float(label_smoothing),
-                tuple(target.shape), rows)
+    return _loss_nd(input, target, weight, ignore_index, reduction, label_smoothing, True)
 
 
 def tanh(input):
