@@ -324,6 +324,13 @@ typedef struct jg_loss_options {
 } jg_loss_options;
 jg_tensor *jg_nll_loss(jg_tensor *logp, jg_tensor *target, const jg_loss_options *o);
 jg_tensor *jg_cross_entropy_opts(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
+/* Regression losses (input and target broadcast): (x - y)^2, |x - y|, and
+ * |x - y| < beta ? 0.5 (x - y)^2 / beta : |x - y| - beta / 2 (beta >= 0;
+ * 0 gives l1), reduced as PyTorch's reduction=. */
+jg_tensor *jg_mse_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction);
+jg_tensor *jg_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction);
+jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction,
+                             double beta);
 
 #ifdef __cplusplus
 }

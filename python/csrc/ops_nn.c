@@ -148,6 +148,43 @@ static PyObject *dropout(PyObject *mod, PyObject *args) {
     return t ? jgp_wrap_new(jg_dropout(t, p, train)) : NULL;
 }
 
+static int parse_reduction(const char *s, jg_reduction *r) {
+    if (strcmp(s, "mean") == 0)
+        *r = JG_REDUCTION_MEAN;
+    else if (strcmp(s, "sum") == 0)
+        *r = JG_REDUCTION_SUM;
+    else if (strcmp(s, "none") == 0)
+        *r = JG_REDUCTION_NONE;
+    else {
+        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* _regression_loss(kind, input, target, reduction, beta): kind 0 mse, 1 l1,
+ * 2 smooth_l1 */
+static PyObject *regression_loss(PyObject *mod, PyObject *args) {
+    (void)mod;
+    int kind;
+    PyObject *x, *y;
+    const char *red;
+    double beta;
+    jg_reduction r;
+    if (!PyArg_ParseTuple(args, "iOOsd:_regression_loss", &kind, &x, &y, &red, &beta))
+        return NULL;
+    if (!jgp_is_tensor(x) || !jgp_is_tensor(y)) {
+        PyErr_SetString(PyExc_TypeError, "loss: input and target must be Tensors");
+        return NULL;
+    }
+    if (parse_reduction(red, &r) < 0)
+        return NULL;
+    jg_tensor *a = jgp_t(x), *b = jgp_t(y);
+    return jgp_wrap_new(kind == 0   ? jg_mse_loss(a, b, r)
+                        : kind == 1 ? jg_l1_loss(a, b, r)
+                                    : jg_smooth_l1_loss(a, b, r, beta));
+}
+
 /* _nll_loss(x, target, weight, reduction, ignore_index, label_smoothing,
  * from_logits): jg_cross_entropy_opts (from_logits) or jg_nll_loss */
 static PyObject *nll_loss(PyObject *mod, PyObject *args) {
@@ -169,19 +206,15 @@ static PyObject *nll_loss(PyObject *mod, PyObject *args) {
         return NULL;
     }
     jg_loss_options o = {JG_REDUCTION_MEAN, (int64_t)ignore_index, wt, smoothing};
-    if (strcmp(reduction, "sum") == 0)
-        o.reduction = JG_REDUCTION_SUM;
-    else if (strcmp(reduction, "none") == 0)
-        o.reduction = JG_REDUCTION_NONE;
-    else if (strcmp(reduction, "mean") != 0) {
-        PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", reduction);
+    if (parse_reduction(reduction, &o.reduction) < 0)
         return NULL;
-    }
     return jgp_wrap_new(from_logits ? jg_cross_entropy_opts(jgp_t(x), jgp_t(t), &o)
                                     : jg_nll_loss(jgp_t(x), jgp_t(t), &o));
 }
 
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_regression_loss", regression_loss, METH_VARARGS,
+     "_regression_loss(kind, input, target, reduction, beta): 0 mse, 1 l1, 2 smooth_l1"},
     {"_nll_loss", nll_loss, METH_VARARGS,
      "_nll_loss(x, target, weight, reduction, ignore_index, label_smoothing, from_logits)"},
     {"_layer_norm", layer_norm, METH_VARARGS, "_layer_norm(x, n_norm, weight, bias, eps)"},

@@ -378,6 +378,8 @@ def test_loss_errors_like_torch(jg, torch):
     for T in (jg, torch):
         with pytest.raises(IndexError, match="Target 5 is out of bounds."):
             T.nn.functional.nll_loss(T.zeros(2, 3), T.tensor([0, 5]))
+        with pytest.raises(RuntimeError, match="does not support negative values for beta"):
+            T.nn.functional.smooth_l1_loss(T.zeros(2), T.zeros(2), beta=-1.0)
         with pytest.raises(ValueError, match="is not a valid value for reduction"):
             T.nn.functional.mse_loss(T.zeros(2), T.zeros(2), reduction="avg")
         with pytest.raises(RuntimeError, match="label_smoothing must be between 0.0"):

@@ -326,3 +326,58 @@ jg_tensor *jg_nll_loss(jg_tensor *logp, jg_tensor *target, const jg_loss_options
 jg_tensor *jg_cross_entropy_opts(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o) {
     return loss_nn(logits, target, o, true);
 }
+
+/* ---- regression losses (PyTorch's kernels' formulas), composed ---- */
+
+static jg_tensor *reduce_loss(jg_tensor *l, jg_reduction r) {
+    if (!l)
+        return NULL;
+    return r == JG_REDUCTION_MEAN ? jg_mean(l) : r == JG_REDUCTION_SUM ? jg_sum(l) : l;
+}
+
+static int check_regression(const char *fn, jg_tensor *input, jg_tensor *target, jg_reduction r) {
+    if (!input || !target)
+        return jg_errorf("%s: NULL argument", fn);
+    if ((int)r < JG_REDUCTION_MEAN || (int)r > JG_REDUCTION_NONE)
+        return jg_errorf("%s: invalid reduction %d", fn, (int)r);
+    return 0;
+}
+
+static jg_tensor *regression(int kind, jg_tensor *input, jg_tensor *target, jg_reduction r,
+                             double beta) {
+    static const char *names[3] = {"mse_loss", "l1_loss", "smooth_l1_loss"};
+    if (check_regression(names[kind], input, target, r) < 0)
+        return NULL;
+    if (kind == 2 && !(beta >= 0.0))
+        return jg_errorf_null("smooth_l1_loss does not support negative values for beta.");
+    jg_scope_push();
+    jg_tensor *d = jg_sub(input, target), *l = NULL;
+    if (d && kind == 0) {
+        l = jg_mul(d, d);
+    } else if (d && (kind == 1 || beta == 0.0)) {
+        l = jg_abs(d);
+    } else if (d) { /* z < beta ? 0.5 * z * z / beta : z - 0.5 * beta */
+        jg_tensor *z = jg_abs(d);
+        jg_tensor *b = z ? jg_full(jg_dtype_of(z), 0, NULL, beta) : NULL;
+        jg_tensor *quad = b ? jg_div(jg_mul(jg_mul_scalar(z, 0.5), z), b) : NULL;
+        jg_tensor *lin = z ? jg_add_scalar(z, -0.5 * beta) : NULL;
+        l = quad && lin ? jg_where(jg_lt_scalar(z, beta), quad, lin) : NULL;
+    }
+    jg_tensor *out = reduce_loss(l, r);
+    jg_keep(out);
+    jg_scope_pop();
+    return jg_scope_track(out);
+}
+
+jg_tensor *jg_mse_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction) {
+    return regression(0, input, target, reduction, 0.0);
+}
+
+jg_tensor *jg_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction) {
+    return regression(1, input, target, reduction, 0.0);
+}
+
+jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction,
+                             double beta) {
+    return regression(2, input, target, reduction, beta);
+}

@@ -348,6 +348,32 @@ static void test_loss_options_compiled(void **state) {
     }
 }
 
+static jg_tensor *f_smooth(void *user, int n, jg_tensor *const *in) {
+    (void)user, (void)n;
+    return jg_add(jg_smooth_l1_loss(in[0], in[1], JG_REDUCTION_SUM, 0.8),
+                  jg_mse_loss(in[0], in[1], JG_REDUCTION_MEAN));
+}
+
+static void test_regression_losses(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F64, 1, TU_SHAPE(4), TU_VALS(0.5, -1, 2, 0.1));
+    jg_tensor *y = tu_tensor(JG_F64, 1, TU_SHAPE(4), TU_VALS(0, 0.5, -1, 0.3));
+    /* PyTorch 1.13 values */
+    TU_CHECK(jg_mse_loss(x, y, JG_REDUCTION_MEAN), 0, NULL, TU_VALS(2.885), 1e-14);
+    TU_CHECK(jg_l1_loss(x, y, JG_REDUCTION_SUM), 0, NULL, TU_VALS(5.2), 1e-14);
+    TU_CHECK(jg_smooth_l1_loss(x, y, JG_REDUCTION_NONE, 0.8), 1, TU_SHAPE(4),
+             TU_VALS(0.15625, 1.1, 2.6, 0.025), 1e-14);
+    jg_tensor *in[2] = {jg_clone(x), jg_clone(y)};
+    jg_set_requires_grad(in[0], true);
+    jg_set_requires_grad(in[1], true);
+    if (jg_gradcheck(f_smooth, NULL, 2, in, 1e-6, 1e-7, 1e-6) < 0)
+        fail_msg("%s", jg_last_error());
+    assert_null(jg_smooth_l1_loss(x, y, JG_REDUCTION_MEAN, -1.0));
+    TU_ERROR("smooth_l1_loss does not support negative values for beta.");
+    assert_null(jg_mse_loss(x, y, (jg_reduction)9));
+    TU_ERROR("invalid reduction 9");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_values_match_torch),
@@ -359,6 +385,7 @@ int main(void) {
         TU_TEST(test_dropout),
         TU_TEST(test_loss_options),
         TU_TEST(test_loss_options_compiled),
+        TU_TEST(test_regression_losses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

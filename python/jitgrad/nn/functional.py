@@ -35,16 +35,6 @@ def linear(input, weight, bias=None):
     return out
 
 
-def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
 def _legacy_reduction(size_average, reduce, reduction):
     if size_average is None and reduce is None:
         return reduction
@@ -67,26 +57,19 @@ def _check_same_size(input, target, name):
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_size(input, target, "mse_loss")
-    d = input - target
-    return _reduce(d * d, reduction)
+    return _C._regression_loss(0, input, target, reduction, 0.0)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_size(input, target, "l1_loss")
-    return _reduce((input - target).abs(), reduction)
+    return _C._regression_loss(1, input, target, reduction, 0.0)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if beta < 0:
-        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _check_same_size(input, target, "smooth_l1_loss")
-    d = (input - target).abs()
-    if beta == 0.0:
-        return _reduce(d, reduction)
-    loss = _C.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
-    return _reduce(loss, reduction)
+    return _C._regression_loss(2, input, target, reduction, float(beta))
 
 
 def _class_dim_last(input, target):
