@@ -331,6 +331,11 @@ jg_tensor *jg_mse_loss(jg_tensor *input, jg_tensor *target, jg_reduction reducti
 jg_tensor *jg_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction);
 jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction,
                              double beta);
+/* softmax(q k^T / sqrt(E) [+ mask]) v over the last two dims; is_causal
+ * masks keys after each query; attn_mask (NULL: none; not with is_causal):
+ * bool keeps where true, float is added; dropout_p > 0 drops weights. */
+jg_tensor *jg_scaled_dot_product_attention(jg_tensor *q, jg_tensor *k, jg_tensor *v,
+                                           jg_tensor *attn_mask, double dropout_p, bool is_causal);
 
 #ifdef __cplusplus
 }

@@ -212,7 +212,28 @@ static PyObject *nll_loss(PyObject *mod, PyObject *args) {
                                     : jg_nll_loss(jgp_t(x), jgp_t(t), &o));
 }
 
+static PyObject *sdpa(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *q, *k, *v, *m;
+    double p;
+    int causal;
+    if (!PyArg_ParseTuple(args, "OOOOdp:_sdpa", &q, &k, &v, &m, &p, &causal))
+        return NULL;
+    bool okm;
+    jg_tensor *mt = opt_tensor(m, &okm);
+    if (!okm)
+        return NULL;
+    if (!jgp_is_tensor(q) || !jgp_is_tensor(k) || !jgp_is_tensor(v)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scaled_dot_product_attention(): query, key and value must be Tensors");
+        return NULL;
+    }
+    return jgp_wrap_new(
+        jg_scaled_dot_product_attention(jgp_t(q), jgp_t(k), jgp_t(v), mt, p, causal));
+}
+
 PyMethodDef jgp_module_nn_functions[] = {
+    {"_sdpa", sdpa, METH_VARARGS, "_sdpa(q, k, v, attn_mask, dropout_p, is_causal)"},
     {"_regression_loss", regression_loss, METH_VARARGS,
      "_regression_loss(kind, input, target, reduction, beta): 0 mse, 1 l1, 2 smooth_l1"},
     {"_nll_loss", nll_loss, METH_VARARGS,

@@ -3,6 +3,8 @@
  * one elementwise op each; their own VJPs composed, for double backward). */
 #include "ops/decls.h"
 
+#include <math.h>
+
 #define SUM_TO(g, k) ((g) ? jg_sum_to((g), meta[k].ndim, meta[k].shape) : NULL)
 #define CHECK(k)                                                                                   \
     if (needs[k] && !gin[k])                                                                       \
@@ -380,4 +382,47 @@ jg_tensor *jg_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reductio
 jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction,
                              double beta) {
     return regression(2, input, target, reduction, beta);
+}
+
+/* scaled_dot_product_attention: softmax(q k^T * scale [+ mask]) v over the
+ * last two dims (batch dims broadcast), scale 1/sqrt(E); is_causal masks
+ * key j > query i with -inf; a bool attn_mask keeps where true, a float one
+ * is added; dropout_p > 0 drops attention weights (the library's
+ * generator).  Composed of library ops. */
+jg_tensor *jg_scaled_dot_product_attention(jg_tensor *q, jg_tensor *k, jg_tensor *v,
+                                           jg_tensor *attn_mask, double dropout_p, bool is_causal) {
+    if (!q || !k || !v)
+        return jg_errorf_null("scaled_dot_product_attention: NULL argument");
+    int qn = jg_ndim(q), kn = jg_ndim(k);
+    if (qn < 2 || kn < 2 || jg_ndim(v) < 2)
+        return jg_errorf_null("scaled_dot_product_attention: query, key and value need at least "
+                              "2 dims");
+    if (is_causal && attn_mask)
+        return jg_errorf_null("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                              "set when is_causal=True");
+    int64_t L = jg_shape(q)[qn - 2], S = jg_shape(k)[kn - 2], E = jg_shape(q)[qn - 1];
+    jg_scope_push();
+    jg_tensor *s =
+        jg_mul_scalar(jg_matmul(q, jg_transpose(k, kn - 2, kn - 1)), 1.0 / sqrt((double)E));
+    if (s && is_causal) {
+        jg_tensor *m = jg_tensor_new(JG_BOOL, 2, (const int64_t[]){L, S}, NULL);
+        if (m) {
+            bool *p = jg_data(m);
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < S; j++)
+                    p[i * S + j] = j > i;
+        }
+        s = m ? jg_masked_fill(s, m, -INFINITY) : NULL;
+    } else if (s && attn_mask) {
+        s = jg_dtype_of(attn_mask) == JG_BOOL
+                ? jg_masked_fill(s, jg_logical_not(attn_mask), -INFINITY)
+                : jg_add(s, attn_mask);
+    }
+    jg_tensor *a = s ? jg_softmax(s, jg_ndim(s) - 1) : NULL;
+    if (a && dropout_p > 0.0)
+        a = jg_dropout(a, dropout_p, true);
+    jg_tensor *out = a ? jg_matmul(a, v) : NULL;
+    jg_keep(out);
+    jg_scope_pop();
+    return jg_scope_track(out);
 }

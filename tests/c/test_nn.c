@@ -374,6 +374,58 @@ static void test_regression_losses(void **state) {
     TU_ERROR("invalid reduction 9");
 }
 
+static jg_tensor *f_sdpa(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    return jg_scaled_dot_product_attention(in[0], in[1], in[2], user, 0.0, user == NULL);
+}
+
+static int p_sdpa(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *y = jg_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, true);
+    out[0] = y ? jg_sum(jg_mul(y, y)) : NULL;
+    return out[0] ? 1 : -1;
+}
+
+static void test_sdpa(void **state) {
+    (void)state;
+    jg_manual_seed(6);
+    jg_tensor *in[3] = {jg_randn(JG_F64, 3, TU_SHAPE(2, 3, 4)),
+                        jg_randn(JG_F64, 3, TU_SHAPE(2, 3, 4)),
+                        jg_randn(JG_F64, 3, TU_SHAPE(2, 3, 4))};
+    for (int k = 0; k < 3; k++)
+        jg_set_requires_grad(in[k], true);
+    /* causal == an explicit lower-triangular bool mask */
+    jg_tensor *tril = tu_tensor(JG_BOOL, 2, TU_SHAPE(3, 3), TU_VALS(1, 0, 0, 1, 1, 0, 1, 1, 1));
+    TU_SAME(f_sdpa(NULL, 3, in), f_sdpa(tril, 3, in));
+    if (jg_gradcheck(f_sdpa, NULL, 3, in, 1e-6, 1e-7, 1e-6) < 0)
+        fail_msg("%s", jg_last_error());
+    assert_null(jg_scaled_dot_product_attention(in[0], in[1], in[2], tril, 0.0, true));
+    TU_ERROR("Explicit attn_mask should not be set when is_causal=True");
+    const char *backends[2] = {"interp", "c"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            break;
+        jg_tensor *eout, *cout, *g[3];
+        assert_int_equal(p_sdpa(NULL, NULL, 3, in, &eout), 1);
+        assert_int_equal(jg_backward(eout, NULL, 0), 0);
+        for (int k = 0; k < 3; k++) {
+            g[k] = jg_clone(jg_grad(in[k]));
+            jg_clear_grad(in[k]);
+        }
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(p_sdpa, NULL, &o);
+        if (jg_compiled_call(c, NULL, 0, 3, in, &cout) != 1)
+            fail_msg("%s", jg_last_error());
+        TU_SAME(cout, eout);
+        assert_int_equal(jg_backward(cout, NULL, 0), 0);
+        for (int k = 0; k < 3; k++) {
+            TU_SAME(jg_grad(in[k]), g[k]);
+            jg_clear_grad(in[k]);
+        }
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_values_match_torch),
@@ -386,6 +438,7 @@ int main(void) {
         TU_TEST(test_loss_options),
         TU_TEST(test_loss_options_compiled),
         TU_TEST(test_regression_losses),
+        TU_TEST(test_sdpa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

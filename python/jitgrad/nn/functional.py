@@ -1,6 +1,5 @@
 """jitgrad.nn.functional: each op is one call into the C library or a short
 composition of library ops (docs/python.md lists which)."""
-import math
 
 from .. import _C
 
@@ -176,20 +175,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False):
-    L, S = query.size(-2), key.size(-2)
-    scores = query.matmul(key.transpose(-2, -1)) * (1.0 / math.sqrt(query.size(-1)))
-    if is_causal:
-        causal = _C.arange(S).unsqueeze(0) > _C.arange(L).unsqueeze(1)
-        scores = scores.masked_fill(causal, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype == _C.bool:
-            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
-        else:
-            scores = scores + attn_mask
-    attn = scores.softmax(-1)
-    if dropout_p > 0.0:
-        attn = dropout(attn, dropout_p)
-    return attn.matmul(value)
+    return _C._sdpa(query, key, value, attn_mask, float(dropout_p), bool(is_causal))
 
 
 def flatten(input, start_dim=0, end_dim=-1):
