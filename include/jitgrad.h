@@ -425,6 +425,50 @@ jg_tensor *jg_linspace(jg_dtype dtype, double start, double end, int64_t steps);
 jg_tensor *jg_randint(jg_dtype dtype, int64_t low, int64_t high, int ndim, const int64_t *shape);
 jg_tensor *jg_randperm(jg_dtype dtype, int64_t n);
 jg_tensor *jg_multinomial(jg_tensor *probs, int64_t num_samples, bool replacement);
+/* ---- nn ---- */
+/* gelu: x * Phi(x) (JG_GELU_NONE, with erf) or PyTorch's tanh approximation
+ * (JG_GELU_TANH); silu: x * sigmoid(x).  Floating dtypes. */
+typedef enum { JG_GELU_NONE = 0, JG_GELU_TANH = 1 } jg_gelu_approximate;
+jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate);
+jg_tensor *jg_silu(jg_tensor *a);
+/* embedding: the rows of weight [V, D] at int64/int32 indices (any shape)
+ * -> indices.shape + [D]; the row padding_idx (negative: none) gets no
+ * gradient.  An index outside [0, V) fails when the op runs. */
+jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_idx);
+/* layer_norm over x's last n_norm dims; weight and bias (NULL: none) have
+ * their shape: (x - mean) / sqrt(biased var + eps) * weight + bias. */
+jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor *bias, double eps);
+/* dropout with the library's generator: train false or p == 0 returns x (a
+ * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
+jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);
+/* nll_loss of [N, C] log-probabilities and cross entropy of [N, C] logits
+ * against int64 targets [N], with PyTorch's options: rows whose target is
+ * ignore_index count nowhere; weight ([C], the input's dtype, or NULL)
+ * scales each row by its target's weight, and a weighted mean divides by
+ * the rows' summed weights; label_smoothing in [0, 1] mixes in the mean
+ * over classes of -logp (weighted), as PyTorch 1.13's cross_entropy.  An
+ * out-of-range target fails when the op runs ("Target 5 is out of
+ * bounds."). */
+typedef struct jg_loss_options {
+    jg_reduction reduction;
+    int64_t ignore_index; /* PyTorch's default: -100 */
+    jg_tensor *weight;    /* NULL: all ones */
+    double label_smoothing;
+} jg_loss_options;
+jg_tensor *jg_nll_loss(jg_tensor *logp, jg_tensor *target, const jg_loss_options *o);
+jg_tensor *jg_cross_entropy_opts(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
+/* Regression losses (input and target broadcast): (x - y)^2, |x - y|, and
+ * |x - y| < beta ? 0.5 (x - y)^2 / beta : |x - y| - beta / 2 (beta >= 0;
+ * 0 gives l1), reduced as PyTorch's reduction=. */
+jg_tensor *jg_mse_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction);
+jg_tensor *jg_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction);
+jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction reduction,
+                             double beta);
+/* softmax(q k^T / sqrt(E) [+ mask]) v over the last two dims; is_causal
+ * masks keys after each query; attn_mask (NULL: none; not with is_causal):
+ * bool keeps where true, float is added; dropout_p > 0 drops weights. */
+jg_tensor *jg_scaled_dot_product_attention(jg_tensor *q, jg_tensor *k, jg_tensor *v,
+                                           jg_tensor *attn_mask, double dropout_p, bool is_causal);
 
 #ifdef __cplusplus
 }

@@ -104,5 +104,7 @@ void jgp_docs_apply(PyMethodDef *defs);
 /* ---- ops_opsshape.c (OPS-SHAPE) ---- */
 extern PyMethodDef jgp_tensor_opsshape_methods[];
 extern PyMethodDef jgp_module_opsshape_functions[];
+/* ---- nn: ops_nn.c ---- */
+extern PyMethodDef jgp_module_nn_functions[];
 
 #endif

@@ -973,8 +973,9 @@ int jgp_tensor_init_type(PyObject *module) {
         if (nbf[i])
             slots[k++] = (PyType_Slot){nb[i], nbf[i]};
     slots[k] = (PyType_Slot){0, NULL};
-    static PyType_Spec spec = {"jitgrad.Tensor", sizeof(JGTensor), 0,
-                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, NULL};
+    static PyType_Spec spec = {
+        "jitgrad.Tensor", sizeof(JGTensor), 0,
+        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION, NULL};
     spec.slots = slots;
     JGTensor_Type = (PyTypeObject *)PyType_FromSpec(&spec);
     if (!JGTensor_Type)

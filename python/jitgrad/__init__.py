@@ -232,6 +232,11 @@ from ._opsshape import (  # noqa: E402,F401
 
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
+
+# ---- nn ----
+Tensor._make_subclass = staticmethod(_C._make_subclass)
+# ---- end nn ----
+
 from .autograd import grad as _grad  # noqa: E402,F401
 
 # ---- compile ----

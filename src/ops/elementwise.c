@@ -213,6 +213,7 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
 
 #define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) EW_KERNEL(name, n_in, expr)
 #include "ops/elementwise.def"
+#include "ops/nn.def"
 #undef JG_EW
 
 /* The row functions by op and dtype (NULL for ops not in elementwise.def),
@@ -221,6 +222,7 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
 const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES] = {
 #define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) [JG_OP_##ID] = EW_BY_DTYPE(name##_row),
 #include "ops/elementwise.def"
+#include "ops/nn.def"
 #undef JG_EW
 };
 
@@ -230,6 +232,7 @@ const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES] = {
 const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES] = {
 #define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) [JG_OP_##ID] = EW_BY_DTYPE(name##_d),
 #include "ops/elementwise.def"
+#include "ops/nn.def"
 #undef JG_EW
 };
 

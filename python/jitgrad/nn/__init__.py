@@ -1,2 +1,34 @@
-"""jitgrad.nn: only the functional ops (see docs/python.md)."""
+"""jitgrad.nn: Module, Parameter, the common layers and losses, init,
+utils.clip_grad_norm_ and functional (see docs/python.md)."""
 from . import functional  # noqa: F401
+from . import init  # noqa: F401
+from . import utils  # noqa: F401
+from .modules import (  # noqa: F401
+    GELU,
+    L1Loss,
+    LSTM,
+    Conv2d,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    LSTMCell,
+    MaxPool2d,
+    Module,
+    ModuleDict,
+    ModuleList,
+    MSELoss,
+    NLLLoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    SiLU,
+    SmoothL1Loss,
+    Softmax,
+    Tanh,
+)
+from .parameter import Parameter  # noqa: F401

@@ -1,5 +1,6 @@
-"""jitgrad.nn.functional: each op is one call into the C library (or a short
-composition of them, where noted)."""
+"""jitgrad.nn.functional: each op is one call into the C library or a short
+composition of library ops (docs/python.md lists which)."""
+
 from .. import _C
 
 
@@ -26,29 +27,168 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return input.log_softmax(dim)
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                  reduction="mean", label_smoothing=0.0):
-    if weight is not None or label_smoothing != 0.0 or size_average is not None or \
-            reduce is not None:
-        raise NotImplementedError("jitgrad: cross_entropy supports input, target, reduction and "
-                                  "ignore_index only")
-    return _C._cross_entropy(input, target, reduction, int(ignore_index))
-
-
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    d = input - target
-    sq = d * d
-    if reduction == "mean":
-        return sq.mean()
-    if reduction == "sum":
-        return sq.sum()
-    if reduction == "none":
-        return sq
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
 def linear(input, weight, bias=None):
     out = input.matmul(weight.t())
     if bias is not None:
         out = out + bias
     return out
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _check_same_size(input, target, name):
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the "
+                      f"input size ({tuple(input.shape)}). This will likely lead to incorrect "
+                      "results due to broadcasting. Please ensure they have the same size.",
+                      stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_same_size(input, target, "mse_loss")
+    return _C._regression_loss(0, input, target, reduction, 0.0)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_same_size(input, target, "l1_loss")
+    return _C._regression_loss(1, input, target, reduction, 0.0)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_same_size(input, target, "smooth_l1_loss")
+    return _C._regression_loss(2, input, target, reduction, float(beta))
+
+
+def _class_dim_last(input, target):
+    """input [N, C, d1, ...] -> [N*d1*..., C]; target alike -> [N*d1*...]."""
+    if input.dim() == 1:
+        return input.unsqueeze(0), target.unsqueeze(0)
+    if input.dim() > 2:
+        c = input.size(1)
+        perm = [0] + list(range(2, input.dim())) + [1]
+        return input.permute(*perm).reshape(-1, c), target.reshape(-1)
+    return input, target
+
+
+def _loss_nd(input, target, weight, ignore_index, reduction, label_smoothing, from_logits):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.dim() >= 2 and target.dim() > 0 and input.size(0) != target.size(0):
+        raise ValueError(f"Expected input batch_size ({input.size(0)}) to match target "
+                         f"batch_size ({target.size(0)}).")
+    out_shape = tuple(target.shape)
+    x, t = _class_dim_last(input, target)
+    loss = _C._nll_loss(x, t, weight, reduction, int(ignore_index), float(label_smoothing),
+                        from_logits)
+    return loss.reshape(*out_shape) if reduction == "none" else loss
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _loss_nd(input, target, weight, ignore_index, reduction, 0.0, False)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if target.is_floating_point():
+        raise NotImplementedError("jitgrad: cross_entropy with class-probability targets is not "
+                                  "supported")
+    return _loss_nd(input, target, weight, ignore_index, reduction, label_smoothing, True)
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def silu(input, inplace=False):
+    if inplace:
+        raise NotImplementedError("jitgrad: silu(inplace=True) is not supported")
+    return _C._silu(input)
+
+
+def gelu(input, approximate="none"):
+    return _C._gelu(input, approximate=approximate)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if inplace:
+        raise NotImplementedError("jitgrad: dropout(inplace=True) is not supported")
+    if not training or p == 0.0:
+        return input
+    return _C._dropout(input, float(p), True)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    n = len(normalized_shape)
+    if n == 0 or tuple(input.shape)[-n:] != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
+                           f"shape [*, {', '.join(str(s) for s in normalized_shape)}], but got "
+                           f"input of size{list(input.shape)}")
+    return _C._layer_norm(input, n, weight, bias, float(eps))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("jitgrad: embedding supports padding_idx only (no max_norm, "
+                                  "scale_grad_by_freq, sparse)")
+    if input.dtype not in (_C.int64, _C.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                           "following scalar types: Long, Int; but got "
+                           f"{str(input.dtype).replace('jitgrad', 'torch')} instead (while "
+                           "checking arguments for embedding)")
+    num = weight.size(0)
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < num, "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
+            padding_idx = num + padding_idx
+    if _C._has_data(input) and input.numel() and \
+            ((input < 0).any().item() or (input >= num).any().item()):
+        raise IndexError("index out of range in self")
+    return _C._embedding(weight, input, -1 if padding_idx is None else int(padding_idx))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False):
+    return _C._sdpa(query, key, value, attn_mask, float(dropout_p), bool(is_causal))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return input.flatten(start_dim, end_dim)
+
+
+def _not_implemented(name):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"jitgrad: {name} is not implemented yet")
+
+    fn.__name__ = name
+    return fn
+
+
+max_pool2d = _not_implemented("max_pool2d")
+conv2d = _not_implemented("conv2d")
