@@ -502,6 +502,9 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     compiled_call *call = current;
     PyObject *args = NULL, *kwargs = NULL, *res = NULL, *tmpl = NULL;
     (void)argbytes;
+    /* a program run starting: an earlier run of this call that failed (a
+     * trace that broke the graph) was recovered from */
+    jgp_callback_retry();
     if (!call || call->self != self) {
         PyErr_SetString(PyExc_RuntimeError,
                         "jitgrad.compile: the program was called outside its Python call");

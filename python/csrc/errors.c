@@ -64,6 +64,11 @@ int jgp_callback_fail(void) {
     return jg_set_error("%s", buf[0] ? buf : ((PyTypeObject *)type)->tp_name);
 }
 
+void jgp_callback_retry(void) {
+    /* the library went on past that failure: it is not this call's error */
+    clear_pending();
+}
+
 void jgp_enter(void) {
     if (depth++ == 0)
         clear_pending();

@@ -54,6 +54,10 @@ int jgp_raise_int(void);
 /* For C callbacks: records the current Python exception (to re-raise it
  * after the library call returns) and sets the library error; returns -1. */
 int jgp_callback_fail(void);
+/* For C callbacks the library runs again after one failed (a compiled
+ * program's eager run after its trace broke): forgets the earlier failure,
+ * so an error of this run is reported as its own. */
+void jgp_callback_retry(void);
 /* Around every library call that may run Python callbacks. */
 void jgp_enter(void);
 void jgp_leave(bool ok);

@@ -89,7 +89,11 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         g[k] = any ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
         if (!any && !g[k])
             return -1;
-        if (g[k] && !(hist[k] = fwd_value(s, n->out[nco + k])))
+        /* every output's history, also one no gradient reaches now: a
+         * backward for fewer outputs may materialize zeros for all of them,
+         * and must read only values the full backward reads (those are what
+         * the forward saves) */
+        if (!(hist[k] = fwd_value(s, n->out[nco + k])))
             return -1;
     }
     for (int k = 0; k < ns; k++) {

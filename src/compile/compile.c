@@ -327,9 +327,7 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, jg_tensor *const 
 /* --------------------------------------------------------------- tracing */
 
 static int check_outputs(int n_out, jg_tensor *const *outs) {
-    if (n_out == 0)
-        return jg_errorf("jg_compiled_call: the program returned no outputs (it must return at "
-                         "least one)");
+    /* no outputs is fine: a program may only write its inputs (a training step) */
     if (n_out < 0 || n_out > JG_MAX_OUTPUTS)
         return jg_errorf("jg_compiled_call: the program returned %d outputs (at most %d)", n_out,
                          JG_MAX_OUTPUTS);

@@ -44,7 +44,7 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
         return 0;
     if (!(e->mut_input = malloc(sizeof(int) * (size_t)n_mut)) ||
         !(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
-        !(e->out_input = malloc(sizeof(int) * (size_t)n_out)))
+        !(e->out_input = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1))))
         return jg_errorf("out of memory in jg_compile");
     e->n_mut = n_mut;
     for (int m = 0; m < n_mut; m++) {

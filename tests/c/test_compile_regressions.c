@@ -1,0 +1,63 @@
+/* Compiled programs that failed where eager works. */
+#include "testutil.h"
+
+#include <stdlib.h>
+
+static const char *backends[] = {"interp", "c"};
+
+/* a training-step-like program: writes its first input, returns nothing */
+static int step_fn(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n, (void)out;
+    jg_tensor *d = jg_mul_scalar(in[1], 0.5);
+    if (!d || jg_sub_(in[0], d) < 0)
+        return -1;
+    return 0;
+}
+
+/* reads its input, writes nothing and returns nothing */
+static int nothing_fn(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n, (void)out;
+    return jg_tanh(in[0]) ? 0 : -1;
+}
+
+static void test_zero_outputs_mutating(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        jg_compile_options o = {backends[b], true, false};
+        jg_compiled *c = jg_compile(step_fn, NULL, &o);
+        assert_non_null(c);
+        jg_tensor *p = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1, 2, 3));
+        jg_tensor *g = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(2, 2, 4));
+        jg_tensor *out[1] = {NULL};
+        for (int call = 0; call < 2; call++)
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){p, g}, out), 0);
+        assert_null(out[0]);
+        TU_CHECK(p, 1, TU_SHAPE(3), TU_VALS(-1, 0, -1), 0);
+        assert_int_equal(jg_compiled_entries(c), 1);
+        jg_compiled_free(c);
+    }
+}
+
+static void test_zero_outputs_pure(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        jg_compile_options o = {backends[b], true, true}; /* verify: eager agrees */
+        jg_compiled *c = jg_compile(nothing_fn, NULL, &o);
+        assert_non_null(c);
+        jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2));
+        jg_tensor *out[1] = {NULL};
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), 0);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, out), 0);
+        assert_null(out[0]);
+        TU_CHECK(x, 1, TU_SHAPE(2), TU_VALS(1, 2), 0);
+        jg_compiled_free(c);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_zero_outputs_mutating),
+        TU_TEST(test_zero_outputs_pure),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
