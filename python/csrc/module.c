@@ -615,7 +615,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (!m)
         return NULL;
     PyMethodDef *lists[] = {module_functions, jgp_module_op_functions,
-                            jgp_module_autograd_functions, jgp_module_function_functions};
+                            jgp_module_autograd_functions, jgp_module_function_functions,
+                            jgp_module_opsmath_functions};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         if (PyModule_AddFunctions(m, lists[l]) < 0)
             goto fail;

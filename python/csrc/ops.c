@@ -116,16 +116,12 @@ static PyObject *nb_pos(PyObject *a) {
 }
 
 static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod) {
-    if (mod != Py_None || !jgp_is_tensor(a))
+    if (mod != Py_None)
         Py_RETURN_NOTIMPLEMENTED;
-    if (!is_scalar(b)) {
-        if (jgp_is_tensor(b))
-            PyErr_SetString(PyExc_TypeError,
-                            "jitgrad supports tensor ** scalar only (no tensor exponent)");
-        else
-            return Py_NewRef(Py_NotImplemented);
-        return NULL;
-    }
+    if (!jgp_is_tensor(a) || jgp_is_tensor(b))
+        return jgp_pow_tensor(a, b);
+    if (!is_scalar(b))
+        Py_RETURN_NOTIMPLEMENTED;
     double s = PyFloat_AsDouble(b);
     if (s == -1.0 && PyErr_Occurred())
         return NULL;

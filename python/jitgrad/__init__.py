@@ -242,14 +242,9 @@ def _iter(self):
     return (self[i] for i in range(len(self)))
 
 
-def _rpow(self, base):
-    raise TypeError("jitgrad does not support scalar ** tensor")
-
-
 Tensor.__repr__ = _tensor_repr
 Tensor.__str__ = _tensor_repr
 Tensor.__iter__ = _iter
-Tensor.__rpow__ = _rpow
 Tensor.grad_fn = property(_grad_fn)
 Tensor.device = property(lambda self: _cpu)
 Tensor.T = property(lambda self: self.permute(*reversed(range(self.dim()))))
@@ -283,6 +278,17 @@ for _name in (
     "matmul", "mm", "add", "sub", "mul", "div", "pow", "square", "flatten", "squeeze",
     "unsqueeze", "numel", "is_floating_point", "eq", "ne", "lt", "le", "gt", "ge",
     "logical_and", "logical_or", "logical_xor", "logical_not", "any", "all", "masked_fill",
+):
+    globals()[_name] = _method(_name)
+del _name
+
+
+# ---- opsmath ----
+from ._C import var_mean, pow  # noqa: E402,F401,A004
+
+for _name in (
+    "sin", "cos", "erf", "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum", "prod",
+    "var", "std", "norm", "cumsum", "argmax", "argmin", "topk", "sort",
 ):
     globals()[_name] = _method(_name)
 del _name
