@@ -481,7 +481,7 @@ int jg_k_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
         double r;
         const double *v = x + j * m;
         if (isinf(p)) { /* max / min of |x|; NaN wins */
-            r = m ? fabs(v[0]) : (p > 0 ? 0.0 : INFINITY);
+            r = m ? fabs(v[0]) : 0.0; /* (PyTorch's for no elements, either sign) */
             for (int64_t i = 0; i < m; i++) {
                 double t = fabs(v[i]);
                 if (t != t) {
