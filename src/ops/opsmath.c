@@ -480,7 +480,7 @@ int jg_k_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     for (int64_t j = 0; j < out[0]->numel; j++) {
         double r;
         const double *v = x + j * m;
-        if (isinf(p)) { /* max / min of |x|; NaN wins */
+        if (isinf(p)) {               /* max / min of |x|; NaN wins */
             r = m ? fabs(v[0]) : 0.0; /* (PyTorch's for no elements, either sign) */
             for (int64_t i = 0; i < m; i++) {
                 double t = fabs(v[i]);
