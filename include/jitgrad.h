@@ -305,6 +305,9 @@ jg_tensor *jg_clamp_max(jg_tensor *a, double max);
 /* clamp_max(clamp_min(a, min), max); has_min / has_max say which apply (at
  * least one, as PyTorch requires) */
 jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max);
+/* clamp with tensor bounds (NULL: none; promoted, broadcast); NaN in any
+ * operand gives NaN; PyTorch's gradients for all three */
+jg_tensor *jg_clamp_tensor(jg_tensor *a, jg_tensor *min, jg_tensor *max);
 /* elementwise max / min of two tensors (promoted, broadcast); NaN wins */
 jg_tensor *jg_maximum(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_minimum(jg_tensor *a, jg_tensor *b);

@@ -467,6 +467,8 @@ static PyObject *m_max(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:max", kwlist, &dim, &keepdim))
         return NULL;
     jg_tensor *t = jgp_t(self), *v, *i;
+    if (jgp_is_tensor(dim)) /* max(other): PyTorch's elementwise maximum */
+        return jgp_wrap_new(jg_maximum(t, jgp_t(dim)));
     if (dim == Py_None) {
         if (keepdim) {
             PyErr_SetString(PyExc_TypeError, "max(): keepdim needs a dim");

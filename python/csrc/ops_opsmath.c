@@ -129,13 +129,6 @@ static int bound(PyObject *o, const char *fn, const char *name, bool *has, doubl
     *has = o && o != Py_None;
     if (!*has)
         return 0;
-    if (jgp_is_tensor(o)) {
-        PyErr_Format(PyExc_TypeError,
-                     "jitgrad: %s() with a tensor '%s' is not supported; use jitgrad.maximum / "
-                     "jitgrad.minimum",
-                     fn, name);
-        return -1;
-    }
     if (!is_number(o)) {
         PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Number, not %s", fn, name,
                      Py_TYPE(o)->tp_name);
@@ -145,7 +138,27 @@ static int bound(PyObject *o, const char *fn, const char *name, bool *has, doubl
     return *v == -1.0 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* clamp with at least one tensor bound */
+static PyObject *clamp_tensors(PyObject *self, PyObject *lo, PyObject *hi, const char *fn) {
+    for (int k = 0; k < 2; k++) {
+        PyObject *o = k ? hi : lo;
+        if (o && o != Py_None && !jgp_is_tensor(o)) { /* PyTorch takes no mix either */
+            PyErr_Format(PyExc_TypeError,
+                         "%s() received an invalid combination of arguments: min and max must "
+                         "be both Tensors or both Numbers, got '%s' %s",
+                         fn, k ? "max" : "min", Py_TYPE(o)->tp_name);
+            return NULL;
+        }
+    }
+    jg_tensor *x = jgp_t(self);
+    jg_tensor *l = lo && lo != Py_None ? jgp_t(lo) : NULL;
+    jg_tensor *h = hi && hi != Py_None ? jgp_t(hi) : NULL;
+    return jgp_wrap_new(jg_clamp_tensor(x, l, h));
+}
+
 static PyObject *clamp_impl(PyObject *self, PyObject *lo, PyObject *hi, const char *fn) {
+    if ((lo && jgp_is_tensor(lo)) || (hi && jgp_is_tensor(hi)))
+        return clamp_tensors(self, lo, hi, fn);
     bool has_lo, has_hi;
     double vlo = 0, vhi = 0;
     if (bound(lo, fn, "min", &has_lo, &vlo) < 0 || bound(hi, fn, "max", &has_hi, &vhi) < 0)

@@ -34,8 +34,13 @@ CASES = {
     "clamp_max": (lambda T, x, y: x.clamp(max=0.0), X),
     "clamp_min_m": (lambda T, x, y: x.clamp_min(-0.75), X),
     "clip": (lambda T, x, y: x.clip(0.0, 2.0), X),
+    "clamp_t": (lambda T, x, y: x.clamp(y - 1.0, y + 1.0), X),
+    "clamp_t_min": (lambda T, x, y: T.clamp(x, min=y), X),
+    "clamp_t_bcast": (lambda T, x, y: x.clamp(min=y[0], max=y[2:3] + 1.0), X),
+    "clamp_t_max": (lambda T, x, y: x.clamp_max(y[1:2]), X),
     "maximum": (lambda T, x, y: T.maximum(x, y), X),
     "minimum": (lambda T, x, y: x.minimum(y), X),
+    "max_other": (lambda T, x, y: T.max(x, y) + x.max(y[0]), X),
     "maximum_bcast": (lambda T, x, y: x.maximum(y[0]), X),
     "pow": (lambda T, x, y: x.pow(y), POS),
     "pow_op": (lambda T, x, y: x ** y[1:2], POS),
@@ -181,6 +186,8 @@ def test_gradient_at_ties_and_zeros(jg):
         "max_tie": (lambda T, x, y: T.maximum(x, y), [1.0, 2.0, 3.0], [1.0, 0.0, 3.0]),
         "min_tie": (lambda T, x, y: T.minimum(x, y), [1.0, 2.0, 3.0], [1.0, 0.0, 3.0]),
         "clamp_edge": (lambda T, x, y: x.clamp(1.0, 2.0) * y, [1.0, 2.0, 0.5], [1.0, 1.0, 1.0]),
+        "clamp_t_ties": (lambda T, x, y: x.clamp(y, y * 0.5 + 1.0), [1.0, 2.0, 3.0, -1.0],
+                         [1.0, 4.0, 0.0, -1.5]),
         "prod_zero": (lambda T, x, y: (x * y).prod(), [0.0, 2.0, 3.0], [1.0, 1.0, 1.0]),
         "prod_zeros": (lambda T, x, y: x.prod() + y.prod(), [0.0, 2.0, 0.0], [0.0, 1.5, 2.0]),
         "pow_zero": (lambda T, x, y: x ** y, [0.0, 2.0, 0.0], [2.0, 0.0, 0.0]),
@@ -258,6 +265,9 @@ def test_errors_like_torch(jg):
         assert needle in mj and needle in mt, (mj, mt)
     with pytest.raises(TypeError):
         jg.tensor([1.0]).maximum(1.0)
+    for T in (jg, torch):
+        with pytest.raises(TypeError):
+            T.tensor([1.0]).clamp(T.tensor([0.0]), 1.0)
     with pytest.raises(TypeError):
         jg.tensor([1.0]).cumsum()
 
@@ -272,7 +282,7 @@ def test_float16_names_raise(jg):
 
 def _prog(T, x, y):
     a = T.maximum(x.sin(), y.cos()) + T.minimum(x, y).erf()
-    b = a.clamp(-0.5, 0.75) * x.clamp_min(0.0) + (x.abs() + 0.5) ** y
+    b = a.clamp(-0.5, 0.75) * x.clamp_min(0.0) + (x.abs() + 0.5) ** y + x.clamp(y, y + 0.5)
     v, m = T.var_mean(b, 1, keepdim=True)
     c = (b - m) / (v + 1.0).sqrt() + b.std(0) + b.norm(dim=1, keepdim=True)
     d = c.cumsum(1) + c.prod(1, keepdim=True)

@@ -117,6 +117,91 @@ int jg_vjp_pow(VJP_ARGS) {
     return 0;
 }
 
+/* ------------------------------------------------------------ clamp with tensor bounds */
+
+int jg_infer_clamp_t(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (a->n != 2 || !(a->i[0] || a->i[1]))
+        return jg_errorf("torch.clamp: At least one of 'min' or 'max' must not be None");
+    jg_meta t;
+    if (jg_broadcast_shapes(&in[0], &in[1], &t) < 0 || jg_broadcast_shapes(&t, &in[2], &out[0]) < 0)
+        return -1;
+    out[0].dtype = in[0].dtype;
+    return 0;
+}
+
+/* maximum(x, min) then minimum(., max), NaN from any operand propagating,
+ * as PyTorch's clamp with tensor bounds computes */
+#define CLAMP_ROW(TY, T)                                                                           \
+    static void clamp_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {                \
+        const int64_t *f = ctx;                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T v = *(const T *)(p[1] + i * st[1]);                                                  \
+            if (f[0]) {                                                                            \
+                T lo = *(const T *)(p[2] + i * st[2]);                                             \
+                v = v != v ? v : lo != lo ? lo : v < lo ? lo : v;                                  \
+            }                                                                                      \
+            if (f[1]) {                                                                            \
+                T hi = *(const T *)(p[3] + i * st[3]);                                             \
+                v = v != v ? v : hi != hi ? hi : hi < v ? hi : v;                                  \
+            }                                                                                      \
+            *(T *)(p[0] + i * st[0]) = v;                                                          \
+        }                                                                                          \
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+CLAMP_ROW(f32, float)
+CLAMP_ROW(f64, double)
+CLAMP_ROW(i64, int64_t)
+CLAMP_ROW(i32, int32_t)
+#pragma GCC diagnostic pop
+
+int jg_k_clamp_t(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    static const jg_inner_fn rows[JG_NDTYPES] = {[JG_F32] = clamp_row_f32,
+                                                 [JG_F64] = clamp_row_f64,
+                                                 [JG_I64] = clamp_row_i64,
+                                                 [JG_I32] = clamp_row_i32};
+    jg_tensor *o = out[0];
+    if (!rows[o->dtype])
+        return jg_errorf("\"clamp_cpu\" not implemented for '%s'", jg_dtype_torch_name(o->dtype));
+    if (o->numel == 0)
+        return 0;
+    char *base[4] = {jg_tensor_ptr(o), jg_tensor_ptr(in[0]), jg_tensor_ptr(in[1]),
+                     jg_tensor_ptr(in[2])};
+    int64_t st[4][JG_MAX_DIMS];
+    for (int k = 0; k < 4; k++)
+        jg_broadcast_strides(k ? in[k - 1] : o, o->ndim, o->shape, st[k]);
+    int64_t flags[2] = {a->i[0], a->i[1]};
+    jg_iter_run(o->ndim, o->shape, 4, base, st, rows[o->dtype], flags);
+    return 0;
+}
+
+/* PyTorch 1.13's clamp_backward_min_max: x where min <= x <= max; min where
+ * x < min (and min < max); max where x > max (or max < min) */
+int jg_vjp_clamp_t(VJP_ARGS) {
+    (void)out;
+    jg_tensor *g = gout[0], *x = in[0], *lo = in[1], *hi = in[2];
+    bool has_lo = a->i[0], has_hi = a->i[1];
+    gin[0] = gin[1] = gin[2] = NULL; /* (a missing bound's slot is x itself: no share) */
+    if (needs[0]) {
+        jg_tensor *k = has_lo && has_hi ? jg_logical_and(jg_ge(x, lo), jg_le(x, hi))
+                       : has_lo         ? jg_ge(x, lo)
+                                        : jg_le(x, hi);
+        gin[0] = SUM_TO(grad_where(k, g), 0);
+        CHECK(0);
+    }
+    if (needs[1] && has_lo) {
+        jg_tensor *k = has_hi ? jg_logical_and(jg_lt(x, lo), jg_lt(lo, hi)) : jg_lt(x, lo);
+        gin[1] = SUM_TO(grad_where(k, g), 1);
+        CHECK(1);
+    }
+    if (needs[2] && has_hi) {
+        jg_tensor *k = has_lo ? jg_logical_or(jg_gt(x, hi), jg_lt(hi, lo)) : jg_gt(x, hi);
+        gin[2] = SUM_TO(grad_where(k, g), 2);
+        CHECK(2);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 /* Which dims attrs.i[0..n) names (sorted, distinct, in range; n == 0 on a
@@ -848,6 +933,18 @@ jg_tensor *jg_minimum(jg_tensor *a, jg_tensor *b) {
 }
 jg_tensor *jg_pow(jg_tensor *a, jg_tensor *b) {
     return jg_ew_call(JG_OP_POW, a, b);
+}
+
+jg_tensor *jg_clamp_tensor(jg_tensor *a, jg_tensor *min, jg_tensor *max) {
+    if (!a)
+        return jg_errorf_null("clamp(): tensor is NULL");
+    if (!min && !max)
+        return jg_errorf_null("torch.clamp: At least one of 'min' or 'max' must not be None");
+    jg_attrs at = {.n = 2};
+    at.i[0] = min != NULL;
+    at.i[1] = max != NULL;
+    jg_tensor *in[3] = {a, min ? min : a, max ? max : a}, *out[1];
+    return jg_op_call(JG_OP_CLAMP_T, &at, in, out) < 0 ? NULL : out[0];
 }
 
 jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max) {

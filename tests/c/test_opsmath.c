@@ -107,6 +107,16 @@ static void test_opsmath_grad_special_points(void **state) {
     jg_tensor *z = t64(1, TU_SHAPE(4), TU_VALS(1.0, 2.0, 0.5, NAN));
     assert_int_equal(jg_backward(jg_sum(jg_clamp(z, true, 1.0, true, 2.0)), NULL, 0), 0);
     TU_CHECK(jg_grad(z), 1, TU_SHAPE(4), TU_VALS(1, 1, 0, 0), 0);
+    /* clamp with tensor bounds: PyTorch's masks, min > max included */
+    jg_tensor *c = t64(1, TU_SHAPE(4), TU_VALS(1.0, 2.0, 3.0, 0.5));
+    jg_tensor *lo = t64(1, TU_SHAPE(4), TU_VALS(2.0, 2.0, 0.0, 0.0));
+    jg_tensor *hi = t64(1, TU_SHAPE(4), TU_VALS(2.5, 1.0, 2.0, 1.0));
+    jg_tensor *cl = jg_clamp_tensor(c, lo, hi);
+    TU_CHECK(cl, 1, TU_SHAPE(4), TU_VALS(2.0, 1.0, 2.0, 0.5), 0);
+    assert_int_equal(jg_backward(jg_sum(cl), NULL, 0), 0);
+    TU_CHECK(jg_grad(c), 1, TU_SHAPE(4), TU_VALS(0, 0, 0, 1), 0);
+    TU_CHECK(jg_grad(lo), 1, TU_SHAPE(4), TU_VALS(1, 0, 0, 0), 0);
+    TU_CHECK(jg_grad(hi), 1, TU_SHAPE(4), TU_VALS(0, 1, 1, 0), 0);
     /* prod with zeros: the product of the others, exactly */
     jg_tensor *p = t64(1, TU_SHAPE(3), TU_VALS(0.0, 2.0, 3.0));
     assert_int_equal(jg_backward(jg_prod(p), NULL, 0), 0);
@@ -142,6 +152,9 @@ static jg_tensor *f_erf(jg_tensor *x) {
 }
 static jg_tensor *f_clamp(jg_tensor *x) {
     return jg_mul(jg_clamp(x, true, -1.0, true, 1.0), x);
+}
+static jg_tensor *f_clamp_t(jg_tensor *x) {
+    return jg_mul(jg_clamp_tensor(x, jg_mul_scalar(jg_cos(x), 0.5), jg_add_scalar(x, 0.3)), x);
 }
 static jg_tensor *f_max(jg_tensor *x) {
     return jg_maximum(x, jg_cos(x));
@@ -205,12 +218,12 @@ static void test_opsmath_gradcheck(void **state) {
         const char *name;
         unary_fn f;
         bool second;
-    } fs[] = {{"sin", f_sin, true},       {"cos", f_cos, true},     {"erf", f_erf, true},
-              {"clamp", f_clamp, true},   {"maximum", f_max, true}, {"minimum", f_min, true},
-              {"pow", f_pow, true},       {"var", f_var, true},     {"std", f_std, true},
-              {"norm", f_norm, true},     {"norm3", f_norm3, true}, {"norm1", f_norm1, true},
-              {"cumsum", f_cumsum, true}, {"topk", f_topk, true},   {"sort", f_sort, true},
-              {"prod", f_prod, false}};
+    } fs[] = {{"sin", f_sin, true},     {"cos", f_cos, true},         {"erf", f_erf, true},
+              {"clamp", f_clamp, true}, {"clamp_t", f_clamp_t, true}, {"maximum", f_max, true},
+              {"minimum", f_min, true}, {"pow", f_pow, true},         {"var", f_var, true},
+              {"std", f_std, true},     {"norm", f_norm, true},       {"norm3", f_norm3, true},
+              {"norm1", f_norm1, true}, {"cumsum", f_cumsum, true},   {"topk", f_topk, true},
+              {"sort", f_sort, true},   {"prod", f_prod, false}};
     for (size_t k = 0; k < sizeof fs / sizeof *fs; k++) {
         jg_tensor *x = t64(2, TU_SHAPE(2, 3), X6);
         if (jg_gradcheck(gc_first, (void *)fs[k].f, 1, &x, 1e-6, 1e-6, 1e-5) < 0)
@@ -269,6 +282,7 @@ static int p_math(void *user, const void *args, int n, jg_tensor *const *in, jg_
     jg_tensor *a = jg_add(jg_maximum(jg_sin(x), jg_cos(y)), jg_erf(jg_minimum(x, y)));
     jg_tensor *b = jg_add(jg_mul(jg_clamp(a, true, -0.5, true, 0.75), jg_clamp_min(x, 0.0)),
                           jg_pow(jg_add_scalar(jg_abs(x), 0.5), y));
+    b = jg_add(b, jg_clamp_tensor(x, y, jg_add_scalar(y, 0.5)));
     jg_tensor *v, *m;
     if (jg_var_mean(b, 1, (int[]){1}, 1.0, true, &v, &m) < 0)
         return -1;
