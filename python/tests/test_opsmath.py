@@ -392,3 +392,50 @@ def test_layouts_0d_and_empty_match_torch(jg, name):
             close(res[0][1], res[1][1], 1e-12)
         elif res[0][1] is not None:  # PyTorch: not connected; jitgrad: zeros
             assert not any(v != 0 for v in np.ravel(res[0][1].tolist()))
+
+
+def test_random_dims_and_layouts_match_torch(jg):
+    """Seeded sweep: every reduction / selection op over random dims,
+    keepdim and (permuted) layouts of 3-d inputs, values and gradients."""
+    import random
+
+    rnd = random.Random(1234)
+    ops = [
+        lambda T, x, d, k: x.var(d, keepdim=k),
+        lambda T, x, d, k: x.std(d, unbiased=False, keepdim=k),
+        lambda T, x, d, k: T.var_mean(x, d, keepdim=k),
+        lambda T, x, d, k: x.norm(2, dim=d, keepdim=k),
+        lambda T, x, d, k: x.norm(p=1.5, dim=d, keepdim=k),
+        lambda T, x, d, k: x.norm(p=float("inf"), dim=d, keepdim=k),
+        lambda T, x, d, k: x.prod(d[0], keepdim=k),
+        lambda T, x, d, k: x.cumsum(d[0]),
+        lambda T, x, d, k: x.argmax(d[0], keepdim=k),
+        lambda T, x, d, k: x.argmin(d[0], keepdim=k),
+        lambda T, x, d, k: x.topk(min(2, x.shape[d[0]]), dim=d[0], largest=k),
+        lambda T, x, d, k: x.sort(d[0], descending=k),
+    ]
+    for it in range(240):
+        shape = [rnd.randint(1, 4) for _ in range(3)]
+        vals = np.array([rnd.uniform(-3, 3) for _ in range(int(np.prod(shape)))]).reshape(shape)
+        if it % 5 == 4:  # ties
+            vals = np.round(vals)
+        perm = rnd.sample(range(3), 3)
+        nd = rnd.randint(1, 3)
+        dims = tuple(sorted(rnd.sample(range(-3, 0), nd)))
+        keep = rnd.random() < 0.5
+        op = ops[it % len(ops)]
+        res = []
+        for T in (jg, torch):
+            base = T.tensor(vals.tolist(), dtype=T.float64)
+            x = base.permute(*perm).detach().requires_grad_()
+            out = op(T, x, dims, keep)
+            outs = list(out) if isinstance(out, tuple) else [out]
+            fl = [o for o in outs if o.dtype == T.float64]
+            g = None
+            if fl:
+                (g,) = T.autograd.grad(sum((o * (i + 1.5)).sum() for i, o in enumerate(fl)), x)
+            res.append((outs, g))
+        for a, b in zip(res[0][0], res[1][0]):
+            close(a, b, 1e-10)
+        if res[1][1] is not None:
+            close(res[0][1], res[1][1], 1e-10)
