@@ -286,11 +286,25 @@ del _name
 # ---- opsmath ----
 from ._C import var_mean, pow  # noqa: E402,F401,A004
 
+
+
+def _opsmath_fn(name):
+    def fn(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, ...): input.{getattr(Tensor, name).__doc__}"
+    return fn
+
+
 for _name in (
     "sin", "cos", "erf", "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum", "prod",
     "var", "std", "norm", "cumsum", "argmax", "argmin", "topk", "sort",
 ):
-    globals()[_name] = _method(_name)
+    globals()[_name] = _opsmath_fn(_name)
 del _name
 
 

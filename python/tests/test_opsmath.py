@@ -272,6 +272,17 @@ def test_errors_like_torch(jg):
         jg.tensor([1.0]).cumsum()
 
 
+def test_module_functions(jg):
+    for name in ("sin", "clamp", "maximum", "var", "norm", "cumsum", "topk", "sort", "argmax"):
+        fn = getattr(jg, name)
+        assert fn.__name__ == name and name in fn.__doc__
+        with pytest.raises(TypeError, match="must be Tensor"):
+            fn(1.0)
+    assert "var_mean" in jg.var_mean.__doc__ and "exponent" in jg.pow.__doc__
+    assert jg.pow(2, jg.tensor([1, 3])).tolist() == [2, 8]
+    assert jg.pow(jg.tensor([1.5]), 2).tolist() == [2.25]
+
+
 def test_float16_names_raise(jg):
     for d in (jg.float16, jg.half, jg.bfloat16):
         with pytest.raises((TypeError, RuntimeError), match="does not support dtype"):
