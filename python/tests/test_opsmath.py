@@ -233,6 +233,16 @@ def test_double_backward(jg):
             close(a, b, 1e-10)
 
 
+def test_pow_result_modified_in_place_like_torch(jg):
+    # pow saves its result (the exponent's gradient reads it), as PyTorch's does
+    for T in (jg, torch):
+        x = T.tensor([1.5, 2.0], requires_grad=True)
+        y = x ** T.tensor([2.0, 3.0])
+        y.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
 def test_prod_double_backward_is_refused(jg):
     x = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     (g,) = jg.autograd.grad(x.prod(), x, create_graph=True)
@@ -450,3 +460,33 @@ def test_random_dims_and_layouts_match_torch(jg):
             close(a, b, 1e-10)
         if res[1][1] is not None:
             close(res[0][1], res[1][1], 1e-10)
+
+
+INPLACE_OPS = {
+    "sin": lambda T, x: x.sin(), "erf": lambda T, x: x.erf(), "clamp": lambda T, x: x.clamp(-1, 1),
+    "maximum": lambda T, x: T.maximum(x, x * 0.5), "pow": lambda T, x: x.abs() ** x,
+    "prod": lambda T, x: x.prod(0), "var": lambda T, x: x.var(0), "std": lambda T, x: x.std(0),
+    "norm": lambda T, x: x.norm(dim=0), "cumsum": lambda T, x: x.cumsum(0),
+    "topk": lambda T, x: x.topk(1, 0)[0], "sort": lambda T, x: x.sort(0)[0],
+    "clamp_t": lambda T, x: x.clamp(x * 0, x * 0 + 1),
+}
+
+
+@pytest.mark.parametrize("where", ["output", "input"])
+@pytest.mark.parametrize("name", sorted(INPLACE_OPS))
+def test_saved_tensors_modified_in_place_like_torch(jg, name, where):
+    """Each op saves what PyTorch's saves: an in-place op on its input or
+    output breaks the backward exactly where PyTorch's breaks."""
+    r = []
+    for T in (jg, torch):
+        x = T.tensor([[0.5, -1.5], [2.0, 0.25]], requires_grad=True)
+        z = x * 1.0
+        y = INPLACE_OPS[name](T, z)
+        (y if where == "output" else z).mul_(2)
+        try:
+            y.sum().backward()
+            r.append(x.grad.tolist())
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            r.append("error")
+    assert r[0] == r[1] if r[1] == "error" else np.allclose(r[0], r[1])
