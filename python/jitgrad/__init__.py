@@ -306,6 +306,9 @@ for _name in (
 ):
     globals()[_name] = _opsmath_fn(_name)
 del _name
+# casts to the dtypes jitgrad has no kernels for: raise as the names do
+Tensor.half = lambda self: self.to(float16)
+Tensor.bfloat16 = lambda self: self.to(bfloat16)
 
 
 def is_tensor(obj):

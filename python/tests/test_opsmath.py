@@ -299,6 +299,9 @@ def test_float16_names_raise(jg):
             jg.zeros(2, dtype=d)
         with pytest.raises((TypeError, RuntimeError), match="does not support dtype"):
             jg.zeros(2).to(d)
+    for m in ("half", "bfloat16"):
+        with pytest.raises(TypeError, match="does not support dtype"):
+            getattr(jg.zeros(2), m)()
 
 
 def _prog(T, x, y):
