@@ -206,6 +206,18 @@ def test_gradient_at_ties_and_zeros(jg):
             close(g, w, 1e-12)
 
 
+def test_std_of_constant_has_zero_gradient(jg):
+    # PyTorch's std_backward masks the division by a zero result (fuzz seed
+    # 74 with --features ...,opsmath)
+    for T in (jg, torch):
+        x = T.tensor([[0.7, 0.7, 0.7], [0.5, -0.5, 1.0]], requires_grad=True)
+        x.std(1, unbiased=False).sum().backward()
+        assert x.grad[0].tolist() == [0.0, 0.0, 0.0]
+        y = T.tensor([0.7], requires_grad=True)
+        y.std(0, unbiased=False, keepdim=True).sum().backward()
+        assert y.grad.tolist() == [0.0]
+
+
 def test_double_backward(jg):
     fns = {
         "sin": lambda T, x: x.sin(),

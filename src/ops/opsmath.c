@@ -460,8 +460,9 @@ int jg_infer_var(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     return 0;
 }
 
-/* two passes in double: the mean, then the squared deviations; divided by
- * max(0, N - correction) (0 gives inf or NaN, as in PyTorch) */
+/* Welford's running mean and sum of squared deviations in double, as
+ * PyTorch's CPU kernel computes them (a constant input gives exactly 0);
+ * divided by max(0, N - correction) (0 gives inf or NaN, as in PyTorch) */
 static int var_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, bool sd) {
     bool mask[JG_MAX_DIMS];
     JG_ASSERT(dims_mask("var", a, in[0]->ndim, mask) == 0);
@@ -474,15 +475,13 @@ static int var_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, 
     if (dof < 0)
         dof = 0;
     for (int64_t j = 0; j < out[0]->numel; j++) {
-        double s = 0, q = 0;
-        for (int64_t i = 0; i < m; i++)
-            s += x[j * m + i];
-        double mean = s / (double)m;
+        double mean = 0, q = 0;
         for (int64_t i = 0; i < m; i++) {
             double d = x[j * m + i] - mean;
-            q += d * d;
+            mean += d / (double)(i + 1);
+            q += d * (x[j * m + i] - mean);
         }
-        double v = q / dof;
+        double v = (m ? q : NAN) / dof;
         if (sd)
             v = sqrt(v);
         if (out[0]->dtype == JG_F32)
@@ -529,10 +528,12 @@ int jg_vjp_var(VJP_ARGS) {
     return gin[0] ? 0 : -1;
 }
 
-/* PyTorch's std_backward: var_backward(grad / (result * 2)) */
+/* PyTorch's std_backward: var_backward((grad / (result * 2)) with 0 where
+ * the result is 0), so a constant input gets a zero gradient, not NaN */
 int jg_vjp_std(VJP_ARGS) {
     (void)needs;
-    jg_tensor *g = jg_div(gout[0], jg_mul_scalar(out[0], 2.0));
+    jg_tensor *g =
+        jg_masked_fill(jg_div(gout[0], jg_mul_scalar(out[0], 2.0)), jg_eq_scalar(out[0], 0.0), 0.0);
     if (!g)
         return -1;
     gin[0] = var_backward(a, &meta[0], in[0], g);

@@ -127,6 +127,10 @@ static void test_opsmath_grad_special_points(void **state) {
     assert_int_equal(jg_backward(jg_sum(jg_pow(b, e)), NULL, 0), 0);
     TU_CHECK(jg_grad(b), 1, TU_SHAPE(2), TU_VALS(0.0, 0.0), 0);
     TU_CHECK(jg_grad(e), 1, TU_SHAPE(2), TU_VALS(0.0, log(2.0)), 1e-15);
+    /* std of a constant: gradient 0, not NaN (PyTorch masks grad / (2 * 0)) */
+    jg_tensor *k = t64(1, TU_SHAPE(3), TU_VALS(0.7, 0.7, 0.7));
+    assert_int_equal(jg_backward(jg_std(k, 0, NULL, 0.0, false), NULL, 0), 0);
+    TU_CHECK(jg_grad(k), 1, TU_SHAPE(3), TU_VALS(0.0, 0.0, 0.0), 0);
     /* the 2-norm of zeros: gradient 0, not NaN */
     jg_tensor *n = t64(1, TU_SHAPE(2), TU_VALS(0.0, 0.0));
     assert_int_equal(jg_backward(jg_norm(n, 2.0, 0, NULL, false), NULL, 0), 0);
