@@ -255,11 +255,24 @@ def test_pow_result_modified_in_place_like_torch(jg):
             y.sum().backward()
 
 
-def test_prod_double_backward_is_refused(jg):
+def test_prod_double_backward_matches_torch(jg):
+    for vals in ([[1.0, 2.0, 3.0], [0.5, -1.5, 2.0]], [[0.0, 2.0, 3.0], [0.0, 0.0, 2.0]]):
+        r = {}
+        for T in (jg, torch):
+            x = T.tensor(vals, dtype=T.float64, requires_grad=True)
+            (g,) = T.autograd.grad(x.prod(1).sum() + x.prod() * 0.5, x, create_graph=True)
+            (g2,) = T.autograd.grad((g * g).sum(), x)
+            r[T] = (g, g2)
+        for a, b in zip(r[jg], r[torch]):
+            close(a, b, 1e-12)
+
+
+def test_prod_third_derivative_is_refused(jg):
     x = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     (g,) = jg.autograd.grad(x.prod(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="double backward through prod"):
-        g.sum().backward()
+    (g2,) = jg.autograd.grad((g * g).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="third derivative of prod"):
+        g2.sum().backward()
 
 
 def test_errors_like_torch(jg):

@@ -443,9 +443,73 @@ int jg_k_prod_others(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
 }
 
 int jg_vjp_prod_others(VJP_ARGS) {
-    UNUSED_ARGS;
-    gin[0] = NULL;
-    return jg_errorf("jitgrad: double backward through prod() is not supported");
+    (void)meta, (void)out, (void)needs;
+    gin[0] = jg_op1(JG_OP_PROD_OTHERS_BACKWARD, a, in[0], gout[0]);
+    return gin[0] ? 0 : -1;
+}
+
+/* for each j: the products of the others among x with x_j taken as 1, then
+ * the sum of g_i times them over i != j (O(len^2) per line) */
+#define OTHERS_BW_LOOP(T)                                                                          \
+    do {                                                                                           \
+        const T *xb = (const T *)in[0]->storage->data, *gb = (const T *)in[1]->storage->data;      \
+        T *ob = (T *)out[0]->storage->data;                                                        \
+        for (int64_t l = 0; l < n; l++) {                                                          \
+            const T *xl = xb + xst[l], *gl = gb + gst[l];                                          \
+            for (int64_t j = 0; j < len; j++) {                                                    \
+                T acc = 1, sum = 0;                                                                \
+                for (int64_t i = 0; i < len; i++) { /* prefix products into tmp */                 \
+                    ((T *)tmp)[i] = acc;                                                           \
+                    acc *= i == j ? (T)1 : xl[i * xs];                                             \
+                }                                                                                  \
+                acc = 1;                                                                           \
+                for (int64_t i = len - 1; i >= 0; i--) {                                           \
+                    if (i != j)                                                                    \
+                        sum += gl[i * gs] * (((T *)tmp)[i] * acc);                                 \
+                    acc *= i == j ? (T)1 : xl[i * xs];                                             \
+                }                                                                                  \
+                ob[ost[l] + j * os] = sum;                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+int jg_k_prod_others_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    const jg_tensor *x = in[0];
+    int dim = (int)a->i[0];
+    int64_t len = x->ndim ? x->shape[dim] : 1, n, n2, n3;
+    if (x->numel == 0)
+        return 0;
+    JG_ASSERT(jg_same_shape(in[0], in[1]));
+    int64_t xs = x->ndim ? x->stride[dim] : 0, gs = x->ndim ? in[1]->stride[dim] : 0;
+    int64_t os = x->ndim ? out[0]->stride[dim] : 0;
+    int64_t *xst = line_starts(x, dim, &n), *gst = xst ? line_starts(in[1], dim, &n2) : NULL;
+    int64_t *ost = gst ? line_starts(out[0], dim, &n3) : NULL;
+    void *tmp = ost ? malloc(sizeof(double) * (size_t)len) : NULL;
+    int rc = 0;
+    if (!tmp)
+        rc = ost ? jg_errorf("out of memory") : -1;
+    else if (x->dtype == JG_F32)
+        OTHERS_BW_LOOP(float);
+    else if (x->dtype == JG_F64)
+        OTHERS_BW_LOOP(double);
+    else
+        rc = jg_errorf("prod_others_backward(): unsupported dtype %s", jg_dtype_name(x->dtype));
+    free(xst);
+    free(gst);
+    free(ost);
+    free(tmp);
+    return rc;
+}
+
+/* linear and symmetric in g: its VJP in g is itself; in x it would be a
+ * third derivative of prod, which is not supported */
+int jg_vjp_prod_others_backward(VJP_ARGS) {
+    (void)meta, (void)out;
+    gin[0] = gin[1] = NULL;
+    if (needs[0])
+        return jg_errorf("jitgrad: the third derivative of prod() is not supported");
+    gin[1] = jg_op1(JG_OP_PROD_OTHERS_BACKWARD, a, in[0], gout[0]);
+    return gin[1] ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ var / std */
