@@ -58,8 +58,11 @@ FEATURES = {
     "read_value": "fn reading values (float(), item()) -> eager fallback",
     "fullgraph": "compile(fullgraph=True)",
     "bool_cmp": "elementwise comparisons (> == ...) with where / float()",
+    "opsmath": "sin cos erf clamp maximum minimum pow var std norm prod cumsum topk sort (opt-in)",
 }
-DEFAULT = tuple(FEATURES)
+# opt-in features (named with --features) stay out of the default set
+OPT_IN = ("opsmath",)
+DEFAULT = tuple(f for f in FEATURES if f not in OPT_IN)
 
 
 def _bcast(s1, s2):
@@ -263,8 +266,57 @@ class Gen:
         }[kind]()
 
     # ------------------------------------------------------------ fn body
+    def opsmath_op(self, vs, out):
+        """One statement using an opsmath op (draws from r2 only)."""
+        r = self.r2
+        v = r.choice(vs)
+        n = self.fresh()
+        a = v.name
+        k = r.randrange(8)
+        if k == 0:
+            e = r.choice([f"{a}.sin()", f"T.cos({a})", f"{a}.erf()", f"{a}.clamp(-0.5, 0.75)",
+                          f"{a}.clamp_min(0.1)", f"T.clamp({a}, max=0.3)"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, v.ties or "clamp" in e)
+        if k in (1, 2):
+            ws = [w for w in vs if _bcast(v.shape, w.shape) is not None]
+            w = r.choice(ws)
+            e = r.choice([f"T.maximum({a}, {w.name})", f"{a}.minimum({w.name})",
+                          f"({a}.abs() + 0.5) ** {w.name}",
+                          f"{a}.clamp({w.name} - 0.5, {w.name} + 0.5)"])
+            out.append(f"{n} = {e}")
+            return V(n, _bcast(v.shape, w.shape), True, True)
+        if not v.shape:
+            return None
+        d = r.randrange(len(v.shape))
+        rest = tuple(x for i, x in enumerate(v.shape) if i != d)
+        if k == 3:
+            keep = r.random() < 0.4
+            op = r.choice(["var", "std", "norm"])
+            arg = f"{d}, unbiased=False" if op != "norm" else f"dim={d}"
+            out.append(f"{n} = {a}.{op}({arg}{', keepdim=True' if keep else ''})")
+            s = tuple(1 if i == d else x for i, x in enumerate(v.shape)) if keep else rest
+            return V(n, s, True, v.ties)
+        if k == 4:
+            out.append(f"{n} = {a}.cumsum({d})")
+            return V(n, v.shape, True, v.ties)
+        if k == 5:
+            out.append(f"{n} = ({a} * 0.5 + 1.0).prod({d})")
+            return V(n, rest, True, v.ties)
+        if v.ties:
+            return None
+        if k == 6:
+            out.append(f"{n} = {a}.sort({d}, descending={r.random() < 0.5})[0]")
+            return V(n, v.shape, True, False)
+        out.append(f"{n} = {a}.topk(1, dim={d})[0]")
+        return V(n, tuple(1 if i == d else x for i, x in enumerate(v.shape)), True, False)
+
     def body_op(self, vs, out, boxes):
         """Appends one statement to out; returns the new V or None."""
+        if "opsmath" in self.f and self.r2.random() < 0.3:
+            res = self.opsmath_op(vs, out)
+            if res is not None:
+                return res
         r = self.r
         f = self.on
         v = r.choice(vs)

@@ -469,6 +469,55 @@ jg_tensor *jg_smooth_l1_loss(jg_tensor *input, jg_tensor *target, jg_reduction r
  * bool keeps where true, float is added; dropout_p > 0 drops weights. */
 jg_tensor *jg_scaled_dot_product_attention(jg_tensor *q, jg_tensor *k, jg_tensor *v,
                                            jg_tensor *attn_mask, double dropout_p, bool is_causal);
+/* ---- opsmath ----
+ * Math ops with PyTorch's semantics (values, NaN handling, dtypes and
+ * gradients); every one records history and traces under jg_compile. */
+/* float results (integer and bool inputs compute in float32) */
+jg_tensor *jg_sin(jg_tensor *a);
+jg_tensor *jg_cos(jg_tensor *a);
+jg_tensor *jg_erf(jg_tensor *a);
+/* clamp_min: max(a, min); clamp_max: min(a, max); NaN stays NaN */
+jg_tensor *jg_clamp_min(jg_tensor *a, double min);
+jg_tensor *jg_clamp_max(jg_tensor *a, double max);
+/* clamp_max(clamp_min(a, min), max); has_min / has_max say which apply (at
+ * least one, as PyTorch requires) */
+jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max);
+/* clamp with tensor bounds (NULL: none; promoted, broadcast); NaN in any
+ * operand gives NaN; PyTorch's gradients for all three */
+jg_tensor *jg_clamp_tensor(jg_tensor *a, jg_tensor *min, jg_tensor *max);
+/* elementwise max / min of two tensors (promoted, broadcast); NaN wins */
+jg_tensor *jg_maximum(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_minimum(jg_tensor *a, jg_tensor *b);
+/* a ** b elementwise (promoted, broadcast); differentiable in both */
+jg_tensor *jg_pow(jg_tensor *a, jg_tensor *b);
+/* product of all elements (0-d), or over one dim; bool and int32 give int64 */
+jg_tensor *jg_prod(jg_tensor *a);
+jg_tensor *jg_prod_dim(jg_tensor *a, int dim, bool keepdim);
+/* variance / standard deviation over dims (n_dims == 0: all) with
+ * sum((x - mean)^2) / (N - correction); correction 1 is PyTorch's default
+ * (unbiased).  float inputs only. */
+jg_tensor *jg_var(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim);
+jg_tensor *jg_std(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim);
+/* both of var's results: *var and *mean (the mean over the same dims) */
+int jg_var_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
+                jg_tensor **var, jg_tensor **mean);
+/* p-norm over dims (n_dims == 0: all): p = 2 (PyTorch's default 'fro'), 1,
+ * INFINITY, -INFINITY, 0 (count of nonzeros) or any other p */
+jg_tensor *jg_norm(jg_tensor *a, double p, int n_dims, const int *dims, bool keepdim);
+/* running sum along dim; bool and integer inputs give int64 */
+jg_tensor *jg_cumsum(jg_tensor *a, int dim);
+/* int64 index of the first maximum / minimum (a NaN counts as the
+ * extreme), over all elements (flattened, 0-d result) or along dim */
+jg_tensor *jg_argmax(jg_tensor *a);
+jg_tensor *jg_argmin(jg_tensor *a);
+jg_tensor *jg_argmax_dim(jg_tensor *a, int dim, bool keepdim);
+jg_tensor *jg_argmin_dim(jg_tensor *a, int dim, bool keepdim);
+/* the k largest (or smallest) along dim, in order, with their int64
+ * indices; equal values keep their order (NaN counts as the largest) */
+int jg_topk(jg_tensor *a, int64_t k, int dim, bool largest, jg_tensor **values,
+            jg_tensor **indices);
+/* values sorted along dim and their int64 indices; stable */
+int jg_sort(jg_tensor *a, int dim, bool descending, jg_tensor **values, jg_tensor **indices);
 
 #ifdef __cplusplus
 }

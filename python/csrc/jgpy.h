@@ -73,6 +73,12 @@ extern richcmpfunc jgp_tensor_richcompare;
 PyObject *jgp_binary(PyObject *a, PyObject *b, int op);
 enum { JGP_ADD, JGP_SUB, JGP_MUL, JGP_DIV };
 
+/* ---- ops_opsmath.c ---- */
+extern PyMethodDef jgp_tensor_opsmath_methods[];
+extern PyMethodDef jgp_module_opsmath_functions[];
+/* base ** exponent with a tensor exponent (NotImplemented otherwise) */
+PyObject *jgp_pow_tensor(PyObject *base, PyObject *exp);
+
 /* ---- autograd.c ---- */
 extern PyMethodDef jgp_autograd_methods[];
 extern PyMethodDef jgp_module_autograd_functions[];

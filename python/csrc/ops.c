@@ -116,16 +116,12 @@ static PyObject *nb_pos(PyObject *a) {
 }
 
 static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod) {
-    if (mod != Py_None || !jgp_is_tensor(a))
+    if (mod != Py_None)
         Py_RETURN_NOTIMPLEMENTED;
-    if (!is_scalar(b)) {
-        if (jgp_is_tensor(b))
-            PyErr_SetString(PyExc_TypeError,
-                            "jitgrad supports tensor ** scalar only (no tensor exponent)");
-        else
-            return Py_NewRef(Py_NotImplemented);
-        return NULL;
-    }
+    if (!jgp_is_tensor(a) || jgp_is_tensor(b))
+        return jgp_pow_tensor(a, b);
+    if (!is_scalar(b))
+        Py_RETURN_NOTIMPLEMENTED;
     double s = PyFloat_AsDouble(b);
     if (s == -1.0 && PyErr_Occurred())
         return NULL;
@@ -471,6 +467,8 @@ static PyObject *m_max(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:max", kwlist, &dim, &keepdim))
         return NULL;
     jg_tensor *t = jgp_t(self), *v, *i;
+    if (jgp_is_tensor(dim)) /* max(other): PyTorch's elementwise maximum */
+        return jgp_wrap_new(jg_maximum(t, jgp_t(dim)));
     if (dim == Py_None) {
         if (keepdim) {
             PyErr_SetString(PyExc_TypeError, "max(): keepdim needs a dim");

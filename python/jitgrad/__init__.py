@@ -173,15 +173,10 @@ def _iter(self):
     return (self[i] for i in range(len(self)))
 
 
-def _rpow(self, base):
-    raise TypeError("jitgrad does not support scalar ** tensor")
-
-
 Tensor.__repr__ = _tensor_str.tensor_repr
 Tensor.__str__ = _tensor_str.tensor_repr
 Tensor.__format__ = _tensor_str.tensor_format
 Tensor.__iter__ = _iter
-Tensor.__rpow__ = _rpow
 Tensor.grad_fn = property(_grad_fn)
 Tensor.device = property(lambda self: _cpu)
 Tensor.T = property(lambda self: self.permute(*reversed(range(self.dim()))))
@@ -218,6 +213,34 @@ for _name in (
 ):
     globals()[_name] = _method(_name)
 del _name
+
+
+# ---- opsmath ----
+from ._C import var_mean, pow  # noqa: E402,F401,A004
+
+
+
+def _opsmath_fn(name):
+    def fn(input, *args, **kwargs):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, ...): input.{getattr(Tensor, name).__doc__}"
+    return fn
+
+
+for _name in (
+    "sin", "cos", "erf", "clamp", "clip", "clamp_min", "clamp_max", "maximum", "minimum", "prod",
+    "var", "std", "norm", "cumsum", "argmax", "argmin", "topk", "sort",
+):
+    globals()[_name] = _opsmath_fn(_name)
+del _name
+# casts to the dtypes jitgrad has no kernels for: raise as the names do
+Tensor.half = lambda self: self.to(float16)
+Tensor.bfloat16 = lambda self: self.to(bfloat16)
 
 
 def is_tensor(obj):
