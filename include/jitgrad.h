@@ -125,7 +125,8 @@ int jg_set_grad(jg_tensor *t, jg_tensor *grad); /* shape and dtype must match */
 int jg_backward(jg_tensor *root, jg_tensor *grad /* NULL: root is a scalar */, unsigned flags);
 /* Gradients of outputs w.r.t. inputs without touching any .grad (PyTorch's
  * torch.autograd.grad).  grad_outputs may be NULL (all outputs scalar) or hold
- * NULL entries.  results[i] is a new reference, or NULL when inputs[i] is
+ * NULL entries.  results[i] is owned like any returned tensor (by the
+ * innermost open scope, else by the caller), or NULL when inputs[i] is
  * unreachable and allow_unused is set (otherwise that is an error). */
 #define JG_ALLOW_UNUSED 4u
 int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const *grad_outputs,
