@@ -274,7 +274,7 @@ static PyObject *obj_rebuild(obj_walk *w, PyObject *o, int depth) {
                 jg_release(jg_keep(d));
             }
         }
-        if (w->touch || j >= w->n_subst)
+        if (w->touch || j >= w->n_seen || j >= w->n_subst) /* past OBJ_MAX: not lifted first */
             return Py_NewRef(o);
         return jgp_wrap_borrowed(w->subst[j]);
     }
