@@ -107,6 +107,8 @@ double jg_item(const jg_tensor *t); /* one-element tensors; NaN + error otherwis
 /* Address of element [0,...,0] (strides apply); NULL + error for a traced
  * (symbolic) tensor, whose values do not exist yet. */
 void *jg_data(jg_tensor *t);
+/* Whether t is such a traced (symbolic) tensor; never an error. */
+bool jg_is_traced(const jg_tensor *t);
 /* "f32[2, 3]": a short description for messages; writes at most n bytes. */
 int jg_describe(const jg_tensor *t, char *buf, size_t n);
 

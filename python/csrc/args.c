@@ -179,8 +179,7 @@ PyObject *jgp_deserialize(const char **p, const char *end, jg_tensor *const *ten
             return r;
         }
         PyObject *key = PyUnicode_FromStringAndSize(s, n);
-        PyObject *o =
-            key && jgp_call_objects ? PyDict_GetItemWithError(jgp_call_objects, key) : NULL;
+        PyObject *o = key ? jgp_find_object(key) : NULL;
         if (o) {
             Py_DECREF(key);
             return Py_NewRef(o);

@@ -19,7 +19,7 @@
 #pragma weak jg_compiled_entries
 #pragma weak jg_compiled_fallbacks
 
-typedef struct {
+typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
     PyObject *fn;
     PyObject *classes;   /* autograd.Function classes its graphs call */
@@ -30,7 +30,21 @@ typedef struct {
     bool log_recompiles;
     PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
     PyObject *last_scope; /* and the last call's (bytes) */
+    struct JGCompiled *live_prev, *live_next; /* see jgp_find_object */
 } JGCompiled;
+
+/* Every compiled function alive: a custom call replayed by a double
+ * backward runs after its compiled call returned and still needs the
+ * object arguments that call's trace kept. */
+static JGCompiled *live_first;
+
+PyObject *jgp_find_object(PyObject *key) {
+    PyObject *o = jgp_call_objects ? PyDict_GetItemWithError(jgp_call_objects, key) : NULL;
+    for (JGCompiled *c = live_first; !o && !PyErr_Occurred() && c; c = c->live_next)
+        if (c->objects)
+            o = PyDict_GetItemWithError(c->objects, key);
+    return o;
+}
 
 typedef struct compiled_call {
     JGCompiled *self;
@@ -572,7 +586,14 @@ static int compiled_clear(PyObject *o) {
 }
 
 static void compiled_dealloc(PyObject *o) {
+    JGCompiled *self = (JGCompiled *)o;
     PyObject_GC_UnTrack(o);
+    if (self->live_prev)
+        self->live_prev->live_next = self->live_next;
+    else if (live_first == self)
+        live_first = self->live_next;
+    if (self->live_next)
+        self->live_next->live_prev = self->live_prev;
     compiled_clear(o);
     Py_TYPE(o)->tp_free(o);
 }
@@ -603,6 +624,10 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (!self)
         return NULL;
     self->fn = Py_NewRef(fn);
+    self->live_next = live_first;
+    if (live_first)
+        live_first->live_prev = self;
+    live_first = self;
     self->classes = PySet_New(NULL);
     self->templates = PyDict_New();
     self->objects = PyDict_New();

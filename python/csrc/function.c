@@ -235,6 +235,141 @@ static PyObject *slot_map(PyObject *args, int *n_slots) {
     return m;
 }
 
+/* ------------------------------------------------------------ tensors inside object arguments */
+
+/* A traced tensor that a forward reaches through an object argument is
+ * lifted by the library into one more slot of the traced call (after the
+ * call's own tensors).  When the library later runs the forward by itself
+ * (an opaque call at run time, a replay for double backward), those slots
+ * carry the real tensors: the object is rebuilt around them.  Both sides
+ * walk an object the same way: its attributes, and the items of tuples,
+ * lists and dicts among them, to OBJ_DEPTH levels, each traced tensor
+ * counted once, in order of first appearance. */
+enum { OBJ_DEPTH = 4, OBJ_MAX = 64 };
+
+typedef struct {
+    bool touch;              /* trace time: make the trace lift them in walk order */
+    jg_tensor *const *subst; /* run time: the lifted slots' tensors */
+    int n_subst;
+    int n_seen;
+    jg_tensor *seen[OBJ_MAX];
+} obj_walk;
+
+/* o rebuilt (a new reference: o itself when nothing in it changed), or
+ * NULL with an error. */
+static PyObject *obj_rebuild(obj_walk *w, PyObject *o, int depth) {
+    if (jgp_is_tensor(o)) {
+        jg_tensor *t = jgp_t(o);
+        if (!jg_is_traced(t))
+            return Py_NewRef(o);
+        int j = 0;
+        while (j < w->n_seen && w->seen[j] != t)
+            j++;
+        if (j == w->n_seen && w->n_seen < OBJ_MAX) {
+            w->seen[w->n_seen++] = t;
+            if (w->touch) { /* any traced use lifts it: a dead detach will do */
+                jg_tensor *d = jg_detach(t);
+                if (!d)
+                    return jgp_raise();
+                jg_release(jg_keep(d));
+            }
+        }
+        if (w->touch || j >= w->n_seen || j >= w->n_subst) /* past OBJ_MAX: not lifted first */
+            return Py_NewRef(o);
+        return jgp_wrap_borrowed(w->subst[j]);
+    }
+    if (depth <= 0 || o == Py_None || PyType_Check(o) || PyModule_Check(o) || PyCallable_Check(o) ||
+        PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o))
+        return Py_NewRef(o);
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject *items = PyList_New(n);
+        bool changed = false;
+        for (Py_ssize_t i = 0; items && i < n; i++) {
+            PyObject *v = obj_rebuild(w, PySequence_Fast_GET_ITEM(o, i), depth - 1);
+            if (!v) {
+                Py_CLEAR(items);
+                break;
+            }
+            changed |= v != PySequence_Fast_GET_ITEM(o, i);
+            PyList_SET_ITEM(items, i, v);
+        }
+        if (!items || !changed) {
+            Py_XDECREF(items);
+            return items ? Py_NewRef(o) : NULL;
+        }
+        if (PyList_CheckExact(o))
+            return items;
+        PyObject *t = PyList_AsTuple(items);
+        Py_DECREF(items);
+        return t;
+    }
+    PyObject *d = NULL, *copy = NULL;
+    bool is_dict = PyDict_CheckExact(o);
+    if (is_dict)
+        d = Py_NewRef(o);
+    else if (Py_TYPE(o)->tp_dictoffset != 0 && !(d = PyObject_GenericGetDict(o, NULL)))
+        return NULL;
+    if (!d)
+        return Py_NewRef(o);
+    PyObject *k, *v, *changes = PyList_New(0);
+    Py_ssize_t pos = 0;
+    while (changes && PyDict_Next(d, &pos, &k, &v)) {
+        PyObject *nv = obj_rebuild(w, v, depth - 1);
+        PyObject *kv = nv && nv != v ? PyTuple_Pack(2, k, nv) : NULL;
+        if (!nv || (nv != v && (!kv || PyList_Append(changes, kv) < 0)))
+            Py_CLEAR(changes);
+        Py_XDECREF(nv);
+        Py_XDECREF(kv);
+    }
+    if (changes && PyList_GET_SIZE(changes)) {
+        /* a shallow copy holding the substituted values */
+        PyObject *cd = NULL;
+        if (is_dict) {
+            copy = cd = PyDict_Copy(o);
+            Py_XINCREF(cd);
+        } else {
+            PyObject *mod = PyImport_ImportModule("copy");
+            copy = mod ? PyObject_CallMethod(mod, "copy", "O", o) : NULL;
+            Py_XDECREF(mod);
+            cd = copy ? PyObject_GenericGetDict(copy, NULL) : NULL;
+        }
+        for (Py_ssize_t i = 0; cd && i < PyList_GET_SIZE(changes); i++) {
+            PyObject *kv = PyList_GET_ITEM(changes, i);
+            if (PyDict_SetItem(cd, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1)) < 0)
+                Py_CLEAR(copy);
+        }
+        if (!cd)
+            Py_CLEAR(copy);
+        Py_XDECREF(cd);
+    } else if (changes) {
+        copy = Py_NewRef(o);
+    }
+    Py_XDECREF(changes);
+    Py_DECREF(d);
+    return copy;
+}
+
+/* The non-tensor arguments walked (touch) or rebuilt in place in args (a
+ * tuple this code owns alone). */
+static int objects_rebuild(obj_walk *w, PyObject *args) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if (jgp_is_tensor(a))
+            continue;
+        PyObject *v = obj_rebuild(w, a, OBJ_DEPTH);
+        if (!v)
+            return -1;
+        if (w->touch || v == a) {
+            Py_DECREF(v);
+            continue;
+        }
+        PyTuple_SET_ITEM(args, i, v);
+        Py_DECREF(a);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ callbacks */
 
 static const char *fn_name(const jg_function *fn) {
@@ -269,6 +404,14 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         }
         slot_of = Py_NewRef(call->slot_of);
         call->forward_ran = true;
+        /* traced into a subgraph: the tensors its objects hold are lifted
+         * first, in the order the run-time rebuild below expects */
+        bool traced = false;
+        for (int i = 0; i < n_inputs && !traced; i++)
+            traced = jg_is_traced(inputs[i]);
+        obj_walk w = {.touch = true};
+        if (args && traced && objects_rebuild(&w, args) < 0)
+            goto fail;
     } else {
         /* called by the library on its own (compiled code running the
          * callback): rebuild the arguments from the bytes */
@@ -277,6 +420,11 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         PyObject *list = p ? jgp_deserialize(&p, end, inputs, n_inputs, &next) : PyList_New(0);
         args = list ? PySequence_Tuple(list) : NULL;
         Py_XDECREF(list);
+        /* the slots after the arguments' own: the tensors lifted out of
+         * object arguments when traced */
+        obj_walk w = {.subst = inputs + next, .n_subst = n_inputs - next};
+        if (args && next < n_inputs && objects_rebuild(&w, args) < 0)
+            Py_CLEAR(args);
         if (args) {
             int ns;
             slot_of = slot_map(args, &ns);

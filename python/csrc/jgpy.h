@@ -96,6 +96,9 @@ extern PyObject *jgp_trace_classes;
  * compiled call (lookups), jgp_trace_objects only while its program is
  * traced (additions). */
 extern PyObject *jgp_call_objects, *jgp_trace_objects;
+/* The object of an identity key: the compiled call's, else that of any
+ * live compiled function (borrowed; NULL, maybe with an error, if none). */
+PyObject *jgp_find_object(PyObject *key);
 
 /* ---- compile.c ---- */
 int jgp_compile_init(PyObject *module);

@@ -173,6 +173,22 @@ def _iter(self):
     return (self[i] for i in range(len(self)))
 
 
+def _fill_(self, value):
+    """fill_(value) -> Tensor
+
+    Fills self with value (a number or a 0-d tensor), in place, as
+    ``self.copy_(value)`` would: the old values get no gradient."""
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.dim()} dimensions.")
+    else:
+        value = _C.tensor(value, dtype=self.dtype)
+    self.copy_(value)
+    return self
+
+
+Tensor.fill_ = _fill_
 Tensor.__repr__ = _tensor_str.tensor_repr
 Tensor.__str__ = _tensor_str.tensor_repr
 Tensor.__format__ = _tensor_str.tensor_format

@@ -22,6 +22,7 @@ def load_example():
 def test_regression_example_losses_match_torch(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
+    torch.manual_seed(0)  # the initialization (saved, then loaded by jitgrad)
     ex = load_example()
     ckpt = str(tmp_path / "init.pt")
     want = ex.train(torch, steps=20, save_init=ckpt, log=lambda s: None)

@@ -97,7 +97,9 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
             return -1;
     }
     for (int k = 0; k < ns; k++) {
-        needs[k] = s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
+        /* lifted slots (tensors the forward reached through an object) get
+         * no gradient through the call, as in eager mode */
+        needs[k] = k < info->n_args && s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
         if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k])))
             return -1;
     }

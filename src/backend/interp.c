@@ -3,6 +3,7 @@
 #include "backend/pool.h"
 
 #include "autograd/node.h"
+#include "trace/custom.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -134,6 +135,7 @@ static int run_custom(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
  * with the eager history, the leaves. */
 static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     const jg_gcustom *c = n->custom;
+    const jg_custom_info *info = c->user; /* lifted slots (objects' tensors) get no gradient */
     int ns = c->n_slots, nco = c->n_call_out, rc = 0;
     jg_tensor *leaves[64] = {0}, *o[JG_MAX_OUTPUTS];
     bool history = false;
@@ -145,7 +147,8 @@ static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
         if (!(leaves[s] = jg_alias_no_history(vals[jg_gnode_slot_value(n, s)])))
             rc = -1;
         else
-            leaves[s]->requires_grad = history && g->vals[jg_gnode_slot_value(n, s)].requires_grad;
+            leaves[s]->requires_grad = history && (!info || s < info->n_args) &&
+                                       g->vals[jg_gnode_slot_value(n, s)].requires_grad;
     }
     bool prev = jg_set_grad_enabled(history);
     int got = rc == 0 ? jg_apply(c->fn, ns, leaves, c->args, c->args_size, o) : -1;

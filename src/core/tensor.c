@@ -846,6 +846,10 @@ double jg_elem_to_double(jg_dtype d, const void *p) {
     jg_dtype_bad(d);
 }
 
+bool jg_is_traced(const jg_tensor *t) {
+    return t && t->sym;
+}
+
 void *jg_data(jg_tensor *t) {
     if (jg_check_concrete(t, "jg_data") < 0)
         return NULL;

@@ -310,8 +310,8 @@ typedef struct {
  * outputs' dtypes and shapes and which it marked non-differentiable; the
  * backward then runs once on zero gradients, to learn which slots it
  * answers with NULL (a failure there leaves that unknown). */
-static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
-                        size_t args_size, jg_meta *metas, opaque_probe *pr) {
+static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *const *inputs,
+                        const void *args, size_t args_size, jg_meta *metas, opaque_probe *pr) {
     jg_tensor *z[MAX_SLOTS], *o[JG_MAX_OUTPUTS];
     bool needs[MAX_SLOTS];
     jg_meta im[MAX_SLOTS];
@@ -325,14 +325,14 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
         jg_trace_set_resolver(refuse_foreign, &refused);
     jg_scope_push();
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0; i < n_all && rc == 0; i++) {
         jg_meta_of(inputs[i], &im[i]);
-        needs[i] = jg_grad_mode && inputs[i]->requires_grad;
+        needs[i] = i < n && jg_grad_mode && inputs[i]->requires_grad;
         if (!(z[i] = jg_full(im[i].dtype, im[i].ndim, im[i].shape, 0.0)))
             rc = -1;
     }
-    jg_ctx *ctx = rc == 0 ? jg_ctx_new_meta(fn, n, im, needs, args, args_size) : NULL;
-    int n_out = ctx ? jg_function_run_forward(ctx, n, z, o) : -1;
+    jg_ctx *ctx = rc == 0 ? jg_ctx_new_meta(fn, n_all, im, needs, args, args_size) : NULL;
+    int n_out = ctx ? jg_function_run_forward(ctx, n_all, z, o) : -1;
     if (refused.hit) {
         for (int k = 0; k < n_out; k++)
             jg_release(o[k]);
@@ -358,7 +358,7 @@ static int opaque_metas(const jg_function *fn, int n, jg_tensor *const *inputs, 
             bool prev = jg_set_grad_enabled(false);
             jg_scope_push();
             pr->none_known = jg_function_run_backward(ctx, n_out, metas, g, gin) == 0;
-            for (int i = 0; i < n && pr->none_known; i++)
+            for (int i = 0; i < n_all && pr->none_known; i++)
                 pr->none_slot[i] = needs[i] && !gin[i];
             jg_scope_pop();
             jg_set_grad_enabled(prev);
@@ -430,9 +430,10 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         metas[k] = F->vals[F->outputs[k]].meta;
     bool opaque = n_out < 0 || !backward_traces(G, ctx, n_out, metas, F, &kept, why, sizeof why);
     int kept_out = n_out > 0 ? F->n_outputs : 0;
-    /* the node's operands for the lifted tensors (an opaque call could not
-     * find them at run time: it rebuilds the arguments it was given) */
-    bool lift_failed = opaque && lifted->n;
+    /* the node's operands for the lifted tensors (an opaque call gets them
+     * too: its callback rebuilds the objects that held them) */
+    int n_all = n + lifted->n;
+    bool lift_failed = false;
     for (int j = 0; j < lifted->n && !lift_failed; j++)
         lift_failed = (operands[n + j] = jg_trace_value(lifted->outer[j])) < 0;
     if (kept.foreign || lift_failed) {
@@ -460,7 +461,10 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
             jg_release(outs[k]);
         drop_child(G, F);
         F = NULL;
-        n_out = opaque_metas(fn, n, inputs, args, args_size, metas, &probe);
+        jg_tensor *all[MAX_SLOTS];
+        for (int s = 0; s < n_all; s++)
+            all[s] = s < n ? inputs[s] : lifted->outer[s - n];
+        n_out = opaque_metas(fn, n, n_all, all, args, args_size, metas, &probe);
         materialize = probe.materialize;
         if (n_out < 0) {
             /* e.g. it read a traced tensor of the program reached through an
@@ -473,9 +477,9 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         }
         for (int k = 0; k < n_out; k++)
             metas[n_out + k] = metas[k];
-        for (int s = 0; s < n; s++)
-            jg_meta_of(inputs[s], &metas[2 * n_out + s]);
-        n_node_out = 2 * n_out + n;
+        for (int s = 0; s < n_all; s++)
+            jg_meta_of(s < n ? inputs[s] : lifted->outer[s - n], &metas[2 * n_out + s]);
+        n_node_out = 2 * n_out + n_all;
         jg_ctx_free(ctx); /* each run makes its own, as eager calls do */
         ctx = NULL;
     }
@@ -505,8 +509,8 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
             memcpy(kept_fval, kept.fval, sizeof(int) * (size_t)n_kept);
         bool *none_slot = NULL;
         if (opaque && probe.none_known &&
-            (none_slot = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n ? n : 1))))
-            memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n);
+            (none_slot = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n_all ? n_all : 1))))
+            memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n_all);
         *info = (jg_custom_info){n_out,  diff,      n_saved,  saved_out, materialize,
                                  n_kept, kept_fval, kept_out, none_slot, n};
     }
