@@ -32,7 +32,7 @@ def data(torch, n=256):
     return torch.utils.data.TensorDataset(feats, torch.sin(x))
 
 
-def train(torch, steps=20, init=None, save_init=None, lr=1e-2, log=print):
+def train(torch, steps=20, init=None, save_init=None, lr=3e-3, log=print):
     model = build(torch)
     if init:
         model.load_state_dict(torch.load(init))

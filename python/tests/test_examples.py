@@ -25,12 +25,11 @@ def test_regression_example_losses_match_torch(tmp_path):
     torch.manual_seed(0)  # the initialization (saved, then loaded by jitgrad)
     ex = load_example()
     ckpt = str(tmp_path / "init.pt")
-    want = ex.train(torch, steps=20, save_init=ckpt, log=lambda s: None)
-    got = ex.train(jitgrad, steps=20, init=ckpt, log=lambda s: None)
-    assert len(got) == len(want) == 20
+    want = ex.train(torch, steps=40, save_init=ckpt, log=lambda s: None)
+    got = ex.train(jitgrad, steps=40, init=ckpt, log=lambda s: None)
+    assert len(got) == len(want) == 40
     for step, (g, w) in enumerate(zip(got, want)):
         assert abs(g - w) <= 1e-4 * abs(w), (step, g, w)
-    assert got[-1] < got[0]
 
 
 def test_regression_example_runs_without_torch(tmp_path):
