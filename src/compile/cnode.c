@@ -434,6 +434,40 @@ static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_dest
 
 /* ------------------------------------------------------------------- run */
 
+/* The backends' results are row-major; an output eager lays out in its
+ * operands' dim order (jg_ew_layout) is copied into that layout, so the
+ * caller's next ops (contiguous(), view(), the layout of further results,
+ * and with them the order autograd sums gradients in) act as after eager. */
+static int relayout_outputs(const jg_entry *e, jg_tensor *const *gt, int ng, jg_tensor **fo) {
+    for (int j = 0; j < e->n_prog_out; j++) {
+        jg_tensor *t = fo[j];
+        if (!e->out_relayout[j] || t->is_view || !jg_dense(t))
+            continue;
+        bool input = false;
+        for (int k = 0; k < ng && !input; k++)
+            input = gt[k] == t;
+        if (input)
+            continue;
+        jg_tensor *r = jg_tensor_alloc(t->dtype, t->ndim, t->shape);
+        if (!r)
+            return -1;
+        memcpy(r->stride, e->out_stride[j], sizeof(int64_t) * (size_t)t->ndim);
+        jg_tensor *in1[1] = {t}, *out1[1] = {r};
+        if (jg_ops[JG_OP_CLONE].kernel(NULL, in1, out1) < 0) {
+            jg_release(r);
+            return -1;
+        }
+        for (int i = j + 1; i < e->n_prog_out; i++) /* the same value again */
+            if (fo[i] == t) {
+                jg_release(fo[i]);
+                fo[i] = jg_retain(r);
+            }
+        jg_release(t);
+        fo[j] = r;
+    }
+    return 0;
+}
+
 int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     int ng = e->n_graph_inputs, nf = e->fwd->n_outputs;
     jg_tensor *small_g[16], **gt = small_g, *small_f[32], **fo = small_f;
@@ -451,6 +485,8 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     bool ran = rc == 0;
     if (rc == 0)
         rc = jg_entry_unmerge_outputs(e, fo);
+    if (rc == 0)
+        rc = relayout_outputs(e, gt, ng, fo);
     if (rc == 0 && e->n_node_out && jg_grad_mode) {
         compiled_node *c = (compiled_node *)jg_node_alloc(sizeof(compiled_node), &cnode_vt,
                                                           e->n_edges, e->n_node_out);

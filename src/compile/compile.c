@@ -590,6 +590,10 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         for (int j = 0; j < n_out && rc == 0; j++)
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
+        for (int j = 0; j < n_out && rc == 0; j++) {
+            e->out_relayout[j] = !outs[j]->is_view && !jg_dense(outs[j]);
+            memcpy(e->out_stride[j], outs[j]->stride, sizeof(int64_t) * (size_t)outs[j]->ndim);
+        }
         for (int m = 0; m < e->n_mut && rc == 0; m++) /* written inputs' new values */
             if ((vals[n_out + m] = jg_trace_value(sym[e->mut_input[m]])) < 0)
                 rc = -1;

@@ -82,6 +82,10 @@ typedef struct jg_entry {
     int *pinned_input;
     int n_pinned;
     int n_prog_out;
+    /* program outputs eager gives a non-row-major layout (an elementwise
+     * result of strided operands): the compiled call hands them out in it */
+    bool out_relayout[JG_MAX_OUTPUTS];
+    int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS];
     /* values the backward graphs read: the forward value id and where its
      * tensor comes from at run time (>= 0: forward output; < 0: -1 - graph
      * input) */

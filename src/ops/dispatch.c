@@ -163,7 +163,7 @@ static bool dense_in_some_order(const jg_tensor *t) {
  * first operand whose strides differ decides; broadcast dims do not vote;
  * equal strides put the smaller dim inner).  Writes st and returns true
  * when the result is not simply contiguous. */
-static bool ew_layout(int n_in, jg_tensor *const *in, const jg_meta *om, int64_t *st) {
+bool jg_ew_layout(int n_in, jg_tensor *const *in, const jg_meta *om, int64_t *st) {
     int nd = om->ndim;
     if (nd < 2)
         return false;
@@ -300,7 +300,7 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
             out[0]->numel > 1) {
             jg_meta m;
             jg_meta_of(out[0], &m);
-            ew_layout(info->n_in, in, &m, out[0]->stride);
+            jg_ew_layout(info->n_in, in, &m, out[0]->stride);
         }
         rc = info->kernel(a, in, out);
         if (rc == 0)

@@ -118,6 +118,10 @@ extern jg_trace_op_fn jg_trace_op_hook;
  * to x, whose shape out_shape the shape rule gave (a reshape that cannot be
  * a view copies: contiguous strides).  The tracer records them, so a traced
  * tensor has its eager counterpart's layout (ops/view.c). */
+/* The strides eager gives an elementwise result of in[0..n_in) with meta om
+ * (PyTorch's TensorIterator rule): writes st and returns true when they are
+ * not row-major (ops/dispatch.c). The tracer gives symbolic results the same. */
+bool jg_ew_layout(int n_in, jg_tensor *const *in, const jg_meta *om, int64_t *st);
 void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int out_ndim,
                      const int64_t *out_shape, int64_t *stride);
 /* Can x be seen with shape (same element count) without copying? */

@@ -311,6 +311,12 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
             /* the layout eager would give it (non-views are contiguous, as
              * the backends' outputs are) */
             jg_view_strides(op, a, in[0], out[k]->ndim, out[k]->shape, out[k]->stride);
+        } else if (k == 0 && (info->flags & JG_OPF_ELEMENTWISE) && op != JG_OP_CLONE &&
+                   out[k]->numel > 1) {
+            /* an elementwise result keeps its operands' dim order, as in
+             * eager, so contiguous() and view() decide as there; the
+             * compiled call hands such an output out in that layout */
+            jg_ew_layout(info->n_in, in, &out_meta[0], out[k]->stride);
         }
     }
     return 0;
