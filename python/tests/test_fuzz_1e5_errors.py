@@ -75,8 +75,9 @@ def test_ctx_attribute_modified_in_place_after_forward_matches_torch(jg, torch):
     check(jg, CTX_ATTRIBUTE_MODIFIED_BETWEEN_CALLS, torch)
 
 
-# seed 134308: Functions that return their inputs, one marked non-differentiable,
-# chained
+# seed 134308: an opaque call's output marked non-differentiable has no history
+# in the replay: the compiled backward passes nothing through it (as eager)
+# instead of differentiating it
 NON_DIFFERENTIABLE_INPUT_RETURNED = r'''
 class F0(T.autograd.Function):
 
@@ -115,12 +116,11 @@ CALLS = [(call1, 'backward')]
 '''
 
 
-@pytest.mark.xfail(strict=True, reason='open: compiled differs from eager')
 def test_non_differentiable_returned_input_chain(jg):
     check(jg, NON_DIFFERENTIABLE_INPUT_RETURNED)
 
 
-@pytest.mark.xfail(strict=True, reason='open: compiled differs from eager')
+@pytest.mark.xfail(strict=True, reason='eager: the output F1 returns twice (a1, a1) requires grad; PyTorch: not')
 def test_non_differentiable_returned_input_chain_matches_torch(jg, torch):
     check(jg, NON_DIFFERENTIABLE_INPUT_RETURNED, torch)
 

@@ -198,8 +198,17 @@ static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor *
         op[s] = vals[jg_gnode_slot_value(n, s)];
     /* the eager engine runs the user's backward; the compiled node decides
      * when the saved state goes, so the eager graph is always retained */
-    if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,
-                         JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
+    /* an output the replay made without history (marked non-differentiable)
+     * passes nothing on, as in eager: not a root */
+    jg_tensor *roots[JG_MAX_OUTPUTS], *rgrads[JG_MAX_OUTPUTS];
+    int n_roots = 0;
+    for (int k = 0; k < n_present; k++)
+        if (op[n_present + k]->requires_grad) {
+            roots[n_roots] = op[n_present + k];
+            rgrads[n_roots++] = op[k];
+        }
+    if (n_roots && jg_autograd_grad(n_roots, roots, rgrads, n_need, op + 2 * n_present,
+                                    JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
         return -1;
     const bool *expect_none = c->user;
     for (int j = 0; j < n_need && expect_none; j++)
