@@ -93,13 +93,14 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     for (int k = 0; k < nco; k++)
         any |= acc[n->out[k]] != NULL;
     const jg_custom_info *info = c->user;
-    if (!any && !info->materialize)
-        return 0; /* reached without gradients: its backward would see only NULLs */
+    /* reached without gradients and materialize off: its backward still
+     * runs, with None for every output (the replay's roots carry none) */
     for (int k = 0; k < nco; k++) {
         const jg_meta *m = &s->f->vals[n->out[k]].meta;
         /* reached without gradients: eager materializes zeros */
-        g[k] = any ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
-        if (!any && !g[k])
+        g[k] =
+            any || !info->materialize ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
+        if (!any && info->materialize && !g[k])
             return -1;
         /* every output's history, also one no gradient reaches now: a
          * backward for fewer outputs may materialize zeros for all of them,
