@@ -14,26 +14,38 @@ typedef struct {
     const jg_graph *f;
     jg_tensor **fsym; /* per forward value: its stand-in in the backward trace */
     int *in_src;
+    bool *in_checked;
     int n_in, cap_in, n_saved;
 } ad_state;
 
-static int note_input(ad_state *s, int src) {
+static int note_input(ad_state *s, int src, bool checked) {
     if (s->n_in == s->cap_in) {
         int cap = s->cap_in ? s->cap_in * 2 : 16;
         int *n = realloc(s->in_src, (size_t)cap * sizeof *n);
         if (!n)
             return jg_errorf("out of memory in autodiff");
         s->in_src = n;
+        bool *c = realloc(s->in_checked, (size_t)cap * sizeof *c);
+        if (!c)
+            return jg_errorf("out of memory in autodiff");
+        s->in_checked = c;
         s->cap_in = cap;
     }
+    s->in_checked[s->n_in] = checked;
     s->in_src[s->n_in++] = src;
     return 0;
 }
 
-/* The backward graph's stand-in for forward value v (borrowed). */
-static jg_tensor *fwd_value(ad_state *s, int v) {
-    if (s->fsym[v])
+/* The backward graph's stand-in for forward value v (borrowed).  checked:
+ * the eager reader holds it as a saved tensor, whose in-place change fails
+ * backward; a custom function's ctx attribute (kept) is read as it is then. */
+static jg_tensor *fwd_value(ad_state *s, int v, bool checked) {
+    if (s->fsym[v]) {
+        for (int k = 0; checked && k < s->n_in; k++)
+            if (s->in_src[k] == v)
+                s->in_checked[k] = true;
         return s->fsym[v];
+    }
     const jg_value *val = &s->f->vals[v];
     if (val->kind == JG_VAL_CONST)
         return s->fsym[v] = jg_retain(s->f->consts[val->index]);
@@ -42,7 +54,7 @@ static jg_tensor *fwd_value(ad_state *s, int v) {
         snprintf(name, sizeof name, "%.31s", s->f->input_names[val->index]);
     else
         snprintf(name, sizeof name, "s%d", s->n_saved++);
-    if (note_input(s, v) < 0)
+    if (note_input(s, v, checked) < 0)
         return NULL;
     return s->fsym[v] = jg_trace_placeholder(&val->meta, false, false, name);
 }
@@ -81,26 +93,27 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     for (int k = 0; k < nco; k++)
         any |= acc[n->out[k]] != NULL;
     const jg_custom_info *info = c->user;
-    if (!any && !info->materialize)
-        return 0; /* reached without gradients: its backward would see only NULLs */
+    /* reached without gradients and materialize off: its backward still
+     * runs, with None for every output (the replay's roots carry none) */
     for (int k = 0; k < nco; k++) {
         const jg_meta *m = &s->f->vals[n->out[k]].meta;
         /* reached without gradients: eager materializes zeros */
-        g[k] = any ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
-        if (!any && !g[k])
+        g[k] =
+            any || !info->materialize ? acc[n->out[k]] : jg_full(m->dtype, m->ndim, m->shape, 0.0);
+        if (!any && info->materialize && !g[k])
             return -1;
         /* every output's history, also one no gradient reaches now: a
          * backward for fewer outputs may materialize zeros for all of them,
          * and must read only values the full backward reads (those are what
          * the forward saves) */
-        if (!(hist[k] = fwd_value(s, n->out[nco + k])))
+        if (!(hist[k] = fwd_value(s, n->out[nco + k], true)))
             return -1;
     }
     for (int k = 0; k < ns; k++) {
         /* lifted slots (tensors the forward reached through an object) get
          * no gradient through the call, as in eager mode */
         needs[k] = k < info->n_args && s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
-        if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k])))
+        if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k], true)))
             return -1;
     }
     if (jg_trace_opaque_backward(c, needs, nco, g, hist, leaves, raw, filled) < 0)
@@ -164,14 +177,14 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
         int fo = c->fwd->outputs[info->saved_out[j]], v = n->out[info->saved_out[j]];
         if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
             v = jg_gnode_slot_value(n, c->fwd->vals[fo].index);
-        if (!(saved_in[j] = fwd_value(s, v)))
+        if (!(saved_in[j] = fwd_value(s, v, true)))
             return -1;
     }
     for (int j = 0; j < info->n_kept; j++) {
         int fv = info->kept_fval[j], v = n->out[info->kept_out + j];
         if (c->fwd->vals[fv].kind == JG_VAL_INPUT)
             v = jg_gnode_slot_value(n, c->fwd->vals[fv].index);
-        if (!(kept_in[j] = fwd_value(s, v)))
+        if (!(kept_in[j] = fwd_value(s, v, false)))
             return -1;
     }
     jg_graph *B = jg_graph_new_child(jg_trace_graph());
@@ -287,7 +300,7 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
         const jg_value *sv = &f->vals[seeds[k]];
         JG_ASSERT(sv->requires_grad);
         jg_tensor *g = jg_trace_placeholder(&sv->meta, false, false, name);
-        if (!g || note_input(&s, -1 - k) < 0 || jg_grad_accumulate(&acc[seeds[k]], g) < 0)
+        if (!g || note_input(&s, -1 - k, true) < 0 || jg_grad_accumulate(&acc[seeds[k]], g) < 0)
             rc = -1;
     }
     /* reached[v]: v leads to a seed through differentiable operands, i.e.
@@ -344,11 +357,11 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
          * one fails neither) */
         unsigned saved_in = jg_op_saved_inputs(n->op, needs);
         for (int k = 0; k < n->n_in && rc == 0; k++)
-            if ((saved_in & (1u << k)) && !(in[k] = fwd_value(&s, n->in[k])))
+            if ((saved_in & (1u << k)) && !(in[k] = fwd_value(&s, n->in[k], true)))
                 rc = -1;
         for (int k = 0; k < n->n_out && rc == 0; k++) {
             gout[k] = acc[n->out[k]];
-            if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k])))
+            if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k], true)))
                 rc = -1;
         }
         if (rc < 0)
@@ -383,6 +396,7 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
     free(outs);
     if (rc < 0) {
         free(s.in_src);
+        free(s.in_checked);
         free(cin);
         jg_graph_free(b);
         return -1; /* r keeps failed_fn */
@@ -391,6 +405,7 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
     r->n_contrib = n_contrib;
     r->bwd = b;
     r->in_src = s.in_src;
+    r->in_checked = s.in_checked;
     r->n_in = s.n_in;
     return 0;
 }
@@ -424,6 +439,7 @@ int jg_autodiff_edges_reached(const jg_graph *f, int n_from, const int *from,
 void jg_autodiff_result_free(jg_autodiff_result *r) {
     jg_graph_free(r->bwd);
     free(r->in_src);
+    free(r->in_checked);
     free(r->contrib_input);
     memset(r, 0, sizeof *r);
 }

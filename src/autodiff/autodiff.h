@@ -30,6 +30,9 @@ typedef struct jg_autodiff_result {
     /* per backward input: >= 0: the forward value id it stands for (saved);
      * < 0: -1 - k, the gradient of seed k */
     int *in_src;
+    /* per backward input: an eager reader would fail on an in-place change
+     * of it since the forward (false: only ctx attributes read it) */
+    bool *in_checked;
     int n_in;
     /* per backward output: the forward graph input it contributes to */
     int *contrib_input;

@@ -501,7 +501,8 @@ static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph) {
     return rc;
 }
 
-static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *grads) {
+static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *grads,
+                       bool no_grad_roots) {
     for (int r = 0; r < n_roots; r++) {
         jg_tensor *t = roots[r];
         if (!t)
@@ -515,6 +516,8 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
                              r);
         jg_tensor *g = grads ? grads[r] : NULL;
         if (!g) {
+            if (no_grad_roots)
+                continue;
             if (t->numel != 1)
                 return jg_errorf("grad can be implicitly created only for scalar outputs");
             continue;
@@ -535,7 +538,8 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
 
 int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
                   unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured) {
-    if (check_roots(n_roots, roots, root_grads) < 0)
+    bool no_grad_roots = flags & JG_ENGINE_NO_GRAD_ROOTS;
+    if (check_roots(n_roots, roots, root_grads, no_grad_roots) < 0)
         return -1;
     bool create_graph = flags & JG_CREATE_GRAPH;
     bool retain = (flags & JG_RETAIN_GRAPH) || create_graph;
@@ -549,6 +553,14 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;
+        if (no_grad_roots && !(root_grads && root_grads[r])) {
+            if (t->grad_fn) {
+                node_info *ni = &rs->nodes[node_index(rs, t->grad_fn)];
+                if (ni->needed)
+                    rs->reached[ni->buf + t->output_nr] = true;
+            }
+            continue;
+        }
         jg_scope_push();
         bool prev = jg_set_grad_enabled(create_graph);
         if (root_grads && root_grads[r])

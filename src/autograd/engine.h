@@ -9,6 +9,10 @@
  * has succeeded.  With captures, writes the gradient reaching each
  * capture[c] into captured[c] (new reference, NULL if none; all NULL on
  * entry) and touches no .grad. */
+/* flags: roots with a NULL root_grads entry are reached without a gradient
+ * (their nodes run as a node eager reaches with none: a custom function's
+ * backward with None) instead of seeded with ones */
+#define JG_ENGINE_NO_GRAD_ROOTS 0x100u
 int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
                   unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured);
 

@@ -103,6 +103,8 @@ typedef struct jg_saved {
     jg_tensor *t;     /* retained; for an output of the owner: an alias without history */
     uint64_t version; /* storage version when saved */
     int output_nr;    /* >= 0: t is that output of the owner node */
+    bool unchecked;   /* read as it is at backward (a compiled custom function's ctx
+                         attribute), no version check */
 } jg_saved;
 
 void jg_saved_init(jg_saved *s, jg_tensor *t);

@@ -2,6 +2,7 @@
 #include "backend/interp.h"
 #include "backend/pool.h"
 
+#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "trace/custom.h"
 
@@ -192,14 +193,29 @@ static int run_opaque(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
  * (raw, zero-filled) per such slot. */
 static int run_opaque_backward(const jg_graph *g, const jg_gnode *n, jg_tensor **vals) {
     const jg_gcustom *c = n->custom;
-    int n_need = n->n_out / 2, n_ops = c->n_slots, n_present = (n_ops - n_need) / 2;
+    int n_need = n->n_out / 2, n_ops = c->n_slots;
+    /* operands: gradients, outputs with history, leaves; no_grads: outputs
+     * with history (roots reached without a gradient), leaves */
+    int n_present = c->no_grads ? 0 : (n_ops - n_need) / 2;
+    int n_hist = c->no_grads ? n_ops - n_need : n_present;
     jg_tensor *op[2 * JG_MAX_OUTPUTS + 64], *res[64] = {0};
     for (int s = 0; s < n_ops; s++)
         op[s] = vals[jg_gnode_slot_value(n, s)];
     /* the eager engine runs the user's backward; the compiled node decides
      * when the saved state goes, so the eager graph is always retained */
-    if (jg_autograd_grad(n_present, op + n_present, op, n_need, op + 2 * n_present,
-                         JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res) < 0)
+    /* an output the replay made without history (marked non-differentiable)
+     * passes nothing on, as in eager: not a root */
+    jg_tensor *roots[JG_MAX_OUTPUTS], *rgrads[JG_MAX_OUTPUTS];
+    int n_roots = 0;
+    for (int k = 0; k < n_hist; k++)
+        if (op[n_present + k]->requires_grad) {
+            roots[n_roots] = op[n_present + k];
+            rgrads[n_roots++] = c->no_grads ? NULL : op[k];
+        }
+    if (n_roots && jg_autograd_grad(n_roots, roots, rgrads, n_need, op + n_present + n_hist,
+                                    JG_RETAIN_GRAPH | JG_ALLOW_UNUSED |
+                                        (c->no_grads ? JG_ENGINE_NO_GRAD_ROOTS : 0),
+                                    res) < 0)
         return -1;
     const bool *expect_none = c->user;
     for (int j = 0; j < n_need && expect_none; j++)

@@ -59,6 +59,7 @@ void jg_entry_release(jg_entry *e) {
     free(e->call_input_of);
     free(e->saved_val);
     free(e->saved_src);
+    free(e->saved_check);
     free(e->node_out_val);
     free(e->node_out_prog);
     free(e->edge_input);
@@ -507,6 +508,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             for (int i = 0; i < e->n_saved; i++) {
                 int src = e->saved_src[i];
                 jg_saved_init(&c->saved[i], src < 0 ? gt[-1 - src] : fo[src]);
+                c->saved[i].unchecked = !e->saved_check[i];
                 for (int k = 0; k < e->n_node_out; k++)
                     if (e->node_out_val[k] == e->saved_val[i]) {
                         /* a saved output: keep an alias without history so

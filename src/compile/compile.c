@@ -418,11 +418,12 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     int *outs = malloc(sizeof(int) * (size_t)(g->n_outputs + n_save));
     e->saved_val = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_src = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
+    e->saved_check = malloc(sizeof(bool) * (size_t)(n_save ? n_save : 1));
     jg_bwd_variant v = {(1u << e->n_node_out) - 1, r.bwd, NULL, r.n_in, r.in_src};
     e->n_edges = r.n_contrib;
     e->edge_input = r.contrib_input;
     r.contrib_input = NULL;
-    if (!outs || !e->saved_val || !e->saved_src) {
+    if (!outs || !e->saved_val || !e->saved_src || !e->saved_check) {
         free(outs);
         jg_autodiff_result_free(&r);
         return jg_errorf("out of memory in jg_compile");
@@ -435,6 +436,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
             continue; /* -1 - seed index == -1 - node output index */
         int i = e->n_saved++;
         e->saved_val[i] = src;
+        e->saved_check[i] = r.in_checked[k];
         if (g->vals[src].kind == JG_VAL_INPUT) {
             e->saved_src[i] = -1 - g->vals[src].index;
         } else {

@@ -91,6 +91,7 @@ typedef struct jg_entry {
      * input) */
     int n_saved;
     int *saved_val, *saved_src;
+    bool *saved_check; /* per saved value: version-checked when read (autodiff's in_checked) */
     /* the compiled node's outputs: distinct program outputs requiring grad */
     int n_node_out;
     int *node_out_val, *node_out_prog;

@@ -70,6 +70,8 @@ typedef struct jg_gcustom {
                              forward saved for backward (0: all are the call's) */
     bool opaque;          /* callbacks run at run time (they touched raw data) */
     bool opaque_backward; /* the backward half of an opaque call (see trace/custom.h) */
+    bool no_grads;        /* that half, reached without gradients (materialize off): operands
+                             are every output with history, then the leaves */
     void *user;           /* for whatever the custom path needs to keep */
     /* per-call state freed with the graph that made the record (clones share
      * records and do not free them) */

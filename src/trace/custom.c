@@ -569,11 +569,12 @@ int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int
         if (g[k] && (ops[n_ops++] = jg_trace_value(g[k])) < 0)
             return -1;
     for (int k = 0; k < n_out; k++)
-        if (g[k]) {
-            n_present++;
-            if ((ops[n_ops++] = jg_trace_value(hist[k])) < 0)
-                return -1;
-        }
+        n_present += g[k] != NULL;
+    /* none arrived (materialize off): every output is a root reached
+     * without a gradient, as eager reaches the call's node */
+    for (int k = 0; k < n_out; k++)
+        if ((g[k] || !n_present) && (ops[n_ops++] = jg_trace_value(hist[k])) < 0)
+            return -1;
     for (int s = 0; s < call->n_slots; s++) {
         raw[s] = filled[s] = NULL;
         if (!slot_needs[s])
@@ -584,7 +585,6 @@ int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int
         metas[2 * n_need + 1] = metas[2 * n_need];
         n_need++;
     }
-    JG_ASSERT(n_present > 0);
     /* per slot asked for, in order: it must answer NULL at run time (it did
      * when probed, and graph autodiff added nothing for it) */
     const jg_custom_info *info = call->user;
@@ -606,6 +606,7 @@ int jg_trace_opaque_backward(const jg_gcustom *call, const bool *slot_needs, int
     bw.n_call_out = 0;
     bw.opaque = true;
     bw.opaque_backward = true;
+    bw.no_grads = n_present == 0;
     bw.state = NULL;
     bw.free_state = NULL;
     bw.user = expect_none;
