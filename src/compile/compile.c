@@ -445,6 +445,8 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         }
         v.in_src[k] = i;
     }
+    free(r.in_checked); /* read into saved_check; the rest moved into v */
+    r.in_checked = NULL;
     if (!(e->bwd = malloc(sizeof *e->bwd))) {
         free(outs);
         jg_autodiff_result_free(&r);
