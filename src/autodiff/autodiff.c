@@ -247,6 +247,22 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     return rc;
 }
 
+/* A reached node's differentiable operands are reached too, except a custom
+ * call's lifted slots (tensors its forward reached through an object or a
+ * closure): in eager mode they are no inputs of the call's node, so nothing
+ * before them is part of the backward graph through it (a custom function
+ * there would otherwise run its backward on zeros). */
+static void mark_operands_reached(const jg_graph *f, const jg_gnode *n, bool *reached) {
+    const jg_custom_info *info = n->kind == JG_GN_CUSTOM && !n->custom->opaque_backward
+                                     ? (const jg_custom_info *)n->custom->user
+                                     : NULL;
+    for (int s = 0; s < jg_gnode_n_slots(n); s++) {
+        int v = jg_gnode_slot_value(n, s);
+        if (f->vals[v].requires_grad && !(info && s >= info->n_args))
+            reached[v] = true;
+    }
+}
+
 int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, const int *reach,
                 jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
@@ -321,11 +337,10 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
             any_out |= acc[n->out[k]] != NULL;
             any_reached |= reached[n->out[k]];
         }
-        for (int k = 0; k < n->n_in; k++) {
+        for (int k = 0; k < n->n_in; k++)
             any_need |= f->vals[n->in[k]].requires_grad;
-            if (any_reached && f->vals[n->in[k]].requires_grad)
-                reached[n->in[k]] = true;
-        }
+        if (any_reached)
+            mark_operands_reached(f, n, reached);
         /* a custom function's backward runs whenever its node is reached,
          * with materialized zeros (the eager engine's run_without_grads);
          * an op's VJP only when a gradient arrived */
@@ -423,9 +438,8 @@ int jg_autodiff_edges_reached(const jg_graph *f, int n_from, const int *from,
         bool any = false;
         for (int k = 0; k < n->n_out; k++)
             any |= reached[n->out[k]];
-        for (int k = 0; any && k < n->n_in; k++)
-            if (f->vals[n->in[k]].requires_grad)
-                reached[n->in[k]] = true;
+        if (any)
+            mark_operands_reached(f, n, reached);
         for (int k = 0; k < jg_gnode_n_slots(n); k++) {
             const jg_value *ov = &f->vals[jg_gnode_slot_value(n, k)];
             if (ov->kind == JG_VAL_INPUT && ov->requires_grad)

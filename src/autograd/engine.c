@@ -165,6 +165,26 @@ static inline jg_tensor **node_buf(run_state *rs, const node_info *ni) {
     return rs->grads + ni->buf;
 }
 
+/* Where a gradient sent along e goes: e itself, or where the redirect
+ * hooks of the nodes on the way send it (borrowed). */
+static inline jg_edge resolve_edge(jg_edge e) {
+    jg_edge to;
+    while (e.fn && e.fn->vt->redirect && e.fn->vt->redirect(e.fn, e.nr, &to))
+        e = to;
+    return e;
+}
+
+/* The node that receives output *nr of fn's gradient (a root's or a
+ * captured tensor's), following redirects that lead to nodes. */
+static inline jg_node *resolve(jg_node *fn, int *nr) {
+    jg_edge to;
+    while (fn && fn->vt->redirect && fn->vt->redirect(fn, *nr, &to) && to.fn) {
+        fn = to.fn;
+        *nr = to.nr;
+    }
+    return fn;
+}
+
 static int leaf_slot(run_state *rs, jg_tensor *leaf) {
     int i = map_get(&rs->leaf_idx, leaf);
     if (i >= 0)
@@ -271,7 +291,8 @@ static void run_release(run_state *rs) {
 static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
     int sp = 0;
     for (int r = 0; r < n_roots; r++) {
-        jg_node *n = roots[r]->grad_fn;
+        int nr = roots[r]->output_nr;
+        jg_node *n = resolve(roots[r]->grad_fn, &nr);
         if (!n || node_index(rs, n) >= 0)
             continue;
         if (add_node(rs, n) < 0 ||
@@ -282,7 +303,7 @@ static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
             int ci = rs->heap[--sp];
             jg_node *cur = rs->nodes[ci].node;
             for (int k = 0; k < cur->n_next; k++) {
-                jg_node *nx = cur->next[k].fn;
+                jg_node *nx = resolve_edge(cur->next[k]).fn;
                 int j = nx ? node_index(rs, nx) : -1;
                 if (nx && j < 0) {
                     if ((j = add_node(rs, nx)) < 0 ||
@@ -310,7 +331,8 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     }
     for (int c = 0; c < n_capture; c++) {
         if (capture[c]->grad_fn) {
-            int i = node_index(rs, capture[c]->grad_fn);
+            int nr = capture[c]->output_nr;
+            int i = node_index(rs, resolve(capture[c]->grad_fn, &nr));
             if (i >= 0)
                 rs->nodes[i].needed = true;
         }
@@ -327,11 +349,11 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
             if (ni->needed)
                 continue;
             for (int k = 0; k < ni->node->n_next && !ni->needed; k++) {
-                jg_edge *e = &ni->node->next[k];
-                if (e->fn)
+                jg_edge e = resolve_edge(ni->node->next[k]);
+                if (e.fn)
                     ni->needed = rs->nodes[rs->next_idx[ni->next + k]].needed;
-                else if (e->leaf)
-                    ni->needed = map_get(&leafset, e->leaf) >= 0;
+                else if (e.leaf)
+                    ni->needed = map_get(&leafset, e.leaf) >= 0;
             }
             changed |= ni->needed;
         }
@@ -386,19 +408,20 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
     }
     int rc = 0;
     /* leaf slots first: finding one may grow the leaf array */
-    for (int k = 0; k < n->n_next && rc == 0; k++)
-        if ((li[k] = gin[k] && !n->next[k].fn && n->next[k].leaf ? leaf_slot(rs, n->next[k].leaf)
-                                                                 : -1) < -1)
-            rc = -1;
     for (int k = 0; k < n->n_next && rc == 0; k++) {
-        jg_edge *e = &n->next[k];
+        jg_edge e = gin[k] ? resolve_edge(n->next[k]) : (jg_edge){0};
+        if ((li[k] = !e.fn && e.leaf ? leaf_slot(rs, e.leaf) : -1) < -1)
+            rc = -1;
+    }
+    for (int k = 0; k < n->n_next && rc == 0; k++) {
+        jg_edge e = resolve_edge(n->next[k]);
         targets[k] = NULL;
-        if (e->fn) {
+        if (e.fn) {
             node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
             if (dst->needed) {
-                targets[k] = &node_buf(rs, dst)[e->nr];
+                targets[k] = &node_buf(rs, dst)[e.nr];
                 if (!er || er[k])
-                    rs->reached[dst->buf + e->nr] = true;
+                    rs->reached[dst->buf + e.nr] = true;
             }
         } else if (li[k] >= 0) {
             targets[k] = &rs->leaves[li[k]].grad;
@@ -423,8 +446,8 @@ static void skip_node(run_state *rs, const node_info *ni) {
     bool er_small[16];
     const bool *er = edges_reached(rs, ni, er_small, 16);
     for (int k = 0; k < n->n_next; k++)
-        if (n->next[k].fn && rs->nodes[nx[k]].needed && (!er || er[k]))
-            rs->reached[rs->nodes[nx[k]].buf + n->next[k].nr] = true;
+        if (nx[k] >= 0 && rs->nodes[nx[k]].needed && (!er || er[k]))
+            rs->reached[rs->nodes[nx[k]].buf + resolve_edge(n->next[k]).nr] = true;
     if (er && er != er_small)
         free((void *)er);
 }
@@ -433,9 +456,17 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
     jg_tensor **buf = node_buf(rs, ni);
-    bool any = false;
-    for (int k = 0; k < n->n_out; k++)
+    bool any = false, reached = false;
+    for (int k = 0; k < n->n_out; k++) {
         any |= buf[k] != NULL;
+        reached |= rs->reached[ni->buf + k];
+    }
+    /* Found only along edges of a compiled call that its reached outputs do
+     * not lead to (cnode_edges_reached), directly or through such nodes:
+     * not part of eager's backward graph, so it neither runs (a custom
+     * function would run on zeros) nor passes "reached" on. */
+    if (!any && !reached)
+        return 0;
     /* A node of the backward graph counts as run even when it is skipped:
      * like PyTorch, a backward without JG_RETAIN_GRAPH frees its saved
      * tensors too. */
@@ -553,11 +584,13 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;
+        int nr = t->output_nr;
+        jg_node *fn = resolve(t->grad_fn, &nr);
         if (no_grad_roots && !(root_grads && root_grads[r])) {
-            if (t->grad_fn) {
-                node_info *ni = &rs->nodes[node_index(rs, t->grad_fn)];
+            if (fn) {
+                node_info *ni = &rs->nodes[node_index(rs, fn)];
                 if (ni->needed)
-                    rs->reached[ni->buf + t->output_nr] = true;
+                    rs->reached[ni->buf + nr] = true;
             }
             continue;
         }
@@ -571,11 +604,11 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         jg_set_grad_enabled(prev);
         if (!g) {
             rc = -1;
-        } else if (t->grad_fn) {
-            node_info *ni = &rs->nodes[node_index(rs, t->grad_fn)];
+        } else if (fn) {
+            node_info *ni = &rs->nodes[node_index(rs, fn)];
             if (ni->needed) {
-                rs->reached[ni->buf + t->output_nr] = true;
-                rc = jg_grad_accumulate(&node_buf(rs, ni)[t->output_nr], jg_retain(g));
+                rs->reached[ni->buf + nr] = true;
+                rc = jg_grad_accumulate(&node_buf(rs, ni)[nr], jg_retain(g));
             }
         } else {
             int li = leaf_slot(rs, t);
@@ -599,9 +632,12 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         {
             node_info *ni = &rs->nodes[i];
             jg_tensor **buf = node_buf(rs, ni);
-            for (int c = 0; c < n_capture; c++)
-                if (capture[c]->grad_fn == ni->node && !captured[c] && buf[capture[c]->output_nr])
-                    captured[c] = jg_retain(buf[capture[c]->output_nr]);
+            for (int c = 0; c < n_capture; c++) {
+                int nr = capture[c]->output_nr;
+                if (capture[c]->grad_fn && resolve(capture[c]->grad_fn, &nr) == ni->node &&
+                    !captured[c] && buf[nr])
+                    captured[c] = jg_retain(buf[nr]);
+            }
         }
         rc = run_node(rs, i, create_graph);
         if (rc < 0)

@@ -347,10 +347,24 @@ static const char *fn_node_name(const jg_node *n) {
     return ((const fn_node *)n)->name;
 }
 
-static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL};
+static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL,
+                                 NULL};
+
+static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
+                      const void *args, size_t args_size, jg_tensor **outputs);
 
 int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
              size_t args_size, jg_tensor **outputs) {
+    return apply_impl(fn, n_inputs, n_inputs, inputs, args, args_size, outputs);
+}
+
+int jg_apply_lifted(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
+                    const void *args, size_t args_size, jg_tensor **outputs) {
+    return apply_impl(fn, n_inputs, n_own, inputs, args, args_size, outputs);
+}
+
+static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
+                      const void *args, size_t args_size, jg_tensor **outputs) {
     if (!fn || !fn->forward)
         return jg_errorf("jg_apply: function or its forward is NULL");
     if (n_inputs < 0 || (n_inputs > 0 && !inputs))
@@ -375,6 +389,8 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
     jg_ctx *ctx = jg_ctx_new(fn, n_inputs, inputs, args, args_size);
     if (!ctx)
         return -1;
+    for (int i = n_own; i < n_inputs; i++)
+        ctx->needs_input_grad[i] = false; /* (not inputs in eager mode: no edge) */
     jg_tensor *outs[JG_MAX_OUTPUTS];
     int n = jg_function_run_forward(ctx, n_inputs, inputs, outs);
     if (n < 0) {
@@ -403,7 +419,7 @@ int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, cons
         }
         f->ctx = ctx;
         snprintf(f->name, sizeof f->name, "%sBackward", fn_name(fn));
-        for (int i = 0; i < n_inputs; i++)
+        for (int i = 0; i < n_own; i++)
             jg_node_set_edge(&f->base, i, inputs[i]);
         f->base.has_saved = ctx->n_saved > 0;
         for (int i = 0; i < n; i++) {

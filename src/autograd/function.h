@@ -56,6 +56,13 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
 int jg_function_run_backward(jg_ctx *ctx, int n_out, const jg_meta *out_meta,
                              jg_tensor *const *gout, jg_tensor **gin);
 
+/* jg_apply where inputs [n_own, n_inputs) are tensors the call reaches
+ * otherwise (an object's fields, lifted by the tracer): the callbacks get
+ * them, but they are no inputs of the call's node (no edge, needs no
+ * gradient), as in eager mode.  For replaying a traced call. */
+int jg_apply_lifted(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
+                    const void *args, size_t args_size, jg_tensor **outputs);
+
 /* Set by the tracer: captures a jg_apply whose inputs include symbolic
  * tensors.  Same contract as jg_apply. */
 typedef int (*jg_trace_apply_fn)(const jg_function *fn, int n_inputs, jg_tensor *const *inputs,

@@ -43,6 +43,15 @@ typedef struct jg_node_vt {
      * reached, as in eager mode. */
     void (*edges_reached)(const jg_node *n, jg_tensor *const *gout, const bool *reached,
                           bool *edge_reached);
+    /* NULL, or: true and *to = where the gradient of output nr of n goes
+     * instead of n (a node's input, or a leaf; borrowed), false if it still
+     * goes to n.  The engine follows it for every edge, root and captured
+     * tensor.  A compiled call whose forward was run again eagerly for a
+     * create_graph backward answers with the eager nodes of that run, so a
+     * later backward sends the output's gradient into the nodes the first
+     * derivatives came through and sums it there, as eager mode does; the
+     * per-use stand-ins of that run's inputs answer with the inputs. */
+    bool (*redirect)(const jg_node *n, int nr, jg_edge *to);
 } jg_node_vt;
 
 /* Consecutive nodes' seq differ by this much: a node created later may be

@@ -83,7 +83,7 @@ static const char *opnode_name(const jg_node *n) {
 }
 
 static const jg_node_vt opnode_vt = {
-    opnode_apply, opnode_release_saved, opnode_release_saved, opnode_name, false, NULL};
+    opnode_apply, opnode_release_saved, opnode_release_saved, opnode_name, false, NULL, NULL};
 
 int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
                           jg_tensor *const *out) {

@@ -17,6 +17,13 @@ typedef struct {
     int n_saved, n_inputs;
     jg_saved *saved; /* n_saved values the backward graphs read, then the n_inputs graph
                       * inputs (read only by a backward with JG_CREATE_GRAPH) */
+    /* NULL, or per node output: the eager node (retained) and its output
+     * that a create_graph backward's rerun of the forward produced it with;
+     * later backwards go there (cnode_redirect) */
+    struct cnode_redirect {
+        jg_node *fn;
+        int nr;
+    } * redir;
 } compiled_node;
 
 int jg_compile_passes(jg_graph *g, bool cse) {
@@ -176,7 +183,7 @@ static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_te
             last = roots[r]->grad_fn->seq;
     if (last < first)
         return 0;
-    n_new = (size_t)(last - first + 1) + (size_t)n_views;
+    n_new = (size_t)((last - first) / JG_NODE_SEQ_STRIDE + 1) + (size_t)n_views;
     size_t cap = 16;
     while (cap < n_new * 2)
         cap *= 2;
@@ -236,6 +243,100 @@ static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_te
     return 0;
 }
 
+/* The stand-in for one use of an input in a create_graph rerun: an alias
+ * of the input whose node passes the gradient through.  The rerun's engine
+ * stops at it (the use's own contribution), and once the rerun is done it
+ * redirects to the input itself: the eager nodes made later from the
+ * rerun's saved tensors (a second derivative's, under create_graph again)
+ * add into the input one by one, as eager's nodes, made from the input
+ * itself, do. */
+typedef struct {
+    jg_node base;
+    bool through;
+} use_node;
+
+static int use_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
+                     bool create_graph) {
+    (void)n;
+    (void)reached;
+    (void)create_graph;
+    gin[0] = gout[0];
+    return 0;
+}
+
+static void use_release(jg_node *n) {
+    (void)n;
+}
+
+static const char *use_name(const jg_node *n) {
+    (void)n;
+    return "CompiledInputUseBackward";
+}
+
+static bool use_redirect(const jg_node *n, int nr, jg_edge *to) {
+    (void)nr;
+    if (!((const use_node *)n)->through)
+        return false;
+    *to = n->next[0];
+    return true;
+}
+
+static const jg_node_vt use_vt = {use_apply, use_release, use_release, use_name,
+                                  false,     NULL,        use_redirect};
+
+static jg_tensor *use_new(jg_tensor *in) {
+    jg_tensor *a = jg_alias_no_history(in);
+    jg_node *n = a ? jg_node_alloc(sizeof(use_node), &use_vt, 1, 1) : NULL;
+    if (!n) {
+        jg_release(a);
+        return jg_errorf_null("out of memory in backward");
+    }
+    jg_node_set_edge(n, 0, in);
+    jg_node_set_outputs(n, 1, &a);
+    jg_node_release(n); /* (a holds it) */
+    return jg_scope_track(a);
+}
+
+/* After a create_graph backward: each output that received a gradient is
+ * from now on the rerun forward's output, for every later backward (the
+ * engine follows cnode_redirect).  Eager mode has one set of forward nodes
+ * that the first derivatives' history and the outputs' own gradients both
+ * pass through, summed per node; without this, an output's gradient in a
+ * later backward (a loss that depends on the output and on the first
+ * derivatives, or a later compiled call rerun for the same backward) went
+ * through the compiled backward graph, and met the other contributions
+ * only at the inputs: equal up to rounding, not bitwise. */
+static int set_redirects(compiled_node *c, jg_tensor *const *gout, jg_tensor *const *fo, int nw,
+                         jg_tensor *const *views) {
+    jg_entry *e = c->e;
+    if (!c->redir && !(c->redir = calloc((size_t)e->n_node_out, sizeof *c->redir)))
+        return jg_errorf("out of memory in backward");
+    for (int k = 0; k < e->n_node_out; k++) {
+        jg_tensor *o = fo[e->node_out_prog[k]];
+        if (!gout[k] || !o || !o->grad_fn || c->redir[k].fn)
+            continue;
+        bool is_view = false; /* (an output that is an input's use itself) */
+        for (int j = 0; j < nw && !is_view; j++)
+            is_view = o->grad_fn == views[j]->grad_fn;
+        if (is_view)
+            continue;
+        c->redir[k].fn = o->grad_fn;
+        c->redir[k].nr = o->output_nr;
+        jg_node_retain(o->grad_fn);
+    }
+    for (int j = 0; j < nw; j++)
+        ((use_node *)views[j]->grad_fn)->through = true;
+    return 0;
+}
+
+static bool cnode_redirect(const jg_node *n, int nr, jg_edge *to) {
+    const compiled_node *c = (const compiled_node *)n;
+    if (!c->redir || !c->redir[nr].fn)
+        return false;
+    *to = (jg_edge){c->redir[nr].fn, c->redir[nr].nr, NULL};
+    return true;
+}
+
 /* A backward that records history (JG_CREATE_GRAPH).  The compiled forward
  * kept no history, so the traced forward graph is run again through the
  * eager ops (custom calls through jg_apply) with grad mode on, from the
@@ -254,14 +355,14 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
     int ng = e->n_graph_inputs, ne = e->n_edges, nf = f->n_outputs, nu = 0;
     for (int i = 0; i < f->n_nodes; i++)
         nu += jg_gnode_n_slots(&f->nodes[i]);
-    size_t words = (size_t)ng + (size_t)ne * 2 + (size_t)nu + (size_t)nf;
+    size_t words = (size_t)ng + (size_t)ne * 2 + JG_MAX_OUTPUTS + (size_t)nu + (size_t)nf;
     jg_tensor **in = calloc(words ? words : 1, sizeof *in);
     if (!in)
         return jg_errorf("out of memory in backward");
-    jg_tensor **view = in + ng, **res = view + ne, **uses = res + ne, **fo = uses + nu;
-    int perm[JG_MAX_DIMS];
-    for (int d = 0; d < JG_MAX_DIMS; d++)
-        perm[d] = d;
+    /* res: the first derivatives (nw <= ne), then the rerun outputs given
+     * to bypass_views */
+    jg_tensor **view = in + ng, **res = view + ne, **uses = res + ne + JG_MAX_OUTPUTS,
+              **fo = uses + nu;
     jg_scope_push();
     int rc = 0;
     /* only the nodes that lead to an output with a gradient run again (as
@@ -303,7 +404,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
             JG_ASSERT(j < ne && e->edge_input[j] == ov->index);
             wrt_of[j] = -1;
             if (live[i]) {
-                if (!(view[j] = jg_permute(in[ov->index], perm)))
+                if (!(view[j] = use_new(in[ov->index])))
                     rc = -1;
                 uses[u + s] = wrt[nw] = view[j];
                 wrt_of[j] = nw++;
@@ -330,8 +431,16 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
         rc = jg_autograd_grad(nr, roots, grads, nw, wrt,
                               JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
     bool ok = rc == 0 && nr && nw;
+    /* the nodes reached from the first derivatives and from the outputs
+     * (the whole rerun forward the outputs lead to) point past the views */
+    for (int k = 0; k < nr; k++)
+        res[nw + k] = roots[k];
     if (ok && wrt[0]->grad_fn)
-        rc = bypass_views(nw, wrt, nw, res, wrt[0]->grad_fn->seq, fwd_first, fwd_last, c->base.seq);
+        rc = bypass_views(nw, wrt, nw + nr, res, wrt[0]->grad_fn->seq, fwd_first, fwd_last,
+                          c->base.seq);
+    ok = rc == 0 && ok;
+    if (ok)
+        rc = set_redirects(c, gout, fo, nw, wrt);
     ok = rc == 0 && ok;
     for (int j = 0; j < nw; j++)
         if (ok && res[j])
@@ -405,6 +514,10 @@ static void cnode_destroy(jg_node *n) {
     compiled_node *c = (compiled_node *)n;
     cnode_release_saved(n);
     free(c->saved);
+    if (c->redir)
+        for (int k = 0; k < c->e->n_node_out; k++)
+            jg_node_release(c->redir[k].fn);
+    free(c->redir);
     jg_entry_release(c->e);
 }
 
@@ -431,7 +544,7 @@ static void cnode_edges_reached(const jg_node *n, jg_tensor *const *gout, const 
 }
 
 static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name,
-                                    true,        cnode_edges_reached};
+                                    true,        cnode_edges_reached, cnode_redirect};
 
 /* ------------------------------------------------------------------- run */
 

@@ -44,7 +44,7 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
             in[s] = use && use[s] ? use[s] : v[jg_gnode_slot_value(n, s)];
         /* lifted slots go along: the callback rebuilds the objects that
          * held them (it answers no gradient for them, as in eager mode) */
-        int got = jg_apply(c->fn, c->n_slots, in, c->args, c->args_size, out);
+        int got = jg_apply_lifted(c->fn, c->n_slots, info->n_args, in, c->args, c->args_size, out);
         if (got < 0 || got != info->n_call_out) {
             rc = got < 0 ? -1
                          : jg_errorf("replay: %s returned %d outputs, %d when traced", c->fn->name,
