@@ -32,3 +32,8 @@ from .modules import (  # noqa: F401
     Tanh,
 )
 from .parameter import Parameter  # noqa: F401
+from .transformer import (  # noqa: F401
+    MultiheadAttention,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
