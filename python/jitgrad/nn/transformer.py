@@ -6,6 +6,7 @@ import copy
 import math
 
 from .. import _C
+from .._opsshape import cat as _cat
 from . import functional as F
 from . import init
 from .modules import (GELU, Dropout, LayerNorm, Linear, Module, ModuleList, ReLU, _check_device,
@@ -83,7 +84,7 @@ def _pad_last(t, value=0.0):
     extra = _C.zeros(*(_shape(t)[:-1] + (1,)), dtype=t.dtype)
     if value:
         extra = extra + value
-    return _C.cat([t, extra], -1)
+    return _cat([t, extra], -1)
 
 
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
@@ -157,8 +158,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if bias_k is not None and bias_v is not None:
         assert static_k is None, "bias cannot be added to static key."
         assert static_v is None, "bias cannot be added to static value."
-        k = _C.cat([k, bias_k.expand(1, bsz, embed_dim)])
-        v = _C.cat([v, bias_v.expand(1, bsz, embed_dim)])
+        k = _cat([k, bias_k.expand(1, bsz, embed_dim)])
+        v = _cat([v, bias_v.expand(1, bsz, embed_dim)])
         if attn_mask is not None:
             attn_mask = _pad_last(attn_mask)
         if key_padding_mask is not None:
@@ -187,8 +188,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
     if add_zero_attn:
         zeros = _C.zeros(bsz * num_heads, 1, head_dim, dtype=k.dtype)
-        k = _C.cat([k, zeros], 1)
-        v = _C.cat([v, zeros], 1)
+        k = _cat([k, zeros], 1)
+        v = _cat([v, zeros], 1)
         if attn_mask is not None:
             attn_mask = _pad_last(attn_mask)
         if key_padding_mask is not None:
