@@ -7,6 +7,7 @@ torch; only the import differs.
     python3 examples/word_lm/main.py --steps 20 --torch    # PyTorch
     ... --save-init w.pt / --init w.pt                     # one initialization for both
     ... --data DIR     # DIR/train.txt, valid.txt, test.txt instead of the built-in corpus
+    ... --words 30     # then sample 30 words from the trained model
 
 It prints the loss of every training step and the validation and test
 perplexities; python/tests/test_word_lm.py runs it under both libraries
@@ -58,6 +59,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1111, help="random seed")
     p.add_argument("--log-interval", type=int, default=10, metavar="N", help="report interval")
     p.add_argument("--save", type=str, default="", help="where to save the best model")
+    p.add_argument("--words", type=int, default=0, help="words to generate after training")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="sampling temperature (higher: more diverse)")
     p.add_argument("--init", type=str, default="", help="load the initial weights from here")
     p.add_argument("--save-init", type=str, default="", help="save the initial weights here")
     return p.parse_args(argv)
@@ -92,6 +96,33 @@ def build(torch, args, ntokens):
                                        args.dropout)
     return models.RNNModel(args.model, ntokens, args.emsize, args.nhid, args.nlayers,
                            args.dropout)
+
+
+def generate(torch, model, args, dictionary, log=print):
+    """Samples args.words words, one at a time, each from the model's
+    distribution given the words so far."""
+    model.eval()
+    ntokens = len(dictionary)
+    input = torch.randint(ntokens, (1, 1), dtype=torch.long)
+    hidden = None if args.model == "Transformer" else model.init_hidden(1)
+    words = []
+    with torch.no_grad():
+        for _ in range(args.words):
+            if args.model == "Transformer":
+                output = model(input, False)
+                word_weights = output[-1].squeeze().div(args.temperature).exp()
+                word_idx = torch.multinomial(word_weights, 1)[0]
+                word_tensor = torch.tensor([[word_idx]], dtype=torch.long)
+                input = torch.cat([input, word_tensor], 0)
+            else:
+                output, hidden = model(input, hidden)
+                word_weights = output.squeeze().div(args.temperature).exp()
+                word_idx = torch.multinomial(word_weights, 1)[0]
+                input.fill_(word_idx)
+            word = dictionary.idx2word[word_idx]
+            words.append("\n" if word == "<eos>" else word + " ")
+    log("".join(words))
+    return words
 
 
 def run(torch, args, log=print):
@@ -185,6 +216,8 @@ def run(torch, args, log=print):
         model.load_state_dict(torch.load(args.save))
     test_loss = evaluate(test_data)
     log(f"| end of training | test loss {test_loss:5.2f} | test ppl {math.exp(test_loss):8.2f}")
+    if args.words:
+        generate(torch, model, args, corpus.dictionary, log)
     return {"train": losses, "valid": val_losses, "test": test_loss}
 
 

@@ -335,3 +335,26 @@ def test_transformer_encoder_compiled_equals_eager_bitwise(jg, backend):
     assert vals(got) == vals(eager)
     for p, g in zip(enc.parameters(), eg):
         assert vals(p.grad) == vals(g)
+
+
+@pytest.mark.parametrize("kpm_rows", [[[False, False, True], [False, False, False]],
+                                      [[False, True, False], [False, False, False]]])
+def test_transformer_encoder_inference_padding_like_torch(jg, torch, kpm_rows):
+    # PyTorch's inference path (nested tensors) gives 0 at padded positions
+    # when the mask is left-aligned; otherwise the layers' values
+    lj, lt = layer_pair(jg, torch, batch_first=True)
+    ej = jg.nn.TransformerEncoder(lj, 2, norm=jg.nn.LayerNorm(8))
+    et = torch.nn.TransformerEncoder(lt, 2, norm=torch.nn.LayerNorm(8))
+    copy_weights(jg, et, ej)
+    outs = []
+    for T, m in ((jg, ej), (torch, et)):
+        m.eval()
+        x = det(T, 2, 3, 8, seed=4, requires_grad=False)
+        with T.no_grad():
+            a = m(x, src_key_padding_mask=T.tensor(kpm_rows))
+        m.train()
+        b = m(x, src_key_padding_mask=T.tensor(kpm_rows))
+        outs.append((a, b))
+    (aj, bj), (at, bt) = outs
+    assert_close(aj, at)
+    assert_close(bj, bt)

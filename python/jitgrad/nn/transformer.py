@@ -420,11 +420,39 @@ class TransformerEncoder(Module):
         self.enable_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
 
+    def _pads_become_zero(self, src, mask, kpm):
+        """Whether PyTorch would take its nested-tensor path here: inference
+        on batch-first input with a left-aligned src_key_padding_mask.  That
+        path returns 0 at the padded positions (before self.norm), whatever
+        the layers computed there."""
+        first = self.layers[0]
+        if not isinstance(first, TransformerEncoderLayer) or first.norm_first or \
+                first.training or not first.self_attn.batch_first or \
+                not first.self_attn._qkv_same_embed_dim or not first.activation_relu_or_gelu or \
+                first.norm1.eps != first.norm2.eps or src.dim() != 3 or \
+                not self.enable_nested_tensor or kpm is None or mask is not None or \
+                first.self_attn.num_heads % 2 == 1:
+            return False
+        if self.mask_check:
+            for row in kpm.logical_not().tolist():
+                if any(b and not a for a, b in zip(row, row[1:])):  # a kept after a pad
+                    return False
+        params = [src, first.self_attn.in_proj_weight, first.self_attn.in_proj_bias,
+                  first.self_attn.out_proj.weight, first.self_attn.out_proj.bias,
+                  first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,
+                  first.linear1.weight, first.linear1.bias, first.linear2.weight,
+                  first.linear2.bias]
+        return not (_C.is_grad_enabled() and any(t.requires_grad for t in params))
+
     def forward(self, src, mask=None, src_key_padding_mask=None):
         _check_kpm(src_key_padding_mask)
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
+        if self._pads_become_zero(src, mask, src_key_padding_mask):
+            kpm = src_key_padding_mask
+            padded = kpm if kpm.dtype == _C.bool else kpm != 0
+            output = output.masked_fill(padded.unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
