@@ -105,6 +105,16 @@ def test_word_lm_lstm_variant_raises_naming_lstm(jg):
         ex.run(jg, ex.parse_args(["--model", "LSTM", "--steps", "1"]), log=lambda s: None)
 
 
+@pytest.mark.parametrize("kind,name", [("GRU", "GRU"), ("RNN_TANH", "RNN"), ("RNN_RELU", "RNN")])
+def test_word_lm_other_rnn_variants_raise_naming_themselves(jg, kind, name):
+    ex = load_example()
+    with pytest.raises(NotImplementedError, match=f"nn.{name} is not implemented"):
+        ex.run(jg, ex.parse_args(["--model", kind, "--steps", "1"]), log=lambda s: None)
+    for cls in ("GRUCell", "RNNCell"):
+        with pytest.raises(NotImplementedError, match=cls):
+            getattr(jg.nn, cls)(2, 3)
+
+
 def test_word_lm_script_runs_with_jitgrad(tmp_path):
     env = dict(os.environ)
     r = subprocess.run([sys.executable, MAIN, "--steps", "3", "--log-interval", "1",
@@ -255,6 +265,15 @@ def test_mha_bad_input_errors_like_torch(jg, torch):
                            "but got 5"):
             y = T.zeros(3, 2, 5)
             m(y, y, y)
+        with pytest.raises(AssertionError, match=r"key shape torch.Size\(\[2, 2, 4\]\) does not "
+                           r"match value shape torch.Size\(\[3, 2, 4\]\)"):
+            m(x, T.zeros(2, 2, 4), x)
+        with pytest.raises(AssertionError, match=r"expecting key_padding_mask shape of \(2, 3\), "
+                           r"but got torch.Size\(\[2, 4\]\)"):
+            m(x, x, x, key_padding_mask=T.zeros(2, 4, dtype=T.bool))
+        with pytest.raises(AssertionError, match="For unbatched \\(2-D\\) `query`, expected "
+                           "`key` and `value` to be 2-D but found 3-D and 3-D tensors"):
+            m(T.zeros(3, 4), x, x)
         with pytest.raises(RuntimeError, match="activation should be relu/gelu, not tanh"):
             T.nn.TransformerEncoderLayer(4, 2, activation="tanh")
 

@@ -5,6 +5,10 @@ from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
     GELU,
+    GRU,
+    RNN,
+    GRUCell,
+    RNNCell,
     L1Loss,
     LSTM,
     Conv2d,

@@ -22,6 +22,11 @@ def _shape(t):
     return tuple(t.shape)
 
 
+def _size(shape):
+    # shapes in messages read as PyTorch prints them
+    return f"torch.Size({list(shape)})"
+
+
 def _is_float(t):
     return t.is_floating_point()
 
@@ -58,7 +63,7 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
                 expected_shape = (num_heads, query.shape[0], key.shape[0])
                 assert _shape(attn_mask) == expected_shape, (
                     f"Expected `attn_mask` shape to be {expected_shape} but got "
-                    f"{_shape(attn_mask)}")
+                    f"{_size(_shape(attn_mask))}")
     else:
         raise AssertionError(
             f"query should be unbatched 2D or batched 3D tensor but received {query.dim()}-D "
@@ -113,11 +118,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         f"embed_dim {embed_dim} not divisible by num_heads {num_heads}"
     if use_separate_proj_weight:
         assert _shape(key)[:2] == _shape(value)[:2], \
-            (f"key's sequence and batch dims {_shape(key)[:2]} do not match value's "
-             f"{_shape(value)[:2]}")
+            (f"key's sequence and batch dims {_size(_shape(key)[:2])} do not match value's "
+             f"{_size(_shape(value)[:2])}")
     else:
         assert _shape(key) == _shape(value), \
-            f"key shape {_shape(key)} does not match value shape {_shape(value)}"
+            f"key shape {_size(_shape(key))} does not match value shape {_size(_shape(value))}"
 
     if not use_separate_proj_weight:
         assert in_proj_weight is not None, \
@@ -143,14 +148,14 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
             correct_2d_size = (tgt_len, src_len)
             if _shape(attn_mask) != correct_2d_size:
                 raise RuntimeError(f"The shape of the 2D attn_mask is "
-                                   f"torch.Size({list(_shape(attn_mask))}), but should be "
+                                   f"{_size(_shape(attn_mask))}, but should be "
                                    f"{correct_2d_size}.")
             attn_mask = attn_mask.unsqueeze(0)
         elif attn_mask.dim() == 3:
             correct_3d_size = (bsz * num_heads, tgt_len, src_len)
             if _shape(attn_mask) != correct_3d_size:
                 raise RuntimeError(f"The shape of the 3D attn_mask is "
-                                   f"torch.Size({list(_shape(attn_mask))}), but should be "
+                                   f"{_size(_shape(attn_mask))}, but should be "
                                    f"{correct_3d_size}.")
         else:
             raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
@@ -199,7 +204,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if key_padding_mask is not None:
         assert _shape(key_padding_mask) == (bsz, src_len), \
             (f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
-             f"torch.Size({list(_shape(key_padding_mask))})")
+             f"{_size(_shape(key_padding_mask))}")
         key_padding_mask = key_padding_mask.view(bsz, 1, 1, src_len) \
             .expand(-1, num_heads, -1, -1).reshape(bsz * num_heads, 1, src_len)
         if attn_mask is None:
