@@ -427,3 +427,63 @@ def test_word_lm_training_step_compiled_equals_eager_bitwise(jg, backend):
     assert vals(got) == vals(eager)
     for p, g in zip(model.parameters(), eg):
         assert vals(p.grad) == vals(g)
+
+
+# ---------------------------------------------------------------- decoder, Transformer
+
+
+def randomize_vectors(torch, module):
+    with torch.no_grad():  # biases are 0 and LayerNorm weights 1: make them count
+        for p in module.parameters():
+            if p.dim() == 1:
+                p.uniform_(0.5, 1.5)
+
+
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True, "activation": "gelu"},
+                                {"batch_first": True}])
+def test_transformer_decoder_layer_matches_torch(jg, torch, kw):
+    torch.manual_seed(0)
+    lt = torch.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+    randomize_vectors(torch, lt)
+    lj = jg.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+    copy_weights(jg, lt, lj)
+    bf = kw.get("batch_first")
+    tgt, mem = ((2, 4, 8), (2, 5, 8)) if bf else ((4, 2, 8), (5, 2, 8))
+
+    def call(T, m, tgt, mem):
+        return m(tgt, mem, tgt_mask=T.triu(T.full((4, 4), float("-inf")), diagonal=1),
+                 memory_key_padding_mask=T.tensor([[False] * 5, [False] * 3 + [True] * 2]),
+                 tgt_key_padding_mask=T.tensor([[False] * 4, [False] * 3 + [True]])), None
+
+    run_both(jg, torch, (lj, lt), [(tgt, 1), (mem, 2)], call)
+
+
+def test_transformer_matches_torch(jg, torch):
+    torch.manual_seed(0)
+    mt = torch.nn.Transformer(8, 2, 2, 2, 16, dropout=0.0)
+    randomize_vectors(torch, mt)
+    mj = jg.nn.Transformer(8, 2, 2, 2, 16, dropout=0.0)
+    assert list(mj.state_dict()) == list(mt.state_dict())
+    copy_weights(jg, mt, mj)
+    for T in (jg, torch):
+        assert T.nn.Transformer.generate_square_subsequent_mask(3).tolist() == \
+            [[0.0, float("-inf"), float("-inf")], [0.0, 0.0, float("-inf")], [0.0, 0.0, 0.0]]
+
+    def call(T, m, src, tgt):
+        return m(src, tgt, tgt_mask=m.generate_square_subsequent_mask(4)), None
+
+    run_both(jg, torch, (mj, mt), [((5, 2, 8), 1), ((4, 2, 8), 2)], call)
+    for T, m in ((jg, mj), (torch, mt)):
+        with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+            m(T.zeros(5, 2, 8), T.zeros(4, 3, 8))
+        with pytest.raises(RuntimeError, match="the feature number of src and tgt must be "
+                           "equal to d_model"):
+            m(T.zeros(5, 2, 8), T.zeros(4, 2, 6))
+
+
+def test_transformer_init_is_xavier_on_matrices(jg):
+    jg.manual_seed(0)
+    m = jg.nn.Transformer(8, 2, 1, 1, 16)
+    w = m.encoder.layers[0].linear1.weight  # xavier bound sqrt(6 / (8 + 16)) = 0.5
+    assert max(abs(v) for v in vals(w)) <= 0.5
+    assert vals(m.decoder.norm.weight) == [1.0] * 8

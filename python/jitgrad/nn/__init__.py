@@ -38,6 +38,9 @@ from .modules import (  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .transformer import (  # noqa: F401
     MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
 )
