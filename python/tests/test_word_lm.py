@@ -487,3 +487,37 @@ def test_transformer_init_is_xavier_on_matrices(jg):
     w = m.encoder.layers[0].linear1.weight  # xavier bound sqrt(6 / (8 + 16)) = 0.5
     assert max(abs(v) for v in vals(w)) <= 0.5
     assert vals(m.decoder.norm.weight) == [1.0] * 8
+
+
+# ---------------------------------------------------------------- bmm, baddbmm
+
+
+def test_bmm_baddbmm_match_torch(jg, torch):
+    res = []
+    for T in (jg, torch):
+        a, b = det(T, 2, 3, 4, seed=1), det(T, 2, 4, 5, seed=2)
+        c = det(T, 2, 1, 5, seed=3)
+        outs = [T.bmm(a, b), a.bmm(b), T.baddbmm(c, a, b), c.baddbmm(a, b, beta=0.5, alpha=2),
+                T.baddbmm(T.full((5,), float("nan")), a, b, beta=0)]
+        loss = sum((o * det(T, 2, 3, 5, seed=9 + i, requires_grad=False)).sum()
+                   for i, o in enumerate(outs))
+        loss.backward()
+        res.append(outs + [a.grad, b.grad, c.grad])
+    for x, y in zip(*res):
+        assert_close(x, y)
+
+
+def test_bmm_baddbmm_errors_like_torch(jg, torch):
+    for T in (jg, torch):
+        z = T.zeros
+        for f, msg in [
+                (lambda: T.bmm(z(2, 3), z(2, 3, 4)), "batch1 must be a 3D tensor"),
+                (lambda: T.bmm(z(2, 3, 4), z(4, 5)), "batch2 must be a 3D tensor"),
+                (lambda: T.bmm(z(2, 3, 4), z(3, 4, 5)), r"Expected size for first two "
+                 r"dimensions of batch2 tensor to be: \[2, 4\] but got: \[3, 4\]."),
+                (lambda: T.bmm(z(2, 3, 4), z(2, 4, 5, dtype=T.float64)),
+                 "expected scalar type Float but found Double"),
+                (lambda: T.baddbmm(z(2, 2, 5), z(2, 3, 4), z(2, 4, 5)),
+                 r"The expanded size of the tensor \(3\) must match the existing size \(2\)")]:
+            with pytest.raises(RuntimeError, match=msg):
+                f()
