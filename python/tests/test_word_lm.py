@@ -521,3 +521,17 @@ def test_bmm_baddbmm_errors_like_torch(jg, torch):
                  r"The expanded size of the tensor \(3\) must match the existing size \(2\)")]:
             with pytest.raises(RuntimeError, match=msg):
                 f()
+
+
+def test_mha_double_backward_matches_torch(jg, torch):
+    mods = mha_pair(jg, torch, 4, 2)
+    res = []
+    for T, m in zip((jg, torch), mods):
+        x = det(T, 3, 2, 4, seed=1)
+        mask = T.triu(T.full((3, 3), float("-inf")), diagonal=1)
+        out = m(x, x, x, attn_mask=mask)[0]
+        (gx,) = T.autograd.grad((out * out).sum(), x, create_graph=True)
+        (gx * gx).sum().backward()
+        res.append([gx, x.grad] + [p.grad for p in m.parameters()])
+    for a, b in zip(*res):
+        assert_close(a, b, rtol=1e-4, atol=1e-5)
