@@ -535,3 +535,43 @@ def test_mha_double_backward_matches_torch(jg, torch):
         res.append([gx, x.grad] + [p.grad for p in m.parameters()])
     for a, b in zip(*res):
         assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_encoder_layer_float64_and_callable_activation_match_torch(jg, torch):
+    for act in ("gelu", "module", "lambda"):
+        res = []
+        for T in (torch, jg):
+            a = {"gelu": "gelu", "module": T.nn.GELU(approximate="tanh"),
+                 "lambda": lambda x: x.tanh()}[act]
+            T.manual_seed(0)
+            m = T.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, activation=a,
+                                             dtype=T.float64)
+            if T is jg:
+                m.load_state_dict({k: jg.tensor(v.tolist(), dtype=jg.float64)
+                                   for k, v in res[0][1].items()})
+            x = det(T, 3, 2, 4, seed=1, dtype=T.float64)
+            out = m(x)
+            (out * out).sum().backward()
+            res.append((out, m.state_dict(), x.grad, [p.grad for p in m.parameters()]))
+        (ot, _, xt, pt), (oj, _, xj, pj) = res
+        assert oj.dtype == jg.float64
+        for a, b in zip([oj, xj] + pj, [ot, xt] + pt):
+            assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_mha_dropout_in_training_only(jg):
+    jg.manual_seed(0)
+    m = jg.nn.MultiheadAttention(4, 2, dropout=0.5)
+    ref = jg.nn.MultiheadAttention(4, 2, dropout=0.0)
+    ref.load_state_dict(m.state_dict())
+    x = det(jg, 3, 2, 4, seed=1, requires_grad=False)
+    a, wa = m(x, x, x, average_attn_weights=False)
+    b, wb = m(x, x, x, average_attn_weights=False)
+    assert vals(a) != vals(b)  # fresh masks each call
+    assert 0.0 in vals(wa)  # weights returned after dropout, as PyTorch's
+    m.eval()
+    assert vals(m(x, x, x)[0]) == vals(ref(x, x, x)[0])
+    # compiled, the random draws run eagerly (fullgraph refuses them)
+    m.train()
+    f = jg.compile(lambda x: m(x, x, x)[0].sum(), backend="interp")
+    assert f(x).dim() == 0
