@@ -56,8 +56,9 @@ static PyObject *has_data(PyObject *mod, PyObject *arg) {
                      Py_TYPE(arg)->tp_name);
         return NULL;
     }
-    jg_tensor *t = jgp_t(arg);
-    return PyBool_FromLong(jg_numel(t) == 0 || jg_data(t) != NULL);
+    /* jg_is_traced, not jg_data: reading a traced tensor's data is itself a
+     * capture failure, which made every program calling this uncompilable */
+    return PyBool_FromLong(!jg_is_traced(jgp_t(arg)));
 }
 
 static jg_tensor *tensor_arg(PyObject *o, const char *fn) {

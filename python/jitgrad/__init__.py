@@ -269,6 +269,14 @@ from ._opsshape import (  # noqa: E402,F401
     index_select, eye, linspace, randint, randperm, multinomial, nonzero, unbind,
 )
 
+# ---- word-lm ----
+from ._bmm import baddbmm, bmm  # noqa: E402,F401
+
+Tensor.bmm = bmm
+Tensor.baddbmm = lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
+    self, batch1, batch2, beta=beta, alpha=alpha)
+# ---- end word-lm ----
+
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
 

@@ -5,6 +5,10 @@ from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
     GELU,
+    GRU,
+    RNN,
+    GRUCell,
+    RNNCell,
     L1Loss,
     LSTM,
     Conv2d,
@@ -32,3 +36,11 @@ from .modules import (  # noqa: F401
     Tanh,
 )
 from .parameter import Parameter  # noqa: F401
+from .transformer import (  # noqa: F401
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)

@@ -192,3 +192,9 @@ def _not_implemented(name):
 
 max_pool2d = _not_implemented("max_pool2d")
 conv2d = _not_implemented("conv2d")
+
+
+def multi_head_attention_forward(*args, **kwargs):
+    """PyTorch's F.multi_head_attention_forward (see nn/transformer.py)."""
+    from .transformer import multi_head_attention_forward as mha
+    return mha(*args, **kwargs)
