@@ -219,7 +219,7 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-raw_model = getattr(model, "_orig_mod", model)
+raw_model = model  # compiled: its state_dict keys start with "_orig_mod."
 X, Y = get_batch("train")
 t0 = time.time()
 while True:

@@ -28,6 +28,7 @@ typedef struct JGCompiled {
     char backend[16];
     int fullgraph;
     bool log_recompiles;
+    bool warned_budget;   /* the scope walk ran out of objects once (warned) */
     PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
     PyObject *last_scope; /* and the last call's (bytes) */
     struct JGCompiled *live_prev, *live_next; /* see jgp_find_object */
@@ -222,8 +223,14 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
  * attributes of objects (the function's self, object arguments, objects
  * found), the attributes of modules the code names, elements of lists,
  * tuples and dicts, and functions found there, to SCOPE_DEPTH levels and at
- * most SCOPE_BUDGET objects per call. */
-enum { SCOPE_DEPTH = 4, SCOPE_BUDGET = 4096, SCOPE_PATH = 8 };
+ * most SCOPE_BUDGET objects per call.  Each step counts as a level (an
+ * attribute, a dict's value), so an nn.Module's parameter sits two levels
+ * below its module (the module's _parameters, then the entry) and a
+ * parameter of a layer in a ModuleList of a submodule about 12 below the
+ * model: the depth is generous and the budget bounds the work.  A walk that
+ * runs out of budget warns once: a tensor past it that gets rebound is not
+ * noticed. */
+enum { SCOPE_DEPTH = 16, SCOPE_BUDGET = 65536, SCOPE_PATH = 8 };
 
 typedef struct {
     jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
@@ -682,6 +689,16 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     scope_walk w = {.b = &bytes, .v = &vals};
     int walked =
         jgp_buf_put(&bytes, &tag, 1) < 0 || walk_scope(&w, self->fn, args, kwargs) < 0 ? -1 : 0;
+    if (walked == 0 && w.budget < 0 && !self->warned_budget) {
+        self->warned_budget = true;
+        if (PyErr_WarnFormat(PyExc_UserWarning, 1,
+                             "jitgrad.compile: the function reaches more than %d objects; "
+                             "rebinding a tensor reached past them (an attribute set to "
+                             "another tensor) is not noticed: update tensors in place or "
+                             "pass them as arguments",
+                             SCOPE_BUDGET) < 0)
+            walked = -1;
+    }
     if (walked == 0 && self->log_recompiles &&
         note_scope(self, bytes.data + args_len + 1, bytes.len - args_len - 1, args, kwargs) < 0)
         walked = -1;

@@ -191,3 +191,38 @@ def test_chargpt_scripts_and_checkpoints_across_libraries(tmp_path):
     assert "step 8: train loss" in log and jitgrad.load(ckpt)["iter_num"] == 8
     run("sample.py", f"--out_dir={out}", "--num_samples=1", "--max_new_tokens=10",
         cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_chargpt_compiled_training_equals_eager(backend):
+    if backend == "c" and not jitgrad.HAS_COMPILER:
+        pytest.skip("no C backend")
+    M = load_model(jitgrad)
+    jitgrad.manual_seed(0)
+    eager = M.GPT(M.GPTConfig(**CFG))
+    twin = M.GPT(M.GPTConfig(**CFG))
+    twin.load_state_dict(eager.state_dict())
+    model = jitgrad.compile(twin, backend=backend, fullgraph=True)  # nanoGPT's compile=True
+    assert list(model.state_dict()) == ["_orig_mod." + k for k in eager.state_dict()]
+    opts = [m.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cpu") for m in (eager, model)]
+    for step, (x, y) in enumerate(batches(3)):
+        x, y = jitgrad.from_numpy(x), jitgrad.from_numpy(y)
+        losses = []
+        for m, opt in zip((eager, model), opts):
+            _, loss = m(x, y)
+            loss.backward()
+            jitgrad.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            losses.append(loss.item())
+        assert losses[0] == losses[1], step
+        for (n, a), b in zip(eager.named_parameters(), twin.parameters()):
+            assert np.array_equal(a.grad.numpy(), b.grad.numpy()), (step, n)
+        for opt in opts:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    for a, b in zip(eager.parameters(), twin.parameters()):
+        assert np.array_equal(a.detach().numpy(), b.detach().numpy())
+    model.eval()
+    eager.eval()
+    jitgrad.manual_seed(1)
+    got = model.generate(jitgrad.tensor([[1, 2]]), 5, top_k=1).tolist()
+    assert got == eager.generate(jitgrad.tensor([[1, 2]]), 5, top_k=1).tolist()
