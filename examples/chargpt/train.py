@@ -50,6 +50,7 @@ lr_decay_iters = 200
 min_lr = 1e-3
 # system
 device = "cpu"
+dtype = "float32"  # "float16" scales the loss (GradScaler; GPUs only)
 seed = 1337
 compile = False
 
@@ -120,8 +121,12 @@ Save breed, to brave him when he takes thee hence.
 
 os.makedirs(out_dir, exist_ok=True)
 torch.manual_seed(seed)
+torch.backends.cuda.matmul.allow_tf32 = True  # no effect on a CPU
+torch.backends.cudnn.allow_tf32 = True
 device_type = "cuda" if "cuda" in device else "cpu"
-ctx = nullcontext()  # mixed precision would go here on a GPU
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = nullcontext() if device_type == "cpu" else \
+    torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
 # character-level data: the vocabulary is the text's characters
 chars = sorted(set(TEXT))
@@ -182,6 +187,7 @@ else:
 model.to(device)
 print(f"number of parameters: {model.get_num_params()}")
 
+scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
 if init_from == "resume":
     optimizer.load_state_dict(checkpoint["optimizer"])
@@ -251,10 +257,12 @@ while True:
     with ctx:
         logits, loss = model(X, Y)
     X, Y = get_batch("train")  # the next batch, while this one's backward runs
-    loss.backward()
+    scaler.scale(loss).backward()
     if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
+    scaler.step(optimizer)
+    scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
     t1 = time.time()

@@ -226,3 +226,26 @@ def test_chargpt_compiled_training_equals_eager(backend):
     jitgrad.manual_seed(1)
     got = model.generate(jitgrad.tensor([[1, 2]]), 5, top_k=1).tolist()
     assert got == eager.generate(jitgrad.tensor([[1, 2]]), 5, top_k=1).tolist()
+
+
+def test_cuda_amp_is_disabled_as_in_torch_without_cuda():
+    torch = pytest.importorskip("torch")
+    for T in (torch, jitgrad):
+        with pytest.warns(UserWarning, match="GradScaler is enabled, but CUDA is not available"):
+            on = T.cuda.amp.GradScaler()
+        off = T.cuda.amp.GradScaler(enabled=False)
+        for s in (on, off):
+            assert not s.is_enabled() and s.get_scale() == 1.0 and s.state_dict() == {}
+            p = T.nn.Parameter(T.ones(2))
+            opt = T.optim.SGD([p], lr=0.5)
+            loss = (p * 3).sum()
+            assert s.scale(loss) is loss
+            loss.backward()
+            s.unscale_(opt)
+            assert s.step(opt) is None
+            s.update()
+            s.load_state_dict({})
+            assert p.tolist() == [-0.5, -0.5]
+        with pytest.warns(UserWarning, match="CUDA is not available. Disabling"):
+            with T.cuda.amp.autocast():
+                assert (T.ones(2) * 2).dtype == T.float32
