@@ -28,6 +28,7 @@ eval_only = False
 always_save_checkpoint = True
 init_from = "scratch"  # or "resume" (from out_dir/ckpt.pt)
 # data
+gradient_accumulation_steps = 1  # micro-batches per optimizer step
 batch_size = 8
 block_size = 32
 # model
@@ -237,7 +238,7 @@ while True:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
         if losses["val"] < best_val_loss or always_save_checkpoint:
-            best_val_loss = min(best_val_loss, losses["val"].item())
+            best_val_loss = losses["val"]
             if iter_num > 0:
                 checkpoint = {
                     "model": raw_model.state_dict(),
@@ -254,10 +255,12 @@ while True:
     if iter_num >= max_iters:
         break
 
-    with ctx:
-        logits, loss = model(X, Y)
-    X, Y = get_batch("train")  # the next batch, while this one's backward runs
-    scaler.scale(loss).backward()
+    for micro_step in range(gradient_accumulation_steps):
+        with ctx:
+            logits, loss = model(X, Y)
+            loss = loss / gradient_accumulation_steps  # the gradients add up
+        X, Y = get_batch("train")  # the next batch, while this one's backward runs
+        scaler.scale(loss).backward()
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -268,5 +271,6 @@ while True:
     t1 = time.time()
     dt, t0 = t1 - t0, t1
     if iter_num % log_interval == 0:
-        print(f"iter {iter_num}: loss {loss.item():.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms")
+        lossf = loss.item() * gradient_accumulation_steps
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, time {dt * 1000:.1f}ms")
     iter_num += 1

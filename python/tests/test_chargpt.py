@@ -155,6 +155,7 @@ def run(script, *args, cwd):
 def test_chargpt_scripts_and_checkpoints_across_libraries(tmp_path):
     out = str(tmp_path / "out")
     small = ["--max_iters=4", "--eval_interval=2", "--eval_iters=2", "--batch_size=4",
+             "--gradient_accumulation_steps=2",
              "--block_size=16", f"--out_dir={out}"]
     log = run("train.py", *small, cwd=str(tmp_path))
     assert "step 4: train loss" in log
@@ -249,3 +250,21 @@ def test_cuda_amp_is_disabled_as_in_torch_without_cuda():
         with pytest.warns(UserWarning, match="CUDA is not available. Disabling"):
             with T.cuda.amp.autocast():
                 assert (T.ones(2) * 2).dtype == T.float32
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_chargpt_crop_block_size(flash):
+    torch = pytest.importorskip("torch")
+    tmodel, jmodel = twin_models(torch, flash, True)
+    for m in (tmodel, jmodel):
+        m.crop_block_size(8)
+        m.eval()
+    assert isinstance(jmodel.transformer.wpe.weight, jitgrad.nn.Parameter)
+    assert jmodel.transformer.wpe.weight.shape == (8, CFG["n_embd"])
+    assert jmodel.get_num_params(False) == tmodel.get_num_params(False)
+    x = [[3, 1, 4, 1, 5, 9, 2, 6]]
+    tl = tmodel(torch.tensor(x))[0].detach().numpy()
+    jl = jmodel(jitgrad.tensor(x))[0].detach().numpy()
+    np.testing.assert_allclose(jl, tl, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="longer than the block size 8"):
+        jmodel(jitgrad.tensor([x[0] + [0]]))
