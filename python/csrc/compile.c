@@ -227,15 +227,18 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
  * attribute, a dict's value), so an nn.Module's parameter sits two levels
  * below its module (the module's _parameters, then the entry) and a
  * parameter of a layer in a ModuleList of a submodule about 12 below the
- * model: the depth is generous and the budget bounds the work.  A walk that
- * runs out of budget warns once: a tensor past it that gets rebound is not
- * noticed. */
-enum { SCOPE_DEPTH = 16, SCOPE_BUDGET = 65536, SCOPE_PATH = 8 };
+ * model: the depth is generous and the budget bounds the work.  Functions
+ * are followed SCOPE_CODE_HOPS deep (the program's function, the helpers it
+ * names, theirs...): a deeper chain mostly reaches library code, whose
+ * globals would eat the budget.  A walk that runs out of budget warns once:
+ * a tensor past it that gets rebound is not noticed. */
+enum { SCOPE_DEPTH = 16, SCOPE_CODE_HOPS = 4, SCOPE_BUDGET = 65536, SCOPE_PATH = 8 };
 
 typedef struct {
     jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
     jgp_buf *v;     /* the scalars met and the attribute names, serialised (or NULL) */
     int budget;     /* objects left to visit */
+    int code_hops;  /* functions being walked, nested */
     long n_tensors; /* tensors met so far */
     long target;    /* describe mode: the tensor whose path to record */
     int n_path;     /* steps to the object being visited */
@@ -315,7 +318,19 @@ static int walk_code_globals(scope_walk *w, PyCodeObject *code, PyObject *global
     return 0;
 }
 
+static int walk_function_scope(scope_walk *w, PyObject *f, int depth);
+
 static int walk_function(scope_walk *w, PyObject *f, int depth) {
+    if (w->code_hops >= SCOPE_CODE_HOPS)
+        return 0;
+    w->code_hops++;
+    int rc = walk_function_scope(w, f, depth);
+    w->code_hops--;
+    return rc;
+}
+
+/* A function's closure cells and the globals its code names. */
+static int walk_function_scope(scope_walk *w, PyObject *f, int depth) {
     PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(f);
     PyObject *cells = PyFunction_GET_CLOSURE(f);
     PyObject *free_names = cells ? PyCode_GetFreevars(code) : NULL;

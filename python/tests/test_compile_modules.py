@@ -149,3 +149,18 @@ def test_compile_module_training_equals_eager(backend):
     with jitgrad.no_grad():
         assert om(x, y).item() == eager.eval()(x, y).item()
     assert om.forward._jitgrad_compiled.fallbacks() == 0
+
+
+def test_compile_scope_walk_stops_in_library_code():
+    # the walk follows helper functions a few calls deep only: jitgrad's own
+    # Python code (save -> pickling -> ...) would otherwise fill the budget
+    def f(x):
+        if x is None:
+            jitgrad.save(x, None)  # named, never called
+        return F.gelu(x) * 2
+
+    fn = jitgrad.compile(f, backend="interp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = fn(jitgrad.ones(3))
+    assert y.tolist() == (F.gelu(jitgrad.ones(3)) * 2).tolist()
