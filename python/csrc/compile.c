@@ -232,7 +232,7 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
  * names, theirs...): a deeper chain mostly reaches library code, whose
  * globals would eat the budget.  A walk that runs out of budget warns once:
  * a tensor past it that gets rebound is not noticed. */
-enum { SCOPE_DEPTH = 16, SCOPE_CODE_HOPS = 4, SCOPE_BUDGET = 65536, SCOPE_PATH = 8 };
+enum { SCOPE_DEPTH = 16, SCOPE_CODE_HOPS = 4, SCOPE_BUDGET = 65536, SCOPE_PATH = 20 };
 
 typedef struct {
     jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
@@ -243,7 +243,7 @@ typedef struct {
     long target;    /* describe mode: the tensor whose path to record */
     int n_path;     /* steps to the object being visited */
     char path[SCOPE_PATH][96];
-    char found[SCOPE_PATH * 96];
+    char found[768]; /* the path, as note_scope prints it (its buffer: 800) */
 } scope_walk;
 
 static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names);

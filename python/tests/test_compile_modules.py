@@ -164,3 +164,18 @@ def test_compile_scope_walk_stops_in_library_code():
         warnings.simplefilter("error")
         y = fn(jitgrad.ones(3))
     assert y.tolist() == (F.gelu(jitgrad.ones(3)) * 2).tolist()
+
+
+def test_recompile_log_names_the_whole_path_of_a_deep_parameter(monkeypatch, capfd):
+    monkeypatch.setenv("JITGRAD_LOG", "recompiles")
+    jitgrad.manual_seed(0)
+    m = Net()
+    fn = jitgrad.compile(m.__call__, backend="interp")
+    x, y = data()
+    fn(x, y)
+    capfd.readouterr()
+    m.body.blocks[1].fc.weight = nn.Parameter(jitgrad.zeros(8, 8))
+    fn(x, y)
+    err = capfd.readouterr().err
+    assert ("captured tensors changed: ._modules[body]._modules[blocks]._modules[1]"
+            "._modules[fc]._parameters[weight] is a different tensor") in err
