@@ -28,6 +28,7 @@ typedef struct JGCompiled {
     char backend[16];
     int fullgraph;
     bool log_recompiles;
+    bool warned_budget;   /* the scope walk ran out of objects once (warned) */
     PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
     PyObject *last_scope; /* and the last call's (bytes) */
     struct JGCompiled *live_prev, *live_next; /* see jgp_find_object */
@@ -222,18 +223,27 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
  * attributes of objects (the function's self, object arguments, objects
  * found), the attributes of modules the code names, elements of lists,
  * tuples and dicts, and functions found there, to SCOPE_DEPTH levels and at
- * most SCOPE_BUDGET objects per call. */
-enum { SCOPE_DEPTH = 4, SCOPE_BUDGET = 4096, SCOPE_PATH = 8 };
+ * most SCOPE_BUDGET objects per call.  Each step counts as a level (an
+ * attribute, a dict's value), so an nn.Module's parameter sits two levels
+ * below its module (the module's _parameters, then the entry) and a
+ * parameter of a layer in a ModuleList of a submodule about 12 below the
+ * model: the depth is generous and the budget bounds the work.  Functions
+ * are followed SCOPE_CODE_HOPS deep (the program's function, the helpers it
+ * names, theirs...): a deeper chain mostly reaches library code, whose
+ * globals would eat the budget.  A walk that runs out of budget warns once:
+ * a tensor past it that gets rebound is not noticed. */
+enum { SCOPE_DEPTH = 16, SCOPE_CODE_HOPS = 4, SCOPE_BUDGET = 65536, SCOPE_PATH = 20 };
 
 typedef struct {
     jgp_buf *b;     /* fingerprint: each tensor's jg_tensor* (NULL: describe mode) */
     jgp_buf *v;     /* the scalars met and the attribute names, serialised (or NULL) */
     int budget;     /* objects left to visit */
+    int code_hops;  /* functions being walked, nested */
     long n_tensors; /* tensors met so far */
     long target;    /* describe mode: the tensor whose path to record */
     int n_path;     /* steps to the object being visited */
     char path[SCOPE_PATH][96];
-    char found[SCOPE_PATH * 96];
+    char found[768]; /* the path, as note_scope prints it (its buffer: 800) */
 } scope_walk;
 
 static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names);
@@ -308,7 +318,19 @@ static int walk_code_globals(scope_walk *w, PyCodeObject *code, PyObject *global
     return 0;
 }
 
+static int walk_function_scope(scope_walk *w, PyObject *f, int depth);
+
 static int walk_function(scope_walk *w, PyObject *f, int depth) {
+    if (w->code_hops >= SCOPE_CODE_HOPS)
+        return 0;
+    w->code_hops++;
+    int rc = walk_function_scope(w, f, depth);
+    w->code_hops--;
+    return rc;
+}
+
+/* A function's closure cells and the globals its code names. */
+static int walk_function_scope(scope_walk *w, PyObject *f, int depth) {
     PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(f);
     PyObject *cells = PyFunction_GET_CLOSURE(f);
     PyObject *free_names = cells ? PyCode_GetFreevars(code) : NULL;
@@ -682,6 +704,16 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     scope_walk w = {.b = &bytes, .v = &vals};
     int walked =
         jgp_buf_put(&bytes, &tag, 1) < 0 || walk_scope(&w, self->fn, args, kwargs) < 0 ? -1 : 0;
+    if (walked == 0 && w.budget < 0 && !self->warned_budget) {
+        self->warned_budget = true;
+        if (PyErr_WarnFormat(PyExc_UserWarning, 1,
+                             "jitgrad.compile: the function reaches more than %d objects; "
+                             "rebinding a tensor reached past them (an attribute set to "
+                             "another tensor) is not noticed: update tensors in place or "
+                             "pass them as arguments",
+                             SCOPE_BUDGET) < 0)
+            walked = -1;
+    }
     if (walked == 0 && self->log_recompiles &&
         note_scope(self, bytes.data + args_len + 1, bytes.len - args_len - 1, args, kwargs) < 0)
         walked = -1;

@@ -48,7 +48,8 @@ static PyObject *make_subclass(PyObject *mod, PyObject *args) {
 }
 
 /* _has_data(t): False for a symbolic tensor of a program being traced, whose
- * values do not exist yet (checks that read values are skipped for it). */
+ * values do not exist yet (checks that read values are skipped for it).
+ * Asks jg_is_traced: jg_data() on a traced tensor would record a graph break. */
 static PyObject *has_data(PyObject *mod, PyObject *arg) {
     (void)mod;
     if (!jgp_is_tensor(arg)) {
@@ -58,7 +59,8 @@ static PyObject *has_data(PyObject *mod, PyObject *arg) {
     }
     /* jg_is_traced, not jg_data: reading a traced tensor's data is itself a
      * capture failure, which made every program calling this uncompilable */
-    return PyBool_FromLong(!jg_is_traced(jgp_t(arg)));
+    jg_tensor *t = jgp_t(arg);
+    return PyBool_FromLong(jg_numel(t) == 0 || !jg_is_traced(t));
 }
 
 static jg_tensor *tensor_arg(PyObject *o, const char *fn) {

@@ -304,6 +304,49 @@ static PyObject *get_data(PyObject *self, void *c) {
     return jgp_wrap_new(jg_detach(jgp_t(self)));
 }
 
+/* x.data = v.  PyTorch points x at v's storage (x's shape and dtype may
+ * change); a jitgrad tensor keeps its storage, so: v that is x's own data
+ * with x's geometry (after `x.data -= g`, which already wrote it in place)
+ * changes nothing, v of x's shape and dtype is copied into x's storage
+ * without recording history, anything else is refused. */
+static int set_data(PyObject *self, PyObject *v, void *c) {
+    (void)c;
+    if (!v) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Deleting tensor data is not allowed. Delete tensor instead!");
+        return -1;
+    }
+    if (!jgp_is_tensor(v)) {
+        PyErr_Format(PyExc_TypeError, "Variable data has to be a tensor, but got %s",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    jg_tensor *x = jgp_t(self), *src = jgp_t(v);
+    int nd = jg_ndim(x);
+    size_t dims = sizeof(int64_t) * (size_t)nd;
+    if (jg_dtype_of(x) != jg_dtype_of(src) || jg_ndim(src) != nd ||
+        memcmp(jg_shape(x), jg_shape(src), dims) != 0) {
+        char a[64], b[64];
+        jg_describe(x, a, sizeof a);
+        jg_describe(src, b, sizeof b);
+        PyErr_Format(PyExc_RuntimeError,
+                     "jitgrad: x.data = v needs v of x's shape and dtype (x is %s, v is %s); "
+                     "jitgrad cannot change a tensor's shape or dtype in place",
+                     a, b);
+        return -1;
+    }
+    if (x == src || (!jg_is_traced(x) && !jg_is_traced(src) && jg_same_storage(x, src) &&
+                     jg_storage_offset(x) == jg_storage_offset(src) &&
+                     memcmp(jg_strides(x), jg_strides(src), dims) == 0))
+        return 0;
+    bool was = jg_set_grad_enabled(false);
+    jg_tensor *d = jg_keep(jg_detach(x));
+    int rc = d ? jg_copy_(d, src) : -1;
+    jg_set_grad_enabled(was);
+    jg_release(d);
+    return rc < 0 ? jgp_raise_int() : 0;
+}
+
 static PyObject *get_false(PyObject *self, void *c) {
     (void)self;
     (void)c;
@@ -317,7 +360,7 @@ static PyGetSetDef tensor_getset[] = {
     {"grad", get_grad, set_grad, NULL, NULL},
     {"is_leaf", get_is_leaf, NULL, NULL, NULL},
     {"ndim", get_ndim, NULL, NULL, NULL},
-    {"data", get_data, NULL, NULL, NULL},
+    {"data", get_data, set_data, NULL, NULL},
     {"is_cuda", get_false, NULL, NULL, NULL},
     {"_grad_fn_name", get_grad_fn_name, NULL, NULL, NULL},
     {"_version", get_version, NULL, NULL, NULL},

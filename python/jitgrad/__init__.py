@@ -313,6 +313,8 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     an error, otherwise the call runs eagerly.  backend: "interp", "c", or
     PyTorch's names ("inductor" -> the fastest available, "eager" and
     "aot_eager" -> "interp").  dynamic and mode are accepted and ignored.
+    An nn.Module gives an OptimizedModule (PyTorch 2's): a Module around it
+    (`_orig_mod`) whose calls run the module's __call__ compiled.
     """
     if fn is None:
         return lambda f: compile(f, fullgraph=fullgraph, backend=backend, dynamic=dynamic,
@@ -325,6 +327,10 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     if backend not in _BACKENDS:
         raise ValueError(f"jitgrad.compile: unknown backend {backend!r}; expected one of "
                          "'interp', 'c', 'inductor', 'eager', 'aot_eager'")
+    if isinstance(fn, nn.Module):
+        from ._compile_module import OptimizedModule
+        return OptimizedModule(fn, lambda f: compile(f, fullgraph=fullgraph, backend=backend,
+                                                     verify=verify))
     b = _BACKENDS[backend]
     if b == "auto" and _shutil.which("cc") is None and _shutil.which("gcc") is None:
         b = "interp"

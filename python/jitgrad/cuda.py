@@ -24,3 +24,7 @@ def manual_seed_all(seed):
 def is_bf16_supported():
     """False: jitgrad has no bfloat16."""
     return False
+
+
+# ---- chargpt: GradScaler / autocast (always disabled) ----
+from . import _amp as amp  # noqa: E402,F401
