@@ -374,18 +374,34 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
     bool *live = need + f->n_vals;
     int *wrt_of = calloc((size_t)ne + 1, sizeof *wrt_of);
     jg_tensor **wrt = calloc((size_t)ne + 1, sizeof *wrt);
-    if (!need || !wrt_of || !wrt)
+    /* A value without history that the forward saved (a comparison's
+     * mask, say) is taken as saved rather than recomputed, as eager's
+     * nodes saved it: recomputing it would read what it was computed from
+     * (a captured tensor), which may have changed in place since the call
+     * although eager's backward never reads it. */
+    int *avail = calloc((size_t)f->n_vals + 1, sizeof *avail);
+    jg_tensor **pre = calloc((size_t)f->n_vals + 1, sizeof *pre);
+    if (!need || !wrt_of || !wrt || !avail || !pre)
         rc = jg_errorf("out of memory in backward");
+    for (int i = 0; i < e->n_saved && rc == 0; i++) {
+        const jg_value *sv = &f->vals[e->saved_val[i]];
+        if (sv->kind != JG_VAL_INPUT && !sv->requires_grad)
+            avail[e->saved_val[i]] = i + 1;
+    }
     for (int k = 0; k < e->n_node_out && rc == 0; k++)
         if (gout[k])
             need[e->node_out_val[k]] = true;
     for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
         const jg_gnode *n = &f->nodes[i];
         for (int k = 0; k < n->n_out && !live[i]; k++)
-            live[i] = n->out[k] >= 0 && need[n->out[k]];
+            live[i] = n->out[k] >= 0 && need[n->out[k]] && !avail[n->out[k]];
         for (int s = 0; s < jg_gnode_n_slots(n) && live[i]; s++)
             need[jg_gnode_slot_value(n, s)] = true;
     }
+    for (int v = 0; v < f->n_vals && rc == 0; v++)
+        if (need[v] && avail[v] &&
+            !(pre[v] = jg_saved_unpack(&c->saved[avail[v] - 1], &c->base, true)))
+            rc = -1;
     for (int k = 0; k < ng && rc == 0; k++)
         if (need[f->inputs[k]] &&
             !(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
@@ -415,7 +431,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
     uint64_t fwd_first = nw && wrt[nw - 1]->grad_fn ? wrt[nw - 1]->grad_fn->seq + 1 : 0,
              fwd_last = 0;
     if (rc == 0)
-        rc = jg_trace_replay_uses(f, in, uses, live, fo);
+        rc = jg_trace_replay_uses(f, in, uses, live, pre, fo);
     jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
     int nr = 0;
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
@@ -449,6 +465,8 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
     for (int j = 0; j < ne; j++)
         gin[j] = ok && wrt_of[j] >= 0 && res[wrt_of[j]] ? jg_scope_track(res[wrt_of[j]]) : NULL;
     free(need);
+    free(avail);
+    free(pre);
     free(wrt_of);
     free(wrt);
     free(in);

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
-    return jg_trace_replay_uses(g, inputs, NULL, NULL, outputs);
+    return jg_trace_replay_uses(g, inputs, NULL, NULL, NULL, outputs);
 }
 
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         const bool *live, jg_tensor **outputs) {
+                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs) {
     jg_tensor **v = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *v);
     if (!v)
         return jg_errorf("out of memory replaying a graph");
@@ -17,6 +17,9 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
         v[g->inputs[k]] = inputs[k];
     for (int c = 0; c < g->n_consts; c++)
         v[g->const_vals[c]] = g->consts[c];
+    for (int i = 0; preset && i < g->n_vals; i++)
+        if (preset[i])
+            v[i] = preset[i];
     /* a node on constants only (a tensor a custom backward read from
      * outside) is traced too: its value is read at run time */
     uint32_t capture = jg_tracing() ? jg_trace_capture_all() : jg_trace_capture;

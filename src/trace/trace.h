@@ -95,9 +95,11 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The same, where uses (NULL: none) gives, per operand slot of every node
  * (nodes in order, each node's slots in order: jg_gnode_n_slots), a tensor
- * that slot reads instead of its value (NULL: the value itself), and live
- * (NULL: all) says which nodes run (the others' outputs stay NULL). */
+ * that slot reads instead of its value (NULL: the value itself), live
+ * (NULL: all) says which nodes run (the others' outputs stay NULL), and
+ * preset (NULL: none), per value id, a tensor to take for that value (unless
+ * a node that runs computes it). */
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         const bool *live, jg_tensor **outputs);
+                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs);
 
 #endif
