@@ -5,7 +5,7 @@ nodes: second derivatives equal jitgrad eager bitwise when the second loss
 depends on an output itself, nonlinearly, and when one compiled call's output
 feeds another compiled call (fuzz seeds 700119, 700283, 700306, 700318,
 700524)."""
-import random
+
 
 from test_double_backward_order import check, leaf
 
@@ -99,4 +99,37 @@ def test_redirect_keeps_unreached_output_on_compiled_graph(jg, torch):
             assert all(abs(p - q) <= 1e-5 * max(1.0, abs(q)) for p, q in zip(a, b)), backend
 
 
-del random
+
+
+
+def test_contributions_sum_in_eager_order_at_shared_gradient(jg, torch):
+    """seed 805231, minimized: a Function returning one of its inputs (both
+    slots the same tensor), an op after it and the input also returned.  The
+    first derivatives of the call's uses are one tensor passed to several
+    places; the second backward sums what comes back to it in the order of
+    the nodes that used it, which is eager's only when the rerun's nodes run
+    inside the same backward, in the call's place."""
+    def prog(T, mode):
+        class F0(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, a0, a1):
+                return a1
+
+            @staticmethod
+            def backward(ctx, g0):
+                return g0 * -1.0, g0 * 2.0
+
+        def fn(x0):
+            v3 = F0.apply(x0, x0) + x0
+            return v3.sigmoid(), x0
+
+        if mode != "eager":
+            fn = T.compile(fn, backend=mode)
+        x = leaf(T, 3, seed=13)
+        w = T.tensor([-0.375, 0.875, -0.125])
+        a, b = fn(x)
+        (g,) = T.autograd.grad((a * w).sum() + (b * w).sum(), [x], create_graph=True)
+        (g * g).sum().backward()
+        return [g.detach().tolist(), x.grad.tolist()]
+
+    check(jg, torch, prog)

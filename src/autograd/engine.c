@@ -98,8 +98,12 @@ typedef struct {
     leaf_info *leaves;
     int n_leaves, cap_leaves;
     ptrmap leaf_idx;
-    int *heap; /* also the discovery stack (they are never used together) */
+    int *heap;
     int heap_len, cap_heap;
+    int *stack; /* discovery's */
+    int cap_stack;
+    int n_capture; /* this run's captured tensors (for splice) */
+    jg_tensor *const *capture;
 } run_state;
 
 static __attribute__((noinline)) int grow_slow(void **p, int *cap, int need, size_t elem,
@@ -239,6 +243,7 @@ static void run_free_arrays(run_state *rs) {
     free(rs->next_idx);
     free(rs->leaves);
     free(rs->heap);
+    free(rs->stack);
     map_free(&rs->leaf_idx);
     free(rs);
 }
@@ -286,54 +291,75 @@ static void run_release(run_state *rs) {
     spare_state = rs;
 }
 
-/* Finds every node reachable from the roots (iteratively) and fills in the
- * edge targets (next_idx). */
-static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
+/* Adds n (if new) and every node reachable from it (iteratively), and fills
+ * in the edge targets (next_idx) of the nodes it adds.  Every edge counts in
+ * its target's deps (mark_needed recounts).  Returns n's index or -1. */
+static int discover_from(run_state *rs, jg_node *n, bool count_deps) {
+    int i = node_index(rs, n);
+    if (i >= 0)
+        return i;
+    if ((i = add_node(rs, n)) < 0 ||
+        grow((void **)&rs->stack, &rs->cap_stack, 1, sizeof *rs->stack, 64) < 0)
+        return -1;
     int sp = 0;
+    rs->stack[sp++] = i;
+    while (sp) {
+        int ci = rs->stack[--sp];
+        jg_node *cur = rs->nodes[ci].node;
+        for (int k = 0; k < cur->n_next; k++) {
+            jg_node *nx = resolve_edge(cur->next[k]).fn;
+            int j = nx ? node_index(rs, nx) : -1;
+            if (nx && j < 0) {
+                if ((j = add_node(rs, nx)) < 0 ||
+                    grow((void **)&rs->stack, &rs->cap_stack, sp + 1, sizeof *rs->stack, 64) < 0)
+                    return -1;
+                rs->stack[sp++] = j;
+            }
+            rs->next_idx[rs->nodes[ci].next + k] = j;
+            if (j >= 0 && count_deps)
+                rs->nodes[j].deps++;
+        }
+    }
+    return i;
+}
+
+/* Finds every node reachable from the roots. */
+static int discover(run_state *rs, int n_roots, jg_tensor *const *roots) {
     for (int r = 0; r < n_roots; r++) {
         int nr = roots[r]->output_nr;
         jg_node *n = resolve(roots[r]->grad_fn, &nr);
-        if (!n || node_index(rs, n) >= 0)
-            continue;
-        if (add_node(rs, n) < 0 ||
-            grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
+        if (n && discover_from(rs, n, true) < 0)
             return -1;
-        rs->heap[sp++] = rs->n_nodes - 1;
-        while (sp) {
-            int ci = rs->heap[--sp];
-            jg_node *cur = rs->nodes[ci].node;
-            for (int k = 0; k < cur->n_next; k++) {
-                jg_node *nx = resolve_edge(cur->next[k]).fn;
-                int j = nx ? node_index(rs, nx) : -1;
-                if (nx && j < 0) {
-                    if ((j = add_node(rs, nx)) < 0 ||
-                        grow((void **)&rs->heap, &rs->cap_heap, sp + 1, sizeof *rs->heap, 64) < 0)
-                        return -1;
-                    rs->heap[sp++] = j;
-                }
-                rs->next_idx[rs->nodes[ci].next + k] = j;
-                if (j >= 0)
-                    rs->nodes[j].deps++; /* every edge; mark_needed recounts */
-            }
-        }
     }
     return 0;
 }
 
-/* needed[i]: node i leads to a captured tensor (or, without captures, to
- * anything).  Computed by iterating to a fixed point in reverse discovery
- * order, which is cheap since most graphs settle in one or two passes. */
-static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture) {
-    if (!n_capture) { /* all needed: discovery's dependency counts stand */
-        for (int i = 0; i < rs->n_nodes; i++)
+/* needed[i] for the nodes from `from` on: node i leads to a captured
+ * tensor (or, without captures, to anything).  Computed by iterating to a
+ * fixed point in reverse discovery order, which is cheap since most graphs
+ * settle in one or two passes.  from == 0: the whole run (discovery counted
+ * every edge in deps; with captures they are recounted); from > 0: nodes a
+ * splice added (discovered without counting), whose edges to needed nodes
+ * are counted here. */
+static void mark_needed(run_state *rs, int from) {
+    int n_capture = rs->n_capture;
+    jg_tensor *const *capture = rs->capture;
+    if (!n_capture) { /* all needed */
+        for (int i = from; i < rs->n_nodes; i++)
             rs->nodes[i].needed = true;
+        for (int i = from; from > 0 && i < rs->n_nodes; i++) {
+            const int *nx = rs->next_idx + rs->nodes[i].next;
+            for (int k = 0, nn = rs->nodes[i].node->n_next; k < nn; k++)
+                if (nx[k] >= 0)
+                    rs->nodes[nx[k]].deps++;
+        }
         return;
     }
     for (int c = 0; c < n_capture; c++) {
         if (capture[c]->grad_fn) {
             int nr = capture[c]->output_nr;
             int i = node_index(rs, resolve(capture[c]->grad_fn, &nr));
-            if (i >= 0)
+            if (i >= from)
                 rs->nodes[i].needed = true;
         }
     }
@@ -344,7 +370,7 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     bool changed = true;
     while (changed) {
         changed = false;
-        for (int i = rs->n_nodes - 1; i >= 0; i--) {
+        for (int i = rs->n_nodes - 1; i >= from; i--) {
             node_info *ni = &rs->nodes[i];
             if (ni->needed)
                 continue;
@@ -360,9 +386,9 @@ static void mark_needed(run_state *rs, int n_capture, jg_tensor *const *capture)
     }
     map_free(&leafset);
     /* dependencies count only edges between needed nodes */
-    for (int i = 0; i < rs->n_nodes; i++)
+    for (int i = from; from == 0 && i < rs->n_nodes; i++)
         rs->nodes[i].deps = 0;
-    for (int i = 0; i < rs->n_nodes; i++) {
+    for (int i = from; i < rs->n_nodes; i++) {
         node_info *ni = &rs->nodes[i];
         if (!ni->needed)
             continue;
@@ -452,6 +478,57 @@ static void skip_node(run_state *rs, const node_info *ni) {
         free((void *)er);
 }
 
+/* After node idx answered JG_NODE_SPLICED: the nodes its outputs now stand
+ * at (and what they reach) join this backward, its output gradients move
+ * there, and they run in seq order among the rest, as if they had been
+ * part of the graph from the start. */
+static int splice(run_state *rs, int idx) {
+    jg_node *n = rs->nodes[idx].node;
+    int from = rs->n_nodes, n_out = n->n_out, rc = 0;
+    int small[2 * 16], *tgt = n_out <= 16 ? small : malloc(2 * sizeof(int) * (size_t)n_out);
+    if (!tgt)
+        return jg_errorf("out of memory in backward");
+    int *tnr = tgt + n_out;
+    for (int k = 0; k < n_out && rc == 0; k++) {
+        node_info *ni = &rs->nodes[idx];
+        tgt[k] = -1;
+        if (!rs->grads[ni->buf + k] && !rs->reached[ni->buf + k])
+            continue;
+        int nr = k;
+        jg_node *t = resolve(n, &nr);
+        if (t == n)
+            rc = jg_errorf("internal error: %s spliced, but its output %d stands nowhere",
+                           n->vt->name(n), k);
+        else if ((tgt[k] = discover_from(rs, t, false)) < 0)
+            rc = -1;
+        tnr[k] = nr;
+    }
+    if (rc == 0) {
+        mark_needed(rs, from);
+        rc = grow((void **)&rs->heap, &rs->cap_heap, rs->n_nodes, sizeof *rs->heap, 64);
+    }
+    for (int k = 0; k < n_out && rc == 0; k++) {
+        if (tgt[k] < 0 || !rs->nodes[tgt[k]].needed)
+            continue;
+        node_info *dst = &rs->nodes[tgt[k]];
+        if (dst->ran) {
+            rc = jg_errorf("internal error: %s spliced into a node that already ran",
+                           n->vt->name(n));
+            break;
+        }
+        rs->reached[dst->buf + tnr[k]] = true;
+        jg_tensor *g = rs->grads[rs->nodes[idx].buf + k];
+        if (g)
+            rc = jg_grad_accumulate(&rs->grads[dst->buf + tnr[k]], jg_retain(g));
+    }
+    for (int i = from; i < rs->n_nodes && rc == 0; i++)
+        if (rs->nodes[i].needed && rs->nodes[i].deps == 0)
+            heap_push(rs, i);
+    if (tgt != small)
+        free(tgt);
+    return rc;
+}
+
 static int run_node(run_state *rs, int idx, bool create_graph) {
     node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
@@ -486,7 +563,9 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     bool prev = jg_grad_mode;
     jg_grad_mode = create_graph;
     int rc = n->vt->apply(n, buf, rs->reached + ni->buf, gin, create_graph);
-    if (rc > 0) {
+    if (rc == JG_NODE_SPLICED) {
+        rc = splice(rs, idx);
+    } else if (rc > 0) {
         skip_node(rs, &rs->nodes[idx]);
         rc = 0;
     } else if (rc == 0) {
@@ -580,7 +659,9 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     int rc = discover(rs, n_roots, roots);
     if (rc < 0)
         goto out;
-    mark_needed(rs, n_capture, capture);
+    rs->n_capture = n_capture;
+    rs->capture = capture;
+    mark_needed(rs, 0);
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;

@@ -147,6 +147,10 @@ jg_node *jg_node_alloc_fields(size_t size, const jg_node_vt *vt, int n_next, int
     return node_alloc(size, vt, n_next, n_out, false);
 }
 
+uint64_t jg_node_next_seq(void) {
+    return next_seq;
+}
+
 void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t) {
     jg_edge *e = &n->next[slot];
     if (!t || !t->requires_grad || (t->no_grad_view && !t->grad_fn))

@@ -25,6 +25,10 @@ typedef struct jg_node_vt {
      * nothing. */
     int (*apply)(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                  bool create_graph);
+    /* (apply may also return JG_NODE_SPLICED: it computed no gradients, but
+     * made its redirect hook send each output in this backward -- with a
+     * gradient or reached -- to nodes that stand for it; the engine moves
+     * the output gradients there and runs those nodes in this backward.) */
     /* Frees what only backward needs (after a backward without
      * JG_RETAIN_GRAPH). */
     void (*release_saved)(jg_node *n);
@@ -59,6 +63,9 @@ typedef struct jg_node_vt {
  * run again for a double backward, goes where eager's nodes would be). */
 #define JG_NODE_SEQ_STRIDE ((uint64_t)1 << 20)
 
+/* jg_node_vt.apply's answer for "my outputs now stand elsewhere". */
+#define JG_NODE_SPLICED 2
+
 struct jg_node {
     int64_t refcount; /* must stay first: core releases nodes by it */
     const jg_node_vt *vt;
@@ -78,6 +85,8 @@ jg_node *jg_node_alloc(size_t size, const jg_node_vt *vt, int n_next, int n_out)
 /* The same with only the jg_node header and the edges zeroed: for callers
  * that write every other byte they read (op nodes, autograd/opnode.c). */
 jg_node *jg_node_alloc_fields(size_t size, const jg_node_vt *vt, int n_next, int n_out);
+/* The seq the next node created on this thread will get. */
+uint64_t jg_node_next_seq(void);
 /* Points slot `slot` of n at tensor t (its grad_fn, or itself if a leaf that
  * requires grad). */
 void jg_node_set_edge(jg_node *n, int slot, jg_tensor *t);

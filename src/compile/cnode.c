@@ -138,118 +138,15 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
 
 /* ------------------------------------------------------------------ node */
 
-/* After a create_graph replay: the nodes it created (seq >= first) that
- * lead from the first derivatives back to the per-use identity views are
- * pointed past the views, at the inputs themselves.  In a later backward
- * (the second derivative), each of those nodes then adds its contribution
- * into the input's gradient on its own, as eager's nodes do, instead of
- * summing per view first. */
-typedef struct {
-    jg_node **set;
-    size_t cap;
-} node_set;
-
-static size_t node_hash(const jg_node *n, size_t cap) {
-    uint64_t x = (uint64_t)(uintptr_t)n;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x & (cap - 1);
-}
-
-/* true if n was already there */
-static bool node_set_add(node_set *s, jg_node *n) {
-    size_t i = node_hash(n, s->cap);
-    for (; s->set[i]; i = (i + 1) & (s->cap - 1))
-        if (s->set[i] == n)
-            return true;
-    s->set[i] = n;
-    return false;
-}
-
-static bool node_set_has(const node_set *s, const jg_node *n) {
-    for (size_t i = node_hash(n, s->cap); s->set[i]; i = (i + 1) & (s->cap - 1))
-        if (s->set[i] == n)
-            return true;
-    return false;
-}
-
-static int bypass_views(int n_views, jg_tensor *const *views, int n_roots, jg_tensor *const *roots,
-                        uint64_t first, uint64_t fwd_first, uint64_t fwd_last, uint64_t call_seq) {
-    size_t n_new = 0;
-    uint64_t last = 0;
-    for (int r = 0; r < n_roots; r++)
-        if (roots[r] && roots[r]->grad_fn && roots[r]->grad_fn->seq > last)
-            last = roots[r]->grad_fn->seq;
-    if (last < first)
-        return 0;
-    n_new = (size_t)((last - first) / JG_NODE_SEQ_STRIDE + 1) + (size_t)n_views;
-    size_t cap = 16;
-    while (cap < n_new * 2)
-        cap *= 2;
-    node_set views_set = {calloc(cap, sizeof(jg_node *)), cap};
-    node_set seen = {calloc(cap, sizeof(jg_node *)), cap};
-    jg_node **stack = malloc(n_new * sizeof *stack);
-    if (!views_set.set || !seen.set || !stack) {
-        free(views_set.set);
-        free(seen.set);
-        free(stack);
-        return jg_errorf("out of memory in backward");
-    }
-    for (int j = 0; j < n_views; j++)
-        if (views[j] && views[j]->grad_fn)
-            node_set_add(&views_set, views[j]->grad_fn);
-    size_t sp = 0;
-    for (int r = 0; r < n_roots; r++) {
-        jg_node *n = roots[r] ? roots[r]->grad_fn : NULL;
-        if (n && n->seq >= first && !node_set_has(&views_set, n) && !node_set_add(&seen, n))
-            stack[sp++] = n;
-    }
-    while (sp) {
-        jg_node *n = stack[--sp];
-        for (int k = 0; k < n->n_next; k++) {
-            jg_edge *ed = &n->next[k];
-            jg_node *nx = ed->fn;
-            if (!nx || nx->seq < first)
-                continue;
-            if (node_set_has(&views_set, nx)) {
-                jg_edge to = nx->next[0];
-                if (to.fn)
-                    jg_node_retain(to.fn);
-                if (to.leaf)
-                    jg_retain(to.leaf);
-                *ed = to;
-                jg_node_release(nx);
-            } else if (!node_set_add(&seen, nx)) {
-                JG_ASSERT(sp < n_new);
-                stack[sp++] = nx;
-            }
-        }
-    }
-    /* the forward's nodes, created now, take the places just before the
-     * call's node, where eager's forward nodes of the call are: a later
-     * backward runs them in eager's order among the other nodes */
-    uint64_t room = (fwd_last - fwd_first) / JG_NODE_SEQ_STRIDE + 1;
-    if (fwd_last >= fwd_first && room < JG_NODE_SEQ_STRIDE && call_seq > JG_NODE_SEQ_STRIDE)
-        for (size_t i = 0; i < seen.cap; i++) {
-            jg_node *n = seen.set[i];
-            if (n && n->seq >= fwd_first && n->seq <= fwd_last)
-                n->seq =
-                    call_seq - JG_NODE_SEQ_STRIDE + 1 + (n->seq - fwd_first) / JG_NODE_SEQ_STRIDE;
-        }
-    free(views_set.set);
-    free(seen.set);
-    free(stack);
-    return 0;
-}
+/* ------------------------------------------------ create_graph backward */
 
 /* The stand-in for one use of an input in a create_graph rerun: an alias
- * of the input whose node passes the gradient through.  The rerun's engine
- * stops at it (the use's own contribution), and once the rerun is done it
- * redirects to the input itself: the eager nodes made later from the
- * rerun's saved tensors (a second derivative's, under create_graph again)
- * add into the input one by one, as eager's nodes, made from the input
- * itself, do. */
+ * of the input whose node redirects to the input itself, so every node of
+ * the rerun -- and every node made later from the rerun's saved tensors (a
+ * second derivative's) -- adds into the input on its own, as eager's nodes,
+ * made from the input itself, do.  (A separate tensor per use, so the
+ * rerun's ops see the operands eager's saw, distinct where the program's
+ * were: `through` is set once the rerun is done.) */
 typedef struct {
     jg_node base;
     bool through;
@@ -297,38 +194,6 @@ static jg_tensor *use_new(jg_tensor *in) {
     return jg_scope_track(a);
 }
 
-/* After a create_graph backward: each output that received a gradient is
- * from now on the rerun forward's output, for every later backward (the
- * engine follows cnode_redirect).  Eager mode has one set of forward nodes
- * that the first derivatives' history and the outputs' own gradients both
- * pass through, summed per node; without this, an output's gradient in a
- * later backward (a loss that depends on the output and on the first
- * derivatives, or a later compiled call rerun for the same backward) went
- * through the compiled backward graph, and met the other contributions
- * only at the inputs: equal up to rounding, not bitwise. */
-static int set_redirects(compiled_node *c, jg_tensor *const *gout, jg_tensor *const *fo, int nw,
-                         jg_tensor *const *views) {
-    jg_entry *e = c->e;
-    if (!c->redir && !(c->redir = calloc((size_t)e->n_node_out, sizeof *c->redir)))
-        return jg_errorf("out of memory in backward");
-    for (int k = 0; k < e->n_node_out; k++) {
-        jg_tensor *o = fo[e->node_out_prog[k]];
-        if (!gout[k] || !o || !o->grad_fn || c->redir[k].fn)
-            continue;
-        bool is_view = false; /* (an output that is an input's use itself) */
-        for (int j = 0; j < nw && !is_view; j++)
-            is_view = o->grad_fn == views[j]->grad_fn;
-        if (is_view)
-            continue;
-        c->redir[k].fn = o->grad_fn;
-        c->redir[k].nr = o->output_nr;
-        jg_node_retain(o->grad_fn);
-    }
-    for (int j = 0; j < nw; j++)
-        ((use_node *)views[j]->grad_fn)->through = true;
-    return 0;
-}
-
 static bool cnode_redirect(const jg_node *n, int nr, jg_edge *to) {
     const compiled_node *c = (const compiled_node *)n;
     if (!c->redir || !c->redir[nr].fn)
@@ -337,43 +202,89 @@ static bool cnode_redirect(const jg_node *n, int nr, jg_edge *to) {
     return true;
 }
 
+/* The rerun's forward nodes (created from seq `first` on, reached from the
+ * outputs) take the places just before the call's node, where eager's
+ * forward nodes of the call are: the engine runs them in eager's order
+ * among the other nodes. */
+static int place_rerun_nodes(int n_out, jg_tensor *const *outs, uint64_t first, uint64_t call_seq) {
+    uint64_t last = 0;
+    for (int k = 0; k < n_out; k++)
+        if (outs[k] && outs[k]->grad_fn && outs[k]->grad_fn->seq > last)
+            last = outs[k]->grad_fn->seq;
+    if (last < first)
+        return 0;
+    size_t n_new = (size_t)((last - first) / JG_NODE_SEQ_STRIDE + 1);
+    if (n_new >= JG_NODE_SEQ_STRIDE || call_seq <= JG_NODE_SEQ_STRIDE)
+        return 0; /* no room: they run after the call's place (still correct) */
+    jg_node **stack = malloc(n_new * sizeof *stack), **seen = calloc(n_new, sizeof *seen);
+    if (!stack || !seen) {
+        free(stack);
+        free(seen);
+        return jg_errorf("out of memory in backward");
+    }
+    /* seen[(seq - first) / stride]: each new node has a seq of its own */
+    size_t sp = 0;
+    for (int k = 0; k < n_out; k++) {
+        jg_node *n = outs[k] ? outs[k]->grad_fn : NULL;
+        if (n && n->seq >= first && n->seq <= last && !seen[(n->seq - first) / JG_NODE_SEQ_STRIDE])
+            seen[(n->seq - first) / JG_NODE_SEQ_STRIDE] = stack[sp++] = n;
+    }
+    while (sp) {
+        jg_node *n = stack[--sp];
+        for (int k = 0; k < n->n_next; k++) {
+            jg_node *nx = n->next[k].fn;
+            if (nx && nx->seq >= first && nx->seq <= last &&
+                (nx->seq - first) % JG_NODE_SEQ_STRIDE == 0 &&
+                !seen[(nx->seq - first) / JG_NODE_SEQ_STRIDE])
+                seen[(nx->seq - first) / JG_NODE_SEQ_STRIDE] = stack[sp++] = nx;
+        }
+    }
+    for (size_t i = 0; i < n_new; i++)
+        if (seen[i])
+            seen[i]->seq = call_seq - JG_NODE_SEQ_STRIDE + 1 + i;
+    free(stack);
+    free(seen);
+    return 0;
+}
+
 /* A backward that records history (JG_CREATE_GRAPH).  The compiled forward
  * kept no history, so the traced forward graph is run again through the
- * eager ops (custom calls through jg_apply) with grad mode on, from the
- * call's inputs, and the eager engine differentiates that with create_graph:
- * the gradients are eager's own, and so is their history.  Every use of an
- * input that requires grad (an operand slot: one per edge of this node, in
- * the edges' order) reads the input through an identity view of its own, and
- * the engine is asked for the views' gradients: that stops it at the call's
- * boundary (an input computed from another input must not pass its gradient
- * on here; its own edge does that), and each use's contribution leaves on
- * its own edge unsummed, as the compiled backward graph's do, so the engine
- * adds them into the input's gradient one by one, as eager does. */
-static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg_tensor **gin) {
+ * eager ops (custom calls through jg_apply_lifted) with grad mode on, from
+ * the call's inputs: eager's own forward nodes, made now.  The call's
+ * outputs in this backward then stand at those nodes (cnode_redirect, for
+ * this and every later backward), and the engine runs them in this
+ * backward in the call's place (JG_NODE_SPLICED): the gradients and their
+ * history are eager's, summed in eager's order, and a later backward (a
+ * second derivative, a plain backward of the outputs) finds eager's
+ * structure.  Every use of an input that requires grad reads it through a
+ * stand-in of its own that redirects to the input. */
+static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, const bool *reached) {
     jg_entry *e = c->e;
     const jg_graph *f = e->fwd_ad;
-    int ng = e->n_graph_inputs, ne = e->n_edges, nf = f->n_outputs, nu = 0;
+    int ng = e->n_graph_inputs, nf = f->n_outputs, nu = 0;
+    /* outputs of this backward: with a gradient, or reached (a custom call
+     * behind it runs on zeros, as in eager) */
+    bool in_run[JG_MAX_OUTPUTS] = {0}, any = false;
+    for (int k = 0; k < e->n_node_out; k++)
+        any |= in_run[k] = gout[k] || (reached[k] && e->has_custom);
+    if (!any)
+        return 1;
     for (int i = 0; i < f->n_nodes; i++)
         nu += jg_gnode_n_slots(&f->nodes[i]);
-    size_t words = (size_t)ng + (size_t)ne * 2 + JG_MAX_OUTPUTS + (size_t)nu + (size_t)nf;
+    size_t words = (size_t)ng + (size_t)nu + (size_t)nf;
     jg_tensor **in = calloc(words ? words : 1, sizeof *in);
     if (!in)
         return jg_errorf("out of memory in backward");
-    /* res: the first derivatives (nw <= ne), then the rerun outputs given
-     * to bypass_views */
-    jg_tensor **view = in + ng, **res = view + ne, **uses = res + ne + JG_MAX_OUTPUTS,
-              **fo = uses + nu;
+    jg_tensor **uses = in + ng, **fo = uses + nu;
     jg_scope_push();
     int rc = 0;
-    /* only the nodes that lead to an output with a gradient run again (as
+    /* only the nodes that lead to an output of this backward run again (as
      * only they are part of eager's backward), and only the inputs they
      * read are unpacked: an input or captured tensor the rest reads may have
      * changed in place since the call, which eager's backward would not
      * notice either */
     bool *need = calloc((size_t)f->n_vals + (size_t)f->n_nodes + 1, sizeof *need);
     bool *live = need + f->n_vals;
-    int *wrt_of = calloc((size_t)ne + 1, sizeof *wrt_of);
-    jg_tensor **wrt = calloc((size_t)ne + 1, sizeof *wrt);
     /* A value without history that the forward saved (a comparison's
      * mask, say) is taken as saved rather than recomputed, as eager's
      * nodes saved it: recomputing it would read what it was computed from
@@ -381,7 +292,8 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
      * although eager's backward never reads it. */
     int *avail = calloc((size_t)f->n_vals + 1, sizeof *avail);
     jg_tensor **pre = calloc((size_t)f->n_vals + 1, sizeof *pre);
-    if (!need || !wrt_of || !wrt || !avail || !pre)
+    jg_tensor **stand = calloc((size_t)nu + 1, sizeof *stand);
+    if (!need || !avail || !pre || !stand)
         rc = jg_errorf("out of memory in backward");
     for (int i = 0; i < e->n_saved && rc == 0; i++) {
         const jg_value *sv = &f->vals[e->saved_val[i]];
@@ -389,7 +301,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
             avail[e->saved_val[i]] = i + 1;
     }
     for (int k = 0; k < e->n_node_out && rc == 0; k++)
-        if (gout[k])
+        if (in_run[k])
             need[e->node_out_val[k]] = true;
     for (int i = f->n_nodes - 1; i >= 0 && rc == 0; i--) {
         const jg_gnode *n = &f->nodes[i];
@@ -406,71 +318,52 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, jg
         if (need[f->inputs[k]] &&
             !(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
             rc = -1;
-    /* the edges' layout (graph autodiff's): latest node first, its slots in
-     * order, one per slot whose operand is a graph input that requires grad */
-    int nw = 0;
-    for (int i = f->n_nodes - 1, j = 0, u = nu; i >= 0 && rc == 0; i--) {
+    int n_stand = 0;
+    for (int i = 0, u = 0; i < f->n_nodes && rc == 0; i++) {
         const jg_gnode *n = &f->nodes[i];
         int ns = jg_gnode_n_slots(n);
-        u -= ns;
-        for (int s = 0; s < ns && rc == 0; s++) {
+        for (int s = 0; s < ns && rc == 0 && live[i]; s++) {
             const jg_value *ov = &f->vals[jg_gnode_slot_value(n, s)];
             if (ov->kind != JG_VAL_INPUT || !ov->requires_grad)
                 continue;
-            JG_ASSERT(j < ne && e->edge_input[j] == ov->index);
-            wrt_of[j] = -1;
-            if (live[i]) {
-                if (!(view[j] = use_new(in[ov->index])))
-                    rc = -1;
-                uses[u + s] = wrt[nw] = view[j];
-                wrt_of[j] = nw++;
-            }
-            j++;
+            if (!(uses[u + s] = stand[n_stand++] = use_new(in[ov->index])))
+                rc = -1;
         }
+        u += ns;
     }
-    uint64_t fwd_first = nw && wrt[nw - 1]->grad_fn ? wrt[nw - 1]->grad_fn->seq + 1 : 0,
-             fwd_last = 0;
+    uint64_t first = jg_node_next_seq();
     if (rc == 0)
         rc = jg_trace_replay_uses(f, in, uses, live, pre, fo);
-    jg_tensor *roots[JG_MAX_OUTPUTS], *grads[JG_MAX_OUTPUTS];
-    int nr = 0;
+    for (int j = 0; j < n_stand && rc == 0; j++)
+        ((use_node *)stand[j]->grad_fn)->through = true;
+    jg_tensor *outs[JG_MAX_OUTPUTS];
+    for (int k = 0; k < e->n_node_out; k++)
+        outs[k] = in_run[k] ? fo[e->node_out_prog[k]] : NULL;
+    if (rc == 0)
+        rc = place_rerun_nodes(e->n_node_out, outs, first, c->base.seq);
+    if (rc == 0 && !c->redir && !(c->redir = calloc((size_t)e->n_node_out, sizeof *c->redir)))
+        rc = jg_errorf("out of memory in backward");
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
-        jg_tensor *o = fo[e->node_out_prog[k]];
-        if (gout[k] && o && o->requires_grad) {
-            roots[nr] = o;
-            grads[nr++] = gout[k];
-            if (o->grad_fn && o->grad_fn->seq > fwd_last)
-                fwd_last = o->grad_fn->seq;
+        if (!in_run[k])
+            continue;
+        if (!outs[k] || !outs[k]->grad_fn) {
+            rc = jg_errorf("internal error: output %d of a compiled call has no history when "
+                           "its forward runs again for a create_graph backward",
+                           k);
+            break;
         }
+        jg_node_release(c->redir[k].fn);
+        c->redir[k].fn = outs[k]->grad_fn;
+        c->redir[k].nr = outs[k]->output_nr;
+        jg_node_retain(outs[k]->grad_fn);
     }
-    if (rc == 0 && nr && nw)
-        rc = jg_autograd_grad(nr, roots, grads, nw, wrt,
-                              JG_CREATE_GRAPH | JG_RETAIN_GRAPH | JG_ALLOW_UNUSED, res);
-    bool ok = rc == 0 && nr && nw;
-    /* the nodes reached from the first derivatives and from the outputs
-     * (the whole rerun forward the outputs lead to) point past the views */
-    for (int k = 0; k < nr; k++)
-        res[nw + k] = roots[k];
-    if (ok && wrt[0]->grad_fn)
-        rc = bypass_views(nw, wrt, nw + nr, res, wrt[0]->grad_fn->seq, fwd_first, fwd_last,
-                          c->base.seq);
-    ok = rc == 0 && ok;
-    if (ok)
-        rc = set_redirects(c, gout, fo, nw, wrt);
-    ok = rc == 0 && ok;
-    for (int j = 0; j < nw; j++)
-        if (ok && res[j])
-            jg_keep(res[j]); /* out of the scope popped below */
     jg_scope_pop();
-    for (int j = 0; j < ne; j++)
-        gin[j] = ok && wrt_of[j] >= 0 && res[wrt_of[j]] ? jg_scope_track(res[wrt_of[j]]) : NULL;
     free(need);
     free(avail);
     free(pre);
-    free(wrt_of);
-    free(wrt);
+    free(stand);
     free(in);
-    return rc;
+    return rc < 0 ? -1 : JG_NODE_SPLICED;
 }
 
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
@@ -480,7 +373,7 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     /* outputs reached without a gradient matter only to custom calls, whose
      * backward runs anyway (as eager runs it) */
     if (create_graph)
-        return cnode_apply_create_graph(c, gout, gin);
+        return cnode_apply_create_graph(c, gout, reached);
     unsigned mask = 0;
     for (int k = 0; k < e->n_node_out; k++)
         if (gout[k])
