@@ -522,6 +522,20 @@ int jg_topk(jg_tensor *a, int64_t k, int dim, bool largest, jg_tensor **values,
 /* values sorted along dim and their int64 indices; stable */
 int jg_sort(jg_tensor *a, int dim, bool descending, jg_tensor **values, jg_tensor **indices);
 
+/* ---- surface2 ---- */
+/* min of all elements (0-d; NaN if any): the gradient is shared evenly by
+ * the elements equal to it, as PyTorch's min() does */
+jg_tensor *jg_min(jg_tensor *a);
+/* min over one dim: values (a's dtype) and i64 indices (first minimum) */
+int jg_min_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices);
+/* max / min over dims (n_dims == 0: all); the gradient is split evenly among
+ * the elements equal to the result in each reduced slice */
+jg_tensor *jg_amax(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+jg_tensor *jg_amin(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+/* std's and mean's results over the same dims (as jg_var_mean) */
+int jg_std_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
+                jg_tensor **std, jg_tensor **mean);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,6 +79,10 @@ extern PyMethodDef jgp_module_opsmath_functions[];
 /* base ** exponent with a tensor exponent (NotImplemented otherwise) */
 PyObject *jgp_pow_tensor(PyObject *base, PyObject *exp);
 
+/* ---- ops_surface2.c ---- */
+extern PyMethodDef jgp_tensor_surface2_methods[];
+extern PyMethodDef jgp_module_surface2_functions[];
+
 /* ---- autograd.c ---- */
 extern PyMethodDef jgp_autograd_methods[];
 extern PyMethodDef jgp_module_autograd_functions[];

@@ -622,7 +622,8 @@ PyMODINIT_FUNC PyInit__C(void) {
                             jgp_module_io_functions,
                             jgp_module_opsshape_functions,
                             jgp_module_nn_functions,
-                            jgp_module_opsmath_functions};
+                            jgp_module_opsmath_functions,
+                            jgp_module_surface2_functions};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
         jgp_docs_apply(lists[l]);
         if (PyModule_AddFunctions(m, lists[l]) < 0)

@@ -927,9 +927,13 @@ int jgp_tensor_init_type(PyObject *module) {
     /* methods: this file's, the ops' and autograd's, merged */
     static PyMethodDef all[256];
     int m = 0;
-    PyMethodDef *lists[] = {
-        tensor_methods, jgp_tensor_op_methods,       jgp_autograd_methods,
-        jgp_io_methods, jgp_tensor_opsshape_methods, jgp_tensor_opsmath_methods};
+    PyMethodDef *lists[] = {tensor_methods,
+                            jgp_tensor_op_methods,
+                            jgp_autograd_methods,
+                            jgp_io_methods,
+                            jgp_tensor_opsshape_methods,
+                            jgp_tensor_opsmath_methods,
+                            jgp_tensor_surface2_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++)
             all[m++] = *p;

@@ -254,6 +254,12 @@ for _name in (
 ):
     globals()[_name] = _opsmath_fn(_name)
 del _name
+# ---- surface2 ----
+from ._C import std_mean  # noqa: E402,F401
+for _name in ("min", "amax", "amin"):
+    globals()[_name] = _opsmath_fn(_name)
+del _name
+# ---- end surface2 ----
 # casts to the dtypes jitgrad has no kernels for: raise as the names do
 Tensor.half = lambda self: self.to(float16)
 Tensor.bfloat16 = lambda self: self.to(bfloat16)

@@ -1,0 +1,124 @@
+/* Bindings of the surface2 ops: min (all / over a dim, with a (values,
+ * indices) named tuple like max; min(other) is minimum), amax and amin. */
+#include "jgpy.h"
+
+#include <structseq.h>
+
+#define KW (METH_VARARGS | METH_KEYWORDS)
+#define CF(f) ((PyCFunction)(void (*)(void))(f))
+
+static PyStructSequence_Field min_fields[] = {{"values", NULL}, {"indices", NULL}, {NULL, NULL}};
+static PyStructSequence_Desc min_desc = {"jitgrad.return_types.min", NULL, min_fields, 2};
+static PyTypeObject *min_type;
+
+static PyObject *m_min(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"dim", "keepdim", NULL};
+    PyObject *dim = Py_None;
+    int keepdim = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:min", kwlist, &dim, &keepdim))
+        return NULL;
+    jg_tensor *t = jgp_t(self), *v, *i;
+    if (jgp_is_tensor(dim)) /* min(other): PyTorch's elementwise minimum */
+        return jgp_wrap_new(jg_minimum(t, jgp_t(dim)));
+    if (dim == Py_None) {
+        if (keepdim) {
+            PyErr_SetString(PyExc_TypeError, "min(): keepdim needs a dim");
+            return NULL;
+        }
+        return jgp_wrap_new(jg_min(t));
+    }
+    int d = _PyLong_AsInt(dim);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    if (jg_min_dim(t, d, keepdim, &v, &i) < 0)
+        return jgp_raise();
+    if (!min_type && !(min_type = PyStructSequence_NewType(&min_desc))) {
+        jg_release(v);
+        jg_release(i);
+        return NULL;
+    }
+    PyObject *vo = jgp_wrap_new(v), *io = jgp_wrap_new(i);
+    PyObject *r = vo && io ? PyStructSequence_New(min_type) : NULL;
+    if (!r) {
+        Py_XDECREF(vo);
+        Py_XDECREF(io);
+        return NULL;
+    }
+    PyStructSequence_SET_ITEM(r, 0, vo);
+    PyStructSequence_SET_ITEM(r, 1, io);
+    return r;
+}
+
+/* dim: an int or a sequence of ints; () or None reduces every dim */
+static int dim_list(PyObject *dim, const char *fn, int *n, int *dims) {
+    *n = 0;
+    if (dim == Py_None)
+        return 0;
+    if (PyLong_Check(dim)) {
+        dims[0] = _PyLong_AsInt(dim);
+        *n = 1;
+        return dims[0] == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *seq = PySequence_Fast(dim, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'dim' must be tuple of ints, not %s", fn,
+                     Py_TYPE(dim)->tp_name);
+        return -1;
+    }
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k > JG_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_RuntimeError, "%s(): too many dims", fn);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, j);
+        if (!PyLong_Check(o)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument 'dim' must be tuple of ints, but found "
+                         "element of type %s at pos %zd",
+                         fn, Py_TYPE(o)->tp_name, j);
+            return -1;
+        }
+        dims[j] = _PyLong_AsInt(o);
+    }
+    Py_DECREF(seq);
+    *n = (int)k;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *amax_impl(PyObject *self, PyObject *args, PyObject *kw, bool is_max) {
+    static char *kwlist[] = {"dim", "keepdim", NULL};
+    const char *fn = is_max ? "amax" : "amin";
+    PyObject *dim = Py_None;
+    int keepdim = 0, n, dims[JG_MAX_DIMS];
+    if (!PyArg_ParseTupleAndKeywords(args, kw, is_max ? "|Op:amax" : "|Op:amin", kwlist, &dim,
+                                     &keepdim))
+        return NULL;
+    if (dim_list(dim, fn, &n, dims) < 0)
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    return jgp_wrap_new(is_max ? jg_amax(t, n, dims, keepdim) : jg_amin(t, n, dims, keepdim));
+}
+
+static PyObject *m_amax(PyObject *self, PyObject *args, PyObject *kw) {
+    return amax_impl(self, args, kw, true);
+}
+
+static PyObject *m_amin(PyObject *self, PyObject *args, PyObject *kw) {
+    return amax_impl(self, args, kw, false);
+}
+
+PyMethodDef jgp_tensor_surface2_methods[] = {
+    {"min", CF(m_min), KW,
+     "min(dim=None, keepdim=False) -> Tensor or (values, indices)\n\nThe smallest element (a NaN "
+     "if any), or the smallest along dim with its index; min(other) is minimum(other)."},
+    {"amax", CF(m_amax), KW, "amax(dim=(), keepdim=False) -> Tensor: the largest over dims"},
+    {"amin", CF(m_amin), KW, "amin(dim=(), keepdim=False) -> Tensor: the smallest over dims"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyMethodDef jgp_module_surface2_functions[] = {
+    {NULL, NULL, 0, NULL},
+};

