@@ -482,7 +482,7 @@ jg_tensor *jg_erf(jg_tensor *a);
 /* clamp_min: max(a, min); clamp_max: min(a, max); NaN stays NaN */
 jg_tensor *jg_clamp_min(jg_tensor *a, double min);
 jg_tensor *jg_clamp_max(jg_tensor *a, double max);
-/* clamp_max(clamp_min(a, min), max); has_min / has_max say which apply (at
+/* clamp_max(clamp_min(a, min), max) as one node; has_min / has_max say which apply (at
  * least one, as PyTorch requires) */
 jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max);
 /* clamp with tensor bounds (NULL: none; promoted, broadcast); NaN in any
@@ -535,6 +535,11 @@ jg_tensor *jg_amin(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
 /* std's and mean's results over the same dims (as jg_var_mean) */
 int jg_std_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
                 jg_tensor **std, jg_tensor **mean);
+/* in-place jg_clamp / jg_clamp_min / jg_clamp_max (a's dtype kept; on a
+ * leaf that requires grad: PyTorch's error) */
+int jg_clamp_(jg_tensor *a, bool has_min, double min, bool has_max, double max);
+int jg_clamp_min_(jg_tensor *a, double min);
+int jg_clamp_max_(jg_tensor *a, double max);
 
 #ifdef __cplusplus
 }

@@ -171,7 +171,12 @@ static PyObject *clamp_impl(PyObject *self, PyObject *lo, PyObject *hi, const ch
     jg_tensor *t = clamp_input(jgp_t(self), has_lo ? lo : NULL, has_hi ? hi : NULL);
     if (!t)
         return jgp_raise();
-    PyObject *r = jgp_wrap_new(jg_clamp(t, has_lo, vlo, has_hi, vhi));
+    /* clamp_min / clamp_max are their own nodes (ClampMinBackward0 / ...);
+     * clamp one node with either bound (ClampBackward1), as in PyTorch */
+    PyObject *r =
+        jgp_wrap_new(strcmp(fn, "clamp_min") == 0   ? jg_clamp_min(t, vlo)
+                     : strcmp(fn, "clamp_max") == 0 ? jg_clamp_max(t, vhi)
+                                                    : jg_clamp(t, has_lo, vlo, has_hi, vhi));
     jg_release(t);
     return r;
 }

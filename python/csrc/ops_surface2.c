@@ -110,10 +110,101 @@ static PyObject *m_amin(PyObject *self, PyObject *args, PyObject *kw) {
     return amax_impl(self, args, kw, false);
 }
 
+/* ---- clamp_ / clamp_min_ / clamp_max_ (number bounds) ---- */
+
+static const char *ctype_name(jg_dtype d) { /* PyTorch's names in cast errors */
+    return d == JG_I64 ? "long int" : d == JG_I32 ? "int" : d == JG_BOOL ? "bool" : "float";
+}
+
+static int number_bound(PyObject *o, const char *fn, const char *sig, bool *has, double *v,
+                        bool *is_float, bool *is_int) {
+    *has = o && o != Py_None;
+    if (!*has)
+        return 0;
+    if (jgp_is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): tensor bounds are not supported in place; use the "
+                     "out-of-place %s",
+                     fn, sig);
+        return -1;
+    }
+    if (!PyFloat_Check(o) && !PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s() received an invalid combination of arguments - got (%s), but expected "
+                     "one of:\n * (Number ...)",
+                     fn, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *is_float |= PyFloat_Check(o);
+    *is_int |= PyLong_Check(o) && !PyBool_Check(o);
+    *v = PyFloat_AsDouble(o);
+    return *v == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *clamp_inplace(PyObject *self, PyObject *lo, PyObject *hi, const char *fn,
+                               int which) {
+    bool has_lo = false, has_hi = false, fl = false, in = false;
+    double vlo = 0, vhi = 0;
+    if (number_bound(lo, fn, "clamp", &has_lo, &vlo, &fl, &in) < 0 ||
+        number_bound(hi, fn, "clamp", &has_hi, &vhi, &fl, &in) < 0)
+        return NULL;
+    jg_tensor *t = jgp_t(self);
+    jg_dtype d = jg_dtype_of(t);
+    /* the result type (a float bound makes an integer tensor's float) must
+     * cast back to self's dtype */
+    if ((fl && !jgp_dtype_is_float(d)) || (in && d == JG_BOOL)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "result type %s can't be cast to the desired output type %s",
+                     fl ? "Float" : "Long", ctype_name(d));
+        return NULL;
+    }
+    int rc = which == 1   ? jg_clamp_min_(t, vlo)
+             : which == 2 ? jg_clamp_max_(t, vhi)
+                          : jg_clamp_(t, has_lo, vlo, has_hi, vhi);
+    if (rc < 0)
+        return jgp_raise();
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *m_clamp_(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"min", "max", NULL};
+    PyObject *lo = Py_None, *hi = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:clamp_", kwlist, &lo, &hi))
+        return NULL;
+    return clamp_inplace(self, lo, hi, "clamp_", 0);
+}
+
+static PyObject *m_clamp_min_(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"min", NULL};
+    PyObject *lo;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:clamp_min_", kwlist, &lo))
+        return NULL;
+    if (lo == Py_None)
+        return PyErr_Format(PyExc_TypeError, "clamp_min_(): argument 'min' must be Number, not "
+                                             "NoneType");
+    return clamp_inplace(self, lo, NULL, "clamp_min_", 1);
+}
+
+static PyObject *m_clamp_max_(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"max", NULL};
+    PyObject *hi;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:clamp_max_", kwlist, &hi))
+        return NULL;
+    if (hi == Py_None)
+        return PyErr_Format(PyExc_TypeError, "clamp_max_(): argument 'max' must be Number, not "
+                                             "NoneType");
+    return clamp_inplace(self, NULL, hi, "clamp_max_", 2);
+}
+
 PyMethodDef jgp_tensor_surface2_methods[] = {
     {"min", CF(m_min), KW,
      "min(dim=None, keepdim=False) -> Tensor or (values, indices)\n\nThe smallest element (a NaN "
      "if any), or the smallest along dim with its index; min(other) is minimum(other)."},
+    {"clamp_", CF(m_clamp_), KW, "clamp_(min=None, max=None) -> self: clamp in place"},
+    {"clip_", CF(m_clamp_), KW, "clip_(min=None, max=None) -> self: alias of clamp_"},
+    {"clamp_min_", CF(m_clamp_min_), KW, "clamp_min_(min) -> self: clamp_min in place"},
+    {"clamp_max_", CF(m_clamp_max_), KW, "clamp_max_(max) -> self: clamp_max in place"},
     {"amax", CF(m_amax), KW, "amax(dim=(), keepdim=False) -> Tensor: the largest over dims"},
     {"amin", CF(m_amin), KW, "amin(dim=(), keepdim=False) -> Tensor: the smallest over dims"},
     {NULL, NULL, 0, NULL},

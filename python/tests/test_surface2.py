@@ -137,3 +137,84 @@ def test_reductions_compiled_match_eager_bitwise(jg, backend):
     cf = jg.compile(lambda x: _red_prog(jg, x), fullgraph=True, backend=backend)
     for _ in range(2):
         assert run_(cf) == eager
+
+
+# ---- clamp_ / clamp_min_ / clamp_max_ ----
+
+def _clamp_inplace(T, x):
+    y = x * 2.0
+    y.clamp_(-1.0, 1.5)
+    z = x - 0.25
+    z.clamp_min_(0.0)
+    w = x + 0.5
+    w.clamp_max_(1.0)
+    v = x * 1.0
+    v[1:].clamp_(min=0.0)
+    return y, z, w, v
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clamp_inplace_matches_torch(jg, dtype):
+    res = {}
+    for T in (jg, torch):
+        x = T.tensor(X, dtype=getattr(T, dtype), requires_grad=True)
+        outs = _clamp_inplace(T, x)
+        loss = sum((o * (k + 1.0)).sum() for k, o in enumerate(outs))
+        (g,) = T.autograd.grad(loss, [x])
+        res[T] = (outs, g, [o.grad_fn.name() for o in outs[:3]])
+    for a, b in zip(res[jg][0], res[torch][0]):
+        close(a, b, 1e-6)
+    close(res[jg][1], res[torch][1], 1e-6)
+    assert res[jg][2] == res[torch][2] == ["ClampBackward1", "ClampMinBackward0",
+                                           "ClampMaxBackward0"]
+
+
+def test_clamp_inplace_returns_self_bumps_version_once(jg):
+    x = jg.tensor([-2.0, 0.5, 3.0])
+    v = x._version
+    assert x.clamp_(-1, 1) is x and x._version == v + 1
+    assert x.tolist() == [-1.0, 0.5, 1.0]
+    assert x.clip_(max=0.0) is x and x.tolist() == [-1.0, 0.0, 0.0]
+    i = jg.tensor([1, 5, 9])
+    assert i.clamp_(2, 6).tolist() == [2, 5, 6] and i.dtype is jg.int64
+
+
+@pytest.mark.parametrize("call,exc,msg", [
+    (lambda T: T.ones(2, requires_grad=True).clamp_(0), RuntimeError,
+     "a leaf Variable that requires grad is being used in an in-place operation."),
+    (lambda T: T.tensor([1, 2]).clamp_(0.5), RuntimeError,
+     "result type Float can't be cast to the desired output type long int"),
+    (lambda T: T.tensor([True]).clamp_(0), RuntimeError,
+     "result type Long can't be cast to the desired output type bool"),
+    (lambda T: T.ones(2).clamp_(), RuntimeError,
+     "torch.clamp: At least one of 'min' or 'max' must not be None"),
+    (lambda T: T.ones(2).clamp_min_(None), TypeError, "clamp_min_()"),
+])
+def test_clamp_inplace_errors_like_torch(jg, call, exc, msg):
+    for T in (torch, jg):
+        with pytest.raises(exc) as e:
+            call(T)
+        assert msg in str(e.value), (T, str(e.value))
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_clamp_inplace_compiled_match_eager_bitwise(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    jg.manual_seed(4)
+    x0 = jg.randn(3, 4)
+
+    def prog(x):
+        outs = _clamp_inplace(jg, x)
+        return (sum((o * (k + 1.0)).sum() for k, o in enumerate(outs)),) + outs
+
+    def run_(f):
+        x = x0.clone().requires_grad_()
+        outs = f(x)
+        outs[0].backward()
+        return [o.detach().numpy().tobytes() for o in outs] + [x.grad.numpy().tobytes()]
+
+    eager = run_(prog)
+    cf = jg.compile(prog, fullgraph=True, backend=backend)
+    for _ in range(2):
+        assert run_(cf) == eager

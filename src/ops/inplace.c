@@ -304,6 +304,11 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     return rc;
 }
 
+int jg_inplace_op(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                  jg_tensor *other) {
+    return inplace(fn, op, a, self, other);
+}
+
 int jg_add_(jg_tensor *a, jg_tensor *b) {
     return inplace("jg_add_", JG_OP_ADD, NULL, a, b);
 }

@@ -1012,15 +1012,7 @@ jg_tensor *jg_clamp_tensor(jg_tensor *a, jg_tensor *min, jg_tensor *max) {
     return jg_op_call(JG_OP_CLAMP_T, &at, in, out) < 0 ? NULL : out[0];
 }
 
-jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max) {
-    if (!has_min && !has_max)
-        return jg_errorf_null("torch.clamp: At least one of 'min' or 'max' must not be None");
-    if (!has_max)
-        return jg_clamp_min(a, min);
-    if (!has_min)
-        return jg_clamp_max(a, max);
-    return jg_clamp_max(jg_clamp_min(a, min), max);
-}
+/* jg_clamp (one op with both number bounds): ops/surface2.c */
 
 /* dims (any order, negative from the end) into sorted attrs; none: all */
 static int dims_attrs(const char *fn, jg_tensor *a, int n_dims, const int *dims, bool keepdim,

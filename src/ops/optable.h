@@ -128,6 +128,10 @@ void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int ou
 bool jg_reshape_is_view(const jg_tensor *x, int ndim, const int64_t *shape);
 /* Single-output convenience: NULL on error. */
 jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1);
+/* op computed into self in place (ops/inplace.c: checks, rebase history,
+ * functionalized when traced); fn names it in errors */
+int jg_inplace_op(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                  jg_tensor *other);
 /* The public elementwise functions (api.c): op(x, y) and op(x) with the
  * scalar attribute s.  They take the dispatch shortcut directly, and fall
  * back to jg_op1 for everything it does not cover (any op may be passed:

@@ -372,6 +372,77 @@ int jg_vjp_std_mean(VJP_ARGS) {
     return vm_vjp(a, meta, in, out, gout, needs, gin, true);
 }
 
+/* ---- clamp with number bounds: attrs.i[0] / i[1] whether min / max apply,
+ * min in attrs.s, max's bits in attrs.i[2] (one node, PyTorch's
+ * ClampBackward1; the values are clamp_min's then clamp_max's kernels') ---- */
+
+static void clamp_split(const jg_attrs *a, jg_attrs *lo, jg_attrs *hi) {
+    memset(lo, 0, sizeof *lo);
+    memset(hi, 0, sizeof *hi);
+    lo->s = a->s;
+    memcpy(&hi->s, &a->i[2], sizeof hi->s);
+}
+
+int jg_k_clamp(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_attrs lo, hi;
+    clamp_split(a, &lo, &hi);
+    if (a->i[0] && jg_k_clamp_min(&lo, in, out) < 0)
+        return -1;
+    if (!a->i[1])
+        return 0;
+    return jg_k_clamp_max(&hi, a->i[0] ? out : in, out);
+}
+
+/* PyTorch's clamp_backward: the gradient where min <= x <= max, else 0 */
+int jg_vjp_clamp(VJP_ARGS) {
+    jg_attrs lo, hi;
+    clamp_split(a, &lo, &hi);
+    jg_tensor *g = gout[0];
+    if (a->i[0] && jg_vjp_clamp_min(&lo, meta, in, out, &g, needs, &g) < 0)
+        return -1;
+    if (a->i[1] && jg_vjp_clamp_max(&hi, meta, in, out, &g, needs, &g) < 0)
+        return -1;
+    gin[0] = g;
+    return 0;
+}
+
+static int clamp_attrs(bool has_min, double min, bool has_max, double max, jg_attrs *at) {
+    if (!has_min && !has_max)
+        return jg_errorf("torch.clamp: At least one of 'min' or 'max' must not be None");
+    memset(at, 0, sizeof *at);
+    at->n = 3;
+    at->s = has_min ? min : 0.0;
+    at->i[0] = has_min;
+    at->i[1] = has_max;
+    if (has_max)
+        memcpy(&at->i[2], &max, sizeof max);
+    return 0;
+}
+
+jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max) {
+    jg_attrs at;
+    if (clamp_attrs(has_min, min, has_max, max, &at) < 0)
+        return NULL;
+    return jg_op1(JG_OP_CLAMP, &at, a, NULL);
+}
+
+int jg_clamp_(jg_tensor *a, bool has_min, double min, bool has_max, double max) {
+    jg_attrs at;
+    if (clamp_attrs(has_min, min, has_max, max, &at) < 0)
+        return -1;
+    return jg_inplace_op("clamp_", JG_OP_CLAMP, &at, a, NULL);
+}
+
+int jg_clamp_min_(jg_tensor *a, double min) {
+    jg_attrs at = {.s = min};
+    return jg_inplace_op("clamp_min_", JG_OP_CLAMP_MIN, &at, a, NULL);
+}
+
+int jg_clamp_max_(jg_tensor *a, double max) {
+    jg_attrs at = {.s = max};
+    return jg_inplace_op("clamp_max_", JG_OP_CLAMP_MAX, &at, a, NULL);
+}
+
 /* ---- public entry points ---- */
 
 jg_tensor *jg_min(jg_tensor *a) {

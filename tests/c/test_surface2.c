@@ -122,12 +122,31 @@ static void test_surface2_errors(void **state) {
     TU_ERROR("std_mean only support floating point and complex dtypes");
 }
 
+/* clamp_ on a tensor with history moves it onto one clamp node; on a leaf
+ * that requires grad it is refused with the leaf intact */
+static void test_surface2_clamp_inplace(void **state) {
+    (void)state;
+    jg_tensor *x = t64(1, TU_SHAPE(4), TU_VALS(-2.0, 0.25, 0.5, 3.0));
+    jg_tensor *y = jg_mul_scalar(x, 1.0);
+    assert_int_equal(jg_clamp_(y, true, 0.0, true, 1.0), 0);
+    TU_CHECK(y, 1, TU_SHAPE(4), TU_VALS(0.0, 0.25, 0.5, 1.0), 0);
+    assert_int_equal(jg_clamp_min_(y, 0.3), 0);
+    assert_int_equal(jg_clamp_max_(y, 0.9), 0);
+    TU_CHECK(y, 1, TU_SHAPE(4), TU_VALS(0.3, 0.3, 0.5, 0.9), 0);
+    assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+    TU_CHECK(jg_grad(x), 1, TU_SHAPE(4), TU_VALS(0, 0, 1, 0), 0);
+    assert_int_equal(jg_clamp_(x, true, 0.0, false, 0.0), -1);
+    TU_ERROR("a leaf Variable that requires grad is being used in an in-place operation.");
+    assert_int_equal(jg_clamp_(y, false, 0.0, false, 0.0), -1);
+    TU_ERROR("torch.clamp: At least one of 'min' or 'max' must not be None");
+    TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(-2.0, 0.25, 0.5, 3.0), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_surface2_min_values),
-        TU_TEST(test_surface2_gradcheck),
-        TU_TEST(test_surface2_min_ties),
-        TU_TEST(test_surface2_errors),
+        TU_TEST(test_surface2_min_values),    TU_TEST(test_surface2_gradcheck),
+        TU_TEST(test_surface2_min_ties),      TU_TEST(test_surface2_errors),
+        TU_TEST(test_surface2_clamp_inplace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
