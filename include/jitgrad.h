@@ -540,6 +540,10 @@ int jg_std_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bo
 int jg_clamp_(jg_tensor *a, bool has_min, double min, bool has_max, double max);
 int jg_clamp_min_(jg_tensor *a, double min);
 int jg_clamp_max_(jg_tensor *a, double max);
+/* cross_entropy with class-probability targets (target: logits' shape,
+ * float; class dim 1, or 0 for a 1-D input) as PyTorch 1.13: o->weight and
+ * o->label_smoothing apply, o->ignore_index must be negative (-100) */
+jg_tensor *jg_cross_entropy_probs(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * indices) named tuple like max; min(other) is minimum), amax and amin. */
 #include "jgpy.h"
 
+#include <string.h>
 #include <structseq.h>
 
 #define KW (METH_VARARGS | METH_KEYWORDS)
@@ -197,6 +198,33 @@ static PyObject *m_clamp_max_(PyObject *self, PyObject *args, PyObject *kw) {
     return clamp_inplace(self, NULL, hi, "clamp_max_", 2);
 }
 
+/* _cross_entropy_probs(input, target, weight, reduction, ignore_index,
+ * label_smoothing): jg_cross_entropy_probs */
+static PyObject *f_cross_entropy_probs(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *t, *w;
+    const char *red;
+    long long ignore_index;
+    double smoothing;
+    if (!PyArg_ParseTuple(args, "OOOsLd:_cross_entropy_probs", &x, &t, &w, &red, &ignore_index,
+                          &smoothing))
+        return NULL;
+    if (!jgp_is_tensor(x) || !jgp_is_tensor(t) || (w != Py_None && !jgp_is_tensor(w))) {
+        PyErr_SetString(PyExc_TypeError, "cross_entropy(): input, target and weight must be "
+                                         "Tensors");
+        return NULL;
+    }
+    jg_loss_options o = {JG_REDUCTION_MEAN, (int64_t)ignore_index, w == Py_None ? NULL : jgp_t(w),
+                         smoothing};
+    if (strcmp(red, "sum") == 0)
+        o.reduction = JG_REDUCTION_SUM;
+    else if (strcmp(red, "none") == 0)
+        o.reduction = JG_REDUCTION_NONE;
+    else if (strcmp(red, "mean") != 0)
+        return PyErr_Format(PyExc_ValueError, "%s is not a valid value for reduction", red);
+    return jgp_wrap_new(jg_cross_entropy_probs(jgp_t(x), jgp_t(t), &o));
+}
+
 PyMethodDef jgp_tensor_surface2_methods[] = {
     {"min", CF(m_min), KW,
      "min(dim=None, keepdim=False) -> Tensor or (values, indices)\n\nThe smallest element (a NaN "
@@ -211,5 +239,6 @@ PyMethodDef jgp_tensor_surface2_methods[] = {
 };
 
 PyMethodDef jgp_module_surface2_functions[] = {
+    {"_cross_entropy_probs", f_cross_entropy_probs, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

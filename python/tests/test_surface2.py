@@ -218,3 +218,93 @@ def test_clamp_inplace_compiled_match_eager_bitwise(jg, backend):
     cf = jg.compile(prog, fullgraph=True, backend=backend)
     for _ in range(2):
         assert run_(cf) == eager
+
+
+# ---- cross_entropy with class-probability targets ----
+
+CE_X = [[0.5, -1.25, 2.0, 0.0], [3.0, -0.75, 1.5, -2.5], [0.25, 4.0, -3.0, 1.0]]
+CE_P = [[0.1, 0.2, 0.3, 0.4], [0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.5, 0.0]]
+CE_W = [0.5, 2.0, 1.0, 1.5]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("shape", ["2d", "1d", "4d"])
+def test_cross_entropy_probs_matches_torch(jg, dtype, reduction, weighted, smoothing, shape):
+    res = {}
+    for T in (jg, torch):
+        dt = getattr(T, dtype)
+        x = T.tensor(CE_X, dtype=dt)
+        p = T.tensor(CE_P, dtype=dt)
+        if shape == "1d":
+            x, p = x[1], p[0]
+        elif shape == "4d":  # [N, C, d1, d2] with the class dim 1
+            x = x.reshape(1, 4, 3, 1)
+            p = p.reshape(1, 4, 3, 1)
+        x = x.detach().requires_grad_()
+        p = p.detach().requires_grad_()
+        w = T.tensor(CE_W, dtype=dt) if weighted else None
+        loss = T.nn.functional.cross_entropy(x, p, weight=w, reduction=reduction,
+                                             label_smoothing=smoothing)
+        gx, gp = T.autograd.grad((loss * loss).sum(), [x, p])
+        res[T] = (loss, gx, gp)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(res[jg], res[torch]):
+        close(a, b, tol)
+
+
+def test_cross_entropy_probs_module_and_promotion(jg):
+    res = {}
+    for T in (jg, torch):
+        x = T.tensor(CE_X)
+        p = T.tensor(CE_P, dtype=T.float64)
+        res[T] = T.nn.CrossEntropyLoss(label_smoothing=0.1)(x, p)
+    close(res[jg], res[torch], 1e-6)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda T, F: F.cross_entropy(T.zeros(2, 3), T.zeros(2, 3), ignore_index=1),
+     "ignore_index is not supported for floating point target"),
+    (lambda T, F: F.cross_entropy(T.zeros(2, 3), T.zeros(2, 3, dtype=T.int64)),
+     "Expected floating point type for target with class probabilities, got Long"),
+    (lambda T, F: F.cross_entropy(T.zeros(2, 3), T.zeros(2, 3), weight=T.ones(2)),
+     "weight tensor should be defined either for all 3 classes or no classes but got weight "
+     "tensor of shape: [2]"),
+    (lambda T, F: F.cross_entropy(T.zeros(2, 3), T.zeros(2, 3), label_smoothing=1.5),
+     "label_smoothing must be between 0.0 and 1.0"),
+])
+def test_cross_entropy_probs_errors_like_torch(jg, call, msg):
+    for T in (torch, jg):
+        with pytest.raises(RuntimeError) as e:
+            call(T, T.nn.functional)
+        assert msg in str(e.value), (T, str(e.value))
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_cross_entropy_probs_compiled_match_eager_bitwise(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    jg.manual_seed(6)
+    x0, p0 = jg.randn(5, 4), jg.randn(5, 4).softmax(1)
+    w = jg.rand(4) + 0.5
+    F = jg.nn.functional
+
+    def prog(x, p):
+        a = F.cross_entropy(x, p, weight=w, label_smoothing=0.1)
+        b = F.cross_entropy(x, p, reduction="none")
+        return a + b.sum(), a, b
+
+    def run_(f):
+        x = x0.clone().requires_grad_()
+        p = p0.clone().requires_grad_()
+        outs = f(x, p)
+        outs[0].backward()
+        return [o.detach().numpy().tobytes() for o in outs] + [x.grad.numpy().tobytes(),
+                                                                p.grad.numpy().tobytes()]
+
+    eager = run_(prog)
+    cf = jg.compile(prog, fullgraph=True, backend=backend)
+    for _ in range(2):
+        assert run_(cf) == eager

@@ -6,6 +6,7 @@
  * full reduction shares its gradient evenly among the ties, min over a dim
  * sends it to the index it returned.  amax / amin split the gradient evenly
  * among the ties of each reduced slice, as PyTorch's scale_grad_by_count. */
+#include "core/tensor.h"
 #include "ops/decls.h"
 
 #include <math.h>
@@ -495,4 +496,82 @@ jg_tensor *jg_amax(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
 
 jg_tensor *jg_amin(jg_tensor *a, int n_dims, const int *dims, bool keepdim) {
     return amax_call(JG_OP_AMIN, a, n_dims, dims, keepdim);
+}
+
+/* ---- cross_entropy with class-probability targets ----
+ * PyTorch 1.13's cross_entropy_loss_prob_target, composed: logp =
+ * log_softmax(x, class dim), target smoothed as t * (1 - eps) + eps / C,
+ * loss = -(logp * t [* weight]) summed over the class dim (none), over all
+ * (sum), or that sum / (numel / C) (mean; NaN for an empty input). */
+static int check_probs(jg_tensor *x, jg_tensor *t, const jg_loss_options *o) {
+    if (!x || !t || !o)
+        return jg_errorf("cross_entropy: NULL argument");
+    if ((int)o->reduction < JG_REDUCTION_MEAN || (int)o->reduction > JG_REDUCTION_NONE)
+        return jg_errorf("cross_entropy: invalid reduction %d", (int)o->reduction);
+    if (!(o->label_smoothing >= 0.0 && o->label_smoothing <= 1.0))
+        return jg_errorf("label_smoothing must be between 0.0 and 1.0. Got: %g",
+                         o->label_smoothing);
+    if (x->ndim < 1 || !jg_same_shape(x, t)) {
+        char s1[160], s2[160];
+        jg_format_shape(s1, sizeof s1, x->ndim, x->shape);
+        jg_format_shape(s2, sizeof s2, t->ndim, t->shape);
+        return jg_errorf("cross_entropy: a target of class probabilities must have the input's "
+                         "shape %s (at least 1-D), got %s",
+                         s1, s2);
+    }
+    if (!jg_dtype_is_float(t->dtype))
+        return jg_errorf("Expected floating point type for target with class probabilities, got %s",
+                         jg_dtype_torch_name(t->dtype));
+    if (o->ignore_index >= 0)
+        return jg_errorf("ignore_index is not supported for floating point target");
+    if (!jg_dtype_is_float(x->dtype))
+        return jg_errorf("\"%s\" not implemented for '%s'",
+                         x->ndim <= 2 ? "log_softmax_lastdim_kernel_impl" : "host_softmax",
+                         jg_dtype_torch_name(x->dtype));
+    int64_t c = x->shape[x->ndim == 1 ? 0 : 1];
+    jg_tensor *w = o->weight;
+    if (w && (w->ndim != 1 || w->shape[0] != c))
+        return jg_errorf("cross_entropy: weight tensor should be defined either for all %lld "
+                         "classes or no classes but got weight tensor of shape: [%lld]",
+                         (long long)c, (long long)(w->ndim ? w->shape[0] : 1));
+    return 0;
+}
+
+static jg_tensor *ce_probs(jg_tensor *x, jg_tensor *t, const jg_loss_options *o) {
+    int cd = x->ndim == 1 ? 0 : 1;
+    int64_t c = x->shape[cd];
+    double eps = o->label_smoothing;
+    jg_tensor *logp = jg_log_softmax(x, cd);
+    jg_tensor *tg = eps > 0.0 ? jg_add_scalar(jg_mul_scalar(t, 1.0 - eps), eps / (double)c) : t;
+    jg_tensor *p = logp && tg ? jg_mul(logp, tg) : NULL;
+    if (p && o->weight) {
+        int64_t ws[JG_MAX_DIMS];
+        for (int d = 0; d < x->ndim; d++)
+            ws[d] = d == cd ? c : 1;
+        jg_tensor *wv = jg_reshape(o->weight, x->ndim, ws);
+        p = wv ? jg_mul(p, wv) : NULL;
+    }
+    if (!p)
+        return NULL;
+    switch (o->reduction) {
+    case JG_REDUCTION_NONE:
+        return jg_neg(jg_sum_dims(p, 1, &cd, false));
+    case JG_REDUCTION_SUM:
+        return jg_neg(jg_sum(p));
+    default: {
+        int64_t rows = c ? x->numel / c : 0;
+        jg_tensor *n = jg_scalar(jg_dtype_of(p), (double)rows);
+        return n ? jg_div(jg_neg(jg_sum(p)), n) : NULL;
+    }
+    }
+}
+
+jg_tensor *jg_cross_entropy_probs(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o) {
+    if (check_probs(logits, target, o) < 0)
+        return NULL;
+    jg_scope_push();
+    jg_tensor *r = ce_probs(logits, target, o);
+    jg_keep(r);
+    jg_scope_pop();
+    return jg_scope_track(r);
 }

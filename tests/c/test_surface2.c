@@ -142,11 +142,31 @@ static void test_surface2_clamp_inplace(void **state) {
     TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(-2.0, 0.25, 0.5, 3.0), 0);
 }
 
+/* values from torch.nn.functional.cross_entropy with probability targets */
+static void test_surface2_cross_entropy_probs(void **state) {
+    (void)state;
+    jg_tensor *x = t64(2, TU_SHAPE(2, 3), TU_VALS(0.5, -1.25, 2.0, 3.0, -0.75, 1.5));
+    jg_tensor *p = tu_tensor(JG_F64, 2, TU_SHAPE(2, 3), TU_VALS(0.1, 0.2, 0.7, 0.0, 1.0, 0.0));
+    jg_tensor *w = tu_tensor(JG_F64, 1, TU_SHAPE(3), TU_VALS(0.5, 2.0, 1.0));
+    jg_loss_options o = {JG_REDUCTION_MEAN, -100, w, 0.2};
+    TU_CHECK(jg_cross_entropy_probs(x, p, &o), 0, NULL, TU_VALS(4.427898761408933), 1e-14);
+    jg_loss_options n = {JG_REDUCTION_NONE, -100, NULL, 0.0};
+    TU_CHECK(jg_cross_entropy_probs(x, p, &n), 1, TU_SHAPE(2),
+             TU_VALS(1.0326219831020327, 3.9704582739855576), 1e-14);
+    n.ignore_index = 0;
+    assert_null(jg_cross_entropy_probs(x, p, &n));
+    TU_ERROR("ignore_index is not supported for floating point target");
+    n.ignore_index = -100;
+    jg_tensor *i = tu_tensor(JG_I64, 2, TU_SHAPE(2, 3), TU_VALS(0, 0, 0, 0, 0, 0));
+    assert_null(jg_cross_entropy_probs(x, i, &n));
+    TU_ERROR("Expected floating point type for target with class probabilities, got Long");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_surface2_min_values),    TU_TEST(test_surface2_gradcheck),
         TU_TEST(test_surface2_min_ties),      TU_TEST(test_surface2_errors),
-        TU_TEST(test_surface2_clamp_inplace),
+        TU_TEST(test_surface2_clamp_inplace), TU_TEST(test_surface2_cross_entropy_probs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
