@@ -544,6 +544,21 @@ int jg_clamp_max_(jg_tensor *a, double max);
  * float; class dim 1, or 0 for a 1-D input) as PyTorch 1.13: o->weight and
  * o->label_smoothing apply, o->ignore_index must be negative (-100) */
 jg_tensor *jg_cross_entropy_probs(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
+/* Random generators: SplitMix64 states like the global one jg_manual_seed
+ * seeds (the same seed gives the same stream).  Every random draw of the
+ * calling thread (jg_rand, jg_randn, jg_randint, jg_randperm,
+ * jg_multinomial, dropout) comes from the generator jg_generator_use
+ * installed (NULL: the global one); it returns the previous one, to be
+ * reinstalled after the draws.  Freeing the installed generator reinstalls
+ * the global one. */
+typedef struct jg_generator jg_generator;
+jg_generator *jg_generator_new(uint64_t seed);
+void jg_generator_free(jg_generator *g);
+void jg_generator_manual_seed(jg_generator *g, uint64_t seed);
+uint64_t jg_generator_initial_seed(const jg_generator *g);
+uint64_t jg_generator_get_state(const jg_generator *g);
+void jg_generator_set_state(jg_generator *g, uint64_t state);
+jg_generator *jg_generator_use(jg_generator *g);
 
 #ifdef __cplusplus
 }

@@ -225,6 +225,107 @@ static PyObject *f_cross_entropy_probs(PyObject *mod, PyObject *args) {
     return jgp_wrap_new(jg_cross_entropy_probs(jgp_t(x), jgp_t(t), &o));
 }
 
+/* ---- generators: a capsule around a jg_generator (jitgrad.Generator holds
+ * it as _cap) ---- */
+
+#define GEN_CAPSULE "jitgrad.jg_generator"
+
+static void gen_free(PyObject *cap) {
+    jg_generator_free(PyCapsule_GetPointer(cap, GEN_CAPSULE));
+}
+
+static jg_generator *gen_of_capsule(PyObject *cap) {
+    return PyCapsule_GetPointer(cap, GEN_CAPSULE); /* NULL with TypeError/ValueError */
+}
+
+int jgp_generator_arg(PyObject *o, const char *fn, jg_generator **g) {
+    *g = NULL;
+    if (!o || o == Py_None)
+        return 0;
+    PyObject *cap = PyObject_GetAttrString(o, "_cap");
+    if (!cap || !PyCapsule_IsValid(cap, GEN_CAPSULE)) {
+        Py_XDECREF(cap);
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument 'generator' must be jitgrad.Generator, not %s", fn,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *g = gen_of_capsule(cap);
+    Py_DECREF(cap); /* the Generator object owns the capsule */
+    return 0;
+}
+
+static PyObject *f_generator_new(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    unsigned long long seed = PyLong_AsUnsignedLongLongMask(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    jg_generator *g = jg_generator_new(seed);
+    if (!g)
+        return jgp_raise();
+    PyObject *cap = PyCapsule_New(g, GEN_CAPSULE, gen_free);
+    if (!cap)
+        jg_generator_free(g);
+    return cap;
+}
+
+static PyObject *f_generator_manual_seed(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *cap, *seed;
+    if (!PyArg_ParseTuple(args, "OO", &cap, &seed))
+        return NULL;
+    jg_generator *g = gen_of_capsule(cap);
+    unsigned long long s = g ? PyLong_AsUnsignedLongLongMask(seed) : 0;
+    if (!g || PyErr_Occurred())
+        return NULL;
+    jg_generator_manual_seed(g, s);
+    Py_RETURN_NONE;
+}
+
+/* (initial seed, state) as unsigned ints */
+static PyObject *f_generator_get(PyObject *mod, PyObject *cap) {
+    (void)mod;
+    jg_generator *g = gen_of_capsule(cap);
+    if (!g)
+        return NULL;
+    return Py_BuildValue("(KK)", (unsigned long long)jg_generator_initial_seed(g),
+                         (unsigned long long)jg_generator_get_state(g));
+}
+
+static PyObject *f_generator_set(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *cap;
+    unsigned long long initial, state;
+    if (!PyArg_ParseTuple(args, "OKK", &cap, &initial, &state))
+        return NULL;
+    jg_generator *g = gen_of_capsule(cap);
+    if (!g)
+        return NULL;
+    jg_generator_manual_seed(g, initial);
+    jg_generator_set_state(g, state);
+    Py_RETURN_NONE;
+}
+
+/* _generator_use(capsule or None) -> handle of the previous one (an int;
+ * 0: the global generator); _generator_restore(handle) reinstalls it */
+static PyObject *f_generator_use(PyObject *mod, PyObject *cap) {
+    (void)mod;
+    jg_generator *g = NULL;
+    if (cap != Py_None && !(g = gen_of_capsule(cap)))
+        return NULL;
+    return PyLong_FromVoidPtr(jg_generator_use(g));
+}
+
+static PyObject *f_generator_restore(PyObject *mod, PyObject *h) {
+    (void)mod;
+    void *p = PyLong_AsVoidPtr(h);
+    if (!p && PyErr_Occurred())
+        return NULL;
+    jg_generator_use(p);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef jgp_tensor_surface2_methods[] = {
     {"min", CF(m_min), KW,
      "min(dim=None, keepdim=False) -> Tensor or (values, indices)\n\nThe smallest element (a NaN "
@@ -240,5 +341,11 @@ PyMethodDef jgp_tensor_surface2_methods[] = {
 
 PyMethodDef jgp_module_surface2_functions[] = {
     {"_cross_entropy_probs", f_cross_entropy_probs, METH_VARARGS, NULL},
+    {"_generator_new", f_generator_new, METH_O, NULL},
+    {"_generator_manual_seed", f_generator_manual_seed, METH_VARARGS, NULL},
+    {"_generator_get", f_generator_get, METH_O, NULL},
+    {"_generator_set", f_generator_set, METH_VARARGS, NULL},
+    {"_generator_use", f_generator_use, METH_O, NULL},
+    {"_generator_restore", f_generator_restore, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };

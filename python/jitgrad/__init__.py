@@ -259,6 +259,13 @@ from ._C import std_mean  # noqa: E402,F401
 for _name in ("min", "amax", "amin"):
     globals()[_name] = _opsmath_fn(_name)
 del _name
+from ._generator import Generator, bernoulli  # noqa: E402
+from . import _generator  # noqa: E402
+
+Tensor.normal_ = _generator.normal_
+Tensor.uniform_ = _generator.uniform_
+Tensor.bernoulli = _generator.bernoulli
+Tensor.bernoulli_ = _generator.bernoulli_
 # ---- end surface2 ----
 # casts to the dtypes jitgrad has no kernels for: raise as the names do
 Tensor.half = lambda self: self.to(float16)

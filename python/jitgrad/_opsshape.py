@@ -189,15 +189,16 @@ def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None,
     [low, high) from jitgrad's generator (manual_seed), not PyTorch's."""
     _no_out("randint", out)
     _check_device(device)
-    if generator is not None:
-        raise TypeError("randint(): jitgrad does not support generator=")
     args = list(args)
     if size is None and args and isinstance(args[-1], (tuple, list)):
         size = args.pop()
     if size is None or len(args) not in (1, 2):
         raise TypeError("randint() expects (high, size) or (low, high, size)")
     low, high = (0, args[0]) if len(args) == 1 else args
-    t = _C._randint(_b.int(low), _b.int(high), tuple(size), dtype)
+    from ._generator import _drawing
+
+    with _drawing(generator, "randint"):
+        t = _C._randint(_b.int(low), _b.int(high), tuple(size), dtype)
     return _created(t, requires_grad)
 
 
@@ -206,9 +207,11 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     """A random permutation of 0..n-1 from jitgrad's generator."""
     _no_out("randperm", out)
     _check_device(device)
-    if generator is not None:
-        raise TypeError("randperm(): jitgrad does not support generator=")
-    return _created(_C._randperm(_b.int(n), dtype), requires_grad)
+    from ._generator import _drawing
+
+    with _drawing(generator, "randperm"):
+        t = _C._randperm(_b.int(n), dtype)
+    return _created(t, requires_grad)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):

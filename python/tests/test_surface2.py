@@ -308,3 +308,90 @@ def test_cross_entropy_probs_compiled_match_eager_bitwise(jg, backend):
     cf = jg.compile(prog, fullgraph=True, backend=backend)
     for _ in range(2):
         assert run_(cf) == eager
+
+
+# ---- Generator ----
+
+def _draws(jg, g):
+    return (jg.rand(3, generator=g).tolist() + jg.randn(2, 2, generator=g).flatten().tolist()
+            + jg.randint(0, 100, (4,), generator=g).tolist() + jg.randperm(6, generator=g).tolist()
+            + jg.multinomial(jg.tensor([0.2, 0.3, 0.5]), 2, generator=g).tolist()
+            + jg.zeros(3).normal_(generator=g).tolist()
+            + jg.zeros(3).uniform_(-1, 1, generator=g).tolist()
+            + jg.bernoulli(jg.full((5,), 0.5), generator=g).tolist())
+
+
+def test_generator_same_seed_same_stream(jg):
+    g = jg.Generator()
+    assert g.manual_seed(7) is g and g.initial_seed() == 7
+    a = _draws(jg, g)
+    b = _draws(jg, jg.Generator().manual_seed(7))
+    assert a == b
+    assert _draws(jg, jg.Generator().manual_seed(8)) != a
+    # a generator with seed s gives what the global generator gives after manual_seed(s)
+    jg.manual_seed(7)
+    assert jg.rand(3).tolist() == jg.rand(3, generator=jg.Generator().manual_seed(7)).tolist()
+
+
+def test_generator_leaves_global_stream_alone(jg):
+    jg.manual_seed(11)
+    want = jg.rand(4).tolist()
+    jg.manual_seed(11)
+    g = jg.Generator().manual_seed(3)
+    first = jg.rand(2).tolist()
+    _draws(jg, g)
+    jg.randn(2, generator=g)
+    assert first + jg.rand(2).tolist() == want
+
+
+def test_generator_state_roundtrip_and_seed(jg):
+    g = jg.Generator().manual_seed(5)
+    jg.rand(3, generator=g)
+    st = g.get_state()
+    a = jg.rand(4, generator=g).tolist()
+    g.set_state(st)
+    assert jg.rand(4, generator=g).tolist() == a
+    assert jg.Generator().initial_seed() == torch.Generator().initial_seed()
+    s = g.seed()
+    assert isinstance(s, int) and g.initial_seed() == s
+    with pytest.raises(RuntimeError):
+        g.set_state(jg.zeros(3))
+    with pytest.raises(TypeError, match="generator"):
+        jg.rand(2, generator=5)
+    with pytest.raises(TypeError, match="generator"):
+        jg.randperm(3, generator="x")
+    with pytest.raises(RuntimeError, match="CPU only"):
+        jg.Generator("cuda")
+
+
+def test_dataloader_shuffle_with_generator(jg):
+    from jitgrad.utils.data import DataLoader, TensorDataset, RandomSampler
+
+    ds = TensorDataset(jg.arange(10))
+
+    def order(seed):
+        dl = DataLoader(ds, batch_size=3, shuffle=True, generator=jg.Generator().manual_seed(seed))
+        return [b[0].tolist() for b in dl]
+
+    jg.manual_seed(0)
+    a = order(1)
+    jg.rand(5)  # the global stream does not matter
+    assert order(1) == a and order(2) != a
+    assert sorted(sum(a, [])) == list(range(10))
+    s1 = list(RandomSampler(ds, generator=jg.Generator().manual_seed(4)))
+    s2 = list(RandomSampler(ds, generator=jg.Generator().manual_seed(4)))
+    assert s1 == s2 and sorted(s1) == list(range(10))
+
+
+def test_normal_uniform_bernoulli_in_place(jg):
+    x = jg.zeros(2000, dtype=jg.float64)
+    assert x.normal_(2.0, 0.5) is x
+    m = x.mean().item()
+    assert abs(m - 2.0) < 0.1
+    assert x.uniform_(-1.0, 3.0) is x
+    assert -1.0 <= x.min().item() and x.max().item() < 3.0
+    b = jg.zeros(2000).bernoulli_(0.25)
+    assert set(b.unique().tolist() if hasattr(b, "unique") else b.tolist()) <= {0.0, 1.0}
+    assert abs(b.mean().item() - 0.25) < 0.05
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        jg.zeros(2, requires_grad=True).normal_()

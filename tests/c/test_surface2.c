@@ -162,11 +162,43 @@ static void test_surface2_cross_entropy_probs(void **state) {
     TU_ERROR("Expected floating point type for target with class probabilities, got Long");
 }
 
+/* a generator's stream depends on its seed only; the global one is left as
+ * it was (and the installed one restored) */
+static void test_surface2_generator(void **state) {
+    (void)state;
+    jg_manual_seed(9);
+    double want[4], got[4], g1[4], g2[4];
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(4)), want, sizeof want);
+    jg_manual_seed(9);
+    jg_generator *g = jg_generator_new(9), *h = jg_generator_new(9);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(2)), got, sizeof(double) * 2);
+    assert_null(jg_generator_use(g));
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(4)), g1, sizeof g1);
+    assert_ptr_equal(jg_generator_use(h), g);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(4)), g2, sizeof g2);
+    assert_ptr_equal(jg_generator_use(NULL), h);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(2)), got + 2, sizeof(double) * 2);
+    assert_memory_equal(got, want, sizeof want);
+    assert_memory_equal(g1, want, sizeof want); /* seed 9 either way */
+    assert_memory_equal(g2, want, sizeof want);
+    uint64_t st = jg_generator_get_state(g);
+    jg_generator_use(g);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(4)), g1, sizeof g1);
+    jg_generator_set_state(g, st);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(4)), g2, sizeof g2);
+    assert_memory_equal(g1, g2, sizeof g1);
+    assert_int_equal(jg_generator_initial_seed(g), 9);
+    jg_generator_free(g); /* the installed one: the global one is back */
+    assert_null(jg_generator_use(NULL));
+    jg_generator_free(h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_surface2_min_values),    TU_TEST(test_surface2_gradcheck),
         TU_TEST(test_surface2_min_ties),      TU_TEST(test_surface2_errors),
         TU_TEST(test_surface2_clamp_inplace), TU_TEST(test_surface2_cross_entropy_probs),
+        TU_TEST(test_surface2_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
