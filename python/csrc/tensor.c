@@ -304,6 +304,46 @@ static PyObject *get_data(PyObject *self, void *c) {
     return jgp_wrap_new(jg_detach(jgp_t(self)));
 }
 
+/* x.data = v: x keeps its Python identity (a Parameter stays the object
+ * modules and optimizers hold) and takes v's storage, shape and dtype, as
+ * PyTorch's set_data.  A leaf stays a leaf with its requires_grad; its .grad
+ * is kept when it still fits (dtype and shape), else cleared. */
+static int set_data(PyObject *self, PyObject *v, void *c) {
+    (void)c;
+    if (!v || !jgp_is_tensor(v)) {
+        PyErr_Format(PyExc_TypeError, "Variable data has to be a tensor, but got %s",
+                     v ? Py_TYPE(v)->tp_name : "nothing");
+        return -1;
+    }
+    jg_tensor *old = jgp_t(self);
+    if (!jg_is_leaf(old)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "jitgrad: assigning .data of a tensor with history is not supported");
+        return -1;
+    }
+    jg_tensor *d = jg_detach(jgp_t(v));
+    if (!d)
+        return jgp_raise_int();
+    d = jg_keep(d);
+    if (jg_requires_grad(old)) {
+        jg_set_requires_grad(d, true);
+        if (!jg_requires_grad(d)) {
+            jg_release(d);
+            return jgp_raise_int();
+        }
+    }
+    jg_tensor *g = jg_grad(old);
+    if (g && jg_dtype_of(g) == jg_dtype_of(d) && jg_ndim(g) == jg_ndim(d) &&
+        !memcmp(jg_shape(g), jg_shape(d), sizeof(int64_t) * (size_t)jg_ndim(d)) &&
+        jg_set_grad(d, g) < 0) {
+        jg_release(d);
+        return jgp_raise_int();
+    }
+    ((JGTensor *)self)->t = d;
+    jg_release(old);
+    return 0;
+}
+
 static PyObject *get_false(PyObject *self, void *c) {
     (void)self;
     (void)c;
@@ -317,7 +357,7 @@ static PyGetSetDef tensor_getset[] = {
     {"grad", get_grad, set_grad, NULL, NULL},
     {"is_leaf", get_is_leaf, NULL, NULL, NULL},
     {"ndim", get_ndim, NULL, NULL, NULL},
-    {"data", get_data, NULL, NULL, NULL},
+    {"data", get_data, set_data, NULL, NULL},
     {"is_cuda", get_false, NULL, NULL, NULL},
     {"_grad_fn_name", get_grad_fn_name, NULL, NULL, NULL},
     {"_version", get_version, NULL, NULL, NULL},

@@ -395,3 +395,54 @@ def test_normal_uniform_bernoulli_in_place(jg):
     assert abs(b.mean().item() - 0.25) < 0.05
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         jg.zeros(2, requires_grad=True).normal_()
+
+
+# ---- Module.to(dtype) keeps the Parameter objects ----
+
+def test_module_to_keeps_parameters_and_optimizer_trains(jg):
+    def train(T, convert):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Linear(3, 4), T.nn.Tanh(), T.nn.Linear(4, 1))
+        with T.no_grad():
+            for k, p in enumerate(model.parameters()):
+                p.copy_(T.arange(p.numel(), dtype=T.float32).reshape(p.shape) * 0.1 - 0.2 * k)
+        before = list(model.parameters())
+        w0 = model[0].weight
+        opt = T.optim.Adam(model.parameters(), lr=0.05)
+        model = convert(model, T)
+        assert model[0].weight is w0
+        assert all(a is b for a, b in zip(before, model.parameters()))
+        x = T.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], dtype=model[0].weight.dtype)
+        y = T.tensor([[1.0], [-1.0]], dtype=x.dtype)
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.detach().tolist() for p in model.parameters()], \
+            [dname(p.dtype) for p in model.parameters()]
+
+    for conv in (lambda m, T: m.double(), lambda m, T: m.to(T.float64),
+                 lambda m, T: m.double().float()):
+        got = train(jg, conv)
+        want = train(torch, conv)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+        assert got[2] == want[2]
+        for a, b in zip(got[1], want[1]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-6, atol=1e-7)
+    assert got[0][-1] < got[0][0]
+
+
+def test_data_setter_keeps_identity(jg):
+    p = jg.nn.Parameter(jg.ones(2, 3))
+    p.grad = jg.full((2, 3), 2.0)
+    q = p
+    p.data = jg.zeros(2, 3)
+    assert q is p and p.requires_grad and p.is_leaf and p.grad.tolist() == [[2.0] * 3] * 2
+    p.data = jg.zeros(4, dtype=jg.float64)
+    assert p.dtype is jg.float64 and tuple(p.shape) == (4,) and p.grad is None
+    assert isinstance(p, jg.nn.Parameter)
+    with pytest.raises(TypeError, match="Variable data has to be a tensor"):
+        p.data = 3
