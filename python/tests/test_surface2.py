@@ -446,3 +446,45 @@ def test_data_setter_keeps_identity(jg):
     assert isinstance(p, jg.nn.Parameter)
     with pytest.raises(TypeError, match="Variable data has to be a tensor"):
         p.data = 3
+
+
+# ---- the C optimizer example against PyTorch ----
+
+def test_c_optim_classifier_matches_torch():
+    import os
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.environ.get("JITGRAD_BUILD_DIR", os.path.join(here, "..", "..", "build"))
+    exe = os.path.join(build, "examples", "optim_classifier")
+    if not os.path.exists(exe):
+        pytest.skip("examples/optim_classifier is not built")
+    out = subprocess.run([exe, "--dump"], capture_output=True, text=True, timeout=120, check=True)
+    rows = {}
+    losses = []
+    for line in out.stdout.splitlines():
+        name, *vals = line.split()
+        if name == "loss":
+            losses.append(float(vals[1]))
+        elif name in ("x", "y", "w1", "w2"):
+            rows[name] = vals
+    n, d, h, c = 120, 2, 16, 3
+    x = torch.tensor([float(v) for v in rows["x"]], dtype=torch.float32).reshape(n, d)
+    y = torch.tensor([int(v) for v in rows["y"]])
+    w1 = torch.tensor([float(v) for v in rows["w1"]]).reshape(d, h).requires_grad_()
+    w2 = torch.tensor([float(v) for v in rows["w2"]]).reshape(h, c).requires_grad_()
+    b1 = torch.zeros(1, h, requires_grad=True)
+    b2 = torch.zeros(1, c, requires_grad=True)
+    opt = torch.optim.AdamW([{"params": [w1, w2]}, {"params": [b1, b2], "weight_decay": 0.0}],
+                            lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=20, gamma=0.5)
+    want = []
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(torch.relu(x @ w1 + b1) @ w2 + b2, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        want.append(loss.item())
+    assert len(losses) == 60
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
