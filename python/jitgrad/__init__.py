@@ -163,7 +163,9 @@ def _grad_fn(self):
         return None
     cls = _grad_fn_classes.get(n)
     if cls is None:
-        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": n})
+        # PyTorch's hand-written nodes answer name() with their C++ name
+        full = "torch::autograd::" + n if n == "CopySlices" else n
+        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": full})
     return cls()
 
 

@@ -488,3 +488,33 @@ def test_c_optim_classifier_matches_torch():
         want.append(loss.item())
     assert len(losses) == 60
     np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+# ---- grad_fn names like PyTorch's ----
+
+def _named(T):
+    x = T.ones(3, 4, requires_grad=True) * 1.0
+    out = {
+        "cat": T.cat([x, x]), "stack": T.stack([x, x], 1), "index": x[T.tensor([0, 2])],
+        "index_list": x[:, [1]], "index_mask": x[x > 0], "index_select": x.index_select(
+            0, T.tensor([0])), "clamp": x.clamp(0, 1), "clamp_min_kw": x.clamp(min=0),
+        "clamp_min": x.clamp_min(0), "clamp_max": x.clamp_max(0), "prod": x.prod(),
+        "prod_dim": x.prod(1), "sum": x.sum(), "sum_dim": x.sum(1), "mean": x.mean(),
+        "mean_dim": x.mean(0), "var_mean": T.var_mean(x, 1)[1], "std_mean": T.std_mean(x)[0],
+        "std": x.std(1), "topk": x.topk(2).values, "sort": x.sort().values,
+        "cumsum": x.cumsum(0), "min": x.min(), "min_dim": x.min(0).values, "amax": x.amax(1),
+    }
+    y = x.clone()
+    y[T.tensor([0, 1])] = T.zeros(2, 4)
+    out["index_put"] = y
+    y = x.clone()
+    y[:, 0::2] = T.zeros(3, 2)
+    out["copy_slices"] = y
+    y = x.clone()
+    y[0, 1] = 5.0
+    out["copy_slices_item"] = y
+    return {k: (type(v.grad_fn).__name__, v.grad_fn.name()) for k, v in out.items()}
+
+
+def test_grad_fn_names_like_torch(jg):
+    assert _named(jg) == _named(torch)

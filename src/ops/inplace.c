@@ -185,8 +185,10 @@ int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
             return -1;
         copy_unless_same(self, r);
         self->storage->version++;
-        if (nb)
+        if (nb) {
             set_history(b, nb);
+            jg_autograd_name_node(b, "CopySlices"); /* PyTorch's node of a write into a view */
+        }
         return jg_view_refresh(self);
     }
     /* a root, or a view outside autograd (of a detached tensor): its own

@@ -1044,6 +1044,7 @@ jg_tensor *jg_prod(jg_tensor *a) {
     jg_attrs at = {0};
     if (dims_attrs("prod", a, 0, NULL, false, &at) < 0)
         return NULL;
+    at.whole = 1;
     return jg_op1(JG_OP_PROD, &at, a, NULL);
 }
 

@@ -19,8 +19,11 @@ typedef enum {
 typedef struct jg_attrs {
     int64_t i[JG_MAX_DIMS + 4]; /* dims / shape / perm / (dim, start, end, shape...) */
     int n;                      /* entries of i[] in use */
-    int32_t unused;             /* a member, not padding: initialisers zero it */
-    double s;                   /* scalar operand */
+    /* 1: a reduction called without dims (sum(), mean(), prod()), which
+     * only its autograd node's name reads (PyTorch's ...Backward0); a
+     * member, not padding: initialisers zero it */
+    int32_t whole;
+    double s; /* scalar operand */
     int keepdim;
     int dtype; /* target dtype of to_dtype */
 } jg_attrs;
