@@ -117,18 +117,11 @@ static const char *ctype_name(jg_dtype d) { /* PyTorch's names in cast errors */
     return d == JG_I64 ? "long int" : d == JG_I32 ? "int" : d == JG_BOOL ? "bool" : "float";
 }
 
-static int number_bound(PyObject *o, const char *fn, const char *sig, bool *has, double *v,
-                        bool *is_float, bool *is_int) {
+static int number_bound(PyObject *o, const char *fn, bool *has, double *v, bool *is_float,
+                        bool *is_int) {
     *has = o && o != Py_None;
     if (!*has)
         return 0;
-    if (jgp_is_tensor(o)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): tensor bounds are not supported in place; use the "
-                     "out-of-place %s",
-                     fn, sig);
-        return -1;
-    }
     if (!PyFloat_Check(o) && !PyLong_Check(o)) {
         PyErr_Format(PyExc_TypeError,
                      "%s() received an invalid combination of arguments - got (%s), but expected "
@@ -142,12 +135,55 @@ static int number_bound(PyObject *o, const char *fn, const char *sig, bool *has,
     return *v == -1.0 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* Tensor bounds: clamp a clone of self and copy the result in, so the
+ * gradient reaches self's old history through the clamp (one version bump;
+ * a leaf that requires grad is refused by copy_) */
+static PyObject *clamp_inplace_tensors(PyObject *self, PyObject *lo, PyObject *hi, const char *fn) {
+    for (int k = 0; k < 2; k++) {
+        PyObject *b = k ? hi : lo;
+        if (b && b != Py_None && !jgp_is_tensor(b))
+            return PyErr_Format(PyExc_TypeError,
+                                "%s(): min and max must both be tensors or both numbers, got %s",
+                                fn, Py_TYPE(b)->tp_name);
+    }
+    jg_tensor *t = jgp_t(self);
+    jg_tensor *l = lo && lo != Py_None ? jgp_t(lo) : NULL;
+    jg_tensor *h = hi && hi != Py_None ? jgp_t(hi) : NULL;
+    jg_tensor *c = jg_keep(jg_clone(t));
+    jg_tensor *r = c ? jg_keep(jg_clamp_tensor(c, l, h)) : NULL;
+    int rc = r ? 0 : -1;
+    if (r && jgp_dtype_is_float(jg_dtype_of(r)) && !jgp_dtype_is_float(jg_dtype_of(t))) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "result type Float can't be cast to the desired output type %s",
+                     jg_dtype_of(t) == JG_I64   ? "Long"
+                     : jg_dtype_of(t) == JG_I32 ? "Int"
+                                                : "Bool");
+        rc = -2;
+    } else if (r && (jg_ndim(r) != jg_ndim(t) ||
+                     memcmp(jg_shape(r), jg_shape(t), sizeof(int64_t) * (size_t)jg_ndim(t)))) {
+        PyErr_Format(PyExc_RuntimeError, "%s(): the bounds must broadcast to self's shape", fn);
+        rc = -2;
+    }
+    if (rc == 0)
+        rc = jg_copy_(t, r);
+    jg_release(r);
+    jg_release(c);
+    if (rc == -2)
+        return NULL;
+    if (rc < 0)
+        return jgp_raise();
+    Py_INCREF(self);
+    return self;
+}
+
 static PyObject *clamp_inplace(PyObject *self, PyObject *lo, PyObject *hi, const char *fn,
                                int which) {
+    if ((lo && jgp_is_tensor(lo)) || (hi && jgp_is_tensor(hi)))
+        return clamp_inplace_tensors(self, lo, hi, fn);
     bool has_lo = false, has_hi = false, fl = false, in = false;
     double vlo = 0, vhi = 0;
-    if (number_bound(lo, fn, "clamp", &has_lo, &vlo, &fl, &in) < 0 ||
-        number_bound(hi, fn, "clamp", &has_hi, &vhi, &fl, &in) < 0)
+    if (number_bound(lo, fn, &has_lo, &vlo, &fl, &in) < 0 ||
+        number_bound(hi, fn, &has_hi, &vhi, &fl, &in) < 0)
         return NULL;
     jg_tensor *t = jgp_t(self);
     jg_dtype d = jg_dtype_of(t);

@@ -150,7 +150,9 @@ def _clamp_inplace(T, x):
     w.clamp_max_(1.0)
     v = x * 1.0
     v[1:].clamp_(min=0.0)
-    return y, z, w, v
+    u = x * 3.0
+    u.clamp_(x[0] - 0.5, T.ones(4))
+    return y, z, w, v, u
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -189,6 +191,10 @@ def test_clamp_inplace_returns_self_bumps_version_once(jg):
     (lambda T: T.ones(2).clamp_(), RuntimeError,
      "torch.clamp: At least one of 'min' or 'max' must not be None"),
     (lambda T: T.ones(2).clamp_min_(None), TypeError, "clamp_min_()"),
+    (lambda T: T.tensor([1, 2]).clamp_(T.tensor([0.5, 1.0])), RuntimeError,
+     "result type Float can't be cast to the desired output type Long"),
+    (lambda T: T.ones(2, requires_grad=True).clamp_(T.zeros(2)), RuntimeError,
+     "a leaf Variable that requires grad is being used in an in-place operation."),
 ])
 def test_clamp_inplace_errors_like_torch(jg, call, exc, msg):
     for T in (torch, jg):
