@@ -30,8 +30,56 @@ void jg_rng_set_state(uint64_t state) {
     *state_ptr() = state;
 }
 
+/* Draws that jg_rng_rollback can undo: while a checkpoint is open, the
+ * first draw from each generator since the innermost checkpoint records
+ * the state it had. */
+typedef struct {
+    jg_generator *g;
+    uint64_t state;
+} rng_mark;
+static _Thread_local rng_mark *journal;
+static _Thread_local int n_journal, cap_journal, n_open;
+static _Thread_local int open_marks[64]; /* each open checkpoint's journal start */
+
+static void journal_note(jg_generator *g) {
+    for (int i = open_marks[n_open - 1]; i < n_journal; i++)
+        if (journal[i].g == g)
+            return;
+    if (n_journal == cap_journal) {
+        int cap = cap_journal ? 2 * cap_journal : 8;
+        rng_mark *j = realloc(journal, sizeof *j * (size_t)cap);
+        if (!j)
+            jg_fatal("out of memory recording random draws");
+        journal = j;
+        cap_journal = cap;
+    }
+    journal[n_journal++] = (rng_mark){g, g->state};
+}
+
+int jg_rng_checkpoint(void) {
+    if (n_open == (int)(sizeof open_marks / sizeof *open_marks))
+        jg_fatal("jg_rng_checkpoint: too deeply nested");
+    open_marks[n_open++] = n_journal;
+    return n_journal;
+}
+
+void jg_rng_rollback(int mark) {
+    for (int i = n_journal - 1; i >= mark; i--)
+        if (journal[i].g)
+            journal[i].g->state = journal[i].state;
+    n_journal = mark;
+    if (--n_open == 0) {
+        free(journal);
+        journal = NULL;
+        n_journal = cap_journal = 0;
+    }
+}
+
 static uint64_t next_u64(void) {
-    uint64_t *st = state_ptr();
+    jg_generator *g = cur_gen ? cur_gen : &global_gen;
+    if (n_open)
+        journal_note(g);
+    uint64_t *st = &g->state;
     uint64_t z = (*st += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -49,6 +97,9 @@ jg_generator *jg_generator_new(uint64_t seed) {
 void jg_generator_free(jg_generator *g) {
     if (g && g == cur_gen)
         cur_gen = NULL;
+    for (int i = 0; i < n_journal; i++) /* a rollback must not write it */
+        if (journal[i].g == g)
+            journal[i].g = NULL;
     free(g);
 }
 
