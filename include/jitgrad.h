@@ -559,6 +559,13 @@ uint64_t jg_generator_initial_seed(const jg_generator *g);
 uint64_t jg_generator_get_state(const jg_generator *g);
 void jg_generator_set_state(jg_generator *g, uint64_t state);
 jg_generator *jg_generator_use(jg_generator *g);
+/* Views of consecutive pieces of a along dim, into out[]: of split_size
+ * each (the last may be smaller; at most max_out pieces), of the n listed
+ * sizes (summing to the dim's size), or every index with dim removed
+ * (unbind).  Return the number of pieces or -1. */
+int jg_split(jg_tensor *a, int dim, int64_t split_size, int max_out, jg_tensor **out);
+int jg_split_with_sizes(jg_tensor *a, int dim, int n, const int64_t *sizes, jg_tensor **out);
+int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out);
 
 #ifdef __cplusplus
 }

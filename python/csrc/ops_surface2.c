@@ -362,6 +362,90 @@ static PyObject *f_generator_restore(PyObject *mod, PyObject *h) {
     Py_RETURN_NONE;
 }
 
+/* ---- _split(t, dim, size), _split_with_sizes(t, dim, sizes), _unbind(t,
+ * dim): tuples of views ---- */
+
+static PyObject *pieces_tuple(int n, jg_tensor **out) {
+    if (n < 0)
+        return jgp_raise();
+    PyObject *r = PyTuple_New(n);
+    for (int k = 0; k < n; k++) {
+        PyObject *o = r ? jgp_wrap_new(out[k]) : NULL;
+        if (!o) {
+            Py_XDECREF(r);
+            for (int j = k + 1; j < n; j++)
+                jg_release(jg_keep(out[j]));
+            return NULL;
+        }
+        PyTuple_SET_ITEM(r, k, o);
+    }
+    return r;
+}
+
+static PyObject *f_split(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *t;
+    int dim;
+    long long size;
+    if (!PyArg_ParseTuple(args, "O!iL:_split", JGTensor_Type, &t, &dim, &size))
+        return NULL;
+    jg_tensor *x = jgp_t(t);
+    int64_t len = jg_ndim(x) ? jg_shape(x)[dim < 0 ? dim + jg_ndim(x) : dim] : 1;
+    int64_t cap = size > 0 ? (len + size - 1) / size : 1;
+    jg_tensor **out = PyMem_Malloc(sizeof(jg_tensor *) * (size_t)(cap > 0 ? cap : 1));
+    if (!out)
+        return PyErr_NoMemory();
+    PyObject *r = pieces_tuple(jg_split(x, dim, size, (int)(cap > 0 ? cap : 1), out), out);
+    PyMem_Free(out);
+    return r;
+}
+
+static PyObject *f_split_with_sizes(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *t, *sizes;
+    int dim;
+    if (!PyArg_ParseTuple(args, "O!iO:_split_with_sizes", JGTensor_Type, &t, &dim, &sizes))
+        return NULL;
+    PyObject *seq = PySequence_Fast(sizes, "split_with_sizes: sizes must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int64_t *sz = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    jg_tensor **out = PyMem_Malloc(sizeof(jg_tensor *) * (size_t)(n ? n : 1));
+    PyObject *r = NULL;
+    if (!sz || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        sz[k] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, k));
+        if (sz[k] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    r = pieces_tuple(jg_split_with_sizes(jgp_t(t), dim, (int)n, sz, out), out);
+done:
+    PyMem_Free(sz);
+    PyMem_Free(out);
+    Py_DECREF(seq);
+    return r;
+}
+
+static PyObject *f_unbind(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *t;
+    int dim;
+    if (!PyArg_ParseTuple(args, "O!i:_unbind", JGTensor_Type, &t, &dim))
+        return NULL;
+    jg_tensor *x = jgp_t(t);
+    int64_t n = jg_ndim(x) ? jg_shape(x)[dim < 0 ? dim + jg_ndim(x) : dim] : 0;
+    jg_tensor **out = PyMem_Malloc(sizeof(jg_tensor *) * (size_t)(n > 0 ? n : 1));
+    if (!out)
+        return PyErr_NoMemory();
+    PyObject *r = pieces_tuple(jg_unbind(x, dim, (int)n, out), out);
+    PyMem_Free(out);
+    return r;
+}
+
 PyMethodDef jgp_tensor_surface2_methods[] = {
     {"min", CF(m_min), KW,
      "min(dim=None, keepdim=False) -> Tensor or (values, indices)\n\nThe smallest element (a NaN "
@@ -378,6 +462,9 @@ PyMethodDef jgp_tensor_surface2_methods[] = {
 PyMethodDef jgp_module_surface2_functions[] = {
     {"_cross_entropy_probs", f_cross_entropy_probs, METH_VARARGS, NULL},
     {"_generator_new", f_generator_new, METH_O, NULL},
+    {"_split", f_split, METH_VARARGS, NULL},
+    {"_split_with_sizes", f_split_with_sizes, METH_VARARGS, NULL},
+    {"_unbind", f_unbind, METH_VARARGS, NULL},
     {"_generator_manual_seed", f_generator_manual_seed, METH_VARARGS, NULL},
     {"_generator_get", f_generator_get, METH_O, NULL},
     {"_generator_set", f_generator_set, METH_VARARGS, NULL},

@@ -94,13 +94,9 @@ def split(tensor, split_size_or_sections, dim=0):
             if size != 0:
                 raise RuntimeError("split_size can only be 0 if dimension size is 0, but got "
                                    f"dimension size of {size}")
-            return (tensor.narrow(d, 0, 0),)
-        sizes = [_b.min(step, size - s) for s in range(0, size, step)] or [0]
-    out, start = [], 0
-    for s in sizes:
-        out.append(tensor.narrow(d, start, s))
-        start += s
-    return tuple(out)
+            return _C._split(tensor, d, 0)
+        return _C._split(tensor, d, step)  # views named SplitBackward0, as in PyTorch
+    return _C._split_with_sizes(tensor, d, sizes)
 
 
 def chunk(input, chunks, dim=0):
@@ -128,7 +124,7 @@ def unbind(input, dim=0):
         n = _b.max(input.dim(), 1)
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
-    return tuple(input.narrow(d, i, 1).squeeze(d) for i in range(input.shape[d]))
+    return _C._unbind(input, d)
 
 
 def narrow(input, dim, start, length):

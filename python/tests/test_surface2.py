@@ -509,6 +509,8 @@ def _named(T):
         "mean_dim": x.mean(0), "var_mean": T.var_mean(x, 1)[1], "std_mean": T.std_mean(x)[0],
         "std": x.std(1), "topk": x.topk(2).values, "sort": x.sort().values,
         "cumsum": x.cumsum(0), "min": x.min(), "min_dim": x.min(0).values, "amax": x.amax(1),
+        "split": x.split(2)[1], "split_sizes": x.split([1, 2])[0], "chunk": x.chunk(2, 1)[1],
+        "unbind": x.unbind(1)[3], "split_fn": T.split(x, 3, dim=1)[0],
     }
     y = x.clone()
     y[T.tensor([0, 1])] = T.zeros(2, 4)

@@ -6,10 +6,13 @@
  * full reduction shares its gradient evenly among the ties, min over a dim
  * sends it to the index it returned.  amax / amin split the gradient evenly
  * among the ties of each reduced slice, as PyTorch's scale_grad_by_count. */
+#include "autograd/node.h"
 #include "core/tensor.h"
 #include "ops/decls.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -574,4 +577,111 @@ jg_tensor *jg_cross_entropy_probs(jg_tensor *logits, jg_tensor *target, const jg
     jg_keep(r);
     jg_scope_pop();
     return jg_scope_track(r);
+}
+
+/* ---- split / split_with_sizes / unbind: views (jg_narrow) named after
+ * PyTorch's nodes (SplitBackward0, SplitWithSizesBackward0,
+ * UnbindBackward0); the pieces are new references in the current scope ---- */
+
+static int split_dim(const char *fn, jg_tensor *a, int dim, jg_tensor **out) {
+    if (!a || !out)
+        return jg_errorf("%s: NULL argument", fn);
+    if (a->ndim == 0) {
+        jg_errorf("Dimension out of range (expected to be in range of [-1, 0], but got %d)", dim);
+        return -1;
+    }
+    return jg_wrap_dim(dim, a->ndim);
+}
+
+static int pieces(jg_tensor *a, int d, int n, const int64_t *sizes, const char *name,
+                  jg_tensor **out) {
+    int64_t start = 0;
+    for (int k = 0; k < n; k++) {
+        if (!(out[k] = jg_narrow(a, d, start, sizes[k]))) {
+            for (int j = 0; j < k; j++)
+                jg_release(jg_keep(out[j]));
+            return -1;
+        }
+        jg_autograd_name_node(out[k], name);
+        start += sizes[k];
+    }
+    return n;
+}
+
+int jg_split_with_sizes(jg_tensor *a, int dim, int n, const int64_t *sizes, jg_tensor **out) {
+    int d = split_dim("split_with_sizes", a, dim, out);
+    if (d < 0)
+        return -1;
+    if (n < 1 || !sizes)
+        return jg_errorf("split_with_sizes: expected at least one size");
+    int64_t total = 0;
+    bool neg = false;
+    for (int k = 0; k < n; k++) {
+        total += sizes[k];
+        neg |= sizes[k] < 0;
+    }
+    if (neg || total != a->shape[d]) {
+        char buf[256] = "[";
+        size_t len = 1;
+        for (int k = 0; k < n && len < sizeof buf - 24; k++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", k ? ", " : "",
+                                    (long long)sizes[k]);
+        snprintf(buf + len, sizeof buf - len, "]");
+        return jg_errorf("split_with_sizes expects split_sizes to sum exactly to %lld (input "
+                         "tensor's size at dimension %d), but got split_sizes=%s",
+                         (long long)a->shape[d], d, buf);
+    }
+    return pieces(a, d, n, sizes, "SplitWithSizesBackward0", out);
+}
+
+int jg_split(jg_tensor *a, int dim, int64_t split_size, int max_out, jg_tensor **out) {
+    int d = split_dim("split", a, dim, out);
+    if (d < 0)
+        return -1;
+    int64_t len = a->shape[d];
+    if (split_size < 0)
+        return jg_errorf("split expects split_size be non-negative, but got split_size=%lld",
+                         (long long)split_size);
+    if (split_size == 0 && len != 0)
+        return jg_errorf("split_size can only be 0 if dimension size is 0, but got dimension "
+                         "size of %lld",
+                         (long long)len);
+    int64_t n = split_size ? (len + split_size - 1) / split_size : 1;
+    if (n == 0)
+        n = 1; /* an empty dim: one empty piece */
+    if (n > max_out)
+        return jg_errorf("split: %lld pieces, room for %d", (long long)n, max_out);
+    int64_t *sizes = malloc(sizeof(int64_t) * (size_t)n);
+    if (!sizes)
+        return jg_errorf("out of memory");
+    for (int64_t k = 0; k < n; k++)
+        sizes[k] = split_size
+                       ? (len - k * split_size < split_size ? len - k * split_size : split_size)
+                       : 0;
+    int rc = pieces(a, d, (int)n, sizes, "SplitBackward0", out);
+    free(sizes);
+    return rc;
+}
+
+int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out) {
+    int d = split_dim("unbind", a, dim, out);
+    if (d < 0)
+        return -1;
+    int64_t n = a->shape[d];
+    if (n > max_out)
+        return jg_errorf("unbind: %lld pieces, room for %d", (long long)n, max_out);
+    int64_t shape[JG_MAX_DIMS];
+    for (int k = 0, j = 0; k < a->ndim; k++)
+        if (k != d)
+            shape[j++] = a->shape[k];
+    for (int64_t k = 0; k < n; k++) {
+        jg_tensor *s = jg_narrow(a, d, k, 1);
+        if (!s || !(out[k] = jg_reshape(s, a->ndim - 1, shape))) {
+            for (int64_t j = 0; j < k; j++)
+                jg_release(jg_keep(out[j]));
+            return -1;
+        }
+        jg_autograd_name_node(out[k], "UnbindBackward0");
+    }
+    return (int)n;
 }

@@ -193,12 +193,35 @@ static void test_surface2_generator(void **state) {
     jg_generator_free(h);
 }
 
+/* views of the pieces, named as PyTorch's nodes; the gradient reaches the
+ * input through them */
+static void test_surface2_split_unbind(void **state) {
+    (void)state;
+    jg_tensor *x = t64(2, TU_SHAPE(2, 3), X6), *out[4];
+    assert_int_equal(jg_split(x, 1, 2, 4, out), 2);
+    TU_CHECK(out[1], 2, TU_SHAPE(2, 1), TU_VALS(2.0, -0.5), 0);
+    assert_string_equal(jg_grad_fn_name(out[0]), "SplitBackward0");
+    assert_int_equal(jg_split_with_sizes(x, -1, 2, TU_SHAPE(1, 2), out), 2);
+    TU_CHECK(out[1], 2, TU_SHAPE(2, 2), TU_VALS(-1.25, 2.0, 3.0, -0.5), 0);
+    assert_string_equal(jg_grad_fn_name(out[1]), "SplitWithSizesBackward0");
+    assert_int_equal(jg_unbind(x, 0, 4, out), 2);
+    TU_CHECK(out[1], 1, TU_SHAPE(3), TU_VALS(0.75, 3.0, -0.5), 0);
+    assert_string_equal(jg_grad_fn_name(out[1]), "UnbindBackward0");
+    assert_int_equal(jg_backward(jg_sum(jg_mul_scalar(out[1], 2.0)), NULL, 0), 0);
+    TU_CHECK(jg_grad(x), 2, TU_SHAPE(2, 3), TU_VALS(0, 0, 0, 2, 2, 2), 0);
+    assert_int_equal(jg_split_with_sizes(x, 1, 2, TU_SHAPE(1, 1), out), -1);
+    TU_ERROR("split_with_sizes expects split_sizes to sum exactly to 3 (input tensor's size at "
+             "dimension 1), but got split_sizes=[1, 1]");
+    assert_int_equal(jg_split(x, 1, 0, 4, out), -1);
+    TU_ERROR("split_size can only be 0 if dimension size is 0, but got dimension size of 3");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_surface2_min_values),    TU_TEST(test_surface2_gradcheck),
         TU_TEST(test_surface2_min_ties),      TU_TEST(test_surface2_errors),
         TU_TEST(test_surface2_clamp_inplace), TU_TEST(test_surface2_cross_entropy_probs),
-        TU_TEST(test_surface2_generator),
+        TU_TEST(test_surface2_generator),     TU_TEST(test_surface2_split_unbind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
