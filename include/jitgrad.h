@@ -566,6 +566,11 @@ jg_generator *jg_generator_use(jg_generator *g);
 int jg_split(jg_tensor *a, int dim, int64_t split_size, int max_out, jg_tensor **out);
 int jg_split_with_sizes(jg_tensor *a, int dim, int n, const int64_t *sizes, jg_tensor **out);
 int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out);
+/* in place: value where the bool mask (broadcast to a's shape) is set; one
+ * node (MaskedFillBackward0; jg_index_put_mask_, PyTorch's a[mask] = value:
+ * IndexPutBackward0) */
+int jg_masked_fill_(jg_tensor *a, jg_tensor *mask, double value);
+int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value);
 
 #ifdef __cplusplus
 }

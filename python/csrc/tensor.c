@@ -861,12 +861,8 @@ static int masked_assign(jg_tensor *x, jg_tensor *mask, PyObject *value) {
     int64_t shape[JG_MAX_DIMS];
     for (int d = 0; d < nd; d++)
         shape[d] = d < md ? jg_shape(mask)[d] : 1;
-    /* masked_fill saves its input for backward, and x changes: fill a clone */
-    jg_tensor *m = jg_keep(jg_reshape(mask, nd, shape)), *c = m ? jg_keep(jg_clone(x)) : NULL;
-    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, m, v)) : NULL;
-    int rc = f ? jg_copy_(x, f) : -1;
-    jg_release(f);
-    jg_release(c);
+    jg_tensor *m = jg_keep(jg_reshape(mask, nd, shape));
+    int rc = m ? jg_index_put_mask_(x, m, v) : -1;
     jg_release(m);
     return rc < 0 ? jgp_raise_int() : 0;
 }

@@ -521,6 +521,12 @@ def _named(T):
     y = x.clone()
     y[0, 1] = 5.0
     out["copy_slices_item"] = y
+    y = x.clone()
+    y[x > 0] = 2.0
+    out["index_put_mask"] = y
+    y = x.clone()
+    y.masked_fill_(x > 0, 3.0)
+    out["masked_fill_"] = y
     return {k: (type(v.grad_fn).__name__, v.grad_fn.name()) for k, v in out.items()}
 
 
@@ -541,3 +547,19 @@ def test_generator_draws_under_compile_match_eager(jg):
     g.manual_seed(1)
     want = [f(jg.zeros(3)).tolist() for _ in range(3)]
     assert got == want
+
+
+def test_masked_fill_inplace_one_node_like_torch(jg):
+    res = {}
+    for T in (jg, torch):
+        x = T.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]], requires_grad=True)
+        y = x * 2.0
+        v = y._version
+        y.masked_fill_(x < 0, 0.5)
+        y[x > 3.5] = -1.0
+        (y * y).sum().backward()
+        res[T] = (y.detach().tolist(), x.grad.tolist(), y._version - v)
+        with pytest.raises(RuntimeError) as e:
+            T.zeros(3).masked_fill_(T.ones(2, 3, dtype=T.bool), 1.0)
+        assert "output with shape [3] doesn't match the broadcast shape [2, 3]" in str(e.value)
+    assert res[jg] == res[torch]

@@ -685,3 +685,19 @@ int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out) {
     }
     return (int)n;
 }
+
+/* ---- masked_fill_ (one node, MaskedFillBackward0) and x[mask] = value
+ * (the same, named IndexPutBackward0 as PyTorch's index_put_) ---- */
+
+int jg_masked_fill_(jg_tensor *a, jg_tensor *mask, double value) {
+    jg_attrs at = {.s = value};
+    return jg_inplace_op("masked_fill_", JG_OP_MASKED_FILL, &at, a, mask);
+}
+
+int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value) {
+    if (jg_masked_fill_(a, mask, value) < 0)
+        return -1;
+    if (!a->view) /* (a view's base becomes CopySlices) */
+        jg_autograd_name_node(a, "IndexPutBackward0");
+    return 0;
+}
