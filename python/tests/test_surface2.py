@@ -563,3 +563,16 @@ def test_masked_fill_inplace_one_node_like_torch(jg):
             T.zeros(3).masked_fill_(T.ones(2, 3, dtype=T.bool), 1.0)
         assert "output with shape [3] doesn't match the broadcast shape [2, 3]" in str(e.value)
     assert res[jg] == res[torch]
+
+
+def test_generator_pickles_with_its_state(jg):
+    import copy
+    import pickle
+
+    g = jg.Generator().manual_seed(21)
+    jg.rand(5, generator=g)
+    h = pickle.loads(pickle.dumps(g))
+    k = copy.deepcopy(g)
+    assert h.initial_seed() == 21
+    want = jg.rand(4, generator=g).tolist()
+    assert jg.rand(4, generator=h).tolist() == want == jg.rand(4, generator=k).tolist()
