@@ -3,9 +3,14 @@
  * halved every 20 steps (PyTorch's StepLR), zero_grad / backward / step.
  *
  *   make && ./build/examples/optim_classifier
+ *
+ * With --dump it also prints the data, the initial parameters and every
+ * step's loss in full precision (python/tests/test_surface2.py replays the
+ * run in PyTorch and compares the losses).
  */
 #include <jitgrad.h>
 #include <stdio.h>
+#include <string.h>
 
 #define N 120    /* samples */
 #define D 2      /* features */
@@ -39,18 +44,41 @@ static jg_tensor *forward(jg_tensor *x, jg_tensor *const *p) {
     return jg_add(jg_matmul(h, p[2]), p[3]);
 }
 
+/* "name v0 v1 ..." with every value of a float32 / int64 tensor */
+static void dump(const char *name, const jg_tensor *t) {
+    int64_t n = jg_numel(t);
+    double v[N * H > N * D ? N * H : N * D];
+    float f[sizeof v / sizeof *v];
+    int64_t k[sizeof v / sizeof *v];
+    bool is_int = jg_dtype_of(t) == JG_I64;
+    if (n > (int64_t)(sizeof v / sizeof *v) ||
+        jg_copy_to(t, is_int ? (void *)k : (void *)f, (size_t)n * (is_int ? 8 : 4)) < 0)
+        return;
+    printf("%s", name);
+    for (int64_t i = 0; i < n; i++)
+        is_int ? printf(" %lld", (long long)k[i]) : printf(" %.9g", (double)f[i]);
+    printf("\n");
+}
+
 static int fail(void) {
     fprintf(stderr, "error: %s\n", jg_last_error());
     return 1;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool full = argc > 1 && strcmp(argv[1], "--dump") == 0;
     jg_manual_seed(7);
     jg_scope_push();
     jg_tensor *x, *y;
     make_data(&x, &y);
     jg_tensor *p[] = {param(D, H, 0.5), param(1, H, 0.0), param(H, C, 0.3), param(1, C, 0.0)};
     jg_tensor *weights[] = {p[0], p[2]}, *biases[] = {p[1], p[3]};
+    if (full) {
+        dump("x", x);
+        dump("y", y);
+        dump("w1", p[0]);
+        dump("w2", p[2]);
+    }
 
     jg_optim *opt = jg_optim_adamw(weights, 2, 0.05, 0.9, 0.999, 1e-8, 0.01);
     jg_optim_hparams h;
@@ -73,7 +101,9 @@ int main(void) {
         last = jg_item(loss);
         if (step == 0)
             first = last;
-        if (step % 10 == 0 || step == STEPS - 1)
+        if (full)
+            printf("loss %d %.9g\n", step, last);
+        else if (step % 10 == 0 || step == STEPS - 1)
             printf("step %2d  lr %.4f  loss %.4f\n", step, jg_optim_get_lr(opt, 0), last);
         jg_scope_pop();
     }

@@ -482,7 +482,7 @@ jg_tensor *jg_erf(jg_tensor *a);
 /* clamp_min: max(a, min); clamp_max: min(a, max); NaN stays NaN */
 jg_tensor *jg_clamp_min(jg_tensor *a, double min);
 jg_tensor *jg_clamp_max(jg_tensor *a, double max);
-/* clamp_max(clamp_min(a, min), max); has_min / has_max say which apply (at
+/* clamp_max(clamp_min(a, min), max) as one node; has_min / has_max say which apply (at
  * least one, as PyTorch requires) */
 jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max);
 /* clamp with tensor bounds (NULL: none; promoted, broadcast); NaN in any
@@ -521,6 +521,56 @@ int jg_topk(jg_tensor *a, int64_t k, int dim, bool largest, jg_tensor **values,
             jg_tensor **indices);
 /* values sorted along dim and their int64 indices; stable */
 int jg_sort(jg_tensor *a, int dim, bool descending, jg_tensor **values, jg_tensor **indices);
+
+/* ---- surface2 ---- */
+/* min of all elements (0-d; NaN if any): the gradient is shared evenly by
+ * the elements equal to it, as PyTorch's min() does */
+jg_tensor *jg_min(jg_tensor *a);
+/* min over one dim: values (a's dtype) and i64 indices (first minimum) */
+int jg_min_dim(jg_tensor *a, int dim, bool keepdim, jg_tensor **values, jg_tensor **indices);
+/* max / min over dims (n_dims == 0: all); the gradient is split evenly among
+ * the elements equal to the result in each reduced slice */
+jg_tensor *jg_amax(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+jg_tensor *jg_amin(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+/* std's and mean's results over the same dims (as jg_var_mean) */
+int jg_std_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
+                jg_tensor **std, jg_tensor **mean);
+/* in-place jg_clamp / jg_clamp_min / jg_clamp_max (a's dtype kept; on a
+ * leaf that requires grad: PyTorch's error) */
+int jg_clamp_(jg_tensor *a, bool has_min, double min, bool has_max, double max);
+int jg_clamp_min_(jg_tensor *a, double min);
+int jg_clamp_max_(jg_tensor *a, double max);
+/* cross_entropy with class-probability targets (target: logits' shape,
+ * float; class dim 1, or 0 for a 1-D input) as PyTorch 1.13: o->weight and
+ * o->label_smoothing apply, o->ignore_index must be negative (-100) */
+jg_tensor *jg_cross_entropy_probs(jg_tensor *logits, jg_tensor *target, const jg_loss_options *o);
+/* Random generators: SplitMix64 states like the global one jg_manual_seed
+ * seeds (the same seed gives the same stream).  Every random draw of the
+ * calling thread (jg_rand, jg_randn, jg_randint, jg_randperm,
+ * jg_multinomial, dropout) comes from the generator jg_generator_use
+ * installed (NULL: the global one); it returns the previous one, to be
+ * reinstalled after the draws.  Freeing the installed generator reinstalls
+ * the global one. */
+typedef struct jg_generator jg_generator;
+jg_generator *jg_generator_new(uint64_t seed);
+void jg_generator_free(jg_generator *g);
+void jg_generator_manual_seed(jg_generator *g, uint64_t seed);
+uint64_t jg_generator_initial_seed(const jg_generator *g);
+uint64_t jg_generator_get_state(const jg_generator *g);
+void jg_generator_set_state(jg_generator *g, uint64_t state);
+jg_generator *jg_generator_use(jg_generator *g);
+/* Views of consecutive pieces of a along dim, into out[]: of split_size
+ * each (the last may be smaller; at most max_out pieces), of the n listed
+ * sizes (summing to the dim's size), or every index with dim removed
+ * (unbind).  Return the number of pieces or -1. */
+int jg_split(jg_tensor *a, int dim, int64_t split_size, int max_out, jg_tensor **out);
+int jg_split_with_sizes(jg_tensor *a, int dim, int n, const int64_t *sizes, jg_tensor **out);
+int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out);
+/* in place: value where the bool mask (broadcast to a's shape) is set; one
+ * node (MaskedFillBackward0; jg_index_put_mask_, PyTorch's a[mask] = value:
+ * IndexPutBackward0) */
+int jg_masked_fill_(jg_tensor *a, jg_tensor *mask, double value);
+int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,8 @@ PyObject *jgp_raise(void) {
         msg = "jitgrad: unknown error";
     PyObject *type = PyExc_RuntimeError;
     if (strncmp(msg, "Dimension out of range", 22) == 0 || strstr(msg, "out of bounds") ||
-        strncmp(msg, "index ", 6) == 0 || strstr(msg, "Index is supposed to be a vector"))
+        strncmp(msg, "index ", 6) == 0 || strstr(msg, "Index is supposed to be a vector") ||
+        strstr(msg, "to have non-zero size.")) /* an empty reduced dim */
         type = PyExc_IndexError;
     PyErr_SetString(type, msg);
     jg_clear_error();

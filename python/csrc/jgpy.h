@@ -79,6 +79,13 @@ extern PyMethodDef jgp_module_opsmath_functions[];
 /* base ** exponent with a tensor exponent (NotImplemented otherwise) */
 PyObject *jgp_pow_tensor(PyObject *base, PyObject *exp);
 
+/* ---- ops_surface2.c ---- */
+extern PyMethodDef jgp_tensor_surface2_methods[];
+extern PyMethodDef jgp_module_surface2_functions[];
+/* the jg_generator of a jitgrad.Generator (None: NULL, the global one);
+ * -1 with a TypeError naming fn otherwise */
+int jgp_generator_arg(PyObject *o, const char *fn, jg_generator **g);
+
 /* ---- autograd.c ---- */
 extern PyMethodDef jgp_autograd_methods[];
 extern PyMethodDef jgp_module_autograd_functions[];

@@ -21,12 +21,14 @@ typedef struct {
     jg_dtype dtype;
     bool dtype_given;
     int requires_grad;
+    jg_generator *gen; /* generator= (NULL: the global one) */
 } create_opts;
 
 /* dtype=, device=, requires_grad=, layout/pin_memory/generator ignored */
 static int parse_create_kw(PyObject *kw, create_opts *o, const char *fn) {
     o->dtype_given = false;
     o->requires_grad = 0;
+    o->gen = NULL;
     if (!kw)
         return 0;
     PyObject *k, *v;
@@ -44,8 +46,10 @@ static int parse_create_kw(PyObject *kw, create_opts *o, const char *fn) {
         } else if (strcmp(name, "requires_grad") == 0) {
             if ((o->requires_grad = PyObject_IsTrue(v)) < 0)
                 return -1;
-        } else if (strcmp(name, "generator") == 0 || strcmp(name, "layout") == 0 ||
-                   strcmp(name, "pin_memory") == 0) {
+        } else if (strcmp(name, "generator") == 0) {
+            if (jgp_generator_arg(v, fn, &o->gen) < 0)
+                return -1;
+        } else if (strcmp(name, "layout") == 0 || strcmp(name, "pin_memory") == 0) {
             if (v != Py_None && strcmp(name, "pin_memory") != 0) {
                 PyErr_Format(PyExc_TypeError, "%s(): jitgrad does not support %s=", fn, name);
                 return -1;
@@ -450,6 +454,7 @@ static PyObject *sized(PyObject *args, PyObject *kw, const char *fn, int kind, d
         return NULL;
     jg_dtype d = o.dtype_given ? o.dtype : JG_F32;
     jg_tensor *t;
+    jg_generator *prev = o.gen ? jg_generator_use(o.gen) : NULL;
     switch (kind) {
     case 0:
         t = jg_randn(d, nd, shape);
@@ -460,6 +465,8 @@ static PyObject *sized(PyObject *args, PyObject *kw, const char *fn, int kind, d
     default:
         t = jg_full(d, nd, shape, value);
     }
+    if (o.gen)
+        jg_generator_use(prev);
     return finish_create(t, &o);
 }
 
@@ -622,7 +629,8 @@ PyMODINIT_FUNC PyInit__C(void) {
                             jgp_module_io_functions,
                             jgp_module_opsshape_functions,
                             jgp_module_nn_functions,
-                            jgp_module_opsmath_functions};
+                            jgp_module_opsmath_functions,
+                            jgp_module_surface2_functions};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
         jgp_docs_apply(lists[l]);
         if (PyModule_AddFunctions(m, lists[l]) < 0)

@@ -962,26 +962,11 @@ static PyObject *masked_fill(PyObject *self, PyObject *args, bool inplace) {
     jg_tensor *x = jgp_t(self);
     if (!inplace)
         return jgp_wrap_new(jg_masked_fill(x, jgp_t(mask), v));
-    /* in place: the filled tensor copied into self (x's shape is kept).  It
-     * fills a clone: masked_fill saves its input for backward, and self
-     * changes. */
-    jg_tensor *c = jg_keep(jg_clone(x));
-    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, jgp_t(mask), v)) : NULL;
-    jg_release(c);
-    if (!f)
+    /* in place: one masked_fill node (the in-place machinery keeps the old
+     * values for its backward) */
+    if (jg_masked_fill_(x, jgp_t(mask), v) < 0)
         return jgp_raise();
-    int rc = 0;
-    if (jg_ndim(f) != jg_ndim(x) ||
-        memcmp(jg_shape(f), jg_shape(x), sizeof(int64_t) * (size_t)jg_ndim(x)) != 0) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "masked_fill_: the mask must broadcast to the shape of self");
-        rc = -1;
-    } else if (jg_copy_(x, f) < 0) {
-        rc = -1;
-        jgp_raise();
-    }
-    jg_release(f);
-    return rc < 0 ? NULL : Py_NewRef(self);
+    return Py_NewRef(self);
 }
 static PyObject *m_masked_fill(PyObject *self, PyObject *args) {
     return masked_fill(self, args, false);

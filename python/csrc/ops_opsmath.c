@@ -171,7 +171,12 @@ static PyObject *clamp_impl(PyObject *self, PyObject *lo, PyObject *hi, const ch
     jg_tensor *t = clamp_input(jgp_t(self), has_lo ? lo : NULL, has_hi ? hi : NULL);
     if (!t)
         return jgp_raise();
-    PyObject *r = jgp_wrap_new(jg_clamp(t, has_lo, vlo, has_hi, vhi));
+    /* clamp_min / clamp_max are their own nodes (ClampMinBackward0 / ...);
+     * clamp one node with either bound (ClampBackward1), as in PyTorch */
+    PyObject *r =
+        jgp_wrap_new(strcmp(fn, "clamp_min") == 0   ? jg_clamp_min(t, vlo)
+                     : strcmp(fn, "clamp_max") == 0 ? jg_clamp_max(t, vhi)
+                                                    : jg_clamp(t, has_lo, vlo, has_hi, vhi));
     jg_release(t);
     return r;
 }
@@ -320,26 +325,26 @@ static PyObject *m_std(PyObject *self, PyObject *args, PyObject *kw) {
     return var_std(self, args, kw, true);
 }
 
-/* var_mean(input, ...): a plain tuple (var, mean), as PyTorch returns */
-static PyObject *f_var_mean(PyObject *mod, PyObject *args, PyObject *kw) {
-    (void)mod;
+/* var_mean / std_mean(input, ...): a plain tuple (var or std, mean), as
+ * PyTorch returns */
+static PyObject *moments(PyObject *args, PyObject *kw, const char *fn,
+                         int (*f)(jg_tensor *, int, const int *, double, bool, jg_tensor **,
+                                  jg_tensor **)) {
     Py_ssize_t na = PyTuple_GET_SIZE(args);
     if (na < 1 || !jgp_is_tensor(PyTuple_GET_ITEM(args, 0))) {
-        PyErr_Format(PyExc_TypeError,
-                     "var_mean(): argument 'input' (position 1) must be Tensor, "
-                     "not %s",
-                     na ? Py_TYPE(PyTuple_GET_ITEM(args, 0))->tp_name : "nothing");
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' (position 1) must be Tensor, not %s",
+                     fn, na ? Py_TYPE(PyTuple_GET_ITEM(args, 0))->tp_name : "nothing");
         return NULL;
     }
     PyObject *rest = PyTuple_GetSlice(args, 1, na);
     int n, dims[JG_MAX_DIMS], keepdim;
     double c;
-    int rc = rest ? var_args(rest, kw, "var_mean", &n, dims, &c, &keepdim) : -1;
+    int rc = rest ? var_args(rest, kw, fn, &n, dims, &c, &keepdim) : -1;
     Py_XDECREF(rest);
     if (rc < 0)
         return NULL;
     jg_tensor *v, *m;
-    if (jg_var_mean(jgp_t(PyTuple_GET_ITEM(args, 0)), n, dims, c, keepdim, &v, &m) < 0)
+    if (f(jgp_t(PyTuple_GET_ITEM(args, 0)), n, dims, c, keepdim, &v, &m) < 0)
         return jgp_raise();
     PyObject *vo = jgp_wrap_new(v), *mo = vo ? jgp_wrap_new(m) : NULL;
     if (!mo) {
@@ -350,6 +355,16 @@ static PyObject *f_var_mean(PyObject *mod, PyObject *args, PyObject *kw) {
     Py_DECREF(vo);
     Py_DECREF(mo);
     return r;
+}
+
+static PyObject *f_var_mean(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    return moments(args, kw, "var_mean", jg_var_mean);
+}
+
+static PyObject *f_std_mean(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    return moments(args, kw, "std_mean", jg_std_mean);
 }
 
 /* norm(p='fro', dim=None, keepdim=False, dtype=None): p a number, 'fro'
@@ -535,6 +550,8 @@ PyMethodDef jgp_tensor_opsmath_methods[] = {
 PyMethodDef jgp_module_opsmath_functions[] = {
     {"var_mean", CF(f_var_mean), KW,
      "var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None) -> (var, mean)"},
+    {"std_mean", CF(f_std_mean), KW,
+     "std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None) -> (std, mean)"},
     {"pow", CF(f_pow), KW, "pow(input, exponent) -> Tensor: input ** exponent"},
     {"_rpow", f_rpow, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

@@ -180,11 +180,14 @@ static PyObject *m_multinomial(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *gen = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|p$O:multinomial", kwlist, &n, &repl, &gen))
         return NULL;
-    if (gen != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "multinomial(): jitgrad does not support generator=");
+    jg_generator *g;
+    if (jgp_generator_arg(gen, "multinomial", &g) < 0)
         return NULL;
-    }
-    return jgp_wrap_new(jg_multinomial(jgp_t(self), n, repl));
+    jg_generator *prev = g ? jg_generator_use(g) : NULL;
+    jg_tensor *r = jg_multinomial(jgp_t(self), n, repl);
+    if (g)
+        jg_generator_use(prev);
+    return jgp_wrap_new(r);
 }
 
 /* _index(dim, idx): jg_index; _index_put_(dim, idx, values): jg_index_put_ */

@@ -304,11 +304,10 @@ static PyObject *get_data(PyObject *self, void *c) {
     return jgp_wrap_new(jg_detach(jgp_t(self)));
 }
 
-/* x.data = v.  PyTorch points x at v's storage (x's shape and dtype may
- * change); a jitgrad tensor keeps its storage, so: v that is x's own data
- * with x's geometry (after `x.data -= g`, which already wrote it in place)
- * changes nothing, v of x's shape and dtype is copied into x's storage
- * without recording history, anything else is refused. */
+/* x.data = v: x keeps its Python identity (a Parameter stays the object
+ * modules and optimizers hold) and takes v's storage, shape and dtype, as
+ * PyTorch's set_data.  A leaf stays a leaf with its requires_grad; its .grad
+ * is kept when it still fits (dtype and shape), else cleared. */
 static int set_data(PyObject *self, PyObject *v, void *c) {
     (void)c;
     if (!v) {
@@ -321,30 +320,44 @@ static int set_data(PyObject *self, PyObject *v, void *c) {
                      Py_TYPE(v)->tp_name);
         return -1;
     }
-    jg_tensor *x = jgp_t(self), *src = jgp_t(v);
-    int nd = jg_ndim(x);
-    size_t dims = sizeof(int64_t) * (size_t)nd;
-    if (jg_dtype_of(x) != jg_dtype_of(src) || jg_ndim(src) != nd ||
-        memcmp(jg_shape(x), jg_shape(src), dims) != 0) {
-        char a[64], b[64];
-        jg_describe(x, a, sizeof a);
-        jg_describe(src, b, sizeof b);
-        PyErr_Format(PyExc_RuntimeError,
-                     "jitgrad: x.data = v needs v of x's shape and dtype (x is %s, v is %s); "
-                     "jitgrad cannot change a tensor's shape or dtype in place",
-                     a, b);
+    jg_tensor *old = jgp_t(self), *src = jgp_t(v);
+    /* v is x's own data with x's geometry (`x.data -= g` wrote it in place
+     * already): nothing changes, and x stays the same tensor for the guards
+     * of compiled functions that capture it */
+    int nd = jg_ndim(old);
+    if (old == src ||
+        (!jg_is_traced(old) && !jg_is_traced(src) && jg_same_storage(old, src) &&
+         jg_dtype_of(old) == jg_dtype_of(src) && jg_ndim(src) == nd &&
+         !memcmp(jg_shape(old), jg_shape(src), sizeof(int64_t) * (size_t)nd) &&
+         jg_storage_offset(old) == jg_storage_offset(src) &&
+         !memcmp(jg_strides(old), jg_strides(src), sizeof(int64_t) * (size_t)nd)))
+        return 0;
+    if (!jg_is_leaf(old)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "jitgrad: assigning .data of a tensor with history is not supported");
         return -1;
     }
-    if (x == src || (!jg_is_traced(x) && !jg_is_traced(src) && jg_same_storage(x, src) &&
-                     jg_storage_offset(x) == jg_storage_offset(src) &&
-                     memcmp(jg_strides(x), jg_strides(src), dims) == 0))
-        return 0;
-    bool was = jg_set_grad_enabled(false);
-    jg_tensor *d = jg_keep(jg_detach(x));
-    int rc = d ? jg_copy_(d, src) : -1;
-    jg_set_grad_enabled(was);
-    jg_release(d);
-    return rc < 0 ? jgp_raise_int() : 0;
+    jg_tensor *d = jg_detach(jgp_t(v));
+    if (!d)
+        return jgp_raise_int();
+    d = jg_keep(d);
+    if (jg_requires_grad(old)) {
+        jg_set_requires_grad(d, true);
+        if (!jg_requires_grad(d)) {
+            jg_release(d);
+            return jgp_raise_int();
+        }
+    }
+    jg_tensor *g = jg_grad(old);
+    if (g && jg_dtype_of(g) == jg_dtype_of(d) && jg_ndim(g) == jg_ndim(d) &&
+        !memcmp(jg_shape(g), jg_shape(d), sizeof(int64_t) * (size_t)jg_ndim(d)) &&
+        jg_set_grad(d, g) < 0) {
+        jg_release(d);
+        return jgp_raise_int();
+    }
+    ((JGTensor *)self)->t = d;
+    jg_release(old);
+    return 0;
 }
 
 static PyObject *get_false(PyObject *self, void *c) {
@@ -864,12 +877,8 @@ static int masked_assign(jg_tensor *x, jg_tensor *mask, PyObject *value) {
     int64_t shape[JG_MAX_DIMS];
     for (int d = 0; d < nd; d++)
         shape[d] = d < md ? jg_shape(mask)[d] : 1;
-    /* masked_fill saves its input for backward, and x changes: fill a clone */
-    jg_tensor *m = jg_keep(jg_reshape(mask, nd, shape)), *c = m ? jg_keep(jg_clone(x)) : NULL;
-    jg_tensor *f = c ? jg_keep(jg_masked_fill(c, m, v)) : NULL;
-    int rc = f ? jg_copy_(x, f) : -1;
-    jg_release(f);
-    jg_release(c);
+    jg_tensor *m = jg_keep(jg_reshape(mask, nd, shape));
+    int rc = m ? jg_index_put_mask_(x, m, v) : -1;
     jg_release(m);
     return rc < 0 ? jgp_raise_int() : 0;
 }
@@ -970,9 +979,13 @@ int jgp_tensor_init_type(PyObject *module) {
     /* methods: this file's, the ops' and autograd's, merged */
     static PyMethodDef all[256];
     int m = 0;
-    PyMethodDef *lists[] = {
-        tensor_methods, jgp_tensor_op_methods,       jgp_autograd_methods,
-        jgp_io_methods, jgp_tensor_opsshape_methods, jgp_tensor_opsmath_methods};
+    PyMethodDef *lists[] = {tensor_methods,
+                            jgp_tensor_op_methods,
+                            jgp_autograd_methods,
+                            jgp_io_methods,
+                            jgp_tensor_opsshape_methods,
+                            jgp_tensor_opsmath_methods,
+                            jgp_tensor_surface2_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++)
             all[m++] = *p;

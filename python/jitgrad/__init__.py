@@ -163,7 +163,9 @@ def _grad_fn(self):
         return None
     cls = _grad_fn_classes.get(n)
     if cls is None:
-        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": n})
+        # PyTorch's hand-written nodes answer name() with their C++ name
+        full = "torch::autograd::" + n if n == "CopySlices" else n
+        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": full})
     return cls()
 
 
@@ -254,6 +256,19 @@ for _name in (
 ):
     globals()[_name] = _opsmath_fn(_name)
 del _name
+# ---- surface2 ----
+from ._C import std_mean  # noqa: E402,F401
+for _name in ("min", "amax", "amin"):
+    globals()[_name] = _opsmath_fn(_name)
+del _name
+from ._generator import Generator, bernoulli  # noqa: E402
+from . import _generator  # noqa: E402
+
+Tensor.normal_ = _generator.normal_
+Tensor.uniform_ = _generator.uniform_
+Tensor.bernoulli = _generator.bernoulli
+Tensor.bernoulli_ = _generator.bernoulli_
+# ---- end surface2 ----
 # casts to the dtypes jitgrad has no kernels for: raise as the names do
 Tensor.half = lambda self: self.to(float16)
 Tensor.bfloat16 = lambda self: self.to(bfloat16)

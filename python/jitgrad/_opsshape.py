@@ -94,13 +94,9 @@ def split(tensor, split_size_or_sections, dim=0):
             if size != 0:
                 raise RuntimeError("split_size can only be 0 if dimension size is 0, but got "
                                    f"dimension size of {size}")
-            return (tensor.narrow(d, 0, 0),)
-        sizes = [_b.min(step, size - s) for s in range(0, size, step)] or [0]
-    out, start = [], 0
-    for s in sizes:
-        out.append(tensor.narrow(d, start, s))
-        start += s
-    return tuple(out)
+            return _C._split(tensor, d, 0)
+        return _C._split(tensor, d, step)  # views named SplitBackward0, as in PyTorch
+    return _C._split_with_sizes(tensor, d, sizes)
 
 
 def chunk(input, chunks, dim=0):
@@ -128,7 +124,7 @@ def unbind(input, dim=0):
         n = _b.max(input.dim(), 1)
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
-    return tuple(input.narrow(d, i, 1).squeeze(d) for i in range(input.shape[d]))
+    return _C._unbind(input, d)
 
 
 def narrow(input, dim, start, length):
@@ -189,15 +185,16 @@ def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None,
     [low, high) from jitgrad's generator (manual_seed), not PyTorch's."""
     _no_out("randint", out)
     _check_device(device)
-    if generator is not None:
-        raise TypeError("randint(): jitgrad does not support generator=")
     args = list(args)
     if size is None and args and isinstance(args[-1], (tuple, list)):
         size = args.pop()
     if size is None or len(args) not in (1, 2):
         raise TypeError("randint() expects (high, size) or (low, high, size)")
     low, high = (0, args[0]) if len(args) == 1 else args
-    t = _C._randint(_b.int(low), _b.int(high), tuple(size), dtype)
+    from ._generator import _drawing
+
+    with _drawing(generator, "randint"):
+        t = _C._randint(_b.int(low), _b.int(high), tuple(size), dtype)
     return _created(t, requires_grad)
 
 
@@ -206,9 +203,11 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     """A random permutation of 0..n-1 from jitgrad's generator."""
     _no_out("randperm", out)
     _check_device(device)
-    if generator is not None:
-        raise TypeError("randperm(): jitgrad does not support generator=")
-    return _created(_C._randperm(_b.int(n), dtype), requires_grad)
+    from ._generator import _drawing
+
+    with _drawing(generator, "randperm"):
+        t = _C._randperm(_b.int(n), dtype)
+    return _created(t, requires_grad)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):

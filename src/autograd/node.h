@@ -143,6 +143,10 @@ void jg_saved_free(jg_saved *s);
 /* The node built-in ops record (autograd/opnode.c). */
 int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
                           jg_tensor *const *out);
+/* Gives the op node that made t (if any) the name of the PyTorch node a
+ * composite op stands for (a static string: "CatBackward0"); only
+ * grad_fn's name changes. */
+void jg_autograd_name_node(jg_tensor *t, const char *name);
 /* True if grad mode is on and some input requires grad. */
 bool jg_any_requires_grad(int n, jg_tensor *const *in);
 

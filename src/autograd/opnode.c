@@ -17,6 +17,7 @@ typedef struct {
     jg_node base;
     jg_opcode op;
     const jg_attrs *attrs; /* the copy at the end, or no_attrs */
+    const char *alias;     /* a composite op's PyTorch name (jg_autograd_name_node), or NULL */
     unsigned saved_in;     /* bit k: input k is saved (jg_op_saved_inputs) */
     jg_saved *saved;       /* SAVE_IN: inputs at [0, n_in); SAVE_OUT: outputs after them */
     jg_meta in_meta[];
@@ -79,7 +80,22 @@ static void opnode_release_saved(jg_node *n) {
 }
 
 static const char *opnode_name(const jg_node *n) {
-    return jg_ops[((const op_node *)n)->op].bw_name;
+    const op_node *o = (const op_node *)n;
+    if (o->alias)
+        return o->alias;
+    if (o->attrs->whole) { /* PyTorch's overload without dims */
+        switch (o->op) {
+        case JG_OP_SUM:
+            return "SumBackward0";
+        case JG_OP_MEAN:
+            return "MeanBackward0";
+        case JG_OP_PROD:
+            return "ProdBackward0";
+        default:
+            break;
+        }
+    }
+    return jg_ops[o->op].bw_name;
 }
 
 static const jg_node_vt opnode_vt = {
@@ -100,6 +116,7 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
     o->base.n_out = n_out; /* (no output metadata is stored) */
     o->base.out_meta = NULL;
     o->op = (jg_opcode)op;
+    o->alias = NULL;
     o->saved = (jg_saved *)&o->in_meta[n_in];
     if (attrs) {
         jg_attrs *copy = (jg_attrs *)&o->saved[n_saved];
@@ -145,4 +162,9 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
     if (!handed)
         jg_node_release(&o->base);
     return 0;
+}
+
+void jg_autograd_name_node(jg_tensor *t, const char *name) {
+    if (t && !t->sym && t->grad_fn && t->grad_fn->vt == &opnode_vt)
+        ((op_node *)t->grad_fn)->alias = name;
 }

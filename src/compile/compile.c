@@ -553,9 +553,9 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
     jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     /* the trace has no side effects: randomness it drew (a graph break) is
      * drawn again by the eager run */
-    uint64_t rng = jg_rng_state();
+    int rng = jg_rng_checkpoint();
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
-    jg_rng_set_state(rng);
+    jg_rng_rollback(rng);
     int breaks = jg_trace_breaks();
     if (breaks) {
         if (c->fullgraph) {

@@ -3,26 +3,126 @@
 #include "core/tensor.h"
 
 #include <math.h>
+#include <stdlib.h>
 
-static _Thread_local uint64_t rng_state = 0x853c49e6748fea9bULL;
+struct jg_generator {
+    uint64_t state, initial;
+};
+
+/* The global generator (jg_manual_seed) and the one this thread draws from
+ * (NULL: the global one; jg_generator_use). */
+static _Thread_local jg_generator global_gen = {0x853c49e6748fea9bULL, 0x853c49e6748fea9bULL};
+static _Thread_local jg_generator *cur_gen;
+
+static uint64_t *state_ptr(void) {
+    return cur_gen ? &cur_gen->state : &global_gen.state;
+}
 
 void jg_manual_seed(uint64_t seed) {
-    rng_state = seed;
+    global_gen.state = global_gen.initial = seed;
 }
 
 uint64_t jg_rng_state(void) {
-    return rng_state;
+    return *state_ptr();
 }
 
 void jg_rng_set_state(uint64_t state) {
-    rng_state = state;
+    *state_ptr() = state;
+}
+
+/* Draws that jg_rng_rollback can undo: while a checkpoint is open, the
+ * first draw from each generator since the innermost checkpoint records
+ * the state it had. */
+typedef struct {
+    jg_generator *g;
+    uint64_t state;
+} rng_mark;
+static _Thread_local rng_mark *journal;
+static _Thread_local int n_journal, cap_journal, n_open;
+static _Thread_local int open_marks[64]; /* each open checkpoint's journal start */
+
+static void journal_note(jg_generator *g) {
+    for (int i = open_marks[n_open - 1]; i < n_journal; i++)
+        if (journal[i].g == g)
+            return;
+    if (n_journal == cap_journal) {
+        int cap = cap_journal ? 2 * cap_journal : 8;
+        rng_mark *j = realloc(journal, sizeof *j * (size_t)cap);
+        if (!j)
+            jg_fatal("out of memory recording random draws");
+        journal = j;
+        cap_journal = cap;
+    }
+    journal[n_journal++] = (rng_mark){g, g->state};
+}
+
+int jg_rng_checkpoint(void) {
+    if (n_open == (int)(sizeof open_marks / sizeof *open_marks))
+        jg_fatal("jg_rng_checkpoint: too deeply nested");
+    open_marks[n_open++] = n_journal;
+    return n_journal;
+}
+
+void jg_rng_rollback(int mark) {
+    for (int i = n_journal - 1; i >= mark; i--)
+        if (journal[i].g)
+            journal[i].g->state = journal[i].state;
+    n_journal = mark;
+    if (--n_open == 0) {
+        free(journal);
+        journal = NULL;
+        n_journal = cap_journal = 0;
+    }
 }
 
 static uint64_t next_u64(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    jg_generator *g = cur_gen ? cur_gen : &global_gen;
+    if (n_open)
+        journal_note(g);
+    uint64_t *st = &g->state;
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+jg_generator *jg_generator_new(uint64_t seed) {
+    jg_generator *g = malloc(sizeof *g);
+    if (!g)
+        return jg_errorf_null("out of memory");
+    g->state = g->initial = seed;
+    return g;
+}
+
+void jg_generator_free(jg_generator *g) {
+    if (g && g == cur_gen)
+        cur_gen = NULL;
+    for (int i = 0; i < n_journal; i++) /* a rollback must not write it */
+        if (journal[i].g == g)
+            journal[i].g = NULL;
+    free(g);
+}
+
+void jg_generator_manual_seed(jg_generator *g, uint64_t seed) {
+    g->state = g->initial = seed;
+}
+
+uint64_t jg_generator_initial_seed(const jg_generator *g) {
+    return g->initial;
+}
+
+uint64_t jg_generator_get_state(const jg_generator *g) {
+    return g->state;
+}
+
+void jg_generator_set_state(jg_generator *g, uint64_t state) {
+    g->state = state;
+}
+
+jg_generator *jg_generator_use(jg_generator *g) {
+    jg_generator *prev = cur_gen;
+    cur_gen = g;
+    return prev;
 }
 
 uint64_t jg_rng_next(void) {

@@ -199,6 +199,11 @@ extern jg_core_hooks jg_hooks;
  * consuming random numbers). */
 uint64_t jg_rng_state(void);
 void jg_rng_set_state(uint64_t state);
+/* Random draws (from any generator) after a checkpoint are undone by
+ * rolling back to its mark, innermost first (jg_compile keeps a trace from
+ * consuming random numbers). */
+int jg_rng_checkpoint(void);
+void jg_rng_rollback(int mark);
 /* The generator's next 64 random bits (advances the state). */
 uint64_t jg_rng_next(void);
 

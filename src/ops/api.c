@@ -101,7 +101,7 @@ static int reduce_attrs(const char *fn, jg_tensor *a, int n_dims, const int *dim
 static jg_tensor *reduce_all(jg_opcode op, jg_tensor *a) {
     if (!a)
         return jg_errorf_null("%s(): argument 0 is NULL", jg_ops[op].name);
-    jg_attrs at = {0};
+    jg_attrs at = {.whole = 1};
     for (int d = 0; d < a->ndim; d++)
         at.i[at.n++] = d;
     return jg_op1(op, &at, a, NULL);

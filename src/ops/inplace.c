@@ -185,8 +185,10 @@ int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
             return -1;
         copy_unless_same(self, r);
         self->storage->version++;
-        if (nb)
+        if (nb) {
             set_history(b, nb);
+            jg_autograd_name_node(b, "CopySlices"); /* PyTorch's node of a write into a view */
+        }
         return jg_view_refresh(self);
     }
     /* a root, or a view outside autograd (of a detached tensor): its own
@@ -263,11 +265,10 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
     if (!self->sym && !jg_any_requires_grad(n_in, in)) {
         jg_scope_push();
         int rc = 0;
-        if (other && (other->dtype != self->dtype || copy_other))
-            rc = (in[1] = other->dtype != self->dtype ? jg_to_dtype(other, self->dtype)
-                                                      : jg_clone(other))
-                     ? 0
-                     : -1;
+        /* (masked_fill's operand is its bool mask, read as such) */
+        bool cast = other && other->dtype != self->dtype && op != JG_OP_MASKED_FILL;
+        if (other && (cast || copy_other))
+            rc = (in[1] = cast ? jg_to_dtype(other, self->dtype) : jg_clone(other)) ? 0 : -1;
         if (rc == 0)
             rc = info->kernel(a, in, &self);
         if (rc == 0)
@@ -302,6 +303,11 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
         rc = jg_inplace_commit(self, r);
     jg_scope_pop();
     return rc;
+}
+
+int jg_inplace_op(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                  jg_tensor *other) {
+    return inplace(fn, op, a, self, other);
 }
 
 int jg_add_(jg_tensor *a, jg_tensor *b) {

@@ -1,6 +1,7 @@
 /* Ops around the bool dtype: comparisons and logical ops (compare.def),
  * masked_fill and where, their kernels, shape rules and VJPs, and the public
  * functions built from them (any, all, boolean-mask indexing). */
+#include "autograd/node.h"
 #include "core/iter.h"
 #include "ops/decls.h"
 
@@ -368,6 +369,7 @@ jg_tensor *jg_mask_select_rows(jg_tensor *a, jg_tensor *mask) {
             oshape[on++] = a->shape[d];
         r = g ? jg_reshape(g, on, oshape) : NULL;
     }
+    jg_autograd_name_node(r, "IndexBackward0"); /* PyTorch's x[mask] */
     jg_keep(r);
     jg_scope_pop();
     free(flags);

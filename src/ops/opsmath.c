@@ -1012,15 +1012,7 @@ jg_tensor *jg_clamp_tensor(jg_tensor *a, jg_tensor *min, jg_tensor *max) {
     return jg_op_call(JG_OP_CLAMP_T, &at, in, out) < 0 ? NULL : out[0];
 }
 
-jg_tensor *jg_clamp(jg_tensor *a, bool has_min, double min, bool has_max, double max) {
-    if (!has_min && !has_max)
-        return jg_errorf_null("torch.clamp: At least one of 'min' or 'max' must not be None");
-    if (!has_max)
-        return jg_clamp_min(a, min);
-    if (!has_min)
-        return jg_clamp_max(a, max);
-    return jg_clamp_max(jg_clamp_min(a, min), max);
-}
+/* jg_clamp (one op with both number bounds): ops/surface2.c */
 
 /* dims (any order, negative from the end) into sorted attrs; none: all */
 static int dims_attrs(const char *fn, jg_tensor *a, int n_dims, const int *dims, bool keepdim,
@@ -1052,6 +1044,7 @@ jg_tensor *jg_prod(jg_tensor *a) {
     jg_attrs at = {0};
     if (dims_attrs("prod", a, 0, NULL, false, &at) < 0)
         return NULL;
+    at.whole = 1;
     return jg_op1(JG_OP_PROD, &at, a, NULL);
 }
 
@@ -1079,29 +1072,32 @@ jg_tensor *jg_std(jg_tensor *a, int n_dims, const int *dims, double correction, 
     return var_like(JG_OP_STD, "std", a, n_dims, dims, correction, keepdim);
 }
 
+/* var_mean / std_mean: one two-output op (PyTorch's VarMeanBackward0 /
+ * StdMeanBackward0 node), its kernels var's / std's and mean's (ops/surface2.c) */
+static int moments(jg_opcode op, const char *fn, jg_tensor *a, int n_dims, const int *dims,
+                   double correction, bool keepdim, jg_tensor **first, jg_tensor **mean) {
+    if (!first || !mean)
+        return jg_errorf("jg_%s: NULL argument", fn);
+    jg_attrs at = {0};
+    if (dims_attrs(fn, a, n_dims, dims, keepdim, &at) < 0)
+        return -1;
+    at.s = correction;
+    jg_tensor *out[2];
+    if (jg_op_call(op, &at, &a, out) < 0)
+        return -1;
+    *first = out[0];
+    *mean = out[1];
+    return 0;
+}
+
 int jg_var_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
                 jg_tensor **var, jg_tensor **mean) {
-    if (!var || !mean)
-        return jg_errorf("jg_var_mean: NULL argument");
-    jg_tensor *v = jg_var(a, n_dims, dims, correction, keepdim);
-    if (!v)
-        return -1;
-    jg_tensor *m;
-    if (n_dims == 0 && !keepdim) {
-        m = jg_mean(a);
-    } else if (n_dims == 0) {
-        int all[JG_MAX_DIMS];
-        for (int d = 0; d < a->ndim; d++)
-            all[d] = d;
-        m = jg_mean_dims(a, a->ndim, all, true);
-    } else {
-        m = jg_mean_dims(a, n_dims, dims, keepdim);
-    }
-    if (!m)
-        return -1;
-    *var = v;
-    *mean = m;
-    return 0;
+    return moments(JG_OP_VAR_MEAN, "var_mean", a, n_dims, dims, correction, keepdim, var, mean);
+}
+
+int jg_std_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bool keepdim,
+                jg_tensor **std, jg_tensor **mean) {
+    return moments(JG_OP_STD_MEAN, "std_mean", a, n_dims, dims, correction, keepdim, std, mean);
 }
 
 jg_tensor *jg_norm(jg_tensor *a, double p, int n_dims, const int *dims, bool keepdim) {

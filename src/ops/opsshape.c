@@ -273,6 +273,7 @@ jg_tensor *jg_index(jg_tensor *x, int dim, jg_tensor *idx) {
         int n = indexed_shape(x, dim, idx, shape);
         r = jg_reshape(g, n, shape);
     }
+    jg_autograd_name_node(r, "IndexBackward0");
     jg_keep(r);
     jg_scope_pop();
     return jg_scope_track(r);
@@ -306,6 +307,7 @@ jg_tensor *jg_index_select(jg_tensor *x, int dim, jg_tensor *idx) {
     }
     jg_tensor *g = d >= 0 ? gather_along(x1, d, i1) : NULL;
     r = g && !x->ndim ? jg_reshape(g, 0, NULL) : g;
+    jg_autograd_name_node(r, "IndexSelectBackward0");
     jg_keep(r);
     jg_scope_pop();
     return jg_scope_track(r);
@@ -399,6 +401,8 @@ int jg_index_put_(jg_tensor *x, int dim, jg_tensor *idx, jg_tensor *values) {
     jg_tensor *ops[3] = {base, w, v}, *r = NULL;
     if (base && jg_op_call(JG_OP_INDEX_COPY, &a, ops, &r) == 0)
         rc = jg_copy_(x, r);
+    if (rc == 0 && !x->view) /* (a view's base becomes CopySlices) */
+        jg_autograd_name_node(x, "IndexPutBackward0");
 done:
     jg_scope_pop();
     return rc;
@@ -591,6 +595,7 @@ jg_tensor *jg_cat(int n, jg_tensor *const *ts, int dim) {
             if (!(ps[k] = ts[k]->dtype == dt ? ts[k] : jg_to_dtype(ts[k], dt)))
                 break;
         r = k == n ? cat_ops(ps, n, d, total) : NULL;
+        jg_autograd_name_node(r, "CatBackward0");
         free(ps);
     } else {
         jg_errorf("out of memory");
@@ -635,6 +640,7 @@ jg_tensor *jg_stack(int n, jg_tensor *const *ts, int dim) {
             break;
     if (k == n)
         r = jg_cat(n, us, d);
+    jg_autograd_name_node(r, "StackBackward0");
     jg_keep(r);
     jg_scope_pop();
     free(us);

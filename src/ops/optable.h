@@ -19,8 +19,11 @@ typedef enum {
 typedef struct jg_attrs {
     int64_t i[JG_MAX_DIMS + 4]; /* dims / shape / perm / (dim, start, end, shape...) */
     int n;                      /* entries of i[] in use */
-    int32_t unused;             /* a member, not padding: initialisers zero it */
-    double s;                   /* scalar operand */
+    /* 1: a reduction called without dims (sum(), mean(), prod()), which
+     * only its autograd node's name reads (PyTorch's ...Backward0); a
+     * member, not padding: initialisers zero it */
+    int32_t whole;
+    double s; /* scalar operand */
     int keepdim;
     int dtype; /* target dtype of to_dtype */
 } jg_attrs;
@@ -128,6 +131,10 @@ void jg_view_strides(jg_opcode op, const jg_attrs *a, const jg_tensor *x, int ou
 bool jg_reshape_is_view(const jg_tensor *x, int ndim, const int64_t *shape);
 /* Single-output convenience: NULL on error. */
 jg_tensor *jg_op1(jg_opcode op, const jg_attrs *a, jg_tensor *a0, jg_tensor *a1);
+/* op computed into self in place (ops/inplace.c: checks, rebase history,
+ * functionalized when traced); fn names it in errors */
+int jg_inplace_op(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                  jg_tensor *other);
 /* The public elementwise functions (api.c): op(x, y) and op(x) with the
  * scalar attribute s.  They take the dispatch shortcut directly, and fall
  * back to jg_op1 for everything it does not cover (any op may be passed:

@@ -104,9 +104,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if target.is_floating_point():
-        raise NotImplementedError("jitgrad: cross_entropy with class-probability targets is not "
-                                  "supported")
+    if tuple(target.shape) == tuple(input.shape):  # class probabilities, as PyTorch decides
+        return _C._cross_entropy_probs(input, target, weight, reduction, ignore_index,
+                                       float(label_smoothing))
     return _loss_nd(input, target, weight, ignore_index, reduction, label_smoothing, True)
 
 

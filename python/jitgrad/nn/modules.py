@@ -283,11 +283,13 @@ class Module:
             with no_grad():
                 new = fn(param)
             if new is not param:
-                p = Parameter(new, param.requires_grad)
-                if param.grad is not None:
+                # the same Parameter object takes the new data (PyTorch's
+                # set_data), so optimizers and references keep working
+                grad = param.grad
+                param.data = new
+                if grad is not None:
                     with no_grad():
-                        p.grad = fn(param.grad)
-                self._parameters[key] = p
+                        param.grad = fn(grad)
         for key, buf in self._buffers.items():
             if buf is not None:
                 self._buffers[key] = fn(buf)

@@ -3,15 +3,11 @@ import jitgrad
 
 
 def _randperm(n, generator=None):
-    """A random permutation of range(n) from jitgrad's generator (the same
-    after the same manual_seed).  generator is accepted for PyTorch's
-    signatures; jitgrad has one generator."""
+    """A random permutation of range(n) from generator (a jitgrad.Generator;
+    None: the global generator, the same after the same manual_seed)."""
     if n == 0:
         return []
-    if hasattr(jitgrad, "randperm"):
-        return jitgrad.randperm(n).tolist()
-    keys = jitgrad.rand(n, dtype=jitgrad.float64).tolist()
-    return sorted(range(n), key=keys.__getitem__)
+    return jitgrad.randperm(n, generator=generator).tolist()
 
 
 class Sampler:
@@ -60,7 +56,8 @@ class RandomSampler(Sampler):
     def __iter__(self):
         n = len(self.data_source)
         if self.replacement:
-            u = jitgrad.rand(self.num_samples, dtype=jitgrad.float64).tolist()
+            u = jitgrad.rand(self.num_samples, dtype=jitgrad.float64,
+                             generator=self.generator).tolist()
             return iter([min(int(v * n), n - 1) for v in u])
         out = []
         for _ in range(self.num_samples // n):
