@@ -325,12 +325,11 @@ static int set_data(PyObject *self, PyObject *v, void *c) {
      * already): nothing changes, and x stays the same tensor for the guards
      * of compiled functions that capture it */
     int nd = jg_ndim(old);
-    if (old == src ||
-        (!jg_is_traced(old) && !jg_is_traced(src) && jg_same_storage(old, src) &&
-         jg_dtype_of(old) == jg_dtype_of(src) && jg_ndim(src) == nd &&
-         !memcmp(jg_shape(old), jg_shape(src), sizeof(int64_t) * (size_t)nd) &&
-         jg_storage_offset(old) == jg_storage_offset(src) &&
-         !memcmp(jg_strides(old), jg_strides(src), sizeof(int64_t) * (size_t)nd)))
+    if (old == src || (!jg_is_traced(old) && !jg_is_traced(src) && jg_same_storage(old, src) &&
+                       jg_dtype_of(old) == jg_dtype_of(src) && jg_ndim(src) == nd &&
+                       !memcmp(jg_shape(old), jg_shape(src), sizeof(int64_t) * (size_t)nd) &&
+                       jg_storage_offset(old) == jg_storage_offset(src) &&
+                       !memcmp(jg_strides(old), jg_strides(src), sizeof(int64_t) * (size_t)nd)))
         return 0;
     if (!jg_is_leaf(old)) {
         PyErr_SetString(PyExc_RuntimeError,
