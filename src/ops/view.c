@@ -390,7 +390,13 @@ int jg_k_slice_scatter(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out)
 
 int jg_vjp_slice_scatter(VJP_ARGS) {
     UNUSED_ARGS;
-    if (needs[0]) {
+    if (needs[0] && slice_len(a) == meta[0].shape[a->i[0]]) {
+        /* src covers all of self (copy_ over a tensor with history): zeros
+         * that do not depend on the gradient, as PyTorch's CopyBackwards
+         * gives (no history under create_graph) */
+        if (!(gin[0] = jg_full(meta[0].dtype, meta[0].ndim, meta[0].shape, 0.0)))
+            return -1;
+    } else if (needs[0]) {
         jg_tensor *z = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0);
         if (!z || !(gin[0] = jg_op1(JG_OP_SLICE_SCATTER, a, gout[0], z)))
             return -1;
