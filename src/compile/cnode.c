@@ -181,8 +181,22 @@ static bool use_redirect(const jg_node *n, int nr, jg_edge *to) {
 static const jg_node_vt use_vt = {use_apply, use_release, use_release, use_name,
                                   false,     NULL,        use_redirect};
 
-static jg_tensor *use_new(jg_tensor *in) {
-    jg_tensor *a = jg_alias_no_history(in);
+static jg_tensor *use_new(jg_tensor *in, bool fresh) {
+    jg_tensor *a = NULL;
+    if (fresh) { /* (a copy of its own: see stale inputs below) */
+        bool prev = jg_set_grad_enabled(false);
+        jg_scope_push();
+        a = jg_keep(jg_clone(in));
+        jg_scope_pop();
+        jg_set_grad_enabled(prev);
+        if (a) {
+            a->requires_grad = false;
+            jg_node_release(a->grad_fn);
+            a->grad_fn = NULL;
+        }
+    } else {
+        a = jg_alias_no_history(in);
+    }
     jg_node *n = a ? jg_node_alloc(sizeof(use_node), &use_vt, 1, 1) : NULL;
     if (!n) {
         jg_release(a);
@@ -244,6 +258,42 @@ static int place_rerun_nodes(int n_out, jg_tensor *const *outs, uint64_t first, 
             seen[i]->seq = call_seq - JG_NODE_SEQ_STRIDE + 1 + i;
     free(stack);
     free(seen);
+    return 0;
+}
+
+/* For a rerun from stale inputs (cnode_apply_create_graph): the values the
+ * forward saved get their forward-time data back in the rerun's tensors (not
+ * those sharing storage with a current input), and the stale inputs'
+ * stand-ins move to a new version. */
+static int restore_saved(compiled_node *c, jg_tensor *const *vals, jg_tensor *const *in,
+                         const bool *stale, int n_stand, jg_tensor *const *stand) {
+    jg_entry *e = c->e;
+    const jg_graph *f = e->fwd_ad;
+    for (int i = 0; i < e->n_saved; i++) {
+        jg_tensor *rv = vals[e->saved_val[i]];
+        if (!rv || f->vals[e->saved_val[i]].kind == JG_VAL_INPUT || !rv->storage)
+            continue;
+        bool shared = false;
+        for (int k = 0; k < e->n_graph_inputs && !shared; k++)
+            shared = in[k] && !stale[k] && in[k]->storage == rv->storage;
+        if (shared)
+            continue;
+        jg_tensor *fwd = jg_saved_unpack(&c->saved[i], &c->base, false);
+        if (!fwd)
+            return -1;
+        jg_copy_data(rv, fwd); /* (no version bump: the forward's values) */
+    }
+    for (int j = 0; j < n_stand; j++) {
+        jg_tensor *t = stand[j];
+        bool fresh = true;
+        for (int k = 0; k < e->n_graph_inputs && fresh; k++)
+            fresh = !in[k] || in[k]->storage != t->storage;
+        if (fresh && t->storage)
+            t->storage->version++;
+    }
+    for (int k = 0; k < e->n_graph_inputs; k++) /* (the copies made for stale inputs) */
+        if (stale[k] && in[k] && !f->vals[f->inputs[k]].requires_grad && in[k]->storage)
+            in[k]->storage->version++;
     return 0;
 }
 
@@ -314,10 +364,34 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         if (need[v] && avail[v] &&
             !(pre[v] = jg_saved_unpack(&c->saved[avail[v] - 1], &c->base, true)))
             rc = -1;
-    for (int k = 0; k < ng && rc == 0; k++)
-        if (need[f->inputs[k]] &&
-            !(in[k] = jg_saved_unpack(&c->saved[c->n_saved + k], &c->base, true)))
+    /* An input changed in place since the call (stale) cannot give the
+     * forward-time values eager's nodes saved.  The rerun computes from its
+     * current values, through a stand-in of its own; then every value the
+     * forward saved (what the nodes' backward reads) gets its forward-time
+     * data back, and the stand-in's version moves on, so a rerun node that
+     * saved the input itself fails when read, with eager's message, as
+     * eager's node would. */
+    bool *stale = calloc((size_t)ng + 1, sizeof *stale), any_stale = false;
+    if (!stale && rc == 0)
+        rc = jg_errorf("out of memory in backward");
+    for (int k = 0; k < ng && rc == 0; k++) {
+        if (!need[f->inputs[k]])
+            continue;
+        jg_saved *sk = &c->saved[c->n_saved + k];
+        any_stale |= stale[k] = sk->t && sk->t->storage && sk->t->storage->version != sk->version;
+        bool was = sk->unchecked;
+        sk->unchecked |= stale[k];
+        if (!(in[k] = jg_saved_unpack(sk, &c->base, true)))
             rc = -1;
+        sk->unchecked = was;
+        if (rc == 0 && stale[k] && !f->vals[f->inputs[k]].requires_grad) {
+            /* no stand-in for it: a copy of its own in its place */
+            bool prev = jg_set_grad_enabled(false);
+            if (!(in[k] = jg_clone(in[k])))
+                rc = -1;
+            jg_set_grad_enabled(prev);
+        }
+    }
     int n_stand = 0;
     for (int i = 0, u = 0; i < f->n_nodes && rc == 0; i++) {
         const jg_gnode *n = &f->nodes[i];
@@ -326,14 +400,20 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
             const jg_value *ov = &f->vals[jg_gnode_slot_value(n, s)];
             if (ov->kind != JG_VAL_INPUT || !ov->requires_grad)
                 continue;
-            if (!(uses[u + s] = stand[n_stand++] = use_new(in[ov->index])))
+            if (!(uses[u + s] = stand[n_stand++] = use_new(in[ov->index], stale[ov->index])))
                 rc = -1;
         }
         u += ns;
     }
     uint64_t first = jg_node_next_seq();
+    jg_tensor **vals = any_stale ? calloc((size_t)f->n_vals + 1, sizeof *vals) : NULL;
+    if (any_stale && !vals && rc == 0)
+        rc = jg_errorf("out of memory in backward");
     if (rc == 0)
-        rc = jg_trace_replay_uses(f, in, uses, live, pre, fo);
+        rc = jg_trace_replay_uses(f, in, uses, live, pre, fo, vals);
+    if (rc == 0 && any_stale)
+        rc = restore_saved(c, vals, in, stale, n_stand, stand);
+    free(vals);
     for (int j = 0; j < n_stand && rc == 0; j++)
         ((use_node *)stand[j]->grad_fn)->through = true;
     jg_tensor *outs[JG_MAX_OUTPUTS];
@@ -362,6 +442,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     free(avail);
     free(pre);
     free(stand);
+    free(stale);
     free(in);
     return rc < 0 ? -1 : JG_NODE_SPLICED;
 }

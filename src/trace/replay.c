@@ -5,11 +5,12 @@
 #include <stdlib.h>
 
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
-    return jg_trace_replay_uses(g, inputs, NULL, NULL, NULL, outputs);
+    return jg_trace_replay_uses(g, inputs, NULL, NULL, NULL, outputs, NULL);
 }
 
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs) {
+                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs,
+                         jg_tensor **vals) {
     jg_tensor **v = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *v);
     if (!v)
         return jg_errorf("out of memory replaying a graph");
@@ -60,6 +61,8 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
     jg_trace_capture_resume(capture);
     for (int k = 0; k < g->n_outputs && rc == 0; k++)
         outputs[k] = g->outputs[k] >= 0 ? v[g->outputs[k]] : NULL;
+    for (int i = 0; vals && rc == 0 && i < g->n_vals; i++)
+        vals[i] = v[i];
     free(v);
     return rc;
 }

@@ -98,8 +98,10 @@ int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **out
  * that slot reads instead of its value (NULL: the value itself), live
  * (NULL: all) says which nodes run (the others' outputs stay NULL), and
  * preset (NULL: none), per value id, a tensor to take for that value (unless
- * a node that runs computes it). */
+ * a node that runs computes it); vals (NULL: not wanted) gets every value's
+ * tensor (NULL where none was computed), borrowed like the outputs. */
 int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor *const *uses,
-                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs);
+                         const bool *live, jg_tensor *const *preset, jg_tensor **outputs,
+                         jg_tensor **vals);
 
 #endif
