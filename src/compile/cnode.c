@@ -216,8 +216,8 @@ static bool cnode_redirect(const jg_node *n, int nr, jg_edge *to) {
     return true;
 }
 
-/* The rerun's forward nodes (created from seq `first` on, reached from the
- * outputs) take the places just before the call's node, where eager's
+/* The rerun's forward nodes (created from seq `first` on, reached from its
+ * values) take the places just before the call's node, where eager's
  * forward nodes of the call are: the engine runs them in eager's order
  * among the other nodes. */
 static int place_rerun_nodes(int n_out, jg_tensor *const *outs, uint64_t first, uint64_t call_seq) {
@@ -406,21 +406,23 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         u += ns;
     }
     uint64_t first = jg_node_next_seq();
-    jg_tensor **vals = any_stale ? calloc((size_t)f->n_vals + 1, sizeof *vals) : NULL;
-    if (any_stale && !vals && rc == 0)
+    jg_tensor **vals = calloc((size_t)f->n_vals + 1, sizeof *vals);
+    if (!vals && rc == 0)
         rc = jg_errorf("out of memory in backward");
     if (rc == 0)
         rc = jg_trace_replay_uses(f, in, uses, live, pre, fo, vals);
     if (rc == 0 && any_stale)
         rc = restore_saved(c, vals, in, stale, n_stand, stand);
-    free(vals);
     for (int j = 0; j < n_stand && rc == 0; j++)
         ((use_node *)stand[j]->grad_fn)->through = true;
     jg_tensor *outs[JG_MAX_OUTPUTS];
     for (int k = 0; k < e->n_node_out; k++)
         outs[k] = in_run[k] ? fo[e->node_out_prog[k]] : NULL;
+    /* every node of the rerun: also those no output leads to (a value a
+     * custom call reaches through an object, which is no input of its node) */
     if (rc == 0)
-        rc = place_rerun_nodes(e->n_node_out, outs, first, c->base.seq);
+        rc = place_rerun_nodes(f->n_vals, vals, first, c->base.seq);
+    free(vals);
     if (rc == 0 && !c->redir && !(c->redir = calloc((size_t)e->n_node_out, sizeof *c->redir)))
         rc = jg_errorf("out of memory in backward");
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
