@@ -85,3 +85,32 @@ def test_seed_720828(jg, torch):
     assert [x is None for x in eager] == [x is None for x in ref]
     for backend in BACKENDS:
         assert prog(jg, backend) == eager
+
+
+def test_seed_241620_requires_grad_switched_on_after_call(jg, torch):
+    """A captured tensor that did not require grad at the call, and does by
+    the time a create_graph backward reruns the call: eager's node has no
+    edge to it, so the rerun must not give it one (its gradient came out
+    doubled)."""
+    def prog(T, mode):
+        C0 = T.tensor([[0.5], [-1.0], [2.0]])
+
+        def fn(x0, x1):
+            return (x0 - C0)[0], x1
+
+        if mode != "eager":
+            fn = T.compile(fn, backend=mode)
+        a = T.tensor([0.25], requires_grad=True)
+        b = T.tensor([1.5], requires_grad=True)
+        y0, _ = fn(a, b)
+        C0.requires_grad_(True)
+        c = T.tensor([-0.75], requires_grad=True)
+        y1, y0b = fn(c, y0)
+        loss = (y1 * -0.625).sum() + (y0b * -0.625).sum()
+        gs = T.autograd.grad(loss, [C0, a, c], create_graph=True, allow_unused=True)
+        return [None if g is None else g.tolist() for g in gs]
+
+    eager = prog(jg, "eager")
+    assert eager == prog(torch, "eager")
+    for backend in BACKENDS:
+        assert prog(jg, backend) == eager

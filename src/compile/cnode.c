@@ -384,6 +384,13 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         if (!(in[k] = jg_saved_unpack(sk, &c->base, true)))
             rc = -1;
         sk->unchecked = was;
+        if (rc == 0 && !f->vals[f->inputs[k]].requires_grad && in[k]->requires_grad) {
+            /* it did not require grad at the call (a captured tensor whose
+             * requires_grad was switched on since): eager's nodes have no
+             * edge to it, nor may the rerun's */
+            if (!(in[k] = jg_detach(in[k])))
+                rc = -1;
+        }
         if (rc == 0 && stale[k] && !f->vals[f->inputs[k]].requires_grad) {
             /* no stand-in for it: a copy of its own in its place */
             bool prev = jg_set_grad_enabled(false);
