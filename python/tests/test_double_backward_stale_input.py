@@ -114,3 +114,28 @@ def test_seed_241620_requires_grad_switched_on_after_call(jg, torch):
     assert eager == prog(torch, "eager")
     for backend in BACKENDS:
         assert prog(jg, backend) == eager
+
+
+def test_seed_297102_requires_grad_switched_off_after_call(jg, torch):
+    """The reverse: a captured tensor that required grad at the call and no
+    longer does when a create_graph backward reruns it: what the rerun
+    computes from it has no history, as eager's gradient has none."""
+    def prog(T, mode):
+        C0 = T.tensor([1.25], requires_grad=True)
+
+        def fn(x):
+            return x.mul(C0)
+
+        if mode != "eager":
+            fn = T.compile(fn, backend=mode)
+        b = T.tensor([[0.5], [-1.5], [2.0]], requires_grad=True)
+        y0 = fn(b[1:])
+        C0.requires_grad_(False)
+        y1 = fn(y0)
+        (g,) = T.autograd.grad((y1 * 0.5).sum(), [b], create_graph=True)
+        return [g.tolist(), g.requires_grad]
+
+    eager = prog(jg, "eager")
+    assert eager == prog(torch, "eager")
+    for backend in BACKENDS:
+        assert prog(jg, backend) == eager

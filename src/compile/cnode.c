@@ -405,7 +405,11 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         int ns = jg_gnode_n_slots(n);
         for (int s = 0; s < ns && rc == 0 && live[i]; s++) {
             const jg_value *ov = &f->vals[jg_gnode_slot_value(n, s)];
-            if (ov->kind != JG_VAL_INPUT || !ov->requires_grad)
+            /* (an input that no longer requires grad -- switched off since
+             * the call -- gets none: eager's node's edge to it gives it
+             * nothing now, and what it computes has no history) */
+            if (ov->kind != JG_VAL_INPUT || !ov->requires_grad || !in[ov->index] ||
+                !in[ov->index]->requires_grad)
                 continue;
             if (!(uses[u + s] = stand[n_stand++] = use_new(in[ov->index], stale[ov->index])))
                 rc = -1;
