@@ -120,3 +120,41 @@ def test_object_tensor_returned_as_gradient_second_derivative(jg, torch, backend
     for a, b in zip(eager, ref):
         assert all(abs(p - q) <= 1e-5 * max(1.0, abs(q)) for p, q in zip(a, b))
     assert seed_206126(jg, backend) == eager
+
+
+def seed_296053(T, mode):
+    """A compiled call's output given to a later call only inside an object:
+    the later call's backward must not reach the earlier call (a custom
+    Function there whose backward ignores its gradient added its result a
+    second time)."""
+    class F0(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a0, k1):
+            ctx.save_for_backward(a0, k1.t)
+            return a0 * 1.0
+
+        @staticmethod
+        def backward(ctx, g0):
+            s0, s1 = ctx.saved_tensors
+            return s0, None  # not linear in g0
+
+    def fn(x0, box):
+        return F0.apply(x0 * 2.0, Box(t=box["k1"]))
+
+    if mode != "eager":
+        fn = T.compile(fn, backend=mode)
+    a = T.tensor([0.5, -1.5], requires_grad=True)
+    b = T.tensor([2.0, 0.25], requires_grad=True)
+    y0 = fn(a, {"k1": b})
+    y0.sum().backward()
+    c = T.tensor([1.25, -0.75], requires_grad=True)
+    y1 = fn(c, {"k1": y0})
+    y1.sum().backward()
+    return [a.grad.tolist(), None if b.grad is None else b.grad.tolist(), c.grad.tolist()]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_passed_inside_object_does_not_reach_earlier_call(jg, torch, backend):
+    eager = seed_296053(jg, "eager")
+    assert eager == seed_296053(torch, "eager")
+    assert seed_296053(jg, backend) == eager

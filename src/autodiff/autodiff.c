@@ -247,15 +247,21 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     return rc;
 }
 
+/* A custom call's info, whose n_args says where its lifted slots start;
+ * NULL for other nodes. */
+static const jg_custom_info *lifted_info(const jg_gnode *n) {
+    return n->kind == JG_GN_CUSTOM && !n->custom->opaque_backward
+               ? (const jg_custom_info *)n->custom->user
+               : NULL;
+}
+
 /* A reached node's differentiable operands are reached too, except a custom
  * call's lifted slots (tensors its forward reached through an object or a
  * closure): in eager mode they are no inputs of the call's node, so nothing
  * before them is part of the backward graph through it (a custom function
  * there would otherwise run its backward on zeros). */
 static void mark_operands_reached(const jg_graph *f, const jg_gnode *n, bool *reached) {
-    const jg_custom_info *info = n->kind == JG_GN_CUSTOM && !n->custom->opaque_backward
-                                     ? (const jg_custom_info *)n->custom->user
-                                     : NULL;
+    const jg_custom_info *info = lifted_info(n);
     for (int s = 0; s < jg_gnode_n_slots(n); s++) {
         int v = jg_gnode_slot_value(n, s);
         if (f->vals[v].requires_grad && !(info && s >= info->n_args))
@@ -440,10 +446,11 @@ int jg_autodiff_edges_reached(const jg_graph *f, int n_from, const int *from,
             any |= reached[n->out[k]];
         if (any)
             mark_operands_reached(f, n, reached);
+        const jg_custom_info *info = lifted_info(n);
         for (int k = 0; k < jg_gnode_n_slots(n); k++) {
             const jg_value *ov = &f->vals[jg_gnode_slot_value(n, k)];
             if (ov->kind == JG_VAL_INPUT && ov->requires_grad)
-                contrib_reached[c++] = any;
+                contrib_reached[c++] = any && !(info && k >= info->n_args);
         }
     }
     free(reached);
