@@ -271,6 +271,14 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
         jg_release(m);
     }
     ctx->non_diff_final = true;
+    /* a saved output marked non-differentiable comes back without history,
+     * as PyTorch's (its node is not its grad_fn) */
+    for (int si = 0; rc >= 0 && si < ctx->n_saved; si++) {
+        int nr = ctx->saved[si].output_nr;
+        for (int k = 0; nr >= 0 && k < ctx->n_non_diff; k++)
+            if (ctx->non_diff[k] && ctx->non_diff[k] == outputs[nr])
+                ctx->saved[si].output_nr = nr = -1;
+    }
     jg_scope_pop();
     return rc;
 }
