@@ -743,10 +743,14 @@ static jg_tensor *index_view(jg_tensor *x, PyObject *key) {
                 rc = -1;
             } else {
                 int64_t size = jg_shape(cur)[d];
+                /* as PyTorch: in an index of several parts, a slice that
+                 * names the whole dim (0:size, :size) is no op; a bare ':'
+                 * (stop unbounded) and a slice alone are slice ops */
+                bool whole = PyTuple_Check(key) && start == 0 && stop == size && stp == 1;
                 PySlice_AdjustIndices((Py_ssize_t)size, &start, &stop, stp);
                 if (stop < start)
                     stop = start;
-                if (start != 0 || stop != size || stp != 1)
+                if (!whole)
                     rc = step(&cur, jg_slice_step(cur, d, start, stop, stp));
             }
             d++;

@@ -192,6 +192,13 @@ typedef struct jg_core_hooks {
     void (*on_untraceable)(const char *why);
     /* Destroys a node (autograd layer). */
     void (*node_destroy)(jg_node *n);
+    /* Makes the open trace frame of graph `graph` (a jg_sym.graph) the
+     * innermost one until leave_graph(*save): work on a tensor of an
+     * enclosing trace (bringing a view of it up to date) is then recorded in
+     * that tensor's own graph.  False, changing nothing, when no enclosing
+     * frame traces it. */
+    bool (*enter_graph)(uint64_t graph, uint64_t *save);
+    void (*leave_graph)(uint64_t save);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

@@ -94,6 +94,8 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
              (long long)a->i[2]);
         if (a->n >= 4 && a->i[3] != 1)
             emit(o, ", step=%lld", (long long)a->i[3]);
+        if (a->n >= 5 && a->i[4])
+            emit(o, ", copy");
         return;
     case JG_OP_SLICE_BACKWARD:
         emit(o, ", dim=%lld, start=%lld, end=%lld, shape=", (long long)a->i[0], (long long)a->i[1],

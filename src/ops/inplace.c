@@ -345,8 +345,12 @@ static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
     jg_tensor *s = dst->ndim ? r : jg_reshape(r, 1, &one);
     if (!d || !s)
         return NULL;
-    jg_attrs a = {.n = 3};
+    /* attrs (dim 0, start 0, end, step 1, copy 1): the copy flag tells
+     * backward that dst's old value was replaced as a whole */
+    jg_attrs a = {.n = 5};
     a.i[2] = d->shape[0];
+    a.i[3] = 1;
+    a.i[4] = 1;
     jg_tensor *o = jg_op1(JG_OP_SLICE_SCATTER, &a, d, s);
     return o && !dst->ndim ? jg_reshape(o, 0, NULL) : o;
 }

@@ -216,8 +216,8 @@ static int check_slice(const jg_attrs *a, const jg_meta *m, int64_t step) {
 }
 
 int jg_infer_slice(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    if ((a->n != 3 && a->n != 4) || check_slice(a, &in[0], slice_step(a)) < 0)
-        return a->n != 3 && a->n != 4 ? jg_errorf("slice: bad attributes (n = %d)", a->n) : -1;
+    if ((a->n < 3 || a->n > 5) || check_slice(a, &in[0], slice_step(a)) < 0)
+        return a->n < 3 || a->n > 5 ? jg_errorf("slice: bad attributes (n = %d)", a->n) : -1;
     out[0] = in[0];
     out[0].shape[a->i[0]] = slice_len(a);
     return 0;
@@ -390,10 +390,11 @@ int jg_k_slice_scatter(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out)
 
 int jg_vjp_slice_scatter(VJP_ARGS) {
     UNUSED_ARGS;
-    if (needs[0] && slice_len(a) == meta[0].shape[a->i[0]]) {
-        /* src covers all of self (copy_ over a tensor with history): zeros
-         * that do not depend on the gradient, as PyTorch's CopyBackwards
-         * gives (no history under create_graph) */
+    if (needs[0] && a->n >= 5 && a->i[4]) {
+        /* copy_ over a tensor with history: zeros that do not depend on the
+         * gradient, as PyTorch's CopyBackwards gives (no history under
+         * create_graph).  A write through a view that happens to cover all
+         * of its base keeps the gradient's history below (CopySlices). */
         if (!(gin[0] = jg_full(meta[0].dtype, meta[0].ndim, meta[0].shape, 0.0)))
             return -1;
     } else if (needs[0]) {

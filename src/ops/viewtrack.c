@@ -130,10 +130,14 @@ int jg_view_refresh(jg_tensor *t) {
     uint64_t ver = base_version(v->base);
     if (ver == v->version || v->no_grad)
         return 0;
-    /* concrete: PyTorch remakes the history whatever the grad mode */
+    /* PyTorch remakes the history whatever the grad mode (traced too, so
+     * a compiled program sees the view eager mode sees) */
     bool gm = jg_grad_mode;
-    if (!t->sym)
-        jg_grad_mode = true;
+    jg_grad_mode = true;
+    /* a view of an enclosing trace's tensor (reached inside a custom
+     * function's traced forward) is remade in its own graph, where it lives */
+    uint64_t outer = 0;
+    bool entered = t->sym && jg_hooks.enter_graph && jg_hooks.enter_graph(t->sym->graph, &outer);
     jg_scope_push();
     jg_tensor *r = replay(v, v->n_steps, v->base);
     if (r) {
@@ -149,8 +153,27 @@ int jg_view_refresh(jg_tensor *t) {
         v->version = ver;
     }
     jg_scope_pop();
+    if (entered)
+        jg_hooks.leave_graph(outer);
     jg_grad_mode = gm;
     return r ? 0 : -1;
+}
+
+/* base's new value when src replaces all of it through a view: still a
+ * slice_scatter over the whole base, so backward gives the old value the
+ * gradient with all of it replaced, keeping the gradient's history under
+ * create_graph (PyTorch's CopySlices: grad.clone() with the view's part
+ * overwritten), rather than no history at all. */
+static jg_tensor *scatter_all(jg_tensor *base, jg_tensor *src) {
+    int64_t one = 1;
+    jg_tensor *b = base->ndim ? base : jg_reshape(base, 1, &one);
+    jg_tensor *x = base->ndim ? src : jg_reshape(src, 1, &one);
+    if (!b || !x)
+        return NULL;
+    jg_attrs a = {.n = 3};
+    a.i[2] = b->shape[0];
+    jg_tensor *o = jg_op1(JG_OP_SLICE_SCATTER, &a, b, x);
+    return o && !base->ndim ? jg_reshape(o, 0, NULL) : o;
 }
 
 jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src) {
@@ -163,6 +186,7 @@ jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src) {
     /* parents[k]: the tensor step k was applied to */
     parents[0] = v->base;
     jg_tensor *cur = src;
+    bool sliced = false;
     for (int k = 1; k < n && cur; k++)
         if (!(parents[k] = jg_op1(s[k - 1].op, &s[k - 1].a, parents[k - 1], NULL)))
             cur = NULL;
@@ -171,6 +195,7 @@ jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src) {
         switch (s[k].op) {
         case JG_OP_SLICE:
             cur = jg_op1(JG_OP_SLICE_SCATTER, &s[k].a, p, cur);
+            sliced = true;
             break;
         case JG_OP_PERMUTE: {
             int inv[JG_MAX_DIMS];
@@ -195,5 +220,5 @@ jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src) {
     }
     if (parents != small)
         free(parents);
-    return cur;
+    return cur && !sliced ? scatter_all(v->base, cur) : cur;
 }

@@ -336,12 +336,33 @@ static void on_symbolic_read(const jg_tensor *t, const char *what) {
                             what, d, t->sym->value);
 }
 
+/* *save: the frames hidden (high half) and jg_trace_capture (low half). */
+static bool enter_graph(uint64_t graph, uint64_t *save) {
+    for (int i = n_frames - 2; i >= 0; i--)
+        if (frames[i].g->id == graph) {
+            *save = (uint64_t)(n_frames - 1 - i) << 32 | jg_trace_capture;
+            /* what jg_trace_capture was while frame i was the innermost */
+            jg_trace_capture = frames[i + 1].outer_capture;
+            n_frames = i + 1;
+            return true;
+        }
+    return false;
+}
+
+static void leave_graph(uint64_t save) {
+    n_frames += (int)(save >> 32);
+    JG_ASSERT(n_frames <= cap_frames);
+    jg_trace_capture = (uint32_t)save;
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }
 
 __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.on_untraceable = on_untraceable;
+    jg_hooks.enter_graph = enter_graph;
+    jg_hooks.leave_graph = leave_graph;
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
