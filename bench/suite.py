@@ -40,7 +40,7 @@ BUILD = os.environ.get("JITGRAD_BUILD_DIR", os.path.join(ROOT, "build"))
 TORCH_PY = os.environ.get("JITGRAD_PYTHON", "/usr/bin/python3")
 JG_PY = os.environ.get("JITGRAD_BENCH_PYTHON", os.path.join(BUILD, "python-venv", "bin", "python"))
 QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
-ROUNDS = 1 if QUICK else 3
+ROUNDS = 1 if QUICK else 5
 BIN = os.path.join(BUILD, "bench")
 KERNELS_PY = os.path.join(ROOT, "bench", "kernels.py")
 
@@ -104,13 +104,19 @@ def have(py, module):
 def fmt(v, digits=4):
     if v is None:
         return "-"
+    if isinstance(v, Ratio):
+        return f"{v:.2f}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
 
+class Ratio(float):
+    """A ratio: printed with two decimals in the tables."""
+
+
 def ratio(a, b):
-    return a / b if a and b else None
+    return Ratio(a / b) if a and b else None
 
 
 def table(headers, rows):
@@ -201,7 +207,7 @@ def main():
             shutil.rmtree(cache, ignore_errors=True)
 
     # ---- (5) the older workloads, single threaded
-    older = {}
+    older, older_text = {}, {}
     env1 = thread_env(1)
     eo = os.path.join(BIN, "eager_ops")
     if os.access(eo, os.X_OK):
@@ -216,7 +222,7 @@ def main():
     for prog in ("chains", "compile_backends", "compile_overhead"):
         path = os.path.join(BIN, prog)
         if os.access(path, os.X_OK) and not (QUICK and prog != "chains"):
-            run(prog, [path], env=env1, cwd=BUILD)
+            older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)
 
     # ---- tables
     res = {"meta": meta, "kernels": [], "fused": [], "mlp": [], "latency": latency,
@@ -284,7 +290,7 @@ def main():
                      if "bytes" in b else
                      f"{b.get('flops', 0) / 1e6:.1f} MFLOP at {b.get('sgemm_GFLOPs', 0):.3g} GFLOP/s"
                      if "flops" in b else "n/a")
-            rows.append([f"{n}T", f"bound ({extra})", bound, 1.0 if bound else None, None])
+            rows.append([f"{n}T", f"bound ({extra})", bound, Ratio(1) if bound else None, None])
         out.append(table(["threads", "implementation", "us", "/ bound", "/ torch"], rows))
 
     out.append("\n## Compile latency, c backend, MLP step (first call: trace + codegen + gcc + run)\n")
@@ -311,6 +317,10 @@ def main():
         if c100:
             out.append(f"\nper-op eager overhead target < 0.5 us: {c100:.3g} us per op "
                        f"({'met' if c100 < 0.5 else 'missed'})")
+
+    for prog, text in older_text.items():
+        if text.strip():
+            out.append(f"\n## {prog} (build/bench/{prog}, 1 thread)\n\n```\n{text.rstrip()}\n```")
 
     meta["seconds"] = round(time.time() - t_start, 1)
     meta["loadavg_end"] = os.getloadavg()[0]
