@@ -226,6 +226,12 @@ static double sgemm_step(double *secs) {
     };
     float *a = calloc((size_t)D0 * D1, sizeof(float)), *b = calloc((size_t)D0 * D1, sizeof(float)),
           *c = calloc((size_t)D0 * D1, sizeof(float));
+    if (!a || !b || !c) {
+        fprintf(stderr, "roofline: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < D0 * D1; i++) /* ordinary values, as in the step */
+        a[i] = (float)(i % 13) * 0.01f - 0.06f, b[i] = (float)(i % 7) * 0.02f - 0.06f;
     double flops = 0;
     for (int i = 0; i < 8; i++)
         flops += 2.0 * g[i].m * g[i].n * g[i].k;
