@@ -46,7 +46,7 @@ def main(argv):
     ax.legend()
 
     labels, groups = [], []
-    for key, short in (("fused", "(a*b+c).relu().sum()\nfwd+bwd 4M"), ("mlp", "MLP SGD step\nb64")):
+    for key, short in (("fused", "fused 4M\nfwd+bwd"), ("mlp", "MLP step\nb64")):
         for e in res.get(key, []):
             if not e.get("bound_us"):
                 continue
@@ -66,8 +66,8 @@ def main(argv):
     bx.set_yscale("log")
     bx.set_xticks(range(len(labels)))
     bx.set_xticklabels(labels, fontsize=7)
-    bx.set_ylabel("time / bound (memory or sgemm; log scale, lower is better)")
-    bx.set_title("Against the machine's bounds")
+    bx.set_ylabel("time / bound (log scale, lower is better)")
+    bx.set_title("(a*b+c).relu().sum() vs memory, MLP vs sgemm", fontsize=10)
     bx.legend(fontsize=7)
     meta = res["meta"]
     fig.suptitle(
