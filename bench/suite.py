@@ -13,8 +13,10 @@ then ratio tables (markdown) and a machine-readable results file.
   4. latency   the compiled (c backend) MLP step's first call with an empty
                cache directory, then in a new process with that warm cache
   5. the older workloads: build/bench/eager_ops + bench/torch_eager.py
-               (per-op eager overhead), compile_backends, compile_overhead,
-               and build/bench/chains when it exists
+               (per-op eager overhead; with valgrind, the chain's callgrind
+               instruction count per op from build/bench/chain_iters),
+               compile_backends, compile_overhead, and build/bench/chains
+               when it exists
 
 Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (PyTorch's
 interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
@@ -219,6 +221,21 @@ def main():
                   env=env1)
         for impl, name, kv in parse(out):
             older[(impl, name)] = kv
+    # instruction counts of the eager chain: the stable per-op overhead figure
+    ci = os.path.join(BIN, "chain_iters")
+    if os.access(ci, os.X_OK) and shutil.which("valgrind"):
+        counts = {}
+        for n in (10, 30):
+            cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", ci, str(n)]
+            print(f"== callgrind: {' '.join(cmd)}", flush=True)
+            p = subprocess.run(cmd, env=env1, capture_output=True, text=True)
+            m = re.search(r"Collected : (\d+)", p.stderr)
+            if p.returncode == 0 and m:
+                counts[n] = int(m.group(1))
+        if len(counts) == 2:
+            per_iter = (counts[30] - counts[10]) / 20
+            older[("jitgrad", "chain100_f32x16_instructions")] = {
+                "instr_per_op": per_iter / 100, "instr_per_iter": per_iter}
     for prog in ("chains", "compile_backends", "compile_overhead"):
         path = os.path.join(BIN, prog)
         if os.access(path, os.X_OK) and not (QUICK and prog != "chains"):
