@@ -2,8 +2,8 @@
 # The benchmark suite (what `make bench` runs): builds what is missing, makes
 # sure the Python extension in $JITGRAD_BUILD_DIR/python-venv matches the
 # library, then runs bench/suite.py (jitgrad and PyTorch side by side, ratio
-# tables, $JITGRAD_BUILD_DIR/bench/results.json) and, when matplotlib is
-# importable, bench/chart.py (the ratio chart, $JITGRAD_BUILD_DIR/bench/ratios.png).
+# tables, $JITGRAD_BUILD_DIR/bench/results.json, quick: results-quick.json)
+# and, when matplotlib is importable, bench/chart.py (the chart next to it).
 #   bash bench/run.sh                 full run (about 5-10 minutes)
 #   BENCH_QUICK=1 bash bench/run.sh   smoke test (not a measurement)
 # Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (default
@@ -39,10 +39,15 @@ if [ ! -f "$stamp" ] || [ "$BUILD/libjitgrad.a" -nt "$stamp" ] ||
     touch "$stamp"
 fi
 
+if [ "${BENCH_QUICK:-0}" != 0 ]; then
+    export BENCH_RESULTS="${BENCH_RESULTS:-$BUILD/bench/results-quick.json}"
+else
+    export BENCH_RESULTS="${BENCH_RESULTS:-$BUILD/bench/results.json}"
+fi
 "$PY" "$ROOT/bench/suite.py"
 
 if "$PY" -c 'import matplotlib' 2>/dev/null; then
-    "$PY" "$ROOT/bench/chart.py" "$BUILD/bench/results.json" "$BUILD/bench/ratios.png" ||
+    "$PY" "$ROOT/bench/chart.py" "$BENCH_RESULTS" "${BENCH_RESULTS%.json}.png" ||
         echo "# chart.py failed (rc=$?)"
 else
     echo "# no chart: python3-matplotlib is not installed (make bench-chart installs it as root)"

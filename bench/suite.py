@@ -23,7 +23,9 @@ interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
 that imports jitgrad, default $JITGRAD_BUILD_DIR/python-venv/bin/python),
 BENCH_QUICK=1 (one short round, the slow C workloads skipped: a smoke test,
 not a measurement), BENCH_THREADS (default: 1 and the number of cores).
-Output: the tables on stdout, $JITGRAD_BUILD_DIR/bench/results.json."""
+Output: the tables on stdout, $JITGRAD_BUILD_DIR/bench/results.json (quick
+runs: results-quick.json, so a smoke run leaves the last measurement alone;
+BENCH_RESULTS overrides the path)."""
 
 import datetime
 import json
@@ -348,7 +350,9 @@ def main():
           f"{meta['loadavg_end']:.2f}, {meta['date']}, git {meta['git']}"
           f"{', QUICK: not a measurement' if QUICK else ''})")
     res["markdown"] = text
-    path = os.environ.get("BENCH_RESULTS", os.path.join(BIN, "results.json"))
+    path = os.environ.get(
+        "BENCH_RESULTS", os.path.join(BIN, "results-quick.json" if QUICK else "results.json")
+    )
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
