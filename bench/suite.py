@@ -81,7 +81,8 @@ RAW = {}
 
 
 def run(tag, cmd, env=None, cwd=None, timeout=900):
-    """Runs cmd, echoes and keeps its output; '' when it fails."""
+    """Runs cmd, echoes and keeps its output (returned even when cmd fails
+    part way: the figures it printed before failing still count)."""
     print(f"== {tag}: {' '.join(cmd)}", flush=True)
     t0 = time.time()
     try:
@@ -96,7 +97,7 @@ def run(tag, cmd, env=None, cwd=None, timeout=900):
         print(f"# {tag} failed (rc={p.returncode}): {p.stderr.strip()[-500:]}", flush=True)
     print(f"   ({time.time() - t0:.1f} s)", flush=True)
     RAW[tag] = out + (p.stderr if p.returncode else "")
-    return out if p.returncode == 0 else out
+    return out
 
 
 def have(py, module):
