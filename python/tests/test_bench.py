@@ -42,9 +42,11 @@ def test_bench_kernels_quick_emits_every_workload():
 
 def test_bench_suite_parses_result_lines():
     sys.path.insert(0, os.path.dirname(SUITE))
+    keep, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no bench/__pycache__
     try:
         import suite
     finally:
         sys.path.pop(0)
+        sys.dont_write_bytecode = keep
     rows = suite.parse("# comment\njitgrad relu us=12.5 threads=2 tag=x\nnot a line\n")
     assert rows == [("jitgrad", "relu", {"us": 12.5, "threads": 2.0, "tag": "x"})]
