@@ -6,7 +6,9 @@
 #   make fuzz            the differential fuzzer, FUZZ_N programs from FUZZ_SEED
 #                        (docs/fuzzing.md); make test runs a fixed-seed test-fuzz
 #   make demo            build and run the demo (examples/seed.c, else examples/mlp.c)
-#   make bench           build and run bench/ (bench/run.sh if it exists)
+#   make bench           build and run the benchmark suite (bench/run.sh);
+#                        BENCH_QUICK=1 for a smoke run; make bench-chart
+#                        draws docs/performance.png from its results
 #   make install PREFIX=dir
 #   make format | format-check | clean
 
@@ -34,7 +36,7 @@ DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
 DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
 
 .PHONY: all build asan deps-build deps-test test test-c test-memcheck test-asan install-check \
-	test-python test-fuzz fuzz demo bench install format format-check clean
+	test-python test-fuzz fuzz demo bench bench-chart install format format-check clean
 
 all: build
 
@@ -114,13 +116,21 @@ demo: deps-build
 	$(MAKE) build
 	cd $(BUILD) && JITGRAD_CACHE_DIR=$(ROOT)/$(BUILD)/jg-cache $(ROOT)/$(DEMO_BIN)
 
+# The suite (bench/run.sh -> bench/suite.py): jitgrad and PyTorch side by side
+# at 1 thread and all cores, ratio tables, $(BUILD)/bench/results.json.
+# BENCH_QUICK=1 make bench: a short smoke run.  make bench-chart: the ratio
+# chart of the last results into docs/performance.png (python3-matplotlib;
+# installed here when root, else the apt-get line is printed).
 bench: deps-build
 	$(MAKE) build
-	@if [ -f bench/run.sh ]; then bash bench/run.sh; \
-	else for b in $(BUILD)/bench/*; do \
-		[ -x "$$b" ] && [ -f "$$b" ] || continue; \
-		echo "== $$b"; "$$b" || exit 1; \
-	done; fi
+	bash bench/run.sh
+
+bench-chart:
+	@if ! $(JITGRAD_PYTHON) -c 'import matplotlib' 2>/dev/null; then \
+		if [ "$$(id -u)" -eq 0 ]; then apt-get install -y python3-matplotlib; \
+		else echo "bench-chart: needs python3-matplotlib: sudo apt-get install -y python3-matplotlib" >&2; \
+			exit 1; fi; fi
+	$(JITGRAD_PYTHON) bench/chart.py $(BUILD)/bench/results.json docs/performance.png
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

@@ -1,76 +1,54 @@
 #!/usr/bin/env bash
-# Eager-mode benchmark: jitgrad (bench/eager_ops.c) against PyTorch
-# (bench/torch_eager.py) and a plain-C memory-bandwidth reference, then a
-# table of ratios.  Also runs build/bench/compile_overhead when it exists.
-#   bash bench/run.sh            (what `make bench` runs)
+# The benchmark suite (what `make bench` runs): builds what is missing, makes
+# sure the Python extension in $JITGRAD_BUILD_DIR/python-venv matches the
+# library, then runs bench/suite.py (jitgrad and PyTorch side by side, ratio
+# tables, $JITGRAD_BUILD_DIR/bench/results.json, quick: results-quick.json)
+# and, when matplotlib is importable, bench/chart.py (the chart next to it).
+#   bash bench/run.sh                 full run (about 5-10 minutes)
+#   BENCH_QUICK=1 bash bench/run.sh   smoke test (not a measurement)
 # Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (default
-# /usr/bin/python3).
+# /usr/bin/python3, the interpreter with PyTorch), BENCH_THREADS (e.g. "1,2").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${JITGRAD_BUILD_DIR:-$ROOT/build}"
 PY="${JITGRAD_PYTHON:-/usr/bin/python3}"
-export OPENBLAS_NUM_THREADS=1 # single threaded everywhere, like torch below
+export JITGRAD_BUILD_DIR="$BUILD" JITGRAD_PYTHON="$PY"
+export JITGRAD_CACHE_DIR="${JITGRAD_CACHE_DIR:-$BUILD/jg-cache}"
 
-if [ ! -x "$BUILD/bench/eager_ops" ]; then
-    echo "== building ($BUILD/bench/eager_ops missing)"
-    make -C "$ROOT" build
+if [ ! -x "$BUILD/bench/roofline" ] || [ ! -f "$BUILD/libjitgrad.a" ]; then
+    echo "== building ($BUILD/bench/roofline missing)"
+    cmake -S "$ROOT" -B "$BUILD" >/dev/null
+    cmake --build "$BUILD" -j"${JOBS:-2}"
 fi
 
-OUT="$(mktemp)"
-trap 'rm -f "$OUT"' EXIT
+# The extension is rebuilt when the static library is newer than it.
+venv="$BUILD/python-venv"
+export JITGRAD_BENCH_PYTHON="$venv/bin/python"
+stamp="$venv/.jitgrad-bench-stamp"
+if [ ! -x "$venv/bin/python" ]; then
+    "$PY" -m venv --system-site-packages "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$BUILD/libjitgrad.a" -nt "$stamp" ] ||
+    ! "$venv/bin/python" -c 'import jitgrad' 2>/dev/null; then
+    echo "== installing the Python extension into $venv"
+    rm -rf "$ROOT/python/build"
+    "$venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --no-deps \
+        --force-reinstall "$ROOT/python"
+    rm -rf "$ROOT/python/build"
+    touch "$stamp"
+fi
 
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "== $BUILD/bench/eager_ops"
-"$BUILD/bench/eager_ops" | tee -a "$OUT"
-
-echo "== $PY bench/torch_eager.py"
-if [ -x "$PY" ] || command -v "$PY" >/dev/null 2>&1; then
-    "$PY" "$ROOT/bench/torch_eager.py" | tee -a "$OUT" || echo "# torch_eager.py failed (rc=$?)"
+if [ "${BENCH_QUICK:-0}" != 0 ]; then
+    export BENCH_RESULTS="${BENCH_RESULTS:-$BUILD/bench/results-quick.json}"
 else
-    echo "# $PY not found; PyTorch comparison skipped"
+    export BENCH_RESULTS="${BENCH_RESULTS:-$BUILD/bench/results.json}"
 fi
+"$PY" "$ROOT/bench/suite.py"
 
-if [ -x "$BUILD/bench/compile_overhead" ]; then
-    echo "== $BUILD/bench/compile_overhead"
-    (cd "$BUILD" && "$BUILD/bench/compile_overhead") || echo "# compile_overhead failed (rc=$?)"
+if "$PY" -c 'import matplotlib' 2>/dev/null; then
+    "$PY" "$ROOT/bench/chart.py" "$BENCH_RESULTS" "${BENCH_RESULTS%.json}.png" ||
+        echo "# chart.py failed (rc=$?)"
+else
+    echo "# no chart: python3-matplotlib is not installed (make bench-chart installs it as root)"
 fi
-
-# The table: medians, jitgrad/torch, and the 1M case against the bandwidth
-# bound.  Lines are `<impl> <workload> <head>=<value> ...`.
-echo
-awk '
-function head(line,   f) { split(line, f, "="); return f[2] + 0 }
-$1 == "jitgrad" || $1 == "torch" || $1 == "cref" {
-    split($3, kv, "="); unit[$2] = kv[1]; val[$1, $2] = kv[2] + 0; seen[$2] = 1
-    if (!($2 in order)) { order[$2] = ++n; names[n] = $2 }
-}
-END {
-    printf "%-28s %-10s %12s %12s %14s\n", "workload", "unit", "jitgrad", "torch", "jitgrad/torch"
-    for (i = 1; i <= n; i++) {
-        w = names[i]
-        if (!(("jitgrad", w) in val)) continue
-        j = val["jitgrad", w]
-        if (("torch", w) in val) {
-            t = val["torch", w]
-            printf "%-28s %-10s %12.4g %12.4g %14.3f\n", w, unit[w], j, t, (t > 0 ? j / t : 0)
-        } else {
-            printf "%-28s %-10s %12.4g %12s %14s\n", w, unit[w], j, "-", "-"
-        }
-    }
-    big = "qkk_f32x1048576"
-    if ((("jitgrad", big) in val) && (("cref", big "_bound") in val)) {
-        printf "\n%s forward+backward against plain C (7 reads + 5 writes = 48 MiB of traffic):\n", big
-        printf "  %-34s %10.4g us\n", "jitgrad", val["jitgrad", big]
-        if (("torch", big) in val)
-            printf "  %-34s %10.4g us\n", "torch", val["torch", big]
-        printf "  %-34s %10.4g us  (jitgrad / it = %.2f)\n", "C loops, one per op (cref)",
-               val["cref", big "_loops"], val["jitgrad", big] / val["cref", big "_loops"]
-        printf "  %-34s %10.4g us  (jitgrad / it = %.2f)\n", "bandwidth bound (bytes / best GB/s)",
-               val["cref", big "_bound"], val["jitgrad", big] / val["cref", big "_bound"]
-    }
-    if (("jitgrad", "chain100_f32x16") in val)
-        printf "\nchain target: < 0.5 us per op; jitgrad %.3g us per op (%s)\n",
-               val["jitgrad", "chain100_f32x16"],
-               (val["jitgrad", "chain100_f32x16"] < 0.5 ? "met" : "missed")
-}' "$OUT"

@@ -1,0 +1,365 @@
+"""The benchmark suite (what `make bench` runs, through bench/run.sh): jitgrad
+and PyTorch side by side in one invocation, at 1 thread and at all cores,
+then ratio tables (markdown) and a machine-readable results file.
+
+  1. kernels   bench/kernels.py --lib jitgrad|torch (the same script for
+               both, as a user would run it), ROUNDS rounds alternating the
+               two libraries, median over rounds
+  2. fused     (a*b+c).relu().sum() fwd+bwd, 4M f32: PyTorch and jitgrad
+               from Python, jitgrad eager/interp/c from C (bench/roofline),
+               against the memory bound (bytes / STREAM-triad rate, same run)
+  3. mlp       784-256-256-10, batch 64, one SGD step: the same, against the
+               sgemm bound (the step's matmul FLOPs / cblas_sgemm's rate)
+  4. latency   the compiled (c backend) MLP step's first call with an empty
+               cache directory, then in a new process with that warm cache
+  5. the older workloads: build/bench/eager_ops + bench/torch_eager.py
+               (per-op eager overhead; with valgrind, the chain's callgrind
+               instruction count per op from build/bench/chain_iters),
+               compile_backends, compile_overhead, and build/bench/chains
+               when it exists
+
+Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (PyTorch's
+interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
+that imports jitgrad, default $JITGRAD_BUILD_DIR/python-venv/bin/python),
+BENCH_QUICK=1 (one short round, the slow C workloads skipped: a smoke test,
+not a measurement), BENCH_THREADS (default: 1 and the number of cores).
+Output: the tables on stdout, $JITGRAD_BUILD_DIR/bench/results.json (quick
+runs: results-quick.json, so a smoke run leaves the last measurement alone;
+BENCH_RESULTS overrides the path)."""
+
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("JITGRAD_BUILD_DIR", os.path.join(ROOT, "build"))
+TORCH_PY = os.environ.get("JITGRAD_PYTHON", "/usr/bin/python3")
+JG_PY = os.environ.get("JITGRAD_BENCH_PYTHON", os.path.join(BUILD, "python-venv", "bin", "python"))
+QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
+ROUNDS = 1 if QUICK else 5
+BIN = os.path.join(BUILD, "bench")
+KERNELS_PY = os.path.join(ROOT, "bench", "kernels.py")
+
+LINE = re.compile(r"^(\S+) (\S+)((?: \S+=\S*)+)\s*$")
+
+
+def parse(text):
+    """`<impl> <workload> k=v ...` lines -> list of (impl, workload, {k: v})."""
+    rows = []
+    for line in text.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        kv = {}
+        for tok in m.group(3).split():
+            k, _, v = tok.partition("=")
+            try:
+                kv[k] = float(v)
+            except ValueError:
+                kv[k] = v
+        rows.append((m.group(1), m.group(2), kv))
+    return rows
+
+
+def thread_env(n):
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "JITGRAD_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(n)
+    env.setdefault("JITGRAD_CACHE_DIR", os.path.join(BUILD, "jg-cache"))
+    return env
+
+
+RAW = {}
+
+
+def run(tag, cmd, env=None, cwd=None, timeout=900):
+    """Runs cmd, echoes and keeps its output (returned even when cmd fails
+    part way: the figures it printed before failing still count)."""
+    print(f"== {tag}: {' '.join(cmd)}", flush=True)
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"# {tag} failed: {e}", flush=True)
+        RAW[tag] = f"failed: {e}"
+        return ""
+    out = p.stdout
+    sys.stdout.write(out)
+    if p.returncode != 0:
+        print(f"# {tag} failed (rc={p.returncode}): {p.stderr.strip()[-500:]}", flush=True)
+    print(f"   ({time.time() - t0:.1f} s)", flush=True)
+    RAW[tag] = out + (p.stderr if p.returncode else "")
+    return out
+
+
+def have(py, module):
+    if not (os.path.isfile(py) or shutil.which(py)):
+        return False
+    return subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def fmt(v, digits=4):
+    if v is None:
+        return "-"
+    if isinstance(v, Ratio):
+        return f"{v:.2f}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+class Ratio(float):
+    """A ratio: printed with two decimals in the tables."""
+
+
+def ratio(a, b):
+    return Ratio(a / b) if a and b else None
+
+
+def table(headers, rows):
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in r) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    threads = sorted({1, os.cpu_count() or 1})
+    if os.environ.get("BENCH_THREADS"):
+        threads = [int(t) for t in os.environ["BENCH_THREADS"].split(",")]
+    libs = []
+    if have(JG_PY, "jitgrad"):
+        libs.append(("jitgrad", JG_PY))
+    else:
+        print(f"# {JG_PY} cannot import jitgrad: run bench/run.sh (it installs it)", flush=True)
+    if have(TORCH_PY, "torch"):
+        libs.append(("torch", TORCH_PY))
+    else:
+        print(f"# {TORCH_PY} cannot import torch: the PyTorch columns stay empty", flush=True)
+    t_start = time.time()
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": platform.machine(),
+        "cpu": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            "?",
+        ),
+        "nproc": os.cpu_count(),
+        "loadavg_start": os.getloadavg()[0],
+        "threads": threads,
+        "rounds": ROUNDS,
+        "quick": QUICK,
+        "git": subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+    }
+    print(f"== machine: {meta['nproc']} cores, {meta['cpu']}, load {meta['loadavg_start']:.2f}")
+
+    # ---- (1)-(3) from Python: kernels, fused, mlp; per (lib, name, threads) a list of medians
+    groups = "kernels,fused,mlp"
+    py = {}
+    thread_note = {}
+    for r in range(ROUNDS):
+        order = libs if r % 2 == 0 else libs[::-1]
+        for n in threads:
+            for lib, exe in order:
+                cmd = [exe, KERNELS_PY, "--lib", lib, "--threads", str(n), "--groups", groups]
+                if QUICK:
+                    cmd.append("--quick")
+                out = run(f"kernels.py {lib} threads={n} round {r + 1}", cmd, env=thread_env(n))
+                for impl, name, kv in parse(out):
+                    if name == "meta":
+                        thread_note[(impl, n)] = kv.get("thread_control", "?")
+                    elif "us" in kv:
+                        py.setdefault((impl, name, n), []).append(kv["us"])
+    pym = {k: statistics.median(v) for k, v in py.items()}
+
+    # ---- (2), (3) from C: eager/interp/c and the bounds, per thread count
+    croof = {}
+    roof = os.path.join(BIN, "roofline")
+    for n in threads:
+        for what in ("fused", "mlp"):
+            if os.access(roof, os.X_OK):
+                out = run(f"roofline {what} threads={n}", [roof, what, str(n)], env=thread_env(n))
+                for impl, name, kv in parse(out):
+                    croof[(impl, name, n)] = kv
+
+    # ---- (4) compile latency: empty cache, then a new process on the warm cache
+    latency = {}
+    if os.access(roof, os.X_OK):
+        cache = tempfile.mkdtemp(prefix="jg-bench-cache-")
+        try:
+            for phase in ("empty_cache", "warm_disk_cache"):
+                env = thread_env(1)
+                env["JITGRAD_CACHE_DIR"] = cache
+                out = run(f"latency {phase}", [roof, "latency"], env=env)
+                for impl, name, kv in parse(out):
+                    if name == "compile_latency_mlp_c":
+                        latency[phase] = kv
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    # ---- (5) the older workloads, single threaded
+    older, older_text = {}, {}
+    env1 = thread_env(1)
+    eo = os.path.join(BIN, "eager_ops")
+    if os.access(eo, os.X_OK):
+        out = run("eager_ops", [eo] + (["chain"] if QUICK else []), env=env1)
+        for impl, name, kv in parse(out):
+            older[(impl, name)] = kv
+    if any(lib == "torch" for lib, _ in libs) and not QUICK:
+        out = run("torch_eager.py", [TORCH_PY, os.path.join(ROOT, "bench", "torch_eager.py")],
+                  env=env1)
+        for impl, name, kv in parse(out):
+            older[(impl, name)] = kv
+    # instruction counts of the eager chain: the stable per-op overhead figure
+    ci = os.path.join(BIN, "chain_iters")
+    if os.access(ci, os.X_OK) and shutil.which("valgrind"):
+        counts = {}
+        for n in (10, 30):
+            cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", ci, str(n)]
+            print(f"== callgrind: {' '.join(cmd)}", flush=True)
+            p = subprocess.run(cmd, env=env1, capture_output=True, text=True)
+            m = re.search(r"Collected : (\d+)", p.stderr)
+            if p.returncode == 0 and m:
+                counts[n] = int(m.group(1))
+        if len(counts) == 2:
+            per_iter = (counts[30] - counts[10]) / 20
+            older[("jitgrad", "chain100_f32x16_instructions")] = {
+                "instr_per_op": per_iter / 100, "instr_per_iter": per_iter}
+    for prog in ("chains", "compile_backends", "compile_overhead"):
+        path = os.path.join(BIN, prog)
+        if os.access(path, os.X_OK) and not (QUICK and prog != "chains"):
+            older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)
+
+    # ---- tables
+    res = {"meta": meta, "kernels": [], "fused": [], "mlp": [], "latency": latency,
+           "eager_ops": [], "thread_control": {f"{k[0]}@{k[1]}": v for k, v in thread_note.items()}}
+    names = []
+    for (lib, name, n) in py:
+        if name not in names:
+            names.append(name)
+    kernel_names = [k for k in names if not k.startswith(("fused_", "mlp_"))]
+    hi = threads[-1]
+    out = []
+    out.append(f"## Kernels (us, median of {ROUNDS} rounds; jitgrad/torch < 1: jitgrad faster)\n")
+    hdr = ["kernel"]
+    for n in threads:
+        hdr += [f"jitgrad {n}T", f"torch {n}T", f"ratio {n}T"]
+    if hi > 1:
+        hdr += [f"jitgrad 1->{hi}T", f"torch 1->{hi}T"]
+    rows = []
+    for k in kernel_names:
+        row = [k]
+        for n in threads:
+            j, t = pym.get(("jitgrad", k, n)), pym.get(("torch", k, n))
+            row += [j, t, ratio(j, t)]
+            res["kernels"].append({"name": k, "threads": n, "jitgrad_us": j, "torch_us": t,
+                                   "ratio": ratio(j, t)})
+        if hi > 1:
+            row += [ratio(pym.get(("jitgrad", k, 1)), pym.get(("jitgrad", k, hi))),
+                    ratio(pym.get(("torch", k, 1)), pym.get(("torch", k, hi)))]
+        rows.append(row)
+    out.append(table(hdr, rows))
+    if hi > 1:
+        out.append(f"\n(1->{hi}T: speed-up from 1 to {hi} threads; jitgrad thread control: "
+                   + ", ".join(f"{n}T {thread_note.get(('jitgrad', n), '?')}" for n in threads)
+                   + ")")
+
+    for key, pyname, cname, bound_note in (
+        ("fused", "fused_relu_4M_fwd_bwd", "fused_relu_4M_fwd_bwd",
+         "bound = bytes (read a, b, c; write 3 grads) / STREAM triad rate"),
+        ("mlp", "mlp_784_256_256_10_b64_sgd_step", "mlp_784_256_256_10_b64_sgd_step",
+         "bound = FLOPs of the 8 matmuls / cblas_sgemm rate at those shapes"),
+    ):
+        out.append(f"\n## {pyname} (us; {bound_note})\n")
+        rows = []
+        for n in threads:
+            b = croof.get(("bound", cname, n), {})
+            bound = b.get("us")
+            entry = {"threads": n, "bound_us": bound,
+                     "torch_py_us": pym.get(("torch", pyname, n)),
+                     "jitgrad_py_us": pym.get(("jitgrad", pyname, n))}
+            for be in ("eager", "interp", "c"):
+                entry[f"jitgrad_{be}_us"] = croof.get(("jitgrad", f"{cname}_{be}", n), {}).get("us")
+            for k in ("bytes", "triad_GBps", "flops", "sgemm_GFLOPs"):
+                if k in b:
+                    entry[k] = b[k]
+            res[key].append(entry)
+            for label, field in (("PyTorch (Python)", "torch_py_us"),
+                                 ("jitgrad eager (Python)", "jitgrad_py_us"),
+                                 ("jitgrad eager (C)", "jitgrad_eager_us"),
+                                 ("jitgrad interp (C)", "jitgrad_interp_us"),
+                                 ("jitgrad c (C)", "jitgrad_c_us")):
+                v = entry[field]
+                rows.append([f"{n}T", label, v, ratio(v, bound),
+                             ratio(v, entry["torch_py_us"]) if field != "torch_py_us" else None])
+            extra = (f"{b.get('bytes', 0) / 2**20:.0f} MiB at {b.get('triad_GBps', 0):.3g} GB/s"
+                     if "bytes" in b else
+                     f"{b.get('flops', 0) / 1e6:.1f} MFLOP at {b.get('sgemm_GFLOPs', 0):.3g} GFLOP/s"
+                     if "flops" in b else "n/a")
+            rows.append([f"{n}T", f"bound ({extra})", bound, Ratio(1) if bound else None, None])
+        out.append(table(["threads", "implementation", "us", "/ bound", "/ torch"], rows))
+
+    out.append("\n## Compile latency, c backend, MLP step (first call: trace + codegen + gcc + run)\n")
+    rows = []
+    for phase, label in (("empty_cache", "empty cache dir"), ("warm_disk_cache", "warm disk cache, new process")):
+        kv = latency.get(phase, {})
+        rows.append([label, kv.get("first_call_us"), kv.get("hot_call_us")])
+    out.append(table(["first call with", "first call us", "later calls us (median)"], rows))
+
+    eo_rows = []
+    for (impl, name), kv in older.items():
+        if impl != "jitgrad" or not kv:
+            continue
+        head = next(iter(kv))
+        j = kv[head]
+        t = older.get(("torch", name), {}).get(head)
+        eo_rows.append([name, head, j, t, ratio(j, t)])
+        res["eager_ops"].append({"name": name, "unit": head, "jitgrad": j, "torch": t,
+                                 "ratio": ratio(j, t)})
+    if eo_rows:
+        out.append("\n## Eager overhead (build/bench/eager_ops vs bench/torch_eager.py, 1 thread)\n")
+        out.append(table(["workload", "unit", "jitgrad", "torch", "jitgrad/torch"], eo_rows))
+        c100 = older.get(("jitgrad", "chain100_f32x16"), {}).get("per_op_us")
+        if c100:
+            out.append(f"\nper-op eager overhead target < 0.5 us: {c100:.3g} us per op "
+                       f"({'met' if c100 < 0.5 else 'missed'})")
+
+    for prog, text in older_text.items():
+        if text.strip():
+            out.append(f"\n## {prog} (build/bench/{prog}, 1 thread)\n\n```\n{text.rstrip()}\n```")
+
+    meta["seconds"] = round(time.time() - t_start, 1)
+    meta["loadavg_end"] = os.getloadavg()[0]
+    res["raw"] = RAW
+    text = "\n".join(out)
+    print("\n" + text)
+    print(f"\n(suite: {meta['seconds']} s, load average {meta['loadavg_start']:.2f} -> "
+          f"{meta['loadavg_end']:.2f}, {meta['date']}, git {meta['git']}"
+          f"{', QUICK: not a measurement' if QUICK else ''})")
+    res["markdown"] = text
+    path = os.environ.get(
+        "BENCH_RESULTS", os.path.join(BIN, "results-quick.json" if QUICK else "results.json")
+    )
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"== results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
