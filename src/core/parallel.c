@@ -70,10 +70,11 @@ static void take_chunks(void) {
     }
 }
 
+/* arg: the loop count when the pool started; the first loop after it is
+ * this worker's to join, even if it was posted before the thread ran. */
 static void *worker_main(void *arg) {
-    (void)arg;
     jg_parallel_inside_ = true; /* loops inside chunks run inline */
-    uint64_t seen = atomic_load(&job.gen);
+    uint64_t seen = (uint64_t)(uintptr_t)arg;
     pthread_mutex_lock(&mu);
     for (;;) {
         if (!stopping && (atomic_load(&job.gen) == seen || !job.open)) {
@@ -124,8 +125,9 @@ static bool start_pool(int threads) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    void *gen = (void *)(uintptr_t)atomic_load(&job.gen);
     while (n_workers < threads - 1 &&
-           pthread_create(&workers[n_workers], NULL, worker_main, NULL) == 0)
+           pthread_create(&workers[n_workers], NULL, worker_main, gen) == 0)
         n_workers++;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (n_workers == 0) {

@@ -11,7 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static void sleep_us(long us) {
+    struct timespec t = {us / 1000000, us % 1000000 * 1000};
+    nanosleep(&t, NULL);
+}
 
 static char self_path[4096];
 
@@ -214,6 +220,40 @@ static void test_more_threads_than_chunks(void **state) {
     assert_int_equal(jg_set_num_threads(before), 0);
 }
 
+/* The pool really runs chunks on another thread: the first chunk taken
+ * waits (up to 10 s) until the other chunk ran on a different thread. */
+typedef struct {
+    pthread_t first;
+    _Atomic int started;
+    _Atomic bool first_set;
+    _Atomic bool other_ran;
+} two_ctx;
+
+static void wait_for_other(void *vc, int64_t lo, int64_t hi) {
+    two_ctx *c = vc;
+    (void)lo, (void)hi;
+    if (c->started++ == 0) {
+        c->first = pthread_self();
+        c->first_set = true;
+        for (int i = 0; i < 10000 && !c->other_ran; i++)
+            sleep_us(1000);
+    } else {
+        while (!c->first_set)
+            sleep_us(100);
+        c->other_ran = !pthread_equal(c->first, pthread_self());
+    }
+}
+
+static void test_chunks_run_on_workers(void **state) {
+    (void)state;
+    int before = jg_get_num_threads();
+    assert_int_equal(jg_set_num_threads(2), 0);
+    two_ctx c = {0};
+    jg_parallel_for(2, 1, wait_for_other, &c);
+    assert_true(c.other_ran);
+    assert_int_equal(jg_set_num_threads(before), 0);
+}
+
 /* Two program threads running large kernels at once: one gets the pool,
  * the other computes inline; both get the serial bits. */
 typedef struct {
@@ -297,6 +337,7 @@ int main(int argc, char **argv) {
         TU_TEST(test_bitwise_dtypes),
         TU_TEST(test_nested_loops),
         TU_TEST(test_more_threads_than_chunks),
+        TU_TEST(test_chunks_run_on_workers),
         TU_TEST(test_concurrent_callers),
         TU_TEST(test_fork_child),
     };
