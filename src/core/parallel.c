@@ -17,15 +17,17 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 /* OpenBLAS's own thread count follows ours.  Weak: a BLAS without it links
  * too, and the call is skipped. */
 extern void openblas_set_num_threads(int n) __attribute__((weak));
 
-/* About this many checks of the next loop (a few microseconds) before a
- * worker sleeps: back-to-back large kernels then skip the wake-up. */
-#define SPIN_ROUNDS 4000
+/* How long a worker watches for the next loop before it sleeps (and the
+ * caller for the workers' last chunks before it sleeps): back-to-back large
+ * kernels skip the wake-up, and an idle pool soon leaves the cores alone. */
+#define SPIN_NS 20000
 
 _Atomic int jg_parallel_nthreads_; /* 0 until resolved (see resolve_threads) */
 _Thread_local bool jg_parallel_inside_;
@@ -57,6 +59,24 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Spinning: true while fewer than SPIN_NS passed since *end was set (the
+ * clock is read every 64th round). */
+static bool spin_on(unsigned *round, uint64_t *end) {
+    cpu_relax();
+    if (++*round % 64)
+        return true;
+    uint64_t t = now_ns();
+    if (*round == 64)
+        *end = t + SPIN_NS;
+    return t < *end;
+}
+
 static void take_chunks(void) {
     jg_parallel_fn fn = job.fn;
     void *ctx = job.ctx;
@@ -79,10 +99,11 @@ static void *worker_main(void *arg) {
     for (;;) {
         if (!stopping && (atomic_load(&job.gen) == seen || !job.open)) {
             pthread_mutex_unlock(&mu);
-            for (int i = 0;
-                 i < SPIN_ROUNDS && atomic_load_explicit(&job.gen, memory_order_relaxed) == seen;
-                 i++)
-                cpu_relax();
+            unsigned round = 0;
+            uint64_t end = 0;
+            while (atomic_load_explicit(&job.gen, memory_order_relaxed) == seen &&
+                   spin_on(&round, &end))
+                ;
             pthread_mutex_lock(&mu);
             while (!stopping && (atomic_load(&job.gen) == seen || !job.open))
                 pthread_cond_wait(&wake_cv, &mu);
@@ -199,8 +220,10 @@ void jg_parallel_for(int64_t n, int64_t grain, jg_parallel_fn fn, void *ctx) {
     pthread_mutex_lock(&mu);
     job.open = false;
     pthread_mutex_unlock(&mu);
-    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&job.active) > 0; i++)
-        cpu_relax();
+    unsigned round = 0;
+    uint64_t end = 0;
+    while (atomic_load(&job.active) > 0 && spin_on(&round, &end))
+        ;
     pthread_mutex_lock(&mu);
     while (atomic_load(&job.active) > 0)
         pthread_cond_wait(&done_cv, &mu);
