@@ -71,3 +71,16 @@ def test_bitwise_any_thread_count(restore_threads):
         jitgrad.set_num_threads(n)
         for a, b in zip(run(), want):
             assert a.tobytes() == b.tobytes()
+
+
+def test_openblas_follows(restore_threads):
+    ctypes = pytest.importorskip("ctypes")
+    try:
+        blas = ctypes.CDLL("libopenblas.so.0")
+        blas.openblas_get_num_threads
+    except (OSError, AttributeError):
+        pytest.skip("no OpenBLAS")
+    jitgrad.set_num_threads(1)
+    assert blas.openblas_get_num_threads() == 1
+    jitgrad.set_num_threads(2)
+    assert blas.openblas_get_num_threads() == 2

@@ -39,6 +39,20 @@ static void test_set_get(void **state) {
     assert_int_equal(jg_get_num_threads(), before);
 }
 
+extern int openblas_get_num_threads(void) __attribute__((weak));
+
+static void test_openblas_follows(void **state) {
+    (void)state;
+    if (!openblas_get_num_threads)
+        skip();
+    int before = jg_get_num_threads();
+    assert_int_equal(jg_set_num_threads(1), 0);
+    assert_int_equal(openblas_get_num_threads(), 1);
+    assert_int_equal(jg_set_num_threads(2), 0);
+    assert_int_equal(openblas_get_num_threads(), 2);
+    assert_int_equal(jg_set_num_threads(before), 0);
+}
+
 /* What jg_get_num_threads says in a fresh process with this environment
  * value of JITGRAD_NUM_THREADS (NULL: unset). */
 static int threads_in_child(const char *env) {
@@ -332,6 +346,7 @@ int main(int argc, char **argv) {
     self_path[len] = '\0';
     const struct CMUnitTest tests[] = {
         TU_TEST(test_set_get),
+        TU_TEST(test_openblas_follows),
         TU_TEST(test_env_var),
         TU_TEST(test_bitwise_any_thread_count),
         TU_TEST(test_bitwise_dtypes),
