@@ -139,8 +139,8 @@ bool jg_is_grad_enabled(void);
 /* ---- threads ---- */
 /* Large kernels (from 64K elements) split their work into fixed chunks run
  * on a pool of threads; results are bitwise the same for any count.  The
- * count is process-wide: the machine's cores by default, or
- * JITGRAD_NUM_THREADS (read once, at the first use).  jg_set_num_threads
+ * count is process-wide: the cores it may run on by default, or
+ * JITGRAD_NUM_THREADS (read once, at load).  jg_set_num_threads
  * sets OpenBLAS's count too; n < 1 is an error (-1), values above 256 are
  * capped.  Like torch.set_num_threads / torch.get_num_threads. */
 int jg_set_num_threads(int n);

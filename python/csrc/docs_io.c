@@ -45,7 +45,7 @@ static const doc_entry docs[] = {
                         "elements) and OpenBLAS use; results are bitwise the same for any "
                         "count.  Values above 256 are capped."},
     {"get_num_threads", "get_num_threads() -> int\n\nThe number of threads large kernels use "
-                        "(default: the machine's cores, or JITGRAD_NUM_THREADS)."},
+                        "(default: the cores the process may run on, or JITGRAD_NUM_THREADS)."},
     {"is_grad_enabled", "is_grad_enabled() -> bool\n\nWhether operations record history "
                         "(see no_grad, enable_grad, set_grad_enabled)."},
     {"where", "where(condition, input, other) " T

@@ -8,11 +8,13 @@
  * counter, spin briefly for the next loop, then sleep on a condition
  * variable.  A forked child starts without a pool (the workers are not
  * copied); the library's destructor joins the workers at exit or dlclose. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "core/parallel.h"
 
 #include "core/tensor.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -168,7 +170,10 @@ static int default_threads(void) {
             return (int)v;
         /* an unusable value is ignored, as OMP_NUM_THREADS's are */
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the cores this process may run on (taskset, cpusets), as nproc says */
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
     return cores > JG_PARALLEL_MAX_THREADS ? JG_PARALLEL_MAX_THREADS : (int)cores;
