@@ -54,8 +54,9 @@ static void test_openblas_follows(void **state) {
 }
 
 /* What jg_get_num_threads says in a fresh process with this environment
- * value of JITGRAD_NUM_THREADS (NULL: unset). */
-static int threads_in_child(const char *env) {
+ * value of JITGRAD_NUM_THREADS (NULL: unset); *blas: OpenBLAS's count there
+ * (-1 without OpenBLAS). */
+static int threads_in_child(const char *env, int *blas) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
@@ -78,20 +79,25 @@ static int threads_in_child(const char *env) {
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_true(got > 0);
-    return atoi(buf);
+    int n = 0;
+    assert_int_equal(sscanf(buf, "%d %d", &n, blas), 2);
+    return n;
 }
 
 static void test_env_var(void **state) {
     (void)state;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int dflt = threads_in_child(NULL); /* the cores this process may use */
+    int blas;
+    int dflt = threads_in_child(NULL, &blas); /* the cores this process may use */
     assert_true(dflt >= 1 && dflt <= (cores < 1 ? 1 : cores));
-    assert_int_equal(threads_in_child("5"), 5);
-    assert_int_equal(threads_in_child("1"), 1);
+    assert_int_equal(threads_in_child("1", &blas), 1);
+    assert_int_equal(threads_in_child("5", &blas), 5);
+    if (blas != -1) /* OpenBLAS follows from the start (over OPENBLAS_NUM_THREADS) */
+        assert_int_equal(blas, 5);
     /* unusable values are ignored */
-    assert_int_equal(threads_in_child("0"), dflt);
-    assert_int_equal(threads_in_child("abc"), dflt);
-    assert_int_equal(threads_in_child("-3"), dflt);
+    assert_int_equal(threads_in_child("0", &blas), dflt);
+    assert_int_equal(threads_in_child("abc", &blas), dflt);
+    assert_int_equal(threads_in_child("-3", &blas), dflt);
 }
 
 enum { N_RESULTS = 15 };
@@ -337,7 +343,8 @@ static void test_fork_child(void **state) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--print-threads") == 0) {
-        printf("%d\n", jg_get_num_threads());
+        printf("%d %d\n", jg_get_num_threads(),
+               openblas_get_num_threads ? openblas_get_num_threads() : -1);
         return 0;
     }
     ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
