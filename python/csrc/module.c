@@ -594,17 +594,33 @@ static PyObject *f_manual_seed(PyObject *m, PyObject *seed) {
     Py_RETURN_NONE;
 }
 
+/* True for NumPy's integer scalars (np.int64(2) ...), which PyTorch takes
+ * where it takes an int. */
+static bool is_numpy_int(PyObject *o) {
+    PyObject *np = jgp_import_numpy();
+    PyObject *integer = np ? PyObject_GetAttrString(np, "integer") : NULL;
+    int r = integer ? PyObject_IsInstance(o, integer) : -1;
+    Py_XDECREF(integer);
+    if (r < 0)
+        PyErr_Clear();
+    return r > 0;
+}
+
 /* torch.set_num_threads's checks and messages (RuntimeError for a non-int,
  * a bool included, and for a count that is not a positive C int). */
 static PyObject *f_set_num_threads(PyObject *m, PyObject *arg) {
     (void)m;
-    if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+    if ((!PyLong_Check(arg) || PyBool_Check(arg)) && !is_numpy_int(arg)) {
         PyErr_Format(PyExc_RuntimeError, "set_num_threads expects an int, but got %s",
                      Py_TYPE(arg)->tp_name);
         return NULL;
     }
+    PyObject *v = PyNumber_Index(arg);
+    if (!v)
+        return NULL;
     int overflow = 0;
-    long long n = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
     if (n == -1 && PyErr_Occurred())
         return NULL;
     if (overflow || n <= 0 || n > INT_MAX) {

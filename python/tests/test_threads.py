@@ -25,9 +25,27 @@ def test_set_get(restore_threads):
     assert jitgrad.get_num_threads() == 1
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2**40, 2.5, "a", True, None])
+def test_numpy_ints_like_torch(restore_threads):
+    np = pytest.importorskip("numpy")
+    jitgrad.set_num_threads(np.int64(3))
+    assert jitgrad.get_num_threads() == 3
+    jitgrad.set_num_threads(np.int32(2))
+    assert jitgrad.get_num_threads() == 2
+
+
+class _Index:
+    def __index__(self):
+        return 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**40, 2.5, "a", True, None, _Index(),
+                                 pytest.param("np.float64", id="np.float64"),
+                                 pytest.param("np.int64(0)", id="np.int64(0)")])
 def test_bad_counts_like_torch(bad, restore_threads):
     torch = pytest.importorskip("torch")
+    if isinstance(bad, str) and bad.startswith("np."):
+        np = pytest.importorskip("numpy")
+        bad = np.float64(2.0) if bad == "np.float64" else np.int64(0)
     jitgrad.set_num_threads(2)
     with pytest.raises(Exception) as want:
         torch.set_num_threads(bad)
