@@ -14,7 +14,8 @@
 /* fn(ctx, lo, hi) over [0, n) in chunks [k*grain, min((k+1)*grain, n)).
  * Each chunk is one call; chunks may run concurrently on the pool's threads
  * and in any order.  Runs inline on the caller when there is one chunk, one
- * thread, or when already inside a parallel loop.  grain >= 1. */
+ * thread, when already inside a parallel loop, or while another thread's
+ * loop has the pool.  Returns when every chunk is done.  grain >= 1. */
 typedef void (*jg_parallel_fn)(void *ctx, int64_t lo, int64_t hi);
 void jg_parallel_for(int64_t n, int64_t grain, jg_parallel_fn fn, void *ctx);
 
