@@ -136,6 +136,16 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
 bool jg_set_grad_enabled(bool on); /* returns the previous mode */
 bool jg_is_grad_enabled(void);
 
+/* ---- threads ---- */
+/* Large kernels (from 64K elements) split their work into fixed chunks run
+ * on a pool of threads; results are bitwise the same for any count.  The
+ * count is process-wide: the cores it may run on by default, or
+ * JITGRAD_NUM_THREADS (read once, at load).  jg_set_num_threads
+ * sets OpenBLAS's count too; n < 1 is an error (-1), values above 256 are
+ * capped.  Like torch.set_num_threads / torch.get_num_threads. */
+int jg_set_num_threads(int n);
+int jg_get_num_threads(void);
+
 /* ---- ops (all broadcast like NumPy) ---- */
 jg_tensor *jg_add(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_sub(jg_tensor *a, jg_tensor *b);

@@ -2,6 +2,7 @@
  * assembly of the other files' types and functions. */
 #include "jgpy.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -593,6 +594,50 @@ static PyObject *f_manual_seed(PyObject *m, PyObject *seed) {
     Py_RETURN_NONE;
 }
 
+/* True for NumPy's integer scalars (np.int64(2) ...), which PyTorch takes
+ * where it takes an int. */
+static bool is_numpy_int(PyObject *o) {
+    PyObject *np = jgp_import_numpy();
+    PyObject *integer = np ? PyObject_GetAttrString(np, "integer") : NULL;
+    int r = integer ? PyObject_IsInstance(o, integer) : -1;
+    Py_XDECREF(integer);
+    if (r < 0)
+        PyErr_Clear();
+    return r > 0;
+}
+
+/* torch.set_num_threads's checks and messages (RuntimeError for a non-int,
+ * a bool included, and for a count that is not a positive C int). */
+static PyObject *f_set_num_threads(PyObject *m, PyObject *arg) {
+    (void)m;
+    if ((!PyLong_Check(arg) || PyBool_Check(arg)) && !is_numpy_int(arg)) {
+        PyErr_Format(PyExc_RuntimeError, "set_num_threads expects an int, but got %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    PyObject *v = PyNumber_Index(arg);
+    if (!v)
+        return NULL;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || n <= 0 || n > INT_MAX) {
+        PyErr_SetString(PyExc_RuntimeError, "set_num_threads expects a positive integer");
+        return NULL;
+    }
+    if (jg_set_num_threads((int)n) < 0)
+        return jgp_raise();
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_get_num_threads(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromLong(jg_get_num_threads());
+}
+
 #define KW (METH_VARARGS | METH_KEYWORDS)
 #define CF(f) ((PyCFunction)(void (*)(void))(f))
 
@@ -610,6 +655,8 @@ static PyMethodDef module_functions[] = {
     {"rand_like", CF(f_rand_like), KW, NULL},
     {"arange", CF(f_arange), KW, NULL},
     {"manual_seed", f_manual_seed, METH_O, NULL},
+    {"set_num_threads", f_set_num_threads, METH_O, NULL},
+    {"get_num_threads", f_get_num_threads, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

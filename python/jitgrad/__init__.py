@@ -32,6 +32,8 @@ from ._C import (  # noqa: F401
     rand_like,
     arange,
     is_grad_enabled,
+    set_num_threads,
+    get_num_threads,
 )
 
 float = float32  # noqa: A001  (PyTorch's aliases)

@@ -1,7 +1,117 @@
 /* Strided iteration and the generic dtype-converting copy. */
 #include "core/iter.h"
 
+#include "core/parallel.h"
+
+#include <stdlib.h>
 #include <string.h>
+
+/* An iteration after jg_iter_run merged its dims: nd dims of shp, inner the
+ * last; each chunk [lo, hi) of the flat element index runs its part rows. */
+typedef struct {
+    int nd, nops;
+    const int64_t *shp;
+    int64_t (*st)[JG_MAX_DIMS];
+    char *const *ptrs;
+    jg_inner_fn fn;
+    void *ctx;
+} iter_split;
+
+static void iter_chunk(void *vc, int64_t lo, int64_t hi) {
+    const iter_split *c = vc;
+    int nd = c->nd, last = nd - 1;
+    int64_t len = c->shp[last];
+    int64_t idx[JG_MAX_DIMS], r = lo / len, col = lo % len;
+    char *ptrs[JG_ITER_MAX_OPS];
+    int64_t inner[JG_ITER_MAX_OPS];
+    for (int d = last - 1; d >= 0; d--) {
+        idx[d] = r % c->shp[d];
+        r /= c->shp[d];
+    }
+    for (int k = 0; k < c->nops; k++) {
+        inner[k] = c->st[k][last];
+        ptrs[k] = c->ptrs[k] + col * inner[k];
+        for (int d = 0; d < last; d++)
+            ptrs[k] += idx[d] * c->st[k][d];
+    }
+    for (int64_t pos = lo; pos < hi;) {
+        int64_t n = len - col < hi - pos ? len - col : hi - pos;
+        char *p[JG_ITER_MAX_OPS];
+        for (int k = 0; k < c->nops; k++)
+            p[k] = ptrs[k];
+        c->fn(c->ctx, n, p, inner);
+        pos += n;
+        if (pos >= hi)
+            break;
+        /* next row: back to column 0, odometer over the outer dims */
+        for (int k = 0; k < c->nops; k++)
+            ptrs[k] -= col * inner[k];
+        col = 0;
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            for (int k = 0; k < c->nops; k++)
+                ptrs[k] += c->st[k][d];
+            if (idx[d] < c->shp[d])
+                break;
+            for (int k = 0; k < c->nops; k++)
+                ptrs[k] -= c->st[k][d] * c->shp[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Bytes an operand may touch: [lo, hi), elements taken as 8 bytes (the
+ * largest dtype). */
+static void iter_span(const char *p, int nd, const int64_t *shp, const int64_t *st, uintptr_t *lo,
+                      uintptr_t *hi) {
+    intptr_t a = 0, b = 0;
+    for (int d = 0; d < nd; d++) {
+        intptr_t e = (intptr_t)((shp[d] - 1) * st[d]);
+        if (e < 0)
+            a += e;
+        else
+            b += e;
+    }
+    *lo = (uintptr_t)p + (uintptr_t)a;
+    *hi = (uintptr_t)p + (uintptr_t)b + 8;
+}
+
+/* Chunks may run at once only if no two elements of the output share an
+ * address (a reduction's output, stride 0, does not qualify) and every
+ * operand is exactly the output or shares no byte with it. */
+static bool iter_splittable(int nd, int nops, const int64_t *shp, int64_t st[][JG_MAX_DIMS],
+                            char *const *ptrs) {
+    int64_t as[JG_MAX_DIMS];
+    int order[JG_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        as[d] = st[0][d] < 0 ? -st[0][d] : st[0][d];
+        int j = d;
+        for (; j > 0 && as[order[j - 1]] > as[d]; j--)
+            order[j] = order[j - 1];
+        order[j] = d;
+    }
+    int64_t extent = 0; /* span of the dims with smaller strides, exclusive */
+    for (int j = 0; j < nd; j++) {
+        int d = order[j];
+        if (as[d] <= extent)
+            return false;
+        extent += as[d] * (shp[d] - 1);
+    }
+    uintptr_t olo, ohi;
+    iter_span(ptrs[0], nd, shp, st[0], &olo, &ohi);
+    for (int k = 1; k < nops; k++) {
+        bool same = ptrs[k] == ptrs[0];
+        for (int d = 0; d < nd && same; d++)
+            same = st[k][d] == st[0][d];
+        if (same)
+            continue;
+        uintptr_t lo, hi;
+        iter_span(ptrs[k], nd, shp, st[k], &lo, &hi);
+        if (lo < ohi && olo < hi)
+            return false;
+    }
+    return true;
+}
 
 void jg_iter_run(int ndim, const int64_t *shape, int nops, char *const *base,
                  int64_t strides[][JG_MAX_DIMS], jg_inner_fn fn, void *ctx) {
@@ -33,14 +143,20 @@ void jg_iter_run(int ndim, const int64_t *shape, int nops, char *const *base,
         ptrs[k] = base[k];
         inner[k] = nd ? st[k][nd - 1] : 0;
     }
+    int64_t rows = 1;
+    for (int d = 0; d < nd - 1; d++)
+        rows *= shp[d];
+    if (nd >= 1 && jg_parallel_worth(rows * shp[nd - 1]) &&
+        iter_splittable(nd, nops, shp, st, ptrs)) {
+        iter_split c = {nd, nops, shp, st, ptrs, fn, ctx};
+        jg_parallel_for(rows * shp[nd - 1], JG_PARALLEL_GRAIN, iter_chunk, &c);
+        return;
+    }
     if (nd <= 1) {
         fn(ctx, nd ? shp[0] : 1, ptrs, inner);
         return;
     }
     int64_t idx[JG_MAX_DIMS] = {0};
-    int64_t rows = 1;
-    for (int d = 0; d < nd - 1; d++)
-        rows *= shp[d];
     for (int64_t r = 0; r < rows; r++) {
         char *p[JG_ITER_MAX_OPS];
         for (int k = 0; k < nops; k++)

@@ -12,7 +12,11 @@ typedef void (*jg_inner_fn)(void *ctx, int64_t n, char **ptrs, const int64_t *st
 
 /* Iterates `shape` in row-major order.  strides[k][d] is operand k's byte
  * stride along d (0 where broadcast).  Dims that are contiguous for every
- * operand are merged, so contiguous operands become one long row. */
+ * operand are merged, so contiguous operands become one long row.
+ * Large iterations (jg_parallel_worth) whose output elements are distinct
+ * and whose inputs are the output or disjoint from it run in chunks on the
+ * pool, rows split anywhere: fn must compute each output element from the
+ * inputs' elements at its own index only, and treat ctx as read-only. */
 void jg_iter_run(int ndim, const int64_t *shape, int nops, char *const *base,
                  int64_t strides[][JG_MAX_DIMS], jg_inner_fn fn, void *ctx);
 

@@ -1,6 +1,7 @@
 /* Eager kernels of the elementwise ops, instantiated per dtype from the
  * expressions in elementwise.def (the same text the code generator emits). */
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "ops/decls.h"
 #include "ops/ew_math.h"
 
@@ -79,17 +80,94 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
     return b + es <= a || a + len <= b;
 }
 
+/* Large rows run on the pool in chunks of JG_PARALLEL_GRAIN elements, each
+ * the same row call on a sub-row: elements are computed independently, so
+ * any split gives the serial bits.  A row function calls these when
+ * jg_parallel_worth(n); the chunks' calls are small and compute inline. */
+typedef struct {
+    jg_inner_fn row;
+    void *ctx;
+    int nops;
+    char *p[3];
+    const int64_t *st;
+} ew_split;
+
+static void ew_split_chunk(void *vc, int64_t lo, int64_t hi) {
+    const ew_split *c = vc;
+    char *p[3];
+    for (int k = 0; k < c->nops; k++)
+        p[k] = c->p[k] + lo * c->st[k];
+    c->row(c->ctx, hi - lo, p, c->st);
+}
+
+/* Bytes [lo, hi) an n-element strided row of elements of size es covers. */
+static inline void ew_span(const char *p, int64_t st, int64_t n, size_t es, uintptr_t *lo,
+                           uintptr_t *hi) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + (n - 1) * st);
+    *lo = a < b ? a : b;
+    *hi = (a < b ? b : a) + es;
+}
+
+/* Splits a row over the pool when every operand is exactly out's row or
+ * shares no byte with it; partial overlap keeps the serial element order.
+ * Returns false (nothing done) when it does not split. */
+static bool ew_row_split(jg_inner_fn row, void *ctx, int nops, int64_t n, char **p,
+                         const int64_t *st, size_t es) {
+    if (st[0] == 0)
+        return false;
+    uintptr_t olo, ohi;
+    ew_span(p[0], st[0], n, es, &olo, &ohi);
+    for (int k = 1; k < nops; k++) {
+        if (p[k] == p[0] && st[k] == st[0])
+            continue;
+        uintptr_t lo, hi;
+        ew_span(p[k], st[k], n, es, &lo, &hi);
+        if (lo < ohi && olo < hi)
+            return false;
+    }
+    ew_split c = {row, ctx, nops, {p[0], p[1], nops > 2 ? p[2] : NULL}, st};
+    jg_parallel_for(n, JG_PARALLEL_GRAIN, ew_split_chunk, &c);
+    return true;
+}
+
+typedef struct {
+    jg_dense_fn fn;
+    char *o;
+    const char *x, *y;
+    double s;
+    size_t es;
+    bool binary;
+} ew_dense_split;
+
+static void ew_dense_chunk(void *vc, int64_t lo, int64_t hi) {
+    const ew_dense_split *c = vc;
+    size_t off = (size_t)lo * c->es;
+    c->fn(hi - lo, c->o + off, c->x + off, c->binary ? c->y + off : c->y, c->s);
+}
+
+/* The dense loops' split (out shares no byte with a or b by contract). */
+static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, const void *y, double s,
+                         size_t es, bool binary) {
+    ew_dense_split c = {fn, o, x, y, s, es, binary};
+    jg_parallel_for(n, JG_PARALLEL_GRAIN, ew_dense_chunk, &c);
+}
+
 /* One row of a unary op: p[0] = out, p[1] = a.  The restrict loop runs only
  * when out and a do not share memory; out == a (in place) takes the plain
  * loop, which gives the same values. */
 #define EW_INNER1(name, TY, expr)                                                                  \
     EW_CONTIG1(name, TY, expr)                                                                     \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
-        (void)y;                                                                                   \
+        if (jg_parallel_worth(n)) {                                                                \
+            ew_dense_par(name##_d_##TY, n, o, x, y, s, sizeof(jg_##TY), false);                    \
+            return;                                                                                \
+        }                                                                                          \
         name##_c_##TY(n, o, x, s);                                                                 \
     }                                                                                              \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
+        if (jg_parallel_worth(n) && ew_row_split(name##_row_##TY, ctx, 2, n, p, st, sizeof(T)))    \
+            return;                                                                                \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
         if (st[0] == sizeof(T) && st[1] == sizeof(T)) {                                            \
@@ -117,10 +195,16 @@ static inline bool ew_outside(const char *x, const char *o, int64_t n, size_t es
 #define EW_INNER2(name, TY, expr)                                                                  \
     EW_CONTIG2(name, TY, expr)                                                                     \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
+        if (jg_parallel_worth(n)) {                                                                \
+            ew_dense_par(name##_d_##TY, n, o, x, y, s, sizeof(jg_##TY), true);                     \
+            return;                                                                                \
+        }                                                                                          \
         name##_vv_##TY(n, o, x, y, s);                                                             \
     }                                                                                              \
     static void name##_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {               \
         typedef jg_##TY T;                                                                         \
+        if (jg_parallel_worth(n) && ew_row_split(name##_row_##TY, ctx, 3, n, p, st, sizeof(T)))    \
+            return;                                                                                \
         const double s = *(const double *)ctx;                                                     \
         (void)s;                                                                                   \
         const size_t es = sizeof(T);                                                               \
