@@ -82,21 +82,29 @@ static inline int64_t jg_ew_absi(int64_t x) {
 }
 #define jg_ew_abs(x) _Generic((x), float : jg_ew_absf, double : jg_ew_absd, default : jg_ew_absi)(x)
 
+/* Always inlined: an out-of-line call (gcc's choice for the long ones)
+ * would keep the kernel loops from vectorizing. */
+#if defined(__GNUC__)
+#define JG_EW_INLINE static inline __attribute__((always_inline))
+#else
+#define JG_EW_INLINE static inline
+#endif
+
 /* ---- helpers of the functions below ----
  * Selects are done on integer bits with masks (all ones: take a): a ?: on
  * doubles can make gcc branch, and a branch stops vectorization. */
-static inline uint64_t jg_ew_d2u(double x) {
+JG_EW_INLINE uint64_t jg_ew_d2u(double x) {
     uint64_t u;
     memcpy(&u, &x, 8);
     return u;
 }
-static inline double jg_ew_u2d(uint64_t u) {
+JG_EW_INLINE double jg_ew_u2d(uint64_t u) {
     double x;
     memcpy(&x, &u, 8);
     return x;
 }
 #define JG_EW_MASK(c) ((uint64_t)0 - (uint64_t)(c))
-static inline double jg_ew_seld(uint64_t m, double a, double b) {
+JG_EW_INLINE double jg_ew_seld(uint64_t m, double a, double b) {
     return jg_ew_u2d((jg_ew_d2u(a) & m) | (jg_ew_d2u(b) & ~m));
 }
 #define JG_EW_MAGIC 0x1.8p52 /* x + 1.5 2^52 - 1.5 2^52 rounds |x| < 2^51 to an integer */
@@ -106,7 +114,7 @@ static inline double jg_ew_seld(uint64_t m, double a, double b) {
 
 /* exp(r) - 1 - r for |r| <= ln2/2: the Taylor polynomial of degree 13 in
  * Estrin form (truncation below 2^-58 relative), as in jg_ew_tanhf. */
-static inline double jg_ew_expm1_13(double r) {
+JG_EW_INLINE double jg_ew_expm1_13(double r) {
     const double r2 = r * r, r4 = r2 * r2;
     const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
     const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
@@ -122,7 +130,7 @@ static inline double jg_ew_expm1_13(double r) {
  * the first product is exact and the second rounds once, so gradual
  * underflow and overflow to inf are right.  x is clamped to [-746, 710]
  * first (exp rounds to 0 below, overflows above; NaN is not clamped). */
-static inline double jg_ew_expd(double x) {
+JG_EW_INLINE double jg_ew_expd(double x) {
     x = jg_ew_seld(JG_EW_MASK(x > 710.0), 710.0, x);
     x = jg_ew_seld(JG_EW_MASK(x < -746.0), -746.0, x);
     const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
@@ -144,7 +152,7 @@ static inline double jg_ew_expd(double x) {
 /* exp for f32 results, in double: the same reduction with a degree 9
  * polynomial (truncation below 2^-37), one scale 2^k (k in [-151, 129] is a
  * normal double); x clamped to [-104, 89] (f32 exp is 0 below, inf above). */
-static inline double jg_ew_exp_f32core(double x) {
+JG_EW_INLINE double jg_ew_exp_f32core(double x) {
     x = jg_ew_seld(JG_EW_MASK(x > 89.0), 89.0, x);
     x = jg_ew_seld(JG_EW_MASK(x < -104.0), -104.0, x);
     const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
@@ -157,13 +165,42 @@ static inline double jg_ew_exp_f32core(double x) {
     const double s = jg_ew_u2d((jg_ew_d2u(kd) + 1023) << 52);
     return s + s * p;
 }
-static inline float jg_ew_expf(float x) {
-    return (float)jg_ew_exp_f32core((double)x);
+/* Selects in the f32 functions compare and mask 32-bit integers (the f32
+ * bits): SSE2 has no 64-bit integer compare, and gcc vectorizes neither
+ * those nor double compares turned into masks. */
+JG_EW_INLINE float jg_ew_f32(int32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+JG_EW_INLINE int32_t jg_ew_f32bits(float x) {
+    int32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+#define JG_EW_MASK32(c) (-(int32_t)(c))
+
+/* exp of an f32: |x| is clamped to 104 first (exp(104) overflows f32 and
+ * exp(-104) rounds to 0; k stays within [-151, 151], where 2^k is a normal
+ * double); NaN is not clamped. */
+JG_EW_INLINE float jg_ew_expf(float xf) {
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    const int32_t m = JG_EW_MASK32((au > 0x42d00000) & (au <= 0x7f800000)); /* 104 < |x| <= inf */
+    const double x = (double)jg_ew_f32((0x42d00000 & m) | (au & ~m) | (u & INT32_MIN));
+    const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
+    const double k = kd - JG_EW_MAGIC;
+    const double r = (x - k * JG_EW_LN2_HI) - k * JG_EW_LN2_LO;
+    const double r2 = r * r, r4 = r2 * r2;
+    const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
+    const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
+    const double p = r + r2 * ((a0 + r2 * a1) + r4 * (a2 + r2 * a3));
+    const double s = jg_ew_u2d((jg_ew_d2u(kd) + 1023) << 52);
+    return (float)(s + s * p);
 }
 
 /* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,
  * +-0 -inf; r is the value for every other (positive finite) x. */
-static inline double jg_ew_log_special(double x, double r) {
+JG_EW_INLINE double jg_ew_log_special(double x, double r) {
     const uint64_t u = jg_ew_d2u(x);
     r = jg_ew_seld(JG_EW_MASK(u >= 0x7ff0000000000000u && u < 0x8000000000000000u), x, r);
     r = jg_ew_seld(JG_EW_MASK(u > 0x8000000000000000u), jg_ew_u2d(JG_EW_DNAN), r);
@@ -172,7 +209,7 @@ static inline double jg_ew_log_special(double x, double r) {
 
 /* x = 2^k z with z in [sqrt(2)/2, sqrt(2)) for a positive normal x (integer
  * arithmetic on the bits); returns z - 1 (exact) and k as a double. */
-static inline double jg_ew_log_reduce(uint64_t u, double *k) {
+JG_EW_INLINE double jg_ew_log_reduce(uint64_t u, double *k) {
     const uint64_t t = u + 0x00095f619980c433u; /* 1.0's bits - sqrt(2)/2's */
     *k = jg_ew_u2d((t >> 52) | 0x4330000000000000u) - (0x1p52 + 1023.0);
     return jg_ew_u2d(u - ((t & 0xfff0000000000000u) - 0x3ff0000000000000u)) - 1.0;
@@ -182,7 +219,7 @@ static inline double jg_ew_log_reduce(uint64_t u, double *k) {
  * 2 atanh(s) = f - s (f - R) with s = f / (2 + f), |s| <= 0.1716 and R =
  * sum 2 s^2j / (2j + 1), j = 1..10 (truncation below 2^-60).  Subnormals
  * are scaled by 2^54 first. */
-static inline double jg_ew_logd(double x) {
+JG_EW_INLINE double jg_ew_logd(double x) {
     const uint64_t sub = JG_EW_MASK(jg_ew_d2u(x) < 0x0010000000000000u);
     double k;
     const double f = jg_ew_log_reduce(jg_ew_d2u(jg_ew_seld(sub, x * 0x1p54, x)), &k);
@@ -206,7 +243,7 @@ static inline double jg_ew_logd(double x) {
 
 /* log for f32 arguments, in double (an f32 is a normal double): j = 1..6
  * (truncation below 2^-40). */
-static inline double jg_ew_log_f32core(double x) {
+JG_EW_INLINE double jg_ew_log_f32core(double x) {
     double k;
     const double f = jg_ew_log_reduce(jg_ew_d2u(x), &k);
     const double s = f / (2.0 + f), z = s * s;
@@ -216,12 +253,28 @@ static inline double jg_ew_log_f32core(double x) {
     const double r = k * JG_EW_LN2_HI + ((f - s * (f - R)) + k * JG_EW_LN2_LO);
     return jg_ew_log_special(x, r);
 }
-static inline float jg_ew_logf(float x) {
-    return (float)jg_ew_log_f32core((double)x);
+JG_EW_INLINE float jg_ew_logf(float xf) {
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    double k;
+    const double f = jg_ew_log_reduce(jg_ew_d2u((double)xf), &k);
+    const double s = f / (2.0 + f), z = s * s;
+    const double R =
+        z *
+        (2.0 / 3 + z * (2.0 / 5 + z * (2.0 / 7 + z * (2.0 / 9 + z * (2.0 / 11 + z * (2.0 / 13))))));
+    const double h = k * JG_EW_LN2_HI, t = h + f, e = (h - t) + f;
+    int32_t r = jg_ew_f32bits((float)(t + (e - (s * (f - R) - k * JG_EW_LN2_LO))));
+    /* +inf, NaN: x + x; x < 0: NaN; +-0: -inf */
+    int32_t m = JG_EW_MASK32(u >= 0x7f800000);
+    r = (jg_ew_f32bits(xf + xf) & m) | (r & ~m);
+    m = JG_EW_MASK32((u < 0) & (au != 0));
+    r = ((int32_t)0xffc00000 & m) | (r & ~m);
+    m = JG_EW_MASK32(au == 0);
+    r = ((int32_t)0xff800000 & m) | (r & ~m);
+    return jg_ew_f32(r);
 }
 
 /* x's sign bit on r */
-static inline double jg_ew_signd(double r, double x) {
+JG_EW_INLINE double jg_ew_signd(double r, double x) {
     return jg_ew_u2d(jg_ew_d2u(r) | (jg_ew_d2u(x) & 0x8000000000000000u));
 }
 #define JG_EW_CLEN(c) (t = (c) + u2 * b1 - b2, b2 = b1, b1 = t)
@@ -233,7 +286,7 @@ static inline double jg_ew_signd(double r, double x) {
  * (Horner; the terms alternate in sign, so at x = 1 they add up).
  * |x| >= 6: 1 (erfc(6) < 2^-54).  Odd: computed on |x|, sign copied back.
  * Coefficients: scripts/ew_math_coeffs.py. */
-static inline double jg_ew_erfd(double x) {
+JG_EW_INLINE double jg_ew_erfd(double x) {
     const double a = jg_ew_absd(x), z = a * a;
     const double P =
         0.1283791670955126 +
@@ -294,7 +347,7 @@ static inline double jg_ew_erfd(double x) {
  * 2^-33); 1 <= |x| < 4 erf's own degree 22 Chebyshev interpolant on [1, 4]
  * (absolute error below 2^-40); |x| >= 4: 1 (f32 erf rounds to 1 from
  * 3.92). */
-static inline float jg_ew_erff(float xf) {
+JG_EW_INLINE float jg_ew_erff(float xf) {
     const double x = (double)xf, a = jg_ew_absd(x), z = a * a;
     const double P =
         0.1283791670955126 +
@@ -311,8 +364,11 @@ static inline float jg_ew_erff(float xf) {
                                                           z * (-1.2290555301717928e-09 +
                                                                z * 9.422759064650411e-11)))))))))));
     const double e1 = a + a * P;
-    double c = jg_ew_seld(JG_EW_MASK(a < 1.0), 1.0, a);
-    c = jg_ew_seld(JG_EW_MASK(c > 4.0), 4.0, c);
+    /* c = |x| clamped to [1, 4] (NaN stays NaN), on the f32 bits */
+    const int32_t cu0 = jg_ew_f32bits(xf) & INT32_MAX;
+    const int32_t lo = JG_EW_MASK32(cu0 < 0x3f800000),
+                  hi = JG_EW_MASK32((cu0 > 0x40800000) & (cu0 <= 0x7f800000));
+    const double c = (double)jg_ew_f32((0x3f800000 & lo) | (0x40800000 & hi) | (cu0 & ~(lo | hi)));
     const double u = c * (2.0 / 3) - 5.0 / 3, u2 = 2.0 * u; /* [1, 4] -> [-1, 1] */
     double b1 = -1.34135803504103e-13, b2 = 0.0, t;
     JG_EW_CLEN(-1.0256595335573194e-12), JG_EW_CLEN(6.703021725718315e-12),
@@ -330,9 +386,13 @@ static inline float jg_ew_erff(float xf) {
     JG_EW_CLEN(0.0217974878038496), JG_EW_CLEN(-0.03876375643903423);
     JG_EW_CLEN(0.05425132389646088);
     const double e2 = 0.9696974794600052 + u * b1 - b2;
-    double r = jg_ew_seld(JG_EW_MASK(a < 1.0), e1, e2);
-    r = jg_ew_seld(JG_EW_MASK(a >= 4.0), 1.0, r);
-    return (float)jg_ew_signd(r, x);
+    /* |x| < 1: e1; 1 <= |x| < 4: e2; 4 <= |x| <= inf: 1; NaN: NaN (e2) */
+    const int32_t xu = jg_ew_f32bits(xf), au = xu & INT32_MAX;
+    int32_t m = JG_EW_MASK32(au < 0x3f800000);
+    int32_t r = (jg_ew_f32bits((float)e1) & m) | (jg_ew_f32bits((float)e2) & ~m);
+    m = JG_EW_MASK32((au >= 0x40800000) & (au <= 0x7f800000));
+    r = (0x3f800000 & m) | (r & ~m);
+    return jg_ew_f32(r | (xu & INT32_MIN));
 }
 
 /* pow for f32, in double: exp(y log|x|) (log and exp of the f32 cores:
@@ -341,7 +401,7 @@ static inline float jg_ew_erff(float xf) {
  * and 1**y = 1 (NaN included), (-1)**+-inf = 1, a negative x with an odd
  * integer y gives a negative result, with a finite non-integer y NaN;
  * +-0 and +-inf follow from log(0) = -inf and log(inf) = inf. */
-static inline float jg_ew_powf(float xf, float yf) {
+JG_EW_INLINE float jg_ew_powf(float xf, float yf) {
     const double x = (double)xf, y = (double)yf, ax = jg_ew_absd(x), ay = jg_ew_absd(y);
     double r = jg_ew_exp_f32core(y * jg_ew_log_f32core(ax));
     /* |y| < 2^24: integer and odd from y + 1.5 2^52; above: even integers */

@@ -90,7 +90,7 @@ static const fn1 FNS[] = {
     {"exp", jg_ew_expf, jg_ew_expd, expl, 0.501, 1.0},
     {"log", jg_ew_logf, jg_ew_logd, logl, 0.501, 1.0},
     {"erf", jg_ew_erff, jg_ew_erfd, erfl, 0.501, 1.5},
-    {"sigmoid", sigmoidf_, sigmoidd_, ref_sigmoid, 2.5, 2.5},
+    {"sigmoid", sigmoidf_, sigmoidd_, ref_sigmoid, 3.0, 3.0},
     {"tanh", tanhf_, NULL, tanhl, 0.5, 0},
     {"sqrt", sqrtf_, NULL, sqrtl, 0.5, 0},
 };
@@ -177,10 +177,153 @@ static void test_ulp_f64(void **state) {
     }
 }
 
+/* Same value, or both NaN (the sign of zero counts). */
+static bool same_f(float a, float b) {
+    return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b));
+}
+static bool same_d(double a, double b) {
+    return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b));
+}
+
+/* IEEE/C99 special values, as glibc gives them: NaN in -> NaN out, +-inf,
+ * -0, overflow to inf, underflow to 0 and subnormals. */
+static void test_special_values(void **state) {
+    (void)state;
+    static const double xs[] = {0.0,     -0.0,    INFINITY, -INFINITY, NAN,       -NAN,
+                                1.0,     -1.0,    0x1p-149, -0x1p-149, 0x1p-1074, DBL_MIN,
+                                FLT_MAX, DBL_MAX, -DBL_MAX, 88.8,      -104.0,    -103.2,
+                                709.8,   -745.2,  -744.0,   100.0,     -100.0,    6.0,
+                                -6.0,    4.0,     3.9,      1e-300,    -1e-300,   0.5};
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) {
+        double x = xs[i];
+        float xf = (float)x;
+        if (!same_f(jg_ew_expf(xf), expf(xf)))
+            fail_msg("expf(%a) = %a, libm %a", (double)xf, (double)jg_ew_expf(xf),
+                     (double)expf(xf));
+        if (!same_f(jg_ew_logf(xf), logf(xf)))
+            fail_msg("logf(%a) = %a, libm %a", (double)xf, (double)jg_ew_logf(xf),
+                     (double)logf(xf));
+        if (!same_f(jg_ew_erff(xf), erff(xf)))
+            fail_msg("erff(%a) = %a, libm %a", (double)xf, (double)jg_ew_erff(xf),
+                     (double)erff(xf));
+        if (!same_d(jg_ew_expd(x), exp(x)))
+            fail_msg("exp(%a) = %a, libm %a", x, jg_ew_expd(x), exp(x));
+        if (!same_d(jg_ew_logd(x), log(x)))
+            fail_msg("log(%a) = %a, libm %a", x, jg_ew_logd(x), log(x));
+        if (!same_d(jg_ew_erfd(x), erf(x)))
+            fail_msg("erf(%a) = %a, libm %a", x, jg_ew_erfd(x), erf(x));
+    }
+    /* sigmoid extremes (PyTorch's 1 / (1 + exp(-x))) */
+    assert_true(same_f(sigmoidf_(-INFINITY), 0.0f) && same_f(sigmoidf_(INFINITY), 1.0f));
+    assert_true(same_f(sigmoidf_(-200.0f), 0.0f) && same_f(sigmoidf_(200.0f), 1.0f));
+    assert_true(isnan(sigmoidf_(NAN)) && isnan(sigmoidd_(NAN)));
+    assert_true(same_d(sigmoidd_(-INFINITY), 0.0) && same_d(sigmoidd_(INFINITY), 1.0));
+    assert_true(same_f(jg_ew_expf(-104.0f), 0.0f) && jg_ew_expf(-103.0f) > 0.0f);
+    assert_true(same_d(jg_ew_expd(-0x1.74385446d71c3p9), 0x1p-1074)); /* smallest subnormal */
+}
+
+/* pow: every pair of special values equals glibc's powf (the C99 rules),
+ * and random pairs stay within the bound. */
+static void test_powf(void **state) {
+    (void)state;
+    static const float v[] = {0.0f,     -0.0f,     1.0f,   -1.0f,   2.0f,  -2.0f,
+                              0.5f,     -0.5f,     3.0f,   -3.0f,   2.5f,  -2.5f,
+                              INFINITY, -INFINITY, NAN,    1e-30f,  1e30f, 0x1p24f,
+                              -0x1p24f, 0x1p-149f, 127.0f, -127.0f, 0.1f,  16777215.0f};
+    const size_t n = sizeof v / sizeof *v;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            float got = jg_ew_powf(v[i], v[j]), want = powf(v[i], v[j]);
+            if (!same_f(got, want) && !(ulpf(got, powl(v[i], v[j])) <= 0.501))
+                fail_msg("powf(%a, %a) = %a, libm %a", (double)v[i], (double)v[j], (double)got,
+                         (double)want);
+        }
+    double mx = 0;
+    for (int i = 0; i < 1000000; i++) {
+        float x = bits_f((uint32_t)rng64() & 0x7fffffffu), y;
+        if (i % 2) { /* results in range: y log x within [-100, 88] */
+            x = (float)(((double)(rng64() >> 11) * 0x1p-53) * 1000.0);
+            y = (float)(((double)(rng64() >> 11) * 0x1p-53) * 30.0 - 15.0);
+        } else
+            y = (float)(((double)(rng64() >> 11) * 0x1p-53) * 4.0 - 2.0);
+        if (i % 3 == 0)
+            x = -x, y = (float)(int)y;
+        double e = ulpf(jg_ew_powf(x, y), powl(x, y));
+        if (e > mx)
+            mx = e;
+    }
+    print_message("f32 pow      max %.4f ulp\n", mx);
+    assert_true(mx <= 0.501);
+}
+
+/* ------------------------------------------------------------ eager == compiled */
+
+static int p_math(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *x = in[0];
+    jg_tensor *t = jg_exp(jg_mul_scalar(x, 0.5));
+    t = jg_add(jg_log(jg_add_scalar(t, 0.25)), jg_sigmoid(x));
+    t = jg_erf(jg_mul(t, jg_tanh(x)));
+    t = jg_add(t, jg_gelu(x, JG_GELU_NONE));
+    t = jg_add(t, jg_silu(x));
+    t = jg_pow_scalar(jg_add_scalar(jg_relu(t), 0.125), 1.7);
+    out[0] = jg_sqrt(t);
+    return out[0] ? 1 : -1;
+}
+
+/* eager, interp and c give the same bits for the outputs and the gradient
+ * (f32 and f64), with the ops fused into loops on the c backend. */
+static void test_compiled_same(void **state) {
+    (void)state;
+    const char *backends[2] = {"interp", "c"};
+    for (int dt = 0; dt < 2; dt++) {
+        const int64_t n = 4099;
+        double *v = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (double)(i - n / 2) * 0.013;
+        v[0] = NAN, v[1] = INFINITY, v[2] = -INFINITY, v[3] = -0.0, v[4] = 100.0, v[5] = -100.0;
+        jg_tensor *x = tu_tensor(dt ? JG_F64 : JG_F32, 1, TU_SHAPE(n), v);
+        free(v);
+        jg_set_requires_grad(x, true);
+        jg_tensor *eo;
+        assert_int_equal(p_math(NULL, NULL, 1, &x, &eo), 1);
+        assert_int_equal(jg_backward(jg_sum(eo), NULL, 0), 0);
+        jg_tensor *eg = jg_clone(jg_grad(x));
+        for (int b = 0; b < 2; b++) {
+            if (b == 1 && !jg_compile_backend_available("c"))
+                continue;
+            jg_clear_grad(x);
+            jg_compiled *c = jg_compile(
+                p_math, NULL, &(jg_compile_options){.backend = backends[b], .fullgraph = true});
+            assert_non_null(c);
+            jg_tensor *co;
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &co), 1);
+            TU_SAME(co, eo);
+            assert_int_equal(jg_backward(jg_sum(co), NULL, 0), 0);
+            TU_SAME(jg_grad(x), eg);
+            jg_compiled_free(c);
+        }
+        if (jg_compile_backend_available("c")) { /* forward without grad: fused */
+            bool prev = jg_set_grad_enabled(false);
+            jg_compiled *c = jg_compile(p_math, NULL, &(jg_compile_options){.backend = "c"});
+            jg_tensor *co;
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &co), 1);
+            TU_SAME(co, eo);
+            int loops, fused;
+            jg_cgen_last_stats(&loops, &fused, NULL);
+            print_message("%s: %d loops, %d fused nodes\n", dt ? "f64" : "f32", loops, fused);
+            assert_true(fused >= 10);
+            jg_set_grad_enabled(prev);
+            jg_compiled_free(c);
+        }
+        jg_clear_grad(x);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_ulp_f32),
-        TU_TEST(test_ulp_f64),
+        TU_TEST(test_ulp_f32), TU_TEST(test_ulp_f64),       TU_TEST(test_special_values),
+        TU_TEST(test_powf),    TU_TEST(test_compiled_same),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
