@@ -83,6 +83,7 @@ ext = Extension(
         "-Wno-missing-field-initializers",
         "-Wno-cast-function-type",
         "-ffp-contract=off",
+        "-fno-math-errno",
         "-fno-strict-aliasing",
         "-ftls-model=initial-exec",
     ],

@@ -82,6 +82,348 @@ static inline int64_t jg_ew_absi(int64_t x) {
 }
 #define jg_ew_abs(x) _Generic((x), float : jg_ew_absf, double : jg_ew_absd, default : jg_ew_absi)(x)
 
+/* Always inlined: an out-of-line call (gcc's choice for the long ones)
+ * would keep the kernel loops from vectorizing. */
+#if defined(__GNUC__)
+#define JG_EW_INLINE static inline __attribute__((always_inline))
+#else
+#define JG_EW_INLINE static inline
+#endif
+
+/* ---- helpers of the functions below ----
+ * Selects are done on integer bits with masks (all ones: take a): a ?: on
+ * doubles can make gcc branch, and a branch stops vectorization. */
+JG_EW_INLINE uint64_t jg_ew_d2u(double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    return u;
+}
+JG_EW_INLINE double jg_ew_u2d(uint64_t u) {
+    double x;
+    memcpy(&x, &u, 8);
+    return x;
+}
+#define JG_EW_MASK(c) ((uint64_t)0 - (uint64_t)(c))
+JG_EW_INLINE double jg_ew_seld(uint64_t m, double a, double b) {
+    return jg_ew_u2d((jg_ew_d2u(a) & m) | (jg_ew_d2u(b) & ~m));
+}
+#define JG_EW_MAGIC 0x1.8p52 /* x + 1.5 2^52 - 1.5 2^52 rounds |x| < 2^51 to an integer */
+#define JG_EW_LN2_HI 6.93147180369123816490e-01 /* 32 bits: k * LN2_HI is exact */
+#define JG_EW_LN2_LO 1.90821492927058770002e-10
+#define JG_EW_DNAN 0xfff8000000000000u /* the default NaN of x86 (what 0/0 gives) */
+
+/* exp(r) - 1 - r for |r| <= ln2/2: the Taylor polynomial of degree 13 in
+ * Estrin form (truncation below 2^-58 relative), as in jg_ew_tanhf. */
+JG_EW_INLINE double jg_ew_expm1_13(double r) {
+    const double r2 = r * r, r4 = r2 * r2;
+    const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
+    const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
+    const double a4 = 1.0 / 3628800 + r * (1.0 / 39916800);
+    const double a5 = 1.0 / 479001600 + r * (1.0 / 6227020800.0);
+    const double b0 = a0 + r2 * a1, b1 = a2 + r2 * a3, b2 = a4 + r2 * a5;
+    return r2 * ((b0 + r4 * b1) + (r4 * r4) * b2);
+}
+
+/* exp of a double: x = k ln2 + r (Cody-Waite, ln2 in two parts), |r| <=
+ * ln2/2, exp(x) = 2^k (1 + expm1(r)).  2^k is applied as 2^k1 2^k2 (k1 =
+ * round(k/2)): both halves are normal doubles for every k in [-1077, 1025],
+ * the first product is exact and the second rounds once, so gradual
+ * underflow and overflow to inf are right.  x is clamped to [-746, 710]
+ * first (exp rounds to 0 below, overflows above; NaN is not clamped). */
+JG_EW_INLINE double jg_ew_expd(double x) {
+    x = jg_ew_seld(JG_EW_MASK(x > 710.0), 710.0, x);
+    x = jg_ew_seld(JG_EW_MASK(x < -746.0), -746.0, x);
+    const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
+    const double k = kd - JG_EW_MAGIC;
+    const double rh = x - k * JG_EW_LN2_HI, rl = k * JG_EW_LN2_LO; /* rh exact */
+    const double r = rh - rl, rc = (rh - r) - rl;                  /* r + rc = rh - rl */
+    /* 1 + r = t + e exactly (|r| < 1), so that 1 + p rounds once */
+    const double t = 1.0 + r, e = (1.0 - t) + r;
+    const double y = t + (e + (jg_ew_expm1_13(r) + rc));
+    const double k1d = k * 0.5 + JG_EW_MAGIC;
+    const double k2d = (k - (k1d - JG_EW_MAGIC)) + JG_EW_MAGIC;
+    /* the integer sits in the low mantissa bits of k1d/k2d: shifting it into
+     * the exponent field drops the magic's bits */
+    const double s1 = jg_ew_u2d((jg_ew_d2u(k1d) + 1023) << 52);
+    const double s2 = jg_ew_u2d((jg_ew_d2u(k2d) + 1023) << 52);
+    return (y * s1) * s2;
+}
+
+/* exp for f32 results, in double: the same reduction with a degree 9
+ * polynomial (truncation below 2^-37), one scale 2^k (k in [-151, 129] is a
+ * normal double); x clamped to [-104, 89] (f32 exp is 0 below, inf above). */
+JG_EW_INLINE double jg_ew_exp_f32core(double x) {
+    x = jg_ew_seld(JG_EW_MASK(x > 89.0), 89.0, x);
+    x = jg_ew_seld(JG_EW_MASK(x < -104.0), -104.0, x);
+    const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
+    const double k = kd - JG_EW_MAGIC;
+    const double r = (x - k * JG_EW_LN2_HI) - k * JG_EW_LN2_LO;
+    const double r2 = r * r, r4 = r2 * r2;
+    const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
+    const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
+    const double p = r + r2 * ((a0 + r2 * a1) + r4 * (a2 + r2 * a3));
+    const double s = jg_ew_u2d((jg_ew_d2u(kd) + 1023) << 52);
+    return s + s * p;
+}
+/* Selects in the f32 functions compare and mask 32-bit integers (the f32
+ * bits): SSE2 has no 64-bit integer compare, and gcc vectorizes neither
+ * those nor double compares turned into masks. */
+JG_EW_INLINE float jg_ew_f32(int32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+JG_EW_INLINE int32_t jg_ew_f32bits(float x) {
+    int32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+#define JG_EW_MASK32(c) (-(int32_t)(c))
+
+/* exp of an f32: |x| is clamped to 104 first (exp(104) overflows f32 and
+ * exp(-104) rounds to 0; k stays within [-151, 151], where 2^k is a normal
+ * double); NaN is not clamped. */
+JG_EW_INLINE float jg_ew_expf(float xf) {
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    const int32_t m = JG_EW_MASK32((au > 0x42d00000) & (au <= 0x7f800000)); /* 104 < |x| <= inf */
+    const double x = (double)jg_ew_f32((0x42d00000 & m) | (au & ~m) | (u & INT32_MIN));
+    const double kd = x * 1.4426950408889634 + JG_EW_MAGIC;
+    const double k = kd - JG_EW_MAGIC;
+    const double r = (x - k * JG_EW_LN2_HI) - k * JG_EW_LN2_LO;
+    const double r2 = r * r, r4 = r2 * r2;
+    const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
+    const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
+    const double p = r + r2 * ((a0 + r2 * a1) + r4 * (a2 + r2 * a3));
+    const double s = jg_ew_u2d((jg_ew_d2u(kd) + 1023) << 52);
+    return (float)(s + s * p);
+}
+
+/* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,
+ * +-0 -inf; r is the value for every other (positive finite) x. */
+JG_EW_INLINE double jg_ew_log_special(double x, double r) {
+    const uint64_t u = jg_ew_d2u(x);
+    r = jg_ew_seld(JG_EW_MASK(u >= 0x7ff0000000000000u && u < 0x8000000000000000u), x, r);
+    r = jg_ew_seld(JG_EW_MASK(u > 0x8000000000000000u), jg_ew_u2d(JG_EW_DNAN), r);
+    return jg_ew_seld(JG_EW_MASK((u << 1) == 0), -1.0 / 0.0, r);
+}
+
+/* x = 2^k z with z in [sqrt(2)/2, sqrt(2)) for a positive normal x (integer
+ * arithmetic on the bits); returns z - 1 (exact) and k as a double. */
+JG_EW_INLINE double jg_ew_log_reduce(uint64_t u, double *k) {
+    const uint64_t t = u + 0x00095f619980c433u; /* 1.0's bits - sqrt(2)/2's */
+    *k = jg_ew_u2d((t >> 52) | 0x4330000000000000u) - (0x1p52 + 1023.0);
+    return jg_ew_u2d(u - ((t & 0xfff0000000000000u) - 0x3ff0000000000000u)) - 1.0;
+}
+
+/* log of a double: log(2^k (1 + f)) = k ln2 + log(1 + f), log(1 + f) =
+ * 2 atanh(s) = f - s (f - R) with s = f / (2 + f), |s| <= 0.1716 and R =
+ * sum 2 s^2j / (2j + 1), j = 1..10 (truncation below 2^-60).  Subnormals
+ * are scaled by 2^54 first. */
+JG_EW_INLINE double jg_ew_logd(double x) {
+    const uint64_t sub = JG_EW_MASK(jg_ew_d2u(x) < 0x0010000000000000u);
+    double k;
+    const double f = jg_ew_log_reduce(jg_ew_d2u(jg_ew_seld(sub, x * 0x1p54, x)), &k);
+    k = k - jg_ew_seld(sub, 54.0, 0.0);
+    const double s = f / (2.0 + f), z = s * s;
+    const double R =
+        z * (2.0 / 3 +
+             z * (2.0 / 5 +
+                  z * (2.0 / 7 +
+                       z * (2.0 / 9 +
+                            z * (2.0 / 11 +
+                                 z * (2.0 / 13 +
+                                      z * (2.0 / 15 +
+                                           z * (2.0 / 17 + z * (2.0 / 19 + z * (2.0 / 21))))))))));
+    /* k ln2_hi + f with its rounding error e (exact: |k ln2_hi| >= |f| or
+     * k = 0), so that only the final addition rounds a large term */
+    const double h = k * JG_EW_LN2_HI, t = h + f, e = (h - t) + f;
+    const double r = t + (e - (s * (f - R) - k * JG_EW_LN2_LO));
+    return jg_ew_log_special(x, r);
+}
+
+/* log for f32 arguments, in double (an f32 is a normal double): j = 1..6
+ * (truncation below 2^-40). */
+JG_EW_INLINE double jg_ew_log_f32core(double x) {
+    double k;
+    const double f = jg_ew_log_reduce(jg_ew_d2u(x), &k);
+    const double s = f / (2.0 + f), z = s * s;
+    const double R =
+        z *
+        (2.0 / 3 + z * (2.0 / 5 + z * (2.0 / 7 + z * (2.0 / 9 + z * (2.0 / 11 + z * (2.0 / 13))))));
+    const double r = k * JG_EW_LN2_HI + ((f - s * (f - R)) + k * JG_EW_LN2_LO);
+    return jg_ew_log_special(x, r);
+}
+JG_EW_INLINE float jg_ew_logf(float xf) {
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    double k;
+    const double f = jg_ew_log_reduce(jg_ew_d2u((double)xf), &k);
+    const double s = f / (2.0 + f), z = s * s;
+    const double R =
+        z *
+        (2.0 / 3 + z * (2.0 / 5 + z * (2.0 / 7 + z * (2.0 / 9 + z * (2.0 / 11 + z * (2.0 / 13))))));
+    const double h = k * JG_EW_LN2_HI, t = h + f, e = (h - t) + f;
+    int32_t r = jg_ew_f32bits((float)(t + (e - (s * (f - R) - k * JG_EW_LN2_LO))));
+    /* +inf, NaN: x + x; x < 0: NaN; +-0: -inf */
+    int32_t m = JG_EW_MASK32(u >= 0x7f800000);
+    r = (jg_ew_f32bits(xf + xf) & m) | (r & ~m);
+    m = JG_EW_MASK32((u < 0) & (au != 0));
+    r = ((int32_t)0xffc00000 & m) | (r & ~m);
+    m = JG_EW_MASK32(au == 0);
+    r = ((int32_t)0xff800000 & m) | (r & ~m);
+    return jg_ew_f32(r);
+}
+
+/* x's sign bit on r */
+JG_EW_INLINE double jg_ew_signd(double r, double x) {
+    return jg_ew_u2d(jg_ew_d2u(r) | (jg_ew_d2u(x) & 0x8000000000000000u));
+}
+#define JG_EW_CLEN(c) (t = (c) + u2 * b1 - b2, b2 = b1, b1 = t)
+
+/* erf of a double.  |x| < 1: erf(x) = x + x P(x^2), P the Taylor series of
+ * erf(x)/x - 1 to degree 19 (truncation below 2^-62).  1 <= |x| < 6:
+ * erf(x) = 1 - exp(-x^2) erfcx(x), erfcx the degree 32 Chebyshev
+ * interpolant on [1, 6] (below 2^-60 relative) in powers of u = 0.4 x - 1.4
+ * (Horner; the terms alternate in sign, so at x = 1 they add up).
+ * |x| >= 6: 1 (erfc(6) < 2^-54).  Odd: computed on |x|, sign copied back.
+ * Coefficients: scripts/ew_math_coeffs.py. */
+JG_EW_INLINE double jg_ew_erfd(double x) {
+    const double a = jg_ew_absd(x), z = a * a;
+    const double P =
+        0.1283791670955126 +
+        z * (-0.37612638903183754 +
+             z * (0.11283791670955126 +
+                  z * (-0.026866170645131252 +
+                       z * (0.005223977625442188 +
+                            z * (-0.0008548327023450853 +
+                                 z * (0.00012055332981789664 +
+                                      z * (-1.492565035840625e-05 +
+                                           z * (1.6462114365889248e-06 +
+                                                z * (-1.6365844691234924e-07 +
+                                                     z * (1.4807192815879218e-08 +
+                                                          z * (-1.2290555301717928e-09 +
+                                                               z * (9.422759064650411e-11 +
+                                                                    z * (-6.7113668551641105e-12 +
+                                                                         z * (4.4632242632864775e-13 +
+                                                                              z * (-2.7835162072109215e-14 +
+                                                                                   z * (1.6342614095367152e-15 +
+                                                                                        z * (-9.063970842808673e-17 +
+                                                                                             z * (4.763348040515068e-18 +
+                                                                                                  z * -2.3784598852774293e-19))))))))))))))))));
+    const double e1 = a + a * P;
+    double c = jg_ew_seld(JG_EW_MASK(a < 1.0), 1.0, a);
+    c = jg_ew_seld(JG_EW_MASK(c > 6.0), 6.0, c);
+    const double u = c * 0.4 - 1.4; /* [1, 6] -> [-1, 1] */
+    const double
+        g = 0.1552936556088943 +
+            u * (-0.10330894458313122 +
+                 u * (0.06663208245319109 +
+                      u * (-0.04176678811943213 +
+                           u * (0.02549555964370687 + u * (-0.015182511545603131 +
+                                                           u * (0.008833423916369909 +
+                                                                u * (-0.005028067969161398 +
+                                                                     u * (0.0028033261869905178 +
+                                                                          u * (-0.0015325157035151074 +
+                                                                               u * (0.0008222552501464321 +
+                                                                                    u * (-0.00043336177593107634 + u * (0.00022452998169178307 + u * (-0.00011444204945600709 + u * (5.7420529308733565e-05 + u * (-2.837805395520576e-05 + u * (1.382171637485785e-05 + u * (-6.637031036059054e-06 + u * (3.144504458493601e-06 +
+                                                                                                                                                                                                                                                                                                            u * (-1.4724400682084666e-06 + u * (6.796318867882667e-07 + u * (-3.062179679746091e-07 +
+                                                                                                                                                                                                                                                                                                                                                                             u * (1.3817260840039235e-07 +
+                                                                                                                                                                                                                                                                                                                                                                                  u * (-6.627176775580798e-08 + u * (2.8973972113384538e-08 +
+                                                                                                                                                                                                                                                                                                                                                                                                                     u * (-8.189811621964053e-09 + u * (3.678412606045173e-09 +
+                                                                                                                                                                                                                                                                                                                                                                                                                                                        u * (-4.500263997900908e-09 +
+                                                                                                                                                                                                                                                                                                                                                                                                                                                             u * (1.8274474769713163e-09 + u * (5.38316104712033e-10 +
+                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                u * (-2.0218186673710816e-10 +
+                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                     u * (-2.6484952497212817e-10 + u * (1.0489417289693005e-10))))))))))))))))))))))))))))))));
+    /* c^2 = q + ql exactly (Veltkamp split, no fma): exp(-c^2) = exp(-q) (1 - ql) */
+    const double cs = c * 134217729.0, ch = cs - (cs - c), cl = c - ch;
+    const double q = c * c, ql = ((ch * ch - q) + 2.0 * ch * cl) + cl * cl;
+    const double ex = jg_ew_expd(-q);
+    const double e2 = 1.0 - (ex - ex * ql) * g;
+    double r = jg_ew_seld(JG_EW_MASK(a < 1.0), e1, e2);
+    r = jg_ew_seld(JG_EW_MASK(a >= 6.0), 1.0, r);
+    return jg_ew_signd(r, x);
+}
+
+/* erf for f32, in double: |x| < 1 the same series to degree 12 (below
+ * 2^-33); 1 <= |x| < 4 erf's own degree 22 Chebyshev interpolant on [1, 4]
+ * (absolute error below 2^-40); |x| >= 4: 1 (f32 erf rounds to 1 from
+ * 3.92). */
+JG_EW_INLINE float jg_ew_erff(float xf) {
+    const double x = (double)xf, a = jg_ew_absd(x), z = a * a;
+    const double P =
+        0.1283791670955126 +
+        z * (-0.37612638903183754 +
+             z * (0.11283791670955126 +
+                  z * (-0.026866170645131252 +
+                       z * (0.005223977625442188 +
+                            z * (-0.0008548327023450853 +
+                                 z * (0.00012055332981789664 +
+                                      z * (-1.492565035840625e-05 +
+                                           z * (1.6462114365889248e-06 +
+                                                z * (-1.6365844691234924e-07 +
+                                                     z * (1.4807192815879218e-08 +
+                                                          z * (-1.2290555301717928e-09 +
+                                                               z * 9.422759064650411e-11)))))))))));
+    const double e1 = a + a * P;
+    /* c = |x| clamped to [1, 4] (NaN stays NaN), on the f32 bits */
+    const int32_t cu0 = jg_ew_f32bits(xf) & INT32_MAX;
+    const int32_t lo = JG_EW_MASK32(cu0 < 0x3f800000),
+                  hi = JG_EW_MASK32((cu0 > 0x40800000) & (cu0 <= 0x7f800000));
+    const double c = (double)jg_ew_f32((0x3f800000 & lo) | (0x40800000 & hi) | (cu0 & ~(lo | hi)));
+    const double u = c * (2.0 / 3) - 5.0 / 3, u2 = 2.0 * u; /* [1, 4] -> [-1, 1] */
+    double b1 = -1.34135803504103e-13, b2 = 0.0, t;
+    JG_EW_CLEN(-1.0256595335573194e-12), JG_EW_CLEN(6.703021725718315e-12),
+        JG_EW_CLEN(-3.6333864321340552e-12);
+    JG_EW_CLEN(-1.1749025341173542e-10), JG_EW_CLEN(5.025677543477286e-10),
+        JG_EW_CLEN(2.2594969787659848e-10);
+    JG_EW_CLEN(-9.389144816826722e-09), JG_EW_CLEN(3.172083480584066e-08),
+        JG_EW_CLEN(2.368918482528064e-08);
+    JG_EW_CLEN(-5.517666253719251e-07), JG_EW_CLEN(1.808171484975447e-06),
+        JG_EW_CLEN(7.040156716481389e-08);
+    JG_EW_CLEN(-2.2288475290383267e-05), JG_EW_CLEN(8.896524124863495e-05),
+        JG_EW_CLEN(-0.0001268622107139334);
+    JG_EW_CLEN(-0.0003576751739022138), JG_EW_CLEN(0.002748111832708624),
+        JG_EW_CLEN(-0.009314174792884993);
+    JG_EW_CLEN(0.0217974878038496), JG_EW_CLEN(-0.03876375643903423);
+    JG_EW_CLEN(0.05425132389646088);
+    const double e2 = 0.9696974794600052 + u * b1 - b2;
+    /* |x| < 1: e1; 1 <= |x| < 4: e2; 4 <= |x| <= inf: 1; NaN: NaN (e2) */
+    const int32_t xu = jg_ew_f32bits(xf), au = xu & INT32_MAX;
+    int32_t m = JG_EW_MASK32(au < 0x3f800000);
+    int32_t r = (jg_ew_f32bits((float)e1) & m) | (jg_ew_f32bits((float)e2) & ~m);
+    m = JG_EW_MASK32((au >= 0x40800000) & (au <= 0x7f800000));
+    r = (0x3f800000 & m) | (r & ~m);
+    return jg_ew_f32(r | (xu & INT32_MIN));
+}
+
+/* pow for f32, in double: exp(y log|x|) (log and exp of the f32 cores:
+ * |y log|x|| <= 104 where the result is finite and nonzero, so their
+ * errors stay below 2^-32 relative), then C99's special cases: x**0 = 1
+ * and 1**y = 1 (NaN included), (-1)**+-inf = 1, a negative x with an odd
+ * integer y gives a negative result, with a finite non-integer y NaN;
+ * +-0 and +-inf follow from log(0) = -inf and log(inf) = inf. */
+JG_EW_INLINE float jg_ew_powf(float xf, float yf) {
+    const double x = (double)xf, y = (double)yf, ax = jg_ew_absd(x), ay = jg_ew_absd(y);
+    double r = jg_ew_exp_f32core(y * jg_ew_log_f32core(ax));
+    /* |y| < 2^24: integer and odd from y + 1.5 2^52; above: even integers */
+    const double yk = ay + JG_EW_MAGIC;
+    const uint64_t small = JG_EW_MASK(ay < 0x1p24);
+    const uint64_t yint = JG_EW_MASK(yk - JG_EW_MAGIC == ay) | ~small;
+    const uint64_t odd = small & JG_EW_MASK(yk - JG_EW_MAGIC == ay) & (0 - (jg_ew_d2u(yk) & 1));
+    r = jg_ew_u2d(jg_ew_d2u(r) ^ (odd & jg_ew_d2u(x) & 0x8000000000000000u));
+    r = jg_ew_seld(JG_EW_MASK(x < 0.0 && x > -1.0 / 0.0) & ~yint, jg_ew_u2d(JG_EW_DNAN), r);
+    r = jg_ew_seld(JG_EW_MASK(y == 0.0 || x == 1.0 || (ax == 1.0 && ay == 1.0 / 0.0)), 1.0, r);
+    return (float)r;
+}
+
+/* The names the expressions use, for every dtype: f32 and f64 jitgrad's
+ * own; integer arguments (instantiations dispatch never runs for exp, log,
+ * erf; pow of integer tensors) convert to double.  pow of f64 and integer
+ * tensors stays libm's pow (integer results exact below 2^53). */
+#define jg_ew_exp(x) _Generic((x), float : jg_ew_expf, default : jg_ew_expd)(x)
+#define jg_ew_log(x) _Generic((x), float : jg_ew_logf, default : jg_ew_logd)(x)
+#define jg_ew_erf(x) _Generic((x), float : jg_ew_erff, default : jg_ew_erfd)(x)
+#define jg_ew_pow(x, y) _Generic((x), float : jg_ew_powf, default : pow)(x, y)
+
 /* tanh for the expression of every dtype: f32 above, libm's tanh otherwise
  * (f64; the i64 instantiation, which dispatch never runs, converts). */
 #define jg_ew_tanh(x) _Generic((x), float : jg_ew_tanhf, default : tanh)(x)

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Prints the polynomial coefficients of src/ops/ew_math.h (erf).
+
+Run with mpmath: python3 scripts/ew_math_coeffs.py.  Coefficients are the
+exact Taylor terms or Chebyshev interpolants at 40 digits, rounded to double
+(printed with 17 significant digits, which round-trips)."""
+import mpmath as mp
+
+mp.mp.dps = 40
+
+
+def d(x):
+    return repr(float(x))
+
+
+def cheb(f, a, b, n):
+    """Chebyshev coefficients c_0..c_{n-1} of f on [a, b] (c_0 halved)."""
+    xs = [mp.cos(mp.pi * (k + mp.mpf(1) / 2) / n) for k in range(n)]
+    fx = [f((b - a) / mp.mpf(2) * x + (a + b) / mp.mpf(2)) for x in xs]
+    c = [2 * sum(fx[k] * mp.cos(mp.pi * j * (k + mp.mpf(1) / 2) / n) for k in range(n)) / n
+         for j in range(n)]
+    c[0] /= 2
+    return c
+
+
+def cheb_to_monomial(c):
+    """The same polynomial in powers of the [-1, 1] variable."""
+    n = len(c)
+    T = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]
+    for k in range(2, n):
+        a = [mp.mpf(0)] + [2 * v for v in T[k - 1]]
+        b = T[k - 2] + [mp.mpf(0)] * (len(a) - len(T[k - 2]))
+        T.append([a[i] - b[i] for i in range(len(a))])
+    m = [mp.mpf(0)] * n
+    for k in range(n):
+        for i, v in enumerate(T[k]):
+            m[i] += c[k] * v
+    return m
+
+
+def erf_taylor(nterms):
+    """erf(x) = x + x * sum_{n>=0} t_n z^n, z = x^2: t_0 = 2/sqrt(pi) - 1,
+    t_n = 2/sqrt(pi) (-1)^n / (n! (2n+1)) for n >= 1."""
+    k = 2 / mp.sqrt(mp.pi)
+    return [k - 1] + [k * (-1) ** n / (mp.factorial(n) * (2 * n + 1)) for n in range(1, nterms)]
+
+
+def show(name, cs):
+    print(f"{name} ({len(cs)}):")
+    print(", ".join(d(c) for c in cs))
+    print()
+
+
+show("erf f64 Taylor, |x| < 1", erf_taylor(20))
+# In powers of u = 0.4 x - 1.4: the coefficients alternate in sign, so at
+# u = -1 (x = 1) all terms add and Horner's rule has no cancellation.
+show("erfcx f64 Chebyshev interpolant on [1, 6], powers of u",
+     cheb_to_monomial(cheb(lambda x: mp.erfc(x) * mp.exp(x * x), 1, 6, 33)))
+show("erf f32 Taylor, |x| < 1", erf_taylor(13))
+show("erf f32 Chebyshev on [1, 4]", cheb(mp.erf, 1, 4, 23))
