@@ -3,20 +3,23 @@
  * of the first maximum.
  *
  * Summation order, in the input's own dtype (f32 sums in f32), one fixed
- * order for eager, interpreted and compiled code alike:
+ * order for eager, interpreted and compiled code alike, whatever the number
+ * of threads (docs/kernels.md, "Reductions"):
  * - f32/f64 reduced over trailing dims (sum(), sum(dim=-1), ...): each
- *   output's inputs, taken in row-major order, are dealt to 8 lanes (element
- *   i to lane i % 8), each lane sums its elements in order starting from 0,
- *   and the lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).  The
- *   lanes vectorize and run without a single long dependency chain (the
- *   sequential sum of 1M f32 was latency bound, ~1 ms), and the error grows
- *   more slowly than a sequential sum's.  A non-dense input is copied first,
- *   so the order depends only on the logical element order.
- * - anything else (other dims, int64): every output element accumulates its
- *   inputs sequentially in row-major order of the input. */
+ *   output's inputs, a run in row-major order, are summed in the blocked
+ *   lane order of ops/sum_order.h (blocks of 4096, 32 f32 / 16 f64 lanes
+ *   folded by halving, block results added in order).
+ * - anything else: every output element accumulates its inputs
+ *   sequentially in row-major order of the input, from 0 (one run of
+ *   adjacent non-trailing dims vectorizes across the outputs).
+ * A non-dense input of the fast paths is copied first, so the order depends
+ * only on the logical element order. */
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "ops/decls.h"
+#include "ops/sum_order.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Which dims of an ndim-d input attrs reduce (n == 0: all). */
@@ -92,22 +95,80 @@ SUM_ROW(f32, float)
 SUM_ROW(f64, double)
 SUM_ROW(i64, int64_t)
 
-/* The lanes are independent sums, so vectorizing across them changes no
- * result (gcc's -O2 cost model would not). */
-#define SUM_LANES(TY, T)                                                                           \
-    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))                  \
-    T sum_lanes_##TY(const T *restrict x, int64_t m) {                                             \
-        T l[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                         \
+/* The lanes live in 8 vectors of 16 bytes: the same arithmetic on every
+ * target, and 8 independent dependency chains. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+/* Unaligned loads of them from the element arrays. */
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
+
+/* One block of n <= JG_SUM_BLOCK elements in the lane order. */
+#define SUM_BLOCK(TY, T, V, VU, L)                                                                    \
+    static T sum_block_##TY(const T *x, int64_t n) {                                               \
+        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};          \
         int64_t i = 0;                                                                             \
-        for (; i + 8 <= m; i += 8)                                                                 \
-            for (int j = 0; j < 8; j++)                                                            \
-                l[j] += x[i + j];                                                                  \
-        for (int j = 0; i + j < m; j++)                                                            \
+        for (; i + L <= n; i += L) {                                                               \
+            const VU *v = (const VU *)(x + i);                                                     \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
+        }                                                                                          \
+        V a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};                                                 \
+        T l[L];                                                                                    \
+        memcpy(l, a, sizeof l);                                                                    \
+        for (int j = 0; i + j < n; j++)                                                            \
             l[j] += x[i + j];                                                                      \
-        return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));                  \
+        /* Lanes >= n hold +0 (a lane starts at +0 and a sum is never -0                           \
+         * then) and adding +0 changes nothing: folds of only those are                            \
+         * skipped. */                                                                             \
+        for (int w = L / 2; w >= 1; w /= 2)                                                        \
+            if (w < n)                                                                             \
+                for (int j = 0; j < w; j++)                                                        \
+                    l[j] += l[j + w];                                                              \
+        return l[0];                                                                               \
     }
-SUM_LANES(f32, float)
-SUM_LANES(f64, double)
+SUM_BLOCK(f32, float, v4f, v4f_u, JG_SUM_LANES_F32)
+SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
+
+/* A whole run: block results added in block order; a large run computes
+ * its blocks on the pool first. */
+#define SUM_RUN(TY, T)                                                                             \
+    static T sum_serial_##TY(const T *x, int64_t n) {                                              \
+        T s = sum_block_##TY(x, n < JG_SUM_BLOCK ? n : JG_SUM_BLOCK);                              \
+        for (int64_t o = JG_SUM_BLOCK; o < n; o += JG_SUM_BLOCK)                                   \
+            s += sum_block_##TY(x + o, n - o < JG_SUM_BLOCK ? n - o : JG_SUM_BLOCK);               \
+        return s;                                                                                  \
+    }                                                                                              \
+    typedef struct {                                                                               \
+        const T *x;                                                                                \
+        int64_t n;                                                                                 \
+        T *part;                                                                                   \
+    } run_ctx_##TY;                                                                                \
+    static void sum_blocks_##TY(void *vc, int64_t lo, int64_t hi) {                                \
+        run_ctx_##TY *c = vc;                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                        \
+            int64_t s = b * JG_SUM_BLOCK;                                                          \
+            c->part[b] = sum_block_##TY(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK); \
+        }                                                                                          \
+    }                                                                                              \
+    T jg_sum_run_##TY(const T *x, int64_t n) {                                                     \
+        if (n < 2 * JG_PAR_MIN)                                                                    \
+            return sum_serial_##TY(x, n);                                                          \
+        int64_t nb = (n + JG_SUM_BLOCK - 1) / JG_SUM_BLOCK;                                        \
+        T stack[512], *part = nb <= 512 ? stack : malloc(sizeof(T) * (size_t)nb);                  \
+        if (!part) /* no room for the partials: the same order, serially */                        \
+            return sum_serial_##TY(x, n);                                                          \
+        run_ctx_##TY c = {x, n, part};                                                             \
+        jg_parallel_for(nb, JG_PAR_MIN / JG_SUM_BLOCK, sum_blocks_##TY, &c);                       \
+        T s = part[0];                                                                             \
+        for (int64_t b = 1; b < nb; b++)                                                           \
+            s += part[b];                                                                          \
+        if (part != stack)                                                                         \
+            free(part);                                                                            \
+        return s;                                                                                  \
+    }
+SUM_RUN(f32, float)
+SUM_RUN(f64, double)
 
 /* If a reduces exactly the trailing dims of an ndim-d input (all of them
  * for a full reduction), the first reduced dim; else -1. */
@@ -121,44 +182,141 @@ static int trailing_reduction(const bool *mask, int ndim) {
     return r;
 }
 
-/* The lane order of the comment at the top: in is dense, each output
- * element sums a block of m consecutive inputs. */
-static void sum_blocks(const jg_tensor *in, jg_tensor *out, int64_t m) {
-    int64_t n = out->numel;
-    if (in->dtype == JG_F32) {
-        const float *x = (const float *)jg_tensor_ptr(in);
-        float *o = (float *)jg_tensor_ptr(out);
-        for (int64_t j = 0; j < n; j++)
-            o[j] = sum_lanes_f32(x + j * m, m);
+/* in is dense; output j sums the run of m inputs starting at j * m. */
+typedef struct {
+    const char *x;
+    char *o;
+    int64_t m;
+    jg_dtype dt;
+} rows_ctx;
+
+static void sum_rows(void *vc, int64_t lo, int64_t hi) {
+    const rows_ctx *c = vc;
+    if (c->dt == JG_F32) {
+        const float *x = (const float *)c->x;
+        for (int64_t j = lo; j < hi; j++)
+            ((float *)c->o)[j] = jg_sum_run_f32(x + j * c->m, c->m);
     } else {
-        const double *x = (const double *)jg_tensor_ptr(in);
-        double *o = (double *)jg_tensor_ptr(out);
-        for (int64_t j = 0; j < n; j++)
-            o[j] = sum_lanes_f64(x + j * m, m);
+        const double *x = (const double *)c->x;
+        for (int64_t j = lo; j < hi; j++)
+            ((double *)c->o)[j] = jg_sum_run_f64(x + j * c->m, c->m);
     }
 }
 
+static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
+    rows_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), m, in->dtype};
+    int64_t n = out->numel;
+    if (n * m < JG_PAR_MIN || n == 1)
+        sum_rows(&c, 0, n);
+    else
+        jg_parallel_for(n, m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1), sum_rows, &c);
+}
+
+/* A dense input seen as [A, R, C] summed over R: out[a, c] adds
+ * x[a, 0, c], x[a, 1, c], ... in order, from 0.  Work units are (a, a tile
+ * of TILE_C columns); the rows of a unit stream through a row of outputs
+ * that stays in L1. */
+enum { TILE_C = 1024 };
+typedef struct {
+    const char *x;
+    char *o;
+    int64_t r, c, tiles;
+    jg_dtype dt;
+} outer_ctx;
+
+#define SUM_OUTER(TY, T)                                                                           \
+    static __attribute__((optimize("tree-vectorize"))) void sum_outer_##TY(                        \
+        T *restrict o, const T *restrict x, int64_t r, int64_t c, int64_t w) {                     \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            o[j] = 0;                                                                              \
+        for (int64_t k = 0; k < r; k++) {                                                          \
+            const T *restrict row = x + k * c;                                                     \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                o[j] += row[j];                                                                    \
+        }                                                                                          \
+    }
+SUM_OUTER(f32, float)
+SUM_OUTER(f64, double)
+SUM_OUTER(i64, int64_t)
+
+static void sum_outer_units(void *vc, int64_t lo, int64_t hi) {
+    const outer_ctx *c = vc;
+    size_t es = jg_dtype_size(c->dt);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * TILE_C;
+        int64_t w = c->c - j0 < TILE_C ? c->c - j0 : TILE_C;
+        const char *x = c->x + (size_t)(a * c->r * c->c + j0) * es;
+        char *o = c->o + (size_t)(a * c->c + j0) * es;
+        if (c->dt == JG_F32)
+            sum_outer_f32((float *)o, (const float *)x, c->r, c->c, w);
+        else if (c->dt == JG_F64)
+            sum_outer_f64((double *)o, (const double *)x, c->r, c->c, w);
+        else
+            sum_outer_i64((int64_t *)o, (const int64_t *)x, c->r, c->c, w);
+    }
+}
+
+/* If a reduces one run of adjacent dims [d0, d1) with d1 < ndim, sets
+ * A, R, C and returns true. */
+static bool outer_reduction(const jg_tensor *in, const bool *mask, int64_t *A, int64_t *R,
+                            int64_t *C) {
+    int d0 = 0;
+    while (d0 < in->ndim && !mask[d0])
+        d0++;
+    int d1 = d0;
+    while (d1 < in->ndim && mask[d1])
+        d1++;
+    if (d1 == d0 || d1 == in->ndim)
+        return false;
+    for (int d = d1; d < in->ndim; d++)
+        if (mask[d])
+            return false;
+    *A = *R = *C = 1;
+    for (int d = 0; d < in->ndim; d++)
+        *(d < d0 ? A : d < d1 ? R : C) *= in->shape[d];
+    return true;
+}
+
+static void sum_outer(const jg_tensor *in, jg_tensor *out, int64_t A, int64_t R, int64_t C) {
+    outer_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), R, C, (C + TILE_C - 1) / TILE_C,
+                   in->dtype};
+    int64_t units = A * c.tiles, per = R * (C < TILE_C ? C : TILE_C);
+    if (units * per < JG_PAR_MIN)
+        sum_outer_units(&c, 0, units);
+    else
+        jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (per ? per : 1),
+                        sum_outer_units, &c);
+}
+
 /* out = sum of in over the reduced dims of a (out is contiguous); -1 if a
- * copy of a non-dense input cannot be allocated. */
+ * copy of a non-dense input cannot be allocated.  A non-dense input of the
+ * fast paths is copied first: the order depends only on the logical order
+ * of the elements, never on their layout. */
 static int sum_into(const jg_attrs *a, const jg_tensor *in, jg_tensor *out) {
     static const jg_inner_fn rows[3] = {sum_row_f32, sum_row_f64, sum_row_i64};
     bool mask[JG_MAX_DIMS];
     JG_ASSERT(reduced_mask(a, in->ndim, mask) == 0);
     int r = jg_dtype_is_float(in->dtype) ? trailing_reduction(mask, in->ndim) : -1;
-    if (r >= 0) {
-        int64_t m = 1;
-        for (int d = r; d < in->ndim; d++)
-            m *= in->shape[d];
-        if (jg_dense(in)) {
-            sum_blocks(in, out, m);
-            return 0;
+    int64_t A, R, C;
+    bool outer = r < 0 && in->numel > 0 && outer_reduction(in, mask, &A, &R, &C);
+    if (r >= 0 || outer) {
+        jg_tensor *c = NULL;
+        if (!jg_dense(in)) {
+            if (!(c = jg_tensor_alloc(in->dtype, in->ndim, in->shape)))
+                return -1;
+            jg_copy_data(c, in);
+            in = c;
         }
-        jg_tensor *c = jg_tensor_alloc(in->dtype, in->ndim, in->shape);
-        if (!c)
-            return -1;
-        jg_copy_data(c, in);
-        sum_blocks(c, out, m);
-        jg_release(c);
+        if (outer) {
+            sum_outer(in, out, A, R, C);
+        } else {
+            int64_t m = 1;
+            for (int d = r; d < in->ndim; d++)
+                m *= in->shape[d];
+            sum_trailing(in, out, m);
+        }
+        if (c)
+            jg_release(c);
         return 0;
     }
     memset(jg_tensor_ptr(out), 0, (size_t)out->numel * jg_dtype_size(out->dtype));
