@@ -416,6 +416,134 @@ int jg_vjp_mean(VJP_ARGS) {
     return gin[0] ? 0 : -1;
 }
 
+/* ---- max: vectorized scans of contiguous runs ---- */
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int64_t v2l __attribute__((vector_size(16)));
+
+/* The largest non-NaN value of x[0, n) (n >= 1; which zero, when it is
+ * ±0, is unspecified) and whether a NaN occurs.  Blends instead of a
+ * compare-and-branch so that it vectorizes; the value does not depend on
+ * the order of the comparisons. */
+#define MAX_VALUE(TY, T, V, VU, VI)                                                                \
+    static T max_value_##TY(const T *x, int64_t n, bool *nan) {                                    \
+        enum { W = (int)(sizeof(V) / sizeof(T)) };                                                 \
+        V m0 = (V){0} + x[0], m1 = m0, m2 = m0, m3 = m0;                                           \
+        VI bad = {0};                                                                              \
+        int64_t i = 0;                                                                             \
+        for (; i + 4 * W <= n; i += 4 * W) {                                                       \
+            const VU *p = (const VU *)(x + i);                                                     \
+            V v0 = p[0], v1 = p[1], v2 = p[2], v3 = p[3];                                          \
+            VI g0 = v0 > m0, g1 = v1 > m1, g2 = v2 > m2, g3 = v3 > m3;                             \
+            m0 = (V)(((VI)v0 & g0) | ((VI)m0 & ~g0));                                              \
+            m1 = (V)(((VI)v1 & g1) | ((VI)m1 & ~g1));                                              \
+            m2 = (V)(((VI)v2 & g2) | ((VI)m2 & ~g2));                                              \
+            m3 = (V)(((VI)v3 & g3) | ((VI)m3 & ~g3));                                              \
+            bad |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3);                              \
+        }                                                                                          \
+        V ms[4] = {m0, m1, m2, m3};                                                                \
+        T l[4 * W], m = x[0];                                                                      \
+        int64_t bw[2];                                                                             \
+        memcpy(l, ms, sizeof l);                                                                   \
+        memcpy(bw, &bad, sizeof bw);                                                               \
+        bool b = (bw[0] | bw[1]) != 0;                                                             \
+        for (int j = 0; j < 4 * W; j++)                                                            \
+            m = l[j] > m ? l[j] : m;                                                               \
+        for (; i < n; i++) {                                                                       \
+            m = x[i] > m ? x[i] : m;                                                               \
+            b |= x[i] != x[i];                                                                     \
+        }                                                                                          \
+        *nan = b || m != m;                                                                        \
+        return m;                                                                                  \
+    }
+MAX_VALUE(f32, float, v4f, v4f_u, v4i)
+MAX_VALUE(f64, double, v2d, v2d_u, v2l)
+
+/* PyTorch's rule on a contiguous run: the index of the first NaN, else of
+ * the first element equal to the maximum. */
+#define MAX_FIRST(TY, T)                                                                           \
+    static int64_t max_first_##TY(const T *x, int64_t n) {                                         \
+        bool nan;                                                                                  \
+        T m = max_value_##TY(x, n, &nan);                                                          \
+        int64_t i = 0;                                                                             \
+        if (nan)                                                                                   \
+            while (x[i] == x[i])                                                                   \
+                i++;                                                                               \
+        else                                                                                       \
+            while (x[i] != m)                                                                      \
+                i++;                                                                               \
+        return i;                                                                                  \
+    }
+MAX_FIRST(f32, float)
+MAX_FIRST(f64, double)
+
+/* max of all elements of a dense float tensor: per-chunk maxima (on the
+ * pool when large), the first chunk with a NaN gives it, else the largest
+ * chunk maximum; a zero maximum is taken from its first occurrence, as the
+ * sequential scan would. */
+typedef struct {
+    const char *x;
+    int64_t n;
+    jg_dtype dt;
+    double *m; /* per chunk, exact in double for f32 and f64 */
+    bool *nan;
+} max_all_ctx;
+
+static void max_all_chunks(void *vc, int64_t lo, int64_t hi) {
+    const max_all_ctx *c = vc;
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t s = k * JG_PAR_MIN, e = s + JG_PAR_MIN < c->n ? s + JG_PAR_MIN : c->n;
+        if (c->dt == JG_F32)
+            c->m[k] = max_value_f32((const float *)c->x + s, e - s, &c->nan[k]);
+        else
+            c->m[k] = max_value_f64((const double *)c->x + s, e - s, &c->nan[k]);
+    }
+}
+
+/* Returns false when the partials cannot be allocated (the caller scans). */
+static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
+    int64_t n = x->numel, nc = jg_parallel_chunks(n, JG_PAR_MIN);
+    double sm[64], *m = nc <= 64 ? sm : malloc(sizeof(double) * (size_t)nc);
+    bool sn[64], *nan = nc <= 64 ? sn : malloc((size_t)nc);
+    if (!m || !nan) {
+        if (m != sm)
+            free(m);
+        if (nan != sn)
+            free(nan);
+        return false;
+    }
+    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan};
+    jg_parallel_for(nc, 1, max_all_chunks, &c);
+    int64_t k = 0;
+    while (k < nc && !nan[k]) /* k: the first chunk with a NaN, if any */
+        k++;
+    double best = m[0];
+    for (int64_t j = 1; j < nc; j++)
+        best = m[j] > best ? m[j] : best;
+    if (m != sm)
+        free(m);
+    if (nan != sn)
+        free(nan);
+#define MAX_ALL_PICK(T, TY)                                                                        \
+    do {                                                                                           \
+        const T *p = (const T *)c.x;                                                               \
+        int64_t i = k < nc ? k * JG_PAR_MIN : 0;                                                   \
+        if (k < nc)                                                                                \
+            while (p[i] == p[i])                                                                   \
+                i++;                                                                               \
+        else if (best == 0)                                                                        \
+            while (p[i] != 0)                                                                      \
+                i++;                                                                               \
+        *(T *)jg_tensor_ptr(out) = k < nc || best == 0 ? p[i] : (T)best;                           \
+    } while (0)
+    if (x->dtype == JG_F32)
+        MAX_ALL_PICK(float, f32);
+    else
+        MAX_ALL_PICK(double, f64);
+#undef MAX_ALL_PICK
+    return true;
+}
+
 /* ---- max of all elements ---- */
 
 int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
@@ -459,6 +587,8 @@ int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 int jg_k_max_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     const jg_tensor *x = in[0];
+    if (jg_dtype_is_float(x->dtype) && jg_dense(x) && max_all_dense(x, out[0]))
+        return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     if (x->dtype == JG_F32)
@@ -542,6 +672,31 @@ static void max_scan(jg_dtype dt, const void *src, int64_t len, int64_t step, vo
 }
 #pragma GCC diagnostic pop
 
+/* Rows of a dense float input reduced over its last dim. */
+typedef struct {
+    const char *x;
+    char *vals;
+    int64_t *idx, len;
+    jg_dtype dt;
+} max_rows_ctx;
+
+static void max_rows(void *vc, int64_t lo, int64_t hi) {
+    const max_rows_ctx *c = vc;
+    for (int64_t o = lo; o < hi; o++) {
+        if (c->dt == JG_F32) {
+            const float *r = (const float *)c->x + o * c->len;
+            int64_t i = max_first_f32(r, c->len);
+            ((float *)c->vals)[o] = r[i];
+            c->idx[o] = i;
+        } else {
+            const double *r = (const double *)c->x + o * c->len;
+            int64_t i = max_first_f64(r, c->len);
+            ((double *)c->vals)[o] = r[i];
+            c->idx[o] = i;
+        }
+    }
+}
+
 int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     const jg_tensor *x = in[0];
     int dim = (int)a->i[0];
@@ -551,6 +706,15 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
+    if (jg_dtype_is_float(x->dtype) && dim == x->ndim - 1 && jg_dense(x)) {
+        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]),
+                          (int64_t *)jg_tensor_ptr(out[1]), len, x->dtype};
+        if (x->numel < JG_PAR_MIN)
+            max_rows(&c, 0, outer);
+        else
+            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+        return 0;
+    }
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     void *vals = jg_tensor_ptr(out[0]);
