@@ -170,6 +170,29 @@ SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
 SUM_RUN(f32, float)
 SUM_RUN(f64, double)
 
+/* The same order over x[0], x[st], x[2 st], ... (st in elements): each
+ * lane gets the same elements in the same order as in a contiguous run. */
+#define SUM_STRIDED(TY, T, L)                                                                      \
+    T jg_sum_strided_##TY(const T *x, int64_t n, int64_t st) {                                     \
+        if (st == 1)                                                                               \
+            return jg_sum_run_##TY(x, n);                                                          \
+        T s = 0;                                                                                   \
+        for (int64_t b0 = 0; b0 == 0 || b0 < n; b0 += JG_SUM_BLOCK) {                              \
+            int64_t m = n - b0 < JG_SUM_BLOCK ? n - b0 : JG_SUM_BLOCK;                             \
+            T l[L] = {0};                                                                          \
+            for (int64_t i = 0; i < m; i++)                                                        \
+                l[i % L] += x[(b0 + i) * st];                                                      \
+            for (int w = L / 2; w >= 1; w /= 2)                                                    \
+                if (w < m)                                                                         \
+                    for (int j = 0; j < w; j++)                                                    \
+                        l[j] += l[j + w];                                                          \
+            s = b0 == 0 ? l[0] : s + l[0];                                                         \
+        }                                                                                          \
+        return s;                                                                                  \
+    }
+SUM_STRIDED(f32, float, JG_SUM_LANES_F32)
+SUM_STRIDED(f64, double, JG_SUM_LANES_F64)
+
 /* If a reduces exactly the trailing dims of an ndim-d input (all of them
  * for a full reduction), the first reduced dim; else -1. */
 static int trailing_reduction(const bool *mask, int ndim) {
@@ -458,6 +481,14 @@ typedef int64_t v2l __attribute__((vector_size(16)));
     }
 MAX_VALUE(f32, float, v4f, v4f_u, v4i)
 MAX_VALUE(f64, double, v2d, v2d_u, v2l)
+
+float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
+    return max_value_f32(x, n, nan);
+}
+
+double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
+    return max_value_f64(x, n, nan);
+}
 
 /* PyTorch's rule on a contiguous run: the index of the first NaN, else of
  * the first element equal to the maximum. */

@@ -9,6 +9,7 @@
 #ifndef JG_OPS_SUM_ORDER_H
 #define JG_OPS_SUM_ORDER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define JG_SUM_BLOCK 4096
@@ -20,5 +21,13 @@
 
 float jg_sum_run_f32(const float *x, int64_t n);
 double jg_sum_run_f64(const double *x, int64_t n);
+/* The same order over x[0], x[st], ..., x[(n - 1) st]. */
+float jg_sum_strided_f32(const float *x, int64_t n, int64_t st);
+double jg_sum_strided_f64(const double *x, int64_t n, int64_t st);
+
+/* The largest non-NaN element of x[0, n), n >= 1 (either zero when it is
+ * ±0), and whether x holds a NaN: vectorized, any order. */
+float jg_max_run_f32(const float *x, int64_t n, bool *nan);
+double jg_max_run_f64(const double *x, int64_t n, bool *nan);
 
 #endif
