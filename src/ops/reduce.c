@@ -104,7 +104,7 @@ typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
 
 /* One block of n <= JG_SUM_BLOCK elements in the lane order. */
-#define SUM_BLOCK(TY, T, V, VU, L)                                                                    \
+#define SUM_BLOCK(TY, T, V, VU, L)                                                                 \
     static T sum_block_##TY(const T *x, int64_t n) {                                               \
         V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};          \
         int64_t i = 0;                                                                             \
@@ -148,7 +148,8 @@ SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
         run_ctx_##TY *c = vc;                                                                      \
         for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t s = b * JG_SUM_BLOCK;                                                          \
-            c->part[b] = sum_block_##TY(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK); \
+            c->part[b] =                                                                           \
+                sum_block_##TY(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK);       \
         }                                                                                          \
     }                                                                                              \
     T jg_sum_run_##TY(const T *x, int64_t n) {                                                     \
@@ -301,8 +302,8 @@ static bool outer_reduction(const jg_tensor *in, const bool *mask, int64_t *A, i
 }
 
 static void sum_outer(const jg_tensor *in, jg_tensor *out, int64_t A, int64_t R, int64_t C) {
-    outer_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), R, C, (C + TILE_C - 1) / TILE_C,
-                   in->dtype};
+    outer_ctx c = {jg_tensor_ptr(in),         jg_tensor_ptr(out), R, C,
+                   (C + TILE_C - 1) / TILE_C, in->dtype};
     int64_t units = A * c.tiles, per = R * (C < TILE_C ? C : TILE_C);
     if (units * per < JG_PAR_MIN)
         sum_outer_units(&c, 0, units);
@@ -738,8 +739,8 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
     if (jg_dtype_is_float(x->dtype) && dim == x->ndim - 1 && jg_dense(x)) {
-        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]),
-                          (int64_t *)jg_tensor_ptr(out[1]), len, x->dtype};
+        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]),
+                          len, x->dtype};
         if (x->numel < JG_PAR_MIN)
             max_rows(&c, 0, outer);
         else
