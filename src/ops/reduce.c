@@ -113,18 +113,24 @@ typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
             a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
             a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
         }                                                                                          \
-        V a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};                                                 \
-        T l[L];                                                                                    \
-        memcpy(l, a, sizeof l);                                                                    \
-        for (int j = 0; i + j < n; j++)                                                            \
-            l[j] += x[i + j];                                                                      \
-        /* Lanes >= n hold +0 (a lane starts at +0 and a sum is never -0                           \
-         * then) and adding +0 changes nothing: folds of only those are                            \
-         * skipped. */                                                                             \
-        for (int w = L / 2; w >= 1; w /= 2)                                                        \
-            if (w < n)                                                                             \
-                for (int j = 0; j < w; j++)                                                        \
-                    l[j] += l[j + w];                                                              \
+        if (i < n) { /* the tail, zero-padded: adding +0 leaves a lane as it is */                 \
+            T t[L] = {0};                                                                          \
+            memcpy(t, x + i, sizeof(T) * (size_t)(n - i));                                         \
+            const VU *v = (const VU *)t;                                                           \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
+        }                                                                                          \
+        /* Folding by halving: lane j + L/2 sits in vector k + 4 where lane j                      \
+         * sits in vector k, and so on down to one vector.  (A lane is never                       \
+         * -0 -- it starts at +0 -- so folding empty lanes in is exact.) */                        \
+        a0 += a4, a1 += a5, a2 += a6, a3 += a7;                                                    \
+        a0 += a2, a1 += a3;                                                                        \
+        a0 += a1;                                                                                  \
+        T l[sizeof(V) / sizeof(T)];                                                                \
+        memcpy(l, &a0, sizeof l);                                                                  \
+        for (int w = (int)(sizeof(V) / sizeof(T)) / 2; w >= 1; w /= 2)                             \
+            for (int j = 0; j < w; j++)                                                            \
+                l[j] += l[j + w];                                                                  \
         return l[0];                                                                               \
     }
 SUM_BLOCK(f32, float, v4f, v4f_u, JG_SUM_LANES_F32)
