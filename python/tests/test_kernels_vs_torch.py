@@ -95,6 +95,13 @@ def test_max_ties_nan_zeros(n):
     np.testing.assert_array_equal(ji.numpy(), ti.numpy())
     assert np.array_equal(np.signbit(jv.numpy()), np.signbit(tv.numpy()))
     np.testing.assert_array_equal(jv.numpy(), tv.numpy())
+    # the same columns along dim 0 of a dense input (vectorized across columns)
+    b = np.ascontiguousarray(a.T)
+    jv0, ji0 = jg.tensor(b).max(0)
+    tv0, ti0 = torch.tensor(b).max(0)
+    np.testing.assert_array_equal(ji0.numpy(), ti0.numpy())
+    np.testing.assert_array_equal(jv0.numpy(), tv0.numpy())
+    assert np.array_equal(np.signbit(jv0.numpy()), np.signbit(tv0.numpy()))
     for r in range(3):
         jm, tm = x[r].max().item(), t[r].max().item()
         # (which zero max() of all elements gives is not specified: torch's

@@ -760,6 +760,56 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
     }
 }
 
+/* A dense input seen as [A, len, C] reduced over len (a dim other than the
+ * last): per unit (a, a tile of columns), the compare loop of MAX_SCAN run
+ * for all the tile's columns at once, row by row, as selects so that it
+ * vectorizes: a column's best is replaced by a value that is not <= it,
+ * unless the best is already a NaN. */
+enum { MAX_COLS = 256 };
+#define MAX_COLS_FN(TY, T)                                                                         \
+    static                                                                                         \
+        __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void max_cols_##TY( \
+            const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len, int64_t C,      \
+            int64_t w) {                                                                           \
+        T b[MAX_COLS];                                                                             \
+        int64_t bi[MAX_COLS];                                                                      \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            b[j] = x[j], bi[j] = 0;                                                                \
+        for (int64_t i = 1; i < len; i++) {                                                        \
+            const T *restrict r = x + i * C;                                                       \
+            for (int64_t j = 0; j < w; j++) {                                                      \
+                bool c = !(r[j] <= b[j]) && b[j] == b[j];                                          \
+                b[j] = c ? r[j] : b[j];                                                            \
+                bi[j] = c ? i : bi[j];                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            v[j] = b[j], ix[j] = bi[j];                                                            \
+    }
+MAX_COLS_FN(f32, float)
+MAX_COLS_FN(f64, double)
+
+typedef struct {
+    const char *x;
+    char *v;
+    int64_t *ix, len, C, tiles;
+    jg_dtype dt;
+} max_cols_ctx;
+
+static void max_col_units(void *vc, int64_t lo, int64_t hi) {
+    const max_cols_ctx *c = vc;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * MAX_COLS;
+        int64_t w = c->C - j0 < MAX_COLS ? c->C - j0 : MAX_COLS;
+        int64_t xo = a * c->len * c->C + j0, oo = a * c->C + j0;
+        if (c->dt == JG_F32)
+            max_cols_f32((const float *)c->x + xo, (float *)c->v + oo, c->ix + oo, c->len, c->C, w);
+        else
+            max_cols_f64((const double *)c->x + xo, (double *)c->v + oo, c->ix + oo, c->len, c->C,
+                         w);
+    }
+}
+
 int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     const jg_tensor *x = in[0];
     int dim = (int)a->i[0];
@@ -776,6 +826,20 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
             max_rows(&c, 0, outer);
         else
             jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+        return 0;
+    }
+    if (jg_dtype_is_float(x->dtype) && dim < x->ndim - 1 && len > 1 && jg_dense(x)) {
+        max_cols_ctx c = {
+            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0,
+            x->dtype};
+        for (int d = dim + 1; d < x->ndim; d++)
+            c.C *= x->shape[d];
+        c.tiles = (c.C + MAX_COLS - 1) / MAX_COLS;
+        int64_t units = outer / c.C * c.tiles, per = len * (c.C < MAX_COLS ? c.C : MAX_COLS);
+        if (x->numel < JG_PAR_MIN)
+            max_col_units(&c, 0, units);
+        else
+            jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
         return 0;
     }
     int64_t idx[JG_MAX_DIMS] = {0};

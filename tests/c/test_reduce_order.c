@@ -242,6 +242,12 @@ static void test_max_long_rows(void **state) {
         double got[3];
         tu_values(vals, got);
         assert_true(got[0] == 3.0 && isnan(got[1]) && got[2] == 0.0 && signbit(got[2]));
+        /* the same rows as columns: dim 0 of a dense [n, 3] */
+        jg_tensor *xt = jg_contiguous(jg_transpose(x, 0, 1));
+        assert_int_equal(jg_max_dim(xt, 0, true, &vals, &idx), 0);
+        TU_CHECK(idx, 2, TU_SHAPE(1, 3), TU_VALS(40000, 66000, 33000), 0);
+        tu_values(vals, got);
+        assert_true(got[0] == 3.0 && isnan(got[1]) && got[2] == 0.0 && signbit(got[2]));
         double m;
         tu_values(jg_max(jg_slice(x, 0, 2, 3)), &m);
         assert_true(m == 0.0 && signbit(m)); /* the first zero */
