@@ -1,6 +1,7 @@
 /* Strided iteration and the generic dtype-converting copy. */
 #include "core/iter.h"
 
+#include "core/copy.h"
 #include "core/parallel.h"
 
 #include <stdlib.h>
@@ -245,6 +246,8 @@ static void copy_inner(void *vctx, int64_t n, char **p, const int64_t *s) {
 }
 
 void jg_copy_data(jg_tensor *dst, const jg_tensor *src) {
+    if (jg_copy_blocked(dst, src))
+        return;
     int64_t st[2][JG_MAX_DIMS];
     jg_broadcast_strides(dst, dst->ndim, dst->shape, st[0]);
     jg_broadcast_strides(src, dst->ndim, dst->shape, st[1]);

@@ -1,5 +1,6 @@
 /* Eager kernels of the elementwise ops, instantiated per dtype from the
  * expressions in elementwise.def (the same text the code generator emits). */
+#include "core/copy.h"
 #include "core/iter.h"
 #include "core/parallel.h"
 #include "ops/decls.h"
@@ -287,6 +288,9 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
             return 0;
         }
     }
+    /* clone of a transposed or permuted tensor (contiguous()): in tiles */
+    if (n_in == 1 && row == jg_ew_rows[JG_OP_CLONE][out->dtype] && jg_copy_blocked(out, in[0]))
+        return 0;
     int64_t st[3][JG_MAX_DIMS];
     jg_broadcast_strides(out, out->ndim, out->shape, st[0]);
     for (int k = 0; k < n_in; k++)

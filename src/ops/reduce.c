@@ -3,21 +3,27 @@
  * of the first maximum.
  *
  * Summation order, in the input's own dtype (f32 sums in f32), one fixed
- * order for eager, interpreted and compiled code alike:
+ * order for eager, interpreted and compiled code alike, whatever the number
+ * of threads (docs/kernels.md, "Reductions"):
  * - f32/f64 reduced over trailing dims (sum(), sum(dim=-1), ...): each
- *   output's inputs, taken in row-major order, are dealt to 8 lanes (element
- *   i to lane i % 8), each lane sums its elements in order starting from 0,
- *   and the lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).  The
- *   lanes vectorize and run without a single long dependency chain (the
- *   sequential sum of 1M f32 was latency bound, ~1 ms), and the error grows
- *   more slowly than a sequential sum's.  A non-dense input is copied first,
- *   so the order depends only on the logical element order.
- * - anything else (other dims, int64): every output element accumulates its
- *   inputs sequentially in row-major order of the input. */
+ *   output's inputs, a run in row-major order, are summed in the blocked
+ *   lane order of ops/sum_order.h (blocks of 4096, 32 f32 / 16 f64 lanes
+ *   folded by halving, block results added in order).
+ * - anything else: every output element accumulates its inputs
+ *   sequentially in row-major order of the input, from 0 (one run of
+ *   adjacent non-trailing dims vectorizes across the outputs).
+ * A non-dense input of the fast paths is copied first, so the order depends
+ * only on the logical element order. */
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "ops/decls.h"
+#include "ops/sum_order.h"
 
+#include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Which dims of an ndim-d input attrs reduce (n == 0: all). */
 static int reduced_mask(const jg_attrs *a, int ndim, bool *mask) {
@@ -92,22 +98,110 @@ SUM_ROW(f32, float)
 SUM_ROW(f64, double)
 SUM_ROW(i64, int64_t)
 
-/* The lanes are independent sums, so vectorizing across them changes no
- * result (gcc's -O2 cost model would not). */
-#define SUM_LANES(TY, T)                                                                           \
-    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))                  \
-    T sum_lanes_##TY(const T *restrict x, int64_t m) {                                             \
-        T l[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                         \
+/* The lanes live in 8 vectors of 16 bytes: the same arithmetic on every
+ * target, and 8 independent dependency chains. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+/* Unaligned loads of them from the element arrays. */
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
+
+/* One block of n <= JG_SUM_BLOCK elements in the lane order. */
+#define SUM_BLOCK(TY, T, V, VU, L)                                                                 \
+    static T sum_block_##TY(const T *x, int64_t n) {                                               \
+        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};          \
         int64_t i = 0;                                                                             \
-        for (; i + 8 <= m; i += 8)                                                                 \
-            for (int j = 0; j < 8; j++)                                                            \
-                l[j] += x[i + j];                                                                  \
-        for (int j = 0; i + j < m; j++)                                                            \
-            l[j] += x[i + j];                                                                      \
-        return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));                  \
+        for (; i + L <= n; i += L) {                                                               \
+            const VU *v = (const VU *)(x + i);                                                     \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
+        }                                                                                          \
+        if (i < n) { /* the tail, zero-padded: adding +0 leaves a lane as it is */                 \
+            T t[L] = {0};                                                                          \
+            memcpy(t, x + i, sizeof(T) * (size_t)(n - i));                                         \
+            const VU *v = (const VU *)t;                                                           \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
+        }                                                                                          \
+        /* Folding by halving: lane j + L/2 sits in vector k + 4 where lane j                      \
+         * sits in vector k, and so on down to one vector.  (A lane is never                       \
+         * -0 -- it starts at +0 -- so folding empty lanes in is exact.) */                        \
+        a0 += a4, a1 += a5, a2 += a6, a3 += a7;                                                    \
+        a0 += a2, a1 += a3;                                                                        \
+        a0 += a1;                                                                                  \
+        T l[sizeof(V) / sizeof(T)];                                                                \
+        memcpy(l, &a0, sizeof l);                                                                  \
+        for (int w = (int)(sizeof(V) / sizeof(T)) / 2; w >= 1; w /= 2)                             \
+            for (int j = 0; j < w; j++)                                                            \
+                l[j] += l[j + w];                                                                  \
+        return l[0];                                                                               \
     }
-SUM_LANES(f32, float)
-SUM_LANES(f64, double)
+SUM_BLOCK(f32, float, v4f, v4f_u, JG_SUM_LANES_F32)
+SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
+
+/* A whole run: block results added in block order; a large run computes
+ * its blocks on the pool first. */
+#define SUM_RUN(TY, T)                                                                             \
+    static T sum_serial_##TY(const T *x, int64_t n) {                                              \
+        T s = sum_block_##TY(x, n < JG_SUM_BLOCK ? n : JG_SUM_BLOCK);                              \
+        for (int64_t o = JG_SUM_BLOCK; o < n; o += JG_SUM_BLOCK)                                   \
+            s += sum_block_##TY(x + o, n - o < JG_SUM_BLOCK ? n - o : JG_SUM_BLOCK);               \
+        return s;                                                                                  \
+    }                                                                                              \
+    typedef struct {                                                                               \
+        const T *x;                                                                                \
+        int64_t n;                                                                                 \
+        T *part;                                                                                   \
+    } run_ctx_##TY;                                                                                \
+    static void sum_blocks_##TY(void *vc, int64_t lo, int64_t hi) {                                \
+        run_ctx_##TY *c = vc;                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                        \
+            int64_t s = b * JG_SUM_BLOCK;                                                          \
+            c->part[b] =                                                                           \
+                sum_block_##TY(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK);       \
+        }                                                                                          \
+    }                                                                                              \
+    T jg_sum_run_##TY(const T *x, int64_t n) {                                                     \
+        if (n < 2 * JG_PAR_MIN)                                                                    \
+            return sum_serial_##TY(x, n);                                                          \
+        int64_t nb = (n + JG_SUM_BLOCK - 1) / JG_SUM_BLOCK;                                        \
+        T stack[512], *part = nb <= 512 ? stack : malloc(sizeof(T) * (size_t)nb);                  \
+        if (!part) /* no room for the partials: the same order, serially */                        \
+            return sum_serial_##TY(x, n);                                                          \
+        run_ctx_##TY c = {x, n, part};                                                             \
+        jg_parallel_for(nb, JG_PAR_MIN / JG_SUM_BLOCK, sum_blocks_##TY, &c);                       \
+        T s = part[0];                                                                             \
+        for (int64_t b = 1; b < nb; b++)                                                           \
+            s += part[b];                                                                          \
+        if (part != stack)                                                                         \
+            free(part);                                                                            \
+        return s;                                                                                  \
+    }
+SUM_RUN(f32, float)
+SUM_RUN(f64, double)
+
+/* The same order over x[0], x[st], x[2 st], ... (st in elements): each
+ * lane gets the same elements in the same order as in a contiguous run. */
+#define SUM_STRIDED(TY, T, L)                                                                      \
+    T jg_sum_strided_##TY(const T *x, int64_t n, int64_t st) {                                     \
+        if (st == 1)                                                                               \
+            return jg_sum_run_##TY(x, n);                                                          \
+        T s = 0;                                                                                   \
+        for (int64_t b0 = 0; b0 == 0 || b0 < n; b0 += JG_SUM_BLOCK) {                              \
+            int64_t m = n - b0 < JG_SUM_BLOCK ? n - b0 : JG_SUM_BLOCK;                             \
+            T l[L] = {0};                                                                          \
+            for (int64_t i = 0; i < m; i++)                                                        \
+                l[i % L] += x[(b0 + i) * st];                                                      \
+            for (int w = L / 2; w >= 1; w /= 2)                                                    \
+                if (w < m)                                                                         \
+                    for (int j = 0; j < w; j++)                                                    \
+                        l[j] += l[j + w];                                                          \
+            s = b0 == 0 ? l[0] : s + l[0];                                                         \
+        }                                                                                          \
+        return s;                                                                                  \
+    }
+SUM_STRIDED(f32, float, JG_SUM_LANES_F32)
+SUM_STRIDED(f64, double, JG_SUM_LANES_F64)
 
 /* If a reduces exactly the trailing dims of an ndim-d input (all of them
  * for a full reduction), the first reduced dim; else -1. */
@@ -121,44 +215,150 @@ static int trailing_reduction(const bool *mask, int ndim) {
     return r;
 }
 
-/* The lane order of the comment at the top: in is dense, each output
- * element sums a block of m consecutive inputs. */
-static void sum_blocks(const jg_tensor *in, jg_tensor *out, int64_t m) {
-    int64_t n = out->numel;
-    if (in->dtype == JG_F32) {
-        const float *x = (const float *)jg_tensor_ptr(in);
-        float *o = (float *)jg_tensor_ptr(out);
-        for (int64_t j = 0; j < n; j++)
-            o[j] = sum_lanes_f32(x + j * m, m);
+/* in is dense; output j sums the run of m inputs starting at j * m. */
+typedef struct {
+    const char *x;
+    char *o;
+    int64_t m;
+    jg_dtype dt;
+} rows_ctx;
+
+static void sum_rows(void *vc, int64_t lo, int64_t hi) {
+    const rows_ctx *c = vc;
+    if (c->dt == JG_F32) {
+        const float *x = (const float *)c->x;
+        for (int64_t j = lo; j < hi; j++)
+            ((float *)c->o)[j] = jg_sum_run_f32(x + j * c->m, c->m);
     } else {
-        const double *x = (const double *)jg_tensor_ptr(in);
-        double *o = (double *)jg_tensor_ptr(out);
-        for (int64_t j = 0; j < n; j++)
-            o[j] = sum_lanes_f64(x + j * m, m);
+        const double *x = (const double *)c->x;
+        for (int64_t j = lo; j < hi; j++)
+            ((double *)c->o)[j] = jg_sum_run_f64(x + j * c->m, c->m);
     }
 }
 
+static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
+    rows_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), m, in->dtype};
+    int64_t n = out->numel;
+    if (n * m < JG_PAR_MIN || n == 1)
+        sum_rows(&c, 0, n);
+    else
+        jg_parallel_for(n, m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1), sum_rows, &c);
+}
+
+/* A dense input seen as [A, R, C] summed over R: out[a, c] adds
+ * x[a, 0, c], x[a, 1, c], ... in order, from 0.  Work units are (a, a tile
+ * of TILE_C columns); the rows of a unit stream through a row of outputs
+ * that stays in L1. */
+enum { TILE_C = 1024 };
+typedef struct {
+    const char *x;
+    char *o;
+    int64_t r, c, tiles;
+    jg_dtype dt;
+} outer_ctx;
+
+/* Four rows per pass over the outputs (added one after the other, the
+ * same order), so the outputs are loaded and stored a quarter as often. */
+#define SUM_OUTER(TY, T)                                                                           \
+    static __attribute__((optimize("tree-vectorize"))) void sum_outer_##TY(                        \
+        T *restrict o, const T *restrict x, int64_t r, int64_t c, int64_t w) {                     \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            o[j] = 0;                                                                              \
+        int64_t k = 0;                                                                             \
+        for (; k + 4 <= r; k += 4) {                                                               \
+            const T *restrict r0 = x + k * c, *restrict r1 = r0 + c, *restrict r2 = r1 + c;        \
+            const T *restrict r3 = r2 + c;                                                         \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                o[j] = (((o[j] + r0[j]) + r1[j]) + r2[j]) + r3[j];                                 \
+        }                                                                                          \
+        for (; k < r; k++) {                                                                       \
+            const T *restrict row = x + k * c;                                                     \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                o[j] += row[j];                                                                    \
+        }                                                                                          \
+    }
+SUM_OUTER(f32, float)
+SUM_OUTER(f64, double)
+SUM_OUTER(i64, int64_t)
+
+static void sum_outer_units(void *vc, int64_t lo, int64_t hi) {
+    const outer_ctx *c = vc;
+    size_t es = jg_dtype_size(c->dt);
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * TILE_C;
+        int64_t w = c->c - j0 < TILE_C ? c->c - j0 : TILE_C;
+        const char *x = c->x + (size_t)(a * c->r * c->c + j0) * es;
+        char *o = c->o + (size_t)(a * c->c + j0) * es;
+        if (c->dt == JG_F32)
+            sum_outer_f32((float *)o, (const float *)x, c->r, c->c, w);
+        else if (c->dt == JG_F64)
+            sum_outer_f64((double *)o, (const double *)x, c->r, c->c, w);
+        else
+            sum_outer_i64((int64_t *)o, (const int64_t *)x, c->r, c->c, w);
+    }
+}
+
+/* If a reduces one run of adjacent dims [d0, d1) with d1 < ndim, sets
+ * A, R, C and returns true. */
+static bool outer_reduction(const jg_tensor *in, const bool *mask, int64_t *A, int64_t *R,
+                            int64_t *C) {
+    int d0 = 0;
+    while (d0 < in->ndim && !mask[d0])
+        d0++;
+    int d1 = d0;
+    while (d1 < in->ndim && mask[d1])
+        d1++;
+    if (d1 == d0 || d1 == in->ndim)
+        return false;
+    for (int d = d1; d < in->ndim; d++)
+        if (mask[d])
+            return false;
+    *A = *R = *C = 1;
+    for (int d = 0; d < in->ndim; d++)
+        *(d < d0 ? A : d < d1 ? R : C) *= in->shape[d];
+    return true;
+}
+
+static void sum_outer(const jg_tensor *in, jg_tensor *out, int64_t A, int64_t R, int64_t C) {
+    outer_ctx c = {jg_tensor_ptr(in),         jg_tensor_ptr(out), R, C,
+                   (C + TILE_C - 1) / TILE_C, in->dtype};
+    int64_t units = A * c.tiles, per = R * (C < TILE_C ? C : TILE_C);
+    if (units * per < JG_PAR_MIN)
+        sum_outer_units(&c, 0, units);
+    else
+        jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (per ? per : 1),
+                        sum_outer_units, &c);
+}
+
 /* out = sum of in over the reduced dims of a (out is contiguous); -1 if a
- * copy of a non-dense input cannot be allocated. */
+ * copy of a non-dense input cannot be allocated.  A non-dense input of the
+ * fast paths is copied first: the order depends only on the logical order
+ * of the elements, never on their layout. */
 static int sum_into(const jg_attrs *a, const jg_tensor *in, jg_tensor *out) {
     static const jg_inner_fn rows[3] = {sum_row_f32, sum_row_f64, sum_row_i64};
     bool mask[JG_MAX_DIMS];
     JG_ASSERT(reduced_mask(a, in->ndim, mask) == 0);
     int r = jg_dtype_is_float(in->dtype) ? trailing_reduction(mask, in->ndim) : -1;
-    if (r >= 0) {
-        int64_t m = 1;
-        for (int d = r; d < in->ndim; d++)
-            m *= in->shape[d];
-        if (jg_dense(in)) {
-            sum_blocks(in, out, m);
-            return 0;
+    int64_t A, R, C;
+    bool outer = r < 0 && in->numel > 0 && outer_reduction(in, mask, &A, &R, &C);
+    if (r >= 0 || outer) {
+        jg_tensor *c = NULL;
+        if (!jg_dense(in)) {
+            if (!(c = jg_tensor_alloc(in->dtype, in->ndim, in->shape)))
+                return -1;
+            jg_copy_data(c, in);
+            in = c;
         }
-        jg_tensor *c = jg_tensor_alloc(in->dtype, in->ndim, in->shape);
-        if (!c)
-            return -1;
-        jg_copy_data(c, in);
-        sum_blocks(c, out, m);
-        jg_release(c);
+        if (outer) {
+            sum_outer(in, out, A, R, C);
+        } else {
+            int64_t m = 1;
+            for (int d = r; d < in->ndim; d++)
+                m *= in->shape[d];
+            sum_trailing(in, out, m);
+        }
+        if (c)
+            jg_release(c);
         return 0;
     }
     memset(jg_tensor_ptr(out), 0, (size_t)out->numel * jg_dtype_size(out->dtype));
@@ -258,6 +458,155 @@ int jg_vjp_mean(VJP_ARGS) {
     return gin[0] ? 0 : -1;
 }
 
+/* ---- max: vectorized scans of contiguous runs ---- */
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int64_t v2l __attribute__((vector_size(16)));
+
+/* The largest non-NaN value of x[0, n) (n >= 1; which zero, when it is
+ * ±0, is unspecified) and whether a NaN occurs.  Blends instead of a
+ * compare-and-branch so that it vectorizes; the value does not depend on
+ * the order of the comparisons. */
+#define MAX_VALUE(TY, T, V, VU, VI, VMAX)                                                          \
+    static T max_value_##TY(const T *x, int64_t n, bool *nan) {                                    \
+        enum { W = (int)(sizeof(V) / sizeof(T)) };                                                 \
+        V m0 = (V){0} + x[0], m1 = m0, m2 = m0, m3 = m0;                                           \
+        VI bad = {0};                                                                              \
+        int64_t i = 0;                                                                             \
+        for (; i + 4 * W <= n; i += 4 * W) {                                                       \
+            const VU *p = (const VU *)(x + i);                                                     \
+            V v0 = p[0], v1 = p[1], v2 = p[2], v3 = p[3];                                          \
+            m0 = VMAX(v0, m0), m1 = VMAX(v1, m1), m2 = VMAX(v2, m2), m3 = VMAX(v3, m3);            \
+            bad |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3);                              \
+        }                                                                                          \
+        V ms[4] = {m0, m1, m2, m3};                                                                \
+        T l[4 * W], m = x[0];                                                                      \
+        int64_t bw[2];                                                                             \
+        memcpy(l, ms, sizeof l);                                                                   \
+        memcpy(bw, &bad, sizeof bw);                                                               \
+        bool b = (bw[0] | bw[1]) != 0;                                                             \
+        for (int j = 0; j < 4 * W; j++)                                                            \
+            m = l[j] > m ? l[j] : m;                                                               \
+        for (; i < n; i++) {                                                                       \
+            m = x[i] > m ? x[i] : m;                                                               \
+            b |= x[i] != x[i];                                                                     \
+        }                                                                                          \
+        *nan = b || m != m;                                                                        \
+        return m;                                                                                  \
+    }
+/* a > b ? a : b per lane: one instruction on SSE2 (maxps / maxpd compute
+ * exactly that, NaN operands included), a blend elsewhere. */
+#if defined(__SSE2__)
+#define VMAX_F32(a, b) ((v4f)_mm_max_ps((__m128)(a), (__m128)(b)))
+#define VMAX_F64(a, b) ((v2d)_mm_max_pd((__m128d)(a), (__m128d)(b)))
+#else
+static inline v4f vmax_f32(v4f a, v4f b) {
+    v4i g = a > b;
+    return (v4f)(((v4i)a & g) | ((v4i)b & ~g));
+}
+static inline v2d vmax_f64(v2d a, v2d b) {
+    v2l g = a > b;
+    return (v2d)(((v2l)a & g) | ((v2l)b & ~g));
+}
+#define VMAX_F32(a, b) vmax_f32(a, b)
+#define VMAX_F64(a, b) vmax_f64(a, b)
+#endif
+MAX_VALUE(f32, float, v4f, v4f_u, v4i, VMAX_F32)
+MAX_VALUE(f64, double, v2d, v2d_u, v2l, VMAX_F64)
+
+float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
+    return max_value_f32(x, n, nan);
+}
+
+double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
+    return max_value_f64(x, n, nan);
+}
+
+/* PyTorch's rule on a contiguous run: the index of the first NaN, else of
+ * the first element equal to the maximum. */
+#define MAX_FIRST(TY, T)                                                                           \
+    static int64_t max_first_##TY(const T *x, int64_t n) {                                         \
+        bool nan;                                                                                  \
+        T m = max_value_##TY(x, n, &nan);                                                          \
+        int64_t i = 0;                                                                             \
+        if (nan)                                                                                   \
+            while (x[i] == x[i])                                                                   \
+                i++;                                                                               \
+        else                                                                                       \
+            while (x[i] != m)                                                                      \
+                i++;                                                                               \
+        return i;                                                                                  \
+    }
+MAX_FIRST(f32, float)
+MAX_FIRST(f64, double)
+
+/* max of all elements of a dense float tensor: per-chunk maxima (on the
+ * pool when large), the first chunk with a NaN gives it, else the largest
+ * chunk maximum; a zero maximum is taken from its first occurrence, as the
+ * sequential scan would. */
+typedef struct {
+    const char *x;
+    int64_t n;
+    jg_dtype dt;
+    double *m; /* per chunk, exact in double for f32 and f64 */
+    bool *nan;
+} max_all_ctx;
+
+static void max_all_chunks(void *vc, int64_t lo, int64_t hi) {
+    const max_all_ctx *c = vc;
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t s = k * JG_PAR_MIN, e = s + JG_PAR_MIN < c->n ? s + JG_PAR_MIN : c->n;
+        if (c->dt == JG_F32)
+            c->m[k] = max_value_f32((const float *)c->x + s, e - s, &c->nan[k]);
+        else
+            c->m[k] = max_value_f64((const double *)c->x + s, e - s, &c->nan[k]);
+    }
+}
+
+/* Returns false when the partials cannot be allocated (the caller scans). */
+static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
+    int64_t n = x->numel, nc = jg_parallel_chunks(n, JG_PAR_MIN);
+    double sm[64], *m = nc <= 64 ? sm : malloc(sizeof(double) * (size_t)nc);
+    bool sn[64], *nan = nc <= 64 ? sn : malloc((size_t)nc);
+    if (!m || !nan) {
+        if (m != sm)
+            free(m);
+        if (nan != sn)
+            free(nan);
+        return false;
+    }
+    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan};
+    jg_parallel_for(nc, 1, max_all_chunks, &c);
+    int64_t k = 0;
+    while (k < nc && !nan[k]) /* k: the first chunk with a NaN, if any */
+        k++;
+    double best = m[0];
+    for (int64_t j = 1; j < nc; j++)
+        best = m[j] > best ? m[j] : best;
+    if (m != sm)
+        free(m);
+    if (nan != sn)
+        free(nan);
+#define MAX_ALL_PICK(T, TY)                                                                        \
+    do {                                                                                           \
+        const T *p = (const T *)c.x;                                                               \
+        int64_t i = k < nc ? k * JG_PAR_MIN : 0;                                                   \
+        if (k < nc)                                                                                \
+            while (p[i] == p[i])                                                                   \
+                i++;                                                                               \
+        else if (best == 0)                                                                        \
+            while (p[i] != 0)                                                                      \
+                i++;                                                                               \
+        *(T *)jg_tensor_ptr(out) = k < nc || best == 0 ? p[i] : (T)best;                           \
+    } while (0)
+    if (x->dtype == JG_F32)
+        MAX_ALL_PICK(float, f32);
+    else
+        MAX_ALL_PICK(double, f64);
+#undef MAX_ALL_PICK
+    return true;
+}
+
 /* ---- max of all elements ---- */
 
 int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
@@ -301,6 +650,8 @@ int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 int jg_k_max_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     const jg_tensor *x = in[0];
+    if (jg_dtype_is_float(x->dtype) && jg_dense(x) && max_all_dense(x, out[0]))
+        return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     if (x->dtype == JG_F32)
@@ -384,6 +735,81 @@ static void max_scan(jg_dtype dt, const void *src, int64_t len, int64_t step, vo
 }
 #pragma GCC diagnostic pop
 
+/* Rows of a dense float input reduced over its last dim. */
+typedef struct {
+    const char *x;
+    char *vals;
+    int64_t *idx, len;
+    jg_dtype dt;
+} max_rows_ctx;
+
+static void max_rows(void *vc, int64_t lo, int64_t hi) {
+    const max_rows_ctx *c = vc;
+    for (int64_t o = lo; o < hi; o++) {
+        if (c->dt == JG_F32) {
+            const float *r = (const float *)c->x + o * c->len;
+            int64_t i = max_first_f32(r, c->len);
+            ((float *)c->vals)[o] = r[i];
+            c->idx[o] = i;
+        } else {
+            const double *r = (const double *)c->x + o * c->len;
+            int64_t i = max_first_f64(r, c->len);
+            ((double *)c->vals)[o] = r[i];
+            c->idx[o] = i;
+        }
+    }
+}
+
+/* A dense input seen as [A, len, C] reduced over len (a dim other than the
+ * last): per unit (a, a tile of columns), the compare loop of MAX_SCAN run
+ * for all the tile's columns at once, row by row, as selects so that it
+ * vectorizes: a column's best is replaced by a value that is not <= it,
+ * unless the best is already a NaN. */
+enum { MAX_COLS = 256 };
+#define MAX_COLS_FN(TY, T)                                                                         \
+    static                                                                                         \
+        __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void max_cols_##TY( \
+            const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len, int64_t C,      \
+            int64_t w) {                                                                           \
+        T b[MAX_COLS];                                                                             \
+        int64_t bi[MAX_COLS];                                                                      \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            b[j] = x[j], bi[j] = 0;                                                                \
+        for (int64_t i = 1; i < len; i++) {                                                        \
+            const T *restrict r = x + i * C;                                                       \
+            for (int64_t j = 0; j < w; j++) {                                                      \
+                bool c = !(r[j] <= b[j]) && b[j] == b[j];                                          \
+                b[j] = c ? r[j] : b[j];                                                            \
+                bi[j] = c ? i : bi[j];                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            v[j] = b[j], ix[j] = bi[j];                                                            \
+    }
+MAX_COLS_FN(f32, float)
+MAX_COLS_FN(f64, double)
+
+typedef struct {
+    const char *x;
+    char *v;
+    int64_t *ix, len, C, tiles;
+    jg_dtype dt;
+} max_cols_ctx;
+
+static void max_col_units(void *vc, int64_t lo, int64_t hi) {
+    const max_cols_ctx *c = vc;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * MAX_COLS;
+        int64_t w = c->C - j0 < MAX_COLS ? c->C - j0 : MAX_COLS;
+        int64_t xo = a * c->len * c->C + j0, oo = a * c->C + j0;
+        if (c->dt == JG_F32)
+            max_cols_f32((const float *)c->x + xo, (float *)c->v + oo, c->ix + oo, c->len, c->C, w);
+        else
+            max_cols_f64((const double *)c->x + xo, (double *)c->v + oo, c->ix + oo, c->len, c->C,
+                         w);
+    }
+}
+
 int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     const jg_tensor *x = in[0];
     int dim = (int)a->i[0];
@@ -393,6 +819,29 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
+    if (jg_dtype_is_float(x->dtype) && dim == x->ndim - 1 && jg_dense(x)) {
+        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]),
+                          len, x->dtype};
+        if (x->numel < JG_PAR_MIN)
+            max_rows(&c, 0, outer);
+        else
+            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+        return 0;
+    }
+    if (jg_dtype_is_float(x->dtype) && dim < x->ndim - 1 && len > 1 && jg_dense(x)) {
+        max_cols_ctx c = {
+            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0,
+            x->dtype};
+        for (int d = dim + 1; d < x->ndim; d++)
+            c.C *= x->shape[d];
+        c.tiles = (c.C + MAX_COLS - 1) / MAX_COLS;
+        int64_t units = outer / c.C * c.tiles, per = len * (c.C < MAX_COLS ? c.C : MAX_COLS);
+        if (x->numel < JG_PAR_MIN)
+            max_col_units(&c, 0, units);
+        else
+            jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
+        return 0;
+    }
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     void *vals = jg_tensor_ptr(out[0]);

@@ -3,53 +3,193 @@
  * row, reduced as PyTorch's reduction= says, rows whose target is the
  * ignore_index left out (no class weights).
  *
- * Per slice: m = max; e_i = exp(x_i - m) summed sequentially in the dtype;
- * softmax_i = e_i / sum, log_softmax_i = (x_i - m) - log(sum).  (PyTorch's
- * vectorised kernel multiplies by 1/sum; dividing is the exactly rounded
- * form and is what a compiled loop emits too.)
+ * Per slice: m = max; e_i = exp(x_i - m) summed in the dtype in the
+ * blocked lane order of ops/sum_order.h (the same for any layout and
+ * thread count); softmax_i = e_i / sum, log_softmax_i = (x_i - m) -
+ * log(sum).  (PyTorch's vectorised kernel multiplies by 1/sum; dividing is
+ * the exactly rounded form.)  Slices run on the pool when the input is
+ * large.
  *
  * nll_loss attrs: n == 0 (none given): mean over all rows, no ignored
  * target; n == 4: i[0] nonzero if i[1] is an ignore_index, i[2] the
  * jg_reduction, i[3] the number of classes (read by nll_loss_backward, whose
  * attrs are always these four).  Every other target must lie in [0, C).  A
  * mean over no rows is 0 / 0 = NaN, as in PyTorch. */
+#include "core/parallel.h"
 #include "ops/decls.h"
+#include "ops/ew_math.h"
+#include "ops/sum_order.h"
 
 #include <math.h>
 #include <string.h>
 
-#define SOFTMAX_SLICE(T, EXP, LOG)                                                                 \
-    do {                                                                                           \
-        const T *x = (const T *)xs;                                                                \
-        T *y = (T *)ys;                                                                            \
-        T m = x[0];                                                                                \
-        for (int64_t i = 1; i < len; i++)                                                          \
-            if (x[i * xst] > m)                                                                    \
-                m = x[i * xst];                                                                    \
-        T sum = 0;                                                                                 \
-        if (log_) {                                                                                \
+/* One slice of len elements at x (step xst) into y (step yst), steps in
+ * elements.  Separate simple passes, so that each vectorizes (exp and log
+ * are jitgrad's own from ops/ew_math.h, the same the exp and log ops
+ * compute): m = max; y = x - m; y = exp(y); s = sum(y) in
+ * the blocked lane order of ops/sum_order.h, whatever the steps; then
+ * y = y / s, or y = (x - m) - log(s). */
+#define SOFTMAX_SLICE(TY, T, EXP, LOG)                                                             \
+    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
+        softmax_slice_##TY(const T *x, int64_t xst, T *y, int64_t yst, int64_t len, bool log_) {   \
+        T m;                                                                                       \
+        if (xst == 1) {                                                                            \
+            bool nan;                                                                              \
+            m = jg_max_run_##TY(x, len, &nan);                                                     \
+        } else {                                                                                   \
+            m = x[0];                                                                              \
+            for (int64_t i = 1; i < len; i++)                                                      \
+                m = x[i * xst] > m ? x[i * xst] : m;                                               \
+        }                                                                                          \
+        if (xst == 1 && yst == 1) {                                                                \
+            T *restrict yc = y;                                                                    \
+            const T *restrict xc = x;                                                              \
             for (int64_t i = 0; i < len; i++)                                                      \
-                sum += EXP(x[i * xst] - m);                                                        \
-            T ls = LOG(sum);                                                                       \
+                yc[i] = xc[i] - m;                                                                 \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                yc[i] = EXP(yc[i]);                                                                \
+            T s = jg_sum_run_##TY(yc, len);                                                        \
+            if (log_) {                                                                            \
+                T ls = LOG(s);                                                                     \
+                for (int64_t i = 0; i < len; i++)                                                  \
+                    yc[i] = (xc[i] - m) - ls;                                                      \
+            } else {                                                                               \
+                for (int64_t i = 0; i < len; i++)                                                  \
+                    yc[i] = yc[i] / s;                                                             \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t i = 0; i < len; i++)                                                          \
+            y[i * yst] = EXP(x[i * xst] - m);                                                      \
+        T s = jg_sum_strided_##TY(y, len, yst);                                                    \
+        if (log_) {                                                                                \
+            T ls = LOG(s);                                                                         \
             for (int64_t i = 0; i < len; i++)                                                      \
                 y[i * yst] = (x[i * xst] - m) - ls;                                                \
         } else {                                                                                   \
-            for (int64_t i = 0; i < len; i++) {                                                    \
-                T e = EXP(x[i * xst] - m);                                                         \
-                y[i * yst] = e;                                                                    \
-                sum += e;                                                                          \
-            }                                                                                      \
             for (int64_t i = 0; i < len; i++)                                                      \
-                y[i * yst] = y[i * yst] / sum;                                                     \
+                y[i * yst] = y[i * yst] / s;                                                       \
         }                                                                                          \
-    } while (0)
+    }
+SOFTMAX_SLICE(f32, float, jg_ew_expf, jg_ew_logf)
+SOFTMAX_SLICE(f64, double, jg_ew_expd, jg_ew_logd)
 
-static void softmax_slice(jg_dtype dt, const void *xs, int64_t xst, void *ys, int64_t yst,
-                          int64_t len, bool log_) {
-    if (dt == JG_F32)
-        SOFTMAX_SLICE(float, expf, logf);
-    else
-        SOFTMAX_SLICE(double, exp, log);
+/* Slices along a dim that is not the last, of a dense input into a dense
+ * output: the input seen as [A, len, C], a unit is (a, a tile of up to
+ * COLS columns) and every pass runs along rows of the tile, vectorized
+ * across its columns.  The sum keeps each slice's lane order: one set of
+ * lane accumulators per column. */
+enum { COLS = 64 };
+#define SOFTMAX_COLS(TY, T, EXP, LOG, L)                                                           \
+    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
+        softmax_cols_##TY(const T *restrict x, T *restrict y, int64_t len, int64_t C, int64_t w,   \
+                          bool log_) {                                                             \
+        T m[COLS], s[COLS], acc[L][COLS];                                                          \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            m[j] = x[j];                                                                           \
+        for (int64_t i = 1; i < len; i++)                                                          \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                m[j] = x[i * C + j] > m[j] ? x[i * C + j] : m[j];                                  \
+        for (int64_t i = 0; i < len; i++)                                                          \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                y[i * C + j] = x[i * C + j] - m[j];                                                \
+        for (int64_t i = 0; i < len; i++)                                                          \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                y[i * C + j] = EXP(y[i * C + j]);                                                  \
+        for (int64_t b0 = 0; b0 == 0 || b0 < len; b0 += JG_SUM_BLOCK) {                            \
+            int64_t mb = len - b0 < JG_SUM_BLOCK ? len - b0 : JG_SUM_BLOCK;                        \
+            for (int k = 0; k < L; k++)                                                            \
+                for (int64_t j = 0; j < w; j++)                                                    \
+                    acc[k][j] = 0;                                                                 \
+            for (int64_t i = 0; i < mb; i++) {                                                     \
+                T *a = acc[i % L];                                                                 \
+                const T *r = y + (b0 + i) * C;                                                     \
+                for (int64_t j = 0; j < w; j++)                                                    \
+                    a[j] += r[j];                                                                  \
+            }                                                                                      \
+            for (int h = L / 2; h >= 1; h /= 2)                                                    \
+                if (h < mb)                                                                        \
+                    for (int k = 0; k < h; k++)                                                    \
+                        for (int64_t j = 0; j < w; j++)                                            \
+                            acc[k][j] += acc[k + h][j];                                            \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                s[j] = b0 == 0 ? acc[0][j] : s[j] + acc[0][j];                                     \
+        }                                                                                          \
+        if (log_) {                                                                                \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                s[j] = LOG(s[j]);                                                                  \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                for (int64_t j = 0; j < w; j++)                                                    \
+                    y[i * C + j] = (x[i * C + j] - m[j]) - s[j];                                   \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; i++)                                                      \
+                for (int64_t j = 0; j < w; j++)                                                    \
+                    y[i * C + j] = y[i * C + j] / s[j];                                            \
+        }                                                                                          \
+    }
+SOFTMAX_COLS(f32, float, jg_ew_expf, jg_ew_logf, JG_SUM_LANES_F32)
+SOFTMAX_COLS(f64, double, jg_ew_expd, jg_ew_logd, JG_SUM_LANES_F64)
+
+typedef struct {
+    const char *x;
+    char *y;
+    int64_t len, C, tiles;
+    jg_dtype dt;
+    bool log_;
+} cols_ctx;
+
+static void softmax_col_units(void *vc, int64_t lo, int64_t hi) {
+    const cols_ctx *c = vc;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * COLS;
+        int64_t w = c->C - j0 < COLS ? c->C - j0 : COLS, off = a * c->len * c->C + j0;
+        if (c->dt == JG_F32)
+            softmax_cols_f32((const float *)c->x + off, (float *)c->y + off, c->len, c->C, w,
+                             c->log_);
+        else
+            softmax_cols_f64((const double *)c->x + off, (double *)c->y + off, c->len, c->C, w,
+                             c->log_);
+    }
+}
+
+typedef struct {
+    const jg_tensor *x;
+    jg_tensor *y;
+    int dim;
+    int64_t len;
+    bool log_;
+} softmax_ctx;
+
+/* Element offsets of slice o (row-major over the dims other than dim). */
+static void slice_offsets(const softmax_ctx *c, int64_t o, int64_t *xo, int64_t *yo) {
+    *xo = *yo = 0;
+    for (int d = c->x->ndim - 1; d >= 0; d--) {
+        if (d == c->dim)
+            continue;
+        int64_t i = o % c->x->shape[d];
+        o /= c->x->shape[d];
+        *xo += i * c->x->stride[d];
+        *yo += i * c->y->stride[d];
+    }
+}
+
+static void softmax_slices(void *vc, int64_t lo, int64_t hi) {
+    const softmax_ctx *c = vc;
+    const jg_tensor *x = c->x;
+    jg_tensor *y = c->y;
+    int64_t xst = x->ndim ? x->stride[c->dim] : 0, yst = y->ndim ? y->stride[c->dim] : 0;
+    if (c->len == 1)
+        xst = yst = 1; /* any step reads the one element */
+    for (int64_t o = lo; o < hi; o++) {
+        int64_t xo, yo;
+        slice_offsets(c, o, &xo, &yo);
+        if (x->dtype == JG_F32)
+            softmax_slice_f32((const float *)jg_tensor_ptr(x) + xo, xst,
+                              (float *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_);
+        else
+            softmax_slice_f64((const double *)jg_tensor_ptr(x) + xo, xst,
+                              (double *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_);
+    }
 }
 
 static int softmax_run(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, bool log_) {
@@ -60,27 +200,24 @@ static int softmax_run(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out,
     int64_t len = x->ndim ? x->shape[dim] : 1;
     if (x->numel == 0)
         return 0;
-    int64_t es = (int64_t)jg_dtype_size(x->dtype);
-    int64_t xst = x->ndim ? x->stride[dim] : 0, yst = y->ndim ? y->stride[dim] : 0;
     int64_t outer = x->numel / len;
-    int64_t idx[JG_MAX_DIMS] = {0};
-    const char *xb = jg_tensor_ptr(x);
-    char *yb = jg_tensor_ptr(y);
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t xo = 0, yo = 0;
-        for (int d = 0; d < x->ndim; d++) {
-            xo += idx[d] * x->stride[d];
-            yo += idx[d] * y->stride[d];
-        }
-        softmax_slice(x->dtype, xb + xo * es, xst, yb + yo * es, yst, len, log_);
-        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer, skipping dim */
-            if (d == dim)
-                continue;
-            if (++idx[d] < x->shape[d])
-                break;
-            idx[d] = 0;
-        }
+    if (dim < x->ndim - 1 && len > 1 && jg_dense(x) && jg_dense(y)) {
+        cols_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(y), len, outer, 0, x->dtype, log_};
+        for (int d = 0; d < dim; d++)
+            c.C /= x->shape[d];
+        c.tiles = (c.C + COLS - 1) / COLS;
+        int64_t units = (outer / c.C) * c.tiles, per = len * (c.C < COLS ? c.C : COLS);
+        if (x->numel < JG_PAR_MIN)
+            softmax_col_units(&c, 0, units);
+        else
+            jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, softmax_col_units, &c);
+        return 0;
     }
+    softmax_ctx c = {x, y, dim, len, log_};
+    if (x->numel < JG_PAR_MIN)
+        softmax_slices(&c, 0, outer);
+    else
+        jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, softmax_slices, &c);
     return 0;
 }
 

@@ -1,9 +1,9 @@
 /* Reductions: sum, mean (dim lists, keepdim, negative dims, 0-d and empty
  * inputs) and max over a dim (first maximum, NaN propagation, indices).
  * Forward results are compared with naive loops written here, bit for bit:
- * the reference follows the documented summation order (ops/reduce.c: 8
- * lanes combined pairwise for float sums over trailing dims, sequential in
- * row-major order otherwise, in the input's dtype); backward against finite
+ * the reference follows the documented summation order (ops/reduce.c:
+ * blocked lanes folded by halving for float sums over trailing dims,
+ * sequential in row-major order otherwise, in the input's dtype); backward against finite
  * differences in f64; error paths by message. */
 #include "testutil.h"
 
@@ -85,16 +85,22 @@ static int64_t naive_reduce(jg_dtype dt, int ndim, const int64_t *shape, const b
     for (int64_t o = 0; o < on; o++)
         out[o] = 0;
     if (dt != JG_I64 && trailing(ndim, mask)) {
-        /* output o sums inputs [o * count, (o + 1) * count): input i goes to
-         * lane i % 8 of its block, lanes combined pairwise */
+        /* output o sums inputs [o * count, (o + 1) * count) in blocks of
+         * 4096: input i of a block goes to lane i % L (32 f32, 16 f64),
+         * lanes folded by halving, blocks added in order */
+        int L = dt == JG_F32 ? 32 : 16;
         for (int64_t o = 0; o < on; o++) {
-            double l[8] = {0};
-            for (int64_t i = 0; i < count; i++)
-                l[i % 8] = rnd(dt, l[i % 8] + x[o * count + i]);
-            double p[4];
-            for (int k = 0; k < 4; k++)
-                p[k] = rnd(dt, l[2 * k] + l[2 * k + 1]);
-            out[o] = rnd(dt, rnd(dt, p[0] + p[1]) + rnd(dt, p[2] + p[3]));
+            double s = 0;
+            for (int64_t b0 = 0; b0 == 0 || b0 < count; b0 += 4096) {
+                double l[32] = {0};
+                for (int64_t i = b0; i < count && i < b0 + 4096; i++)
+                    l[(i - b0) % L] = rnd(dt, l[(i - b0) % L] + x[o * count + i]);
+                for (int w = L / 2; w >= 1; w /= 2)
+                    for (int j = 0; j < w; j++)
+                        l[j] = rnd(dt, l[j] + l[j + w]);
+                s = b0 == 0 ? l[0] : rnd(dt, s + l[0]);
+            }
+            out[o] = s;
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
@@ -136,7 +142,7 @@ static const reduce_case cases[] = {
     {4, {2, 3, 2, 3}, 2, {1, 3}},
     {1, {7}, 1, {0}},
     {2, {3, 4}, 0, {0}}, /* empty list: every dim */
-    /* float sums over trailing dims with whole 8-lane rounds and a tail */
+    /* float sums over trailing dims with whole lane rounds and a tail */
     {2, {3, 37}, 1, {1}},
     {3, {5, 2, 9}, 2, {1, 2}},
     {1, {64}, 0, {0}},
