@@ -310,7 +310,164 @@ static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
     sb_add(b, ") */\n");
 }
 
-static int emit_group(sbuf *b, const layout *L, int st) {
+/* A long-latency node (jitgrad's f32 tanh: a chain of some 40 dependent
+ * double operations; libm's f64 tanh; sqrt, whose errno check keeps gcc
+ * from vectorizing its loop) gets a pass over the block of its own. */
+static bool heavy(const jg_gnode *n) {
+    return n->op == JG_OP_TANH || n->op == JG_OP_SQRT;
+}
+
+#define BLOCK 256 /* elements per block of a segmented loop */
+
+/* The loop of group gi.  Cheap nodes are computed element by element in
+ * registers.  When the group holds a heavy node, whose chain of dependent
+ * operations would make each element wait for the previous node's result,
+ * the loop runs over blocks of BLOCK elements, and within a block over
+ * segments (runs of cheap nodes, each heavy node alone), one pass each:
+ * a pass computes many independent elements of one node, and a value read
+ * by a later segment waits in a block-sized stack array (L1 resident),
+ * reused once its last reader has run.  Each element still goes through
+ * the same operations, so the results are those of one pass. */
+static int emit_loop(sbuf *f, const layout *L, int gi, int lastn, int64_t N, const char *seen) {
+    const jg_graph *g = L->g;
+    int nv = g->n_vals, n_seg = 0;
+    int *seg = malloc(sizeof(int) * (size_t)(lastn + 1));   /* node -> segment */
+    int *def = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* value -> segment, -1 */
+    int *lastuse = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *slot = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *slot_free = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* segment it frees at */
+    jg_dtype *slot_dt = malloc(sizeof(jg_dtype) * (size_t)(nv ? nv : 1));
+    int rc = 0;
+    if (!seg || !def || !lastuse || !slot || !slot_free || !slot_dt) {
+        rc = jg_errorf("out of memory generating code");
+        goto out;
+    }
+    bool prev_heavy = false, any_heavy = false;
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi)
+            continue;
+        bool h = heavy(&g->nodes[i]);
+        if (n_seg == 0 || h || prev_heavy)
+            n_seg++;
+        seg[i] = n_seg - 1;
+        prev_heavy = h;
+        any_heavy |= h;
+    }
+    if (!any_heavy || n_seg == 1)
+        n_seg = 1;
+    for (int u = 0; u < nv; u++)
+        def[u] = lastuse[u] = slot[u] = -1;
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi)
+            continue;
+        if (n_seg == 1)
+            seg[i] = 0;
+        const jg_gnode *n = &g->nodes[i];
+        def[n->out[0]] = seg[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (lastuse[n->in[k]] < seg[i])
+                lastuse[n->in[k]] = seg[i];
+    }
+    /* block arrays for values read by a later segment (and not stored to
+     * an output buffer, which serves as well), reused after their last use */
+    int n_slots = 0;
+    for (int s = 0; s < n_seg; s++)
+        for (int i = 0; i <= lastn; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            int v = g->nodes[i].out[0];
+            if (lastuse[v] <= s || L->ext[v])
+                continue;
+            jg_dtype dt = g->vals[v].meta.dtype;
+            int k = 0;
+            while (k < n_slots && (slot_dt[k] != dt || slot_free[k] >= s))
+                k++;
+            if (k == n_slots) {
+                slot_dt[n_slots++] = dt;
+                sb_add(f, "    %s jg_t%d[%d];\n", ctype(dt), k, BLOCK);
+            }
+            slot[v] = k;
+            slot_free[k] = lastuse[v];
+        }
+    const char *ind = n_seg > 1 ? "        " : "    ";
+    if (n_seg > 1) {
+        sb_add(f,
+               "    for (int64_t jg_b = 0; jg_b < %" PRId64 "LL; jg_b += %d) {\n"
+               "        const int64_t jg_n = %" PRId64 "LL - jg_b < %d ? %" PRId64
+               "LL - jg_b : %d;\n",
+               N, BLOCK, N, BLOCK, N, BLOCK);
+    }
+    for (int s = 0; s < n_seg && rc == 0; s++) {
+        if (n_seg > 1)
+            sb_add(f,
+                   "%sfor (int64_t jg_j = 0; jg_j < jg_n; jg_j++) {\n"
+                   "%s    const int64_t jg_i = jg_b + jg_j;\n",
+                   ind, ind);
+        else
+            sb_add(f, "    for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
+        /* operands: the group's inputs, and values of earlier segments */
+        for (int u = 0; u < nv; u++) {
+            bool used = false;
+            for (int i = 0; i <= lastn && !used; i++)
+                if (L->group[i] == gi && seg[i] == s)
+                    for (int k = 0; k < g->nodes[i].n_in; k++)
+                        used |= g->nodes[i].in[k] == u;
+            if (!used)
+                continue;
+            const char *T = ctype(g->vals[u].meta.dtype);
+            if (seen[u] == 1)
+                sb_add(f, "%s    const %s v%d = x%d[jg_i];\n", ind, T, u, u);
+            else if (def[u] >= 0 && def[u] < s && slot[u] >= 0)
+                sb_add(f, "%s    const %s v%d = jg_t%d[jg_j];\n", ind, T, u, slot[u]);
+            else if (def[u] >= 0 && def[u] < s)
+                sb_add(f, "%s    const %s v%d = o%d[jg_i];\n", ind, T, u, u);
+        }
+        for (int i = 0; i <= lastn && rc == 0; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            const jg_gnode *n = &g->nodes[i];
+            const jg_op_info *info = &jg_ops[n->op];
+            int v = n->out[0];
+            const char *T = ctype(g->vals[v].meta.dtype);
+            char ra[24], rb[24], rs[64] = "";
+            snprintf(ra, sizeof ra, "v%d", n->in[0]);
+            snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
+            if (info->flags & JG_OPF_SCALAR)
+                snprintf(rs, sizeof rs, "s%d", i);
+            sb_add(f, "%s    const %s v%d = (%s)(", ind, T, v, T);
+            rc = emit_expr(f, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
+                           ctype(g->vals[n->in[0]].meta.dtype), info->name);
+            sb_add(f, ");\n");
+        }
+        for (int i = 0; i <= lastn && rc == 0; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            int v = g->nodes[i].out[0];
+            if (L->ext[v])
+                sb_add(f, "%s    o%d[jg_i] = v%d;\n", ind, v, v);
+            else if (slot[v] >= 0)
+                sb_add(f, "%s    jg_t%d[jg_j] = v%d;\n", ind, slot[v], v);
+        }
+        sb_add(f, "%s}\n", ind);
+    }
+    if (n_seg > 1)
+        sb_add(f, "    }\n");
+out:
+    free(seg);
+    free(def);
+    free(lastuse);
+    free(slot);
+    free(slot_free);
+    free(slot_dt);
+    return rc;
+}
+
+/* A fused group becomes a function of its own, called from jg_gen_run with
+ * its buffers and scalars: gcc trusts restrict on parameters (not on local
+ * pointers loaded from rt's results, where it would version the loop with
+ * run-time alias checks and give up past 10 of them), so a loop with many
+ * inputs and outputs still vectorizes.  b gets the call, f the function. */
+static int emit_group(sbuf *b, sbuf *f, const layout *L, int st) {
     const jg_graph *g = L->g;
     int gi = L->steps[st].group, lastn = L->steps[st].node;
     const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
@@ -327,7 +484,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
     char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
     if (!seen)
         return jg_errorf("out of memory generating code");
-    sbuf chk = {0};
+    sbuf chk = {0}, par = {0}, arg = {0};
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
@@ -339,6 +496,8 @@ static int emit_group(sbuf *b, const layout *L, int st) {
                    "        static volatile const union { uint64_t u; double d; } s%d_ = "
                    "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
                    i, u, sv, i, i);
+            sb_add(&par, "%sconst double s%d", par.len ? ", " : "", i);
+            sb_add(&arg, "%ss%d", arg.len ? ", " : "", i);
         }
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi)
@@ -349,59 +508,41 @@ static int emit_group(sbuf *b, const layout *L, int st) {
             const jg_value *v = &g->vals[u];
             if ((v->kind == JG_VAL_NODE && L->group[v->node] == gi) || seen[u])
                 continue;
+            const char *T = ctype(v->meta.dtype);
             seen[u] = same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
-            sb_add(b, "        const %s *restrict x%d = rt->%s(ctx, %d);\n", ctype(v->meta.dtype),
-                   u, seen[u] == 1 ? "in" : "elem", u);
+            sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
+                   seen[u] == 1 ? "in" : "elem", u);
             sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
+            if (seen[u] == 1)
+                sb_add(&par, "%sconst %s *restrict x%d", par.len ? ", " : "", T, u);
+            else
+                sb_add(&par, "%sconst %s v%d", par.len ? ", " : "", T, u);
+            sb_add(&arg, "%s%s%d", arg.len ? ", " : "", seen[u] == 1 ? "x" : "*x", u);
         }
     }
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi || !L->ext[g->nodes[i].out[0]])
             continue;
         int v = g->nodes[i].out[0];
-        sb_add(b, "        %s *restrict o%d = rt->out(ctx, %d);\n", ctype(g->vals[v].meta.dtype), v,
-               v);
-        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
-    }
-    if (chk.oom) {
-        free(seen);
-        free(chk.s);
-        return jg_errorf("out of memory generating code");
-    }
-    if (chk.len)
-        sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
-    free(chk.s);
-    for (int u = 0; u < nv; u++)
-        if (seen[u] == 2)
-            sb_add(b, "        const %s v%d = *x%d;\n", ctype(g->vals[u].meta.dtype), u, u);
-    sb_add(b, "        for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
-    for (int u = 0; u < nv; u++)
-        if (seen[u] == 1)
-            sb_add(b, "            const %s v%d = x%d[jg_i];\n", ctype(g->vals[u].meta.dtype), u,
-                   u);
-    free(seen);
-    int rc = 0;
-    for (int i = 0; i <= lastn && rc == 0; i++) {
-        if (L->group[i] != gi)
-            continue;
-        const jg_gnode *n = &g->nodes[i];
-        const jg_op_info *info = &jg_ops[n->op];
-        int v = n->out[0];
         const char *T = ctype(g->vals[v].meta.dtype);
-        char ra[24], rb[24], rs[64] = "";
-        snprintf(ra, sizeof ra, "v%d", n->in[0]);
-        snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
-        if (info->flags & JG_OPF_SCALAR)
-            snprintf(rs, sizeof rs, "s%d", i);
-        sb_add(b, "            const %s v%d = (%s)(", T, v, T);
-        rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
-                       ctype(g->vals[n->in[0]].meta.dtype), info->name);
-        sb_add(b, ");\n");
+        sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n", T, v, v);
+        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
+        sb_add(&par, "%s%s *restrict o%d", par.len ? ", " : "", T, v);
+        sb_add(&arg, "%so%d", arg.len ? ", " : "", v);
     }
-    for (int i = 0; i <= lastn && rc == 0; i++)
-        if (L->group[i] == gi && L->ext[g->nodes[i].out[0]])
-            sb_add(b, "            o%d[jg_i] = v%d;\n", g->nodes[i].out[0], g->nodes[i].out[0]);
-    sb_add(b, "        }\n    }\n");
+    int rc = chk.oom || par.oom || arg.oom ? jg_errorf("out of memory generating code") : 0;
+    if (rc == 0) {
+        if (chk.len)
+            sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
+        sb_add(b, "        jg_loop%d(%s);\n    }\n", st, arg.len ? arg.s : "");
+        sb_add(f, "static JG_LOOP void jg_loop%d(%s) {\n", st, par.len ? par.s : "void");
+        rc = emit_loop(f, L, gi, lastn, N, seen);
+        sb_add(f, "}\n\n");
+    }
+    free(chk.s);
+    free(par.s);
+    free(arg.s);
+    free(seen);
     return rc;
 }
 
@@ -417,27 +558,37 @@ static char *generate(const jg_graph *g, const layout *L) {
     /* Vectorizing an elementwise loop changes no result (same operations per
      * element, no reassociation or contraction); gcc's -O2 cost model would
      * skip most of these loops, as for the eager kernels. */
+    /* PRE would move arithmetic between the arms of a select (relu's
+     * backward), where if-conversion refuses operations that could trap, and
+     * the loop would stay scalar; a loop body has nothing for PRE to gain. */
     sb_add(&b, "#if defined(__GNUC__) && !defined(__clang__)\n"
-               "#define JG_VECTORIZE __attribute__((optimize(\"tree-vectorize\", "
-               "\"vect-cost-model=dynamic\")))\n"
-               "#else\n#define JG_VECTORIZE\n#endif\n\n");
+               "#define JG_LOOP __attribute__((noinline, optimize(\"tree-vectorize\", "
+               "\"vect-cost-model=dynamic\", \"no-tree-pre\")))\n"
+               "#else\n#define JG_LOOP __attribute__((noinline))\n#endif\n\n");
     sb_add(&b, "#pragma GCC diagnostic ignored \"-Wtautological-compare\"\n\n");
-    sb_add(&b, "JG_VECTORIZE int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
+    sbuf body = {0};
+    sb_add(&body, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
     for (int st = 0; st < L->n_steps; st++) {
         if (L->steps[st].group >= 0) {
-            if (emit_group(&b, L, st) < 0) {
+            if (emit_group(&body, &b, L, st) < 0) {
                 free(b.s);
+                free(body.s);
                 return NULL;
             }
         } else {
             int i = L->steps[st].node;
-            sb_add(&b, "    /* step %d */\n", st);
-            emit_node_comment(&b, g, i);
-            sb_add(&b, "    if (rt->node(ctx, %d) < 0)\n        return -1;\n", i);
+            sb_add(&body, "    /* step %d */\n", st);
+            emit_node_comment(&body, g, i);
+            sb_add(&body, "    if (rt->node(ctx, %d) < 0)\n        return -1;\n", i);
         }
-        sb_add(&b, "    rt->done(ctx, %d);\n", st);
+        sb_add(&body, "    rt->done(ctx, %d);\n", st);
     }
-    sb_add(&b, "    return 0;\n}\n");
+    sb_add(&body, "    return 0;\n}\n");
+    if (body.oom)
+        b.oom = true;
+    else
+        sb_add(&b, "%s", body.s);
+    free(body.s);
     if (jg_cgen_debug_extra_source)
         sb_add(&b, "%s\n", jg_cgen_debug_extra_source);
     if (b.oom) {
