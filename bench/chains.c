@@ -7,7 +7,8 @@
  *       relu  (t - b).relu()
  *       tanh  (t * b).tanh()
  *       mlp   tanh(t * b) * b + b * 0.25   (one parameter read 3x per layer)
- *   build/bench/chains [n]      (n elements per leaf, default 100000)
+ *   build/bench/chains [n [name]]   (n elements per leaf, default 100000;
+ *                                    only the workloads whose name has name)
  * Peak memory: each mode runs in a fresh process (the maximum resident set
  * cannot be reset), growth over what it held once compiled. */
 #include "bench.h"
@@ -129,7 +130,14 @@ static double peak_mb(cfg *k, jg_dtype dt, int64_t n, int mode) {
     return d;
 }
 
+static const char *only; /* run only the workloads whose name contains it */
+
 static void run(cfg *k, jg_dtype dt, int64_t n, int samples, bool backward, bool mem) {
+    char name[64];
+    snprintf(name, sizeof name, "%s%d_%s_%s", f_name[k->f], k->steps, dt == JG_F32 ? "f32" : "f64",
+             backward ? "fwd_bwd" : "fwd");
+    if (only && !strstr(name, only))
+        return;
     jg_tensor *in[2];
     setup(dt, n, in);
     bool prev = jg_set_grad_enabled(backward);
@@ -154,9 +162,6 @@ static void run(cfg *k, jg_dtype dt, int64_t n, int samples, bool backward, bool
     }
     free(t);
     jg_set_grad_enabled(prev);
-    char name[64];
-    snprintf(name, sizeof name, "%s%d_%s_%s", f_name[k->f], k->steps, dt == JG_F32 ? "f32" : "f64",
-             backward ? "fwd_bwd" : "fwd");
     printf("%-22s eager_ms=%-8.3f interp_ms=%-8.3f c_ms=%-8.3f eager/c=%-6.2f interp/c=%-6.2f",
            name, med[0] * 1e3, med[1] * 1e3, med[2] * 1e3, med[2] > 0 ? med[0] / med[2] : 0,
            med[2] > 0 ? med[1] / med[2] : 0);
@@ -176,6 +181,7 @@ int main(int argc, char **argv) {
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     self_exe = len > 0 ? (exe[len] = 0, exe) : argv[0];
     int64_t n = argc > 1 ? atoll(argv[1]) : 100000;
+    only = argc > 2 ? argv[2] : NULL;
     if (!jg_compile_backend_available("c"))
         printf("# the c backend is not available here: %s\n", jg_last_error());
     printf("# n=%lld per leaf; medians; peak_MB: resident-set growth of one fwd+bwd\n",

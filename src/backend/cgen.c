@@ -5,6 +5,7 @@
 #include "core/strbuf.h"
 #include "backend/interp.h"
 #include "core/iter.h"
+#include "passes/passes.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
 
 #include <ctype.h>
@@ -318,12 +319,18 @@ static bool heavy(const jg_gnode *n) {
 }
 
 #define BLOCK 256 /* elements per block of a segmented loop */
+/* Arrays one pass reads or writes at most.  Buffers from the allocator share
+ * their address modulo 4096, so every stream of a pass falls into the same
+ * L1 set (8 ways): past that, lines are evicted before they are filled and
+ * a loop with 16 saved outputs ran slower than the 32 eager kernels. */
+#define MAX_STREAMS 6
 
 /* The loop of group gi.  Cheap nodes are computed element by element in
  * registers.  When the group holds a heavy node, whose chain of dependent
  * operations would make each element wait for the previous node's result,
- * the loop runs over blocks of BLOCK elements, and within a block over
- * segments (runs of cheap nodes, each heavy node alone), one pass each:
+ * or touches more than MAX_STREAMS arrays, the loop runs over blocks of
+ * BLOCK elements, and within a block over segments (runs of cheap nodes
+ * touching at most MAX_STREAMS arrays, each heavy node alone), one pass each:
  * a pass computes many independent elements of one node, and a value read
  * by a later segment waits in a block-sized stack array (L1 resident),
  * reused once its last reader has run.  Each element still goes through
@@ -342,18 +349,42 @@ static int emit_loop(sbuf *f, const layout *L, int gi, int lastn, int64_t N, con
         rc = jg_errorf("out of memory generating code");
         goto out;
     }
-    bool prev_heavy = false, any_heavy = false;
+    /* segments: a heavy node alone; otherwise nodes in order while they
+     * touch at most MAX_STREAMS arrays in memory (inputs read, outputs
+     * stored) */
+    char *in_seg = calloc((size_t)(nv ? nv : 1), 1); /* array touched by the segment */
+    if (!in_seg) {
+        rc = jg_errorf("out of memory generating code");
+        goto out;
+    }
+    bool prev_heavy = false, split = false;
+    int streams = 0;
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi)
             continue;
-        bool h = heavy(&g->nodes[i]);
-        if (n_seg == 0 || h || prev_heavy)
+        const jg_gnode *n = &g->nodes[i];
+        bool h = heavy(n);
+        int add = L->ext[n->out[0]];
+        for (int k = 0; k < n->n_in; k++)
+            add += seen[n->in[k]] == 1 && !in_seg[n->in[k]] && (k == 0 || n->in[k] != n->in[0]);
+        if (n_seg == 0 || h || prev_heavy || (N > BLOCK && streams + add > MAX_STREAMS)) {
+            split |= n_seg > 0;
             n_seg++;
+            streams = 0;
+            memset(in_seg, 0, (size_t)(nv ? nv : 1));
+            add = L->ext[n->out[0]];
+            for (int k = 0; k < n->n_in; k++)
+                add += seen[n->in[k]] == 1 && (k == 0 || n->in[k] != n->in[0]);
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (seen[n->in[k]] == 1)
+                in_seg[n->in[k]] = 1;
+        streams += add;
         seg[i] = n_seg - 1;
         prev_heavy = h;
-        any_heavy |= h;
     }
-    if (!any_heavy || n_seg == 1)
+    free(in_seg);
+    if (!split)
         n_seg = 1;
     for (int u = 0; u < nv; u++)
         def[u] = lastuse[u] = slot[u] = -1;
@@ -598,11 +629,19 @@ static char *generate(const jg_graph *g, const layout *L) {
     return b.s;
 }
 
+static int inline_customs(const jg_graph *g, jg_graph **out);
+
 char *jg_cgen_source(const jg_graph *g, int *n_loops, int *n_fused) {
     layout L;
-    if (layout_make(g, &L) < 0)
+    jg_graph *own;
+    if (inline_customs(g, &own) < 0)
         return NULL;
-    char *s = generate(g, &L);
+    if (layout_make(own ? own : g, &L) < 0) {
+        jg_graph_free(own);
+        return NULL;
+    }
+    char *s = generate(own ? own : g, &L);
+    jg_graph_free(own);
     if (n_loops)
         *n_loops = L.n_loops;
     if (n_fused)
@@ -673,6 +712,7 @@ struct jg_cgen_plan {
     jg_graph **cgraph;      /* per node: a one-node graph running a custom call */
     jg_interp_plan **cplan; /* ... and its interpreter plan */
     jg_interp_plan *interp; /* runs the whole graph when no object could be made */
+    jg_graph *own;          /* g with custom calls inlined (inline_customs), or NULL */
 };
 
 void jg_cgen_plan_free(jg_cgen_plan *p) {
@@ -693,6 +733,7 @@ void jg_cgen_plan_free(jg_cgen_plan *p) {
     jg_interp_plan_free(p->interp);
     if (p->dl)
         dlclose(p->dl);
+    jg_graph_free(p->own);
     free(p);
 }
 
@@ -736,10 +777,163 @@ static int wrap_custom(jg_cgen_plan *p, int i) {
     return 0;
 }
 
+/* Can custom node n be replaced by the nodes of its forward subgraph?  The
+ * interpreter runs such a call as exactly that subgraph (run_custom), except
+ * that an output of the call which is no node value of it (a slot or
+ * constant returned as is) or repeats another becomes a new alias: those
+ * calls stay nodes, as do opaque calls and subgraphs holding calls
+ * themselves.  (The values saved for backward, outputs past n_call_out,
+ * reach only the compiled node's saved slots, where the tensor serves as
+ * well as an alias of it.) */
+static bool inlinable(const jg_gnode *n) {
+    const jg_gcustom *c = n->custom;
+    if (n->kind != JG_GN_CUSTOM || c->opaque || c->opaque_backward || !c->fwd ||
+        c->fwd->n_outputs != n->n_out || c->n_slots != c->fwd->n_inputs)
+        return false;
+    for (int i = 0; i < c->fwd->n_nodes; i++)
+        if (c->fwd->nodes[i].kind != JG_GN_OP)
+            return false;
+    int n_call = c->n_call_out ? c->n_call_out : n->n_out;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = c->fwd->outputs[k];
+        if (v < 0)
+            return false;
+        if (k >= n_call)
+            continue; /* a value saved for backward: only the node's backward reads it */
+        if (c->fwd->vals[v].kind != JG_VAL_NODE)
+            return false;
+        for (int j = 0; j < k; j++)
+            if (c->fwd->outputs[j] == v)
+                return false;
+    }
+    return true;
+}
+
+/* Appends the op node n of graph src to h, operands through map. */
+static int copy_op(jg_graph *h, const jg_graph *src, const jg_gnode *n, int *map) {
+    int in[8], out[4];
+    jg_meta metas[4];
+    if (n->n_in > 8 || n->n_out > 4)
+        return jg_errorf("internal error: cgen: op node with %d operands", n->n_in);
+    bool rg = false; /* derived again: a custom body's values had none */
+    for (int k = 0; k < n->n_in; k++) {
+        in[k] = map[n->in[k]];
+        rg |= h->vals[in[k]].requires_grad;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        metas[k] = src->vals[n->out[k]].meta;
+    if (jg_graph_add_op(h, n->op, &n->attrs, n->n_in, in, metas, rg, out) < 0)
+        return -1;
+    for (int k = 0; k < n->n_out; k++)
+        map[n->out[k]] = out[k];
+    return 0;
+}
+
+/* *out: g with every inlinable custom call replaced by its forward's nodes,
+ * so custom-function bodies are fused like the rest; NULL when there is
+ * none (g is used as is).  0 or -1. */
+static int inline_customs(const jg_graph *g, jg_graph **out) {
+    bool any = false;
+    *out = NULL;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+        any = g->nodes[i].kind == JG_GN_CUSTOM && inlinable(&g->nodes[i]);
+    if (!any)
+        return 0;
+    jg_graph *h = jg_graph_new();
+    int *map = malloc(sizeof(int) * (size_t)(g->n_vals ? g->n_vals : 1));
+    int *sub = NULL, rc = h && map ? 0 : jg_errorf("out of memory generating code");
+    if (rc == 0)
+        h->name = g->name;
+    for (int k = 0; k < g->n_inputs && rc == 0; k++) {
+        const jg_value *v = &g->vals[g->inputs[k]];
+        if ((map[g->inputs[k]] =
+                 jg_graph_add_input(h, &v->meta, v->requires_grad, g->input_names[k])) < 0)
+            rc = -1;
+    }
+    for (int c = 0; c < g->n_consts && rc == 0; c++)
+        if ((map[g->const_vals[c]] = jg_graph_add_const(h, g->consts[c])) < 0)
+            rc = -1;
+    for (int i = 0; i < g->n_nodes && rc == 0; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        if (n->kind == JG_GN_OP) {
+            rc = copy_op(h, g, n, map);
+        } else if (!inlinable(n)) {
+            int in[64], outs[64];
+            jg_meta metas[64];
+            bool rg[64];
+            if (n->n_in > 64 || n->n_out > 64) {
+                rc = jg_errorf("cgen: custom call with %d inputs / %d outputs (at most 64)",
+                               n->n_in, n->n_out);
+                break;
+            }
+            bool any = false;
+            for (int k = 0; k < n->n_in; k++) {
+                in[k] = map[n->in[k]];
+                any |= h->vals[in[k]].requires_grad;
+            }
+            for (int k = 0; k < n->n_out; k++) {
+                metas[k] = g->vals[n->out[k]].meta;
+                rg[k] = any && g->vals[n->out[k]].requires_grad;
+            }
+            int idx = jg_graph_add_custom(h, n->custom, n->n_in, in, n->n_out, metas, rg, outs);
+            if (idx < 0) {
+                rc = -1;
+                break;
+            }
+            h->nodes[idx].custom->owner = n->custom->owner; /* the state stays there */
+            for (int k = 0; k < n->n_out; k++)
+                map[n->out[k]] = outs[k];
+        } else {
+            const jg_graph *f = n->custom->fwd;
+            free(sub);
+            if (!(sub = malloc(sizeof(int) * (size_t)(f->n_vals ? f->n_vals : 1)))) {
+                rc = jg_errorf("out of memory generating code");
+                break;
+            }
+            for (int s = 0; s < f->n_inputs; s++)
+                sub[f->inputs[s]] = map[jg_gnode_slot_value(n, s)];
+            for (int c = 0; c < f->n_consts && rc == 0; c++)
+                if ((sub[f->const_vals[c]] = jg_graph_add_const(h, f->consts[c])) < 0)
+                    rc = -1;
+            for (int j = 0; j < f->n_nodes && rc == 0; j++)
+                rc = copy_op(h, f, &f->nodes[j], sub);
+            for (int k = 0; k < n->n_out && rc == 0; k++)
+                map[n->out[k]] = sub[f->outputs[k]];
+        }
+    }
+    if (rc == 0) {
+        int *outs = malloc(sizeof(int) * (size_t)(g->n_outputs ? g->n_outputs : 1));
+        if (!outs)
+            rc = jg_errorf("out of memory generating code");
+        for (int k = 0; k < g->n_outputs && rc == 0; k++)
+            outs[k] = g->outputs[k] < 0 ? -1 : map[g->outputs[k]];
+        if (rc == 0)
+            rc = jg_graph_set_outputs(h, g->n_outputs, outs);
+        free(outs);
+    }
+    if (rc == 0)
+        rc = jg_pass_dce(h) < 0 || jg_graph_verify(h) < 0 ? -1 : 0;
+    free(sub);
+    free(map);
+    if (rc < 0) {
+        jg_graph_free(h);
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
 jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
     layout L;
-    if (layout_make(g, &L) < 0)
+    jg_graph *own;
+    if (inline_customs(g, &own) < 0)
         return NULL;
+    if (own)
+        g = own;
+    if (layout_make(g, &L) < 0) {
+        jg_graph_free(own);
+        return NULL;
+    }
     last_loops = L.n_loops;
     last_fused = L.n_fused;
     char *src = generate(g, &L);
@@ -747,6 +941,8 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
     int nv = g->n_vals ? g->n_vals : 1, nn = g->n_nodes ? g->n_nodes : 1;
     if (p) {
         p->g = g;
+        p->own = own;
+        own = NULL;
         p->free_start = calloc((size_t)L.n_steps + 1, sizeof *p->free_start);
         p->free_list = malloc((size_t)nv * sizeof *p->free_list);
         p->vals = calloc((size_t)nv, sizeof *p->vals);
@@ -813,6 +1009,7 @@ fail:
     free(src);
     layout_free(&L);
     jg_cgen_plan_free(p);
+    jg_graph_free(own);
     return NULL;
 }
 

@@ -7,6 +7,8 @@
  * after the call, a non-leaf input, autograd.grad, an existing .grad). */
 #include "testutil.h"
 
+#include "backend/cgen.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -193,11 +195,92 @@ static void test_accum_chains_c(void **state) {
             }
 }
 
+/* ---- a custom function's body is fused under c like the rest */
+
+/* y = tanh(x * w) + w * 0.5 */
+static int shift_tanh_fwd(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_ctx_save_for_backward(ctx, 2, in);
+    out[0] = jg_add(jg_tanh(jg_mul(in[0], in[1])), jg_mul_scalar(in[1], 0.5));
+    return out[0] ? 1 : -1;
+}
+
+static int shift_tanh_bwd(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)n_out;
+    jg_tensor *x = jg_ctx_saved(ctx, 0), *w = jg_ctx_saved(ctx, 1);
+    jg_tensor *y = jg_tanh(jg_mul(x, w));
+    jg_tensor *dy = jg_mul(g[0], jg_add_scalar(jg_neg(jg_mul(y, y)), 1.0));
+    din[0] = jg_mul(dy, w);
+    din[1] = jg_add(jg_mul(dy, x), jg_mul_scalar(g[0], 0.5));
+    return n_in;
+}
+
+static const jg_function shift_tanh = {"ShiftTanh", shift_tanh_fwd, shift_tanh_bwd, NULL};
+
+static int custom_chain(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)user, (void)n;
+    jg_tensor *t = in[0];
+    for (int s = 0; s < *(const int *)args && t; s++) {
+        jg_tensor *o[1], *io[2] = {t, in[1]};
+        t = jg_apply(&shift_tanh, 2, io, NULL, 0, o) == 1 ? o[0] : NULL;
+    }
+    out[0] = t;
+    return t ? 1 : -1;
+}
+
+static void test_custom_body_fused(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c")) {
+        print_message("skipping: the c backend is not available here: %s\n", jg_last_error());
+        skip();
+    }
+    for (int d = 0; d < 2; d++) {
+        jg_dtype dt = d ? JG_F64 : JG_F32;
+        int steps = 6;
+        jg_manual_seed(11);
+        jg_tensor *a = leaf(dt, 300, 1.0, 0.0), *b = leaf(dt, 300, 0.5, 0.8);
+        jg_tensor *in[2] = {a, b}, *out[1];
+        assert_int_equal(custom_chain(NULL, &steps, 2, in, out), 1);
+        jg_tensor *eo = jg_keep(jg_clone(out[0]));
+        assert_int_equal(jg_backward(jg_sum(out[0]), NULL, 0), 0);
+        jg_tensor *ega = jg_keep(jg_clone(jg_grad(a))), *egb = jg_keep(jg_clone(jg_grad(b)));
+        for (int m = 1; m <= 2; m++) {
+            jg_compile_options o = {.backend = mode_name[m], .fullgraph = true};
+            jg_compiled *c = jg_compile(custom_chain, NULL, &o);
+            assert_non_null(c);
+            for (int rep = 0; rep < 2; rep++) {
+                jg_clear_grad(a);
+                jg_clear_grad(b);
+                if (jg_compiled_call(c, &steps, sizeof steps, 2, in, out) != 1)
+                    fail_msg("%s: %s", mode_name[m], jg_last_error());
+                if (m == 2 && rep == 0) {
+                    /* the forward (the last plan made): the six calls' bodies
+                     * (mul, tanh, mul_scalar, add each) in one loop */
+                    int n_loops = 0, n_fused = 0;
+                    jg_cgen_last_stats(&n_loops, &n_fused, NULL);
+                    assert_int_equal(n_loops, 1);
+                    assert_int_equal(n_fused, 4 * steps);
+                }
+                TU_SAME(out[0], eo);
+                assert_int_equal(jg_backward(jg_sum(out[0]), NULL, 0), 0);
+                TU_SAME(jg_grad(a), ega);
+                TU_SAME(jg_grad(b), egb);
+            }
+            jg_compiled_free(c);
+        }
+        jg_clear_grad(a);
+        jg_clear_grad(b);
+        jg_release(eo), jg_release(ega), jg_release(egb), jg_release(a), jg_release(b);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_accum_chains_interp),
         TU_TEST(test_accum_chains_broadcast_b),
         TU_TEST(test_accum_chains_c),
+        TU_TEST(test_custom_body_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
