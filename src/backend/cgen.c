@@ -335,7 +335,30 @@ static bool heavy(const jg_gnode *n) {
  * by a later segment waits in a block-sized stack array (L1 resident),
  * reused once its last reader has run.  Each element still goes through
  * the same operations, so the results are those of one pass. */
-static int emit_loop(sbuf *f, const layout *L, int gi, int lastn, int64_t N, const char *seen) {
+/* Row function jg_row_<op>_<type> for heavy unary node n (written to rows once
+ * per file, row_done marking it): o[i] = (T)(expr(a[i])) over n elements.
+ * gcc inlines jitgrad's tanh into one loop and vectorizes it, where 64 uses
+ * in one loop made it give up inlining (a scalar call per element). */
+static int emit_row(sbuf *rows, bool *row_done, const jg_graph *g, const jg_gnode *n) {
+    jg_dtype dt = g->vals[n->out[0]].meta.dtype, da = g->vals[n->in[0]].meta.dtype;
+    int key = (n->op == JG_OP_TANH ? 0 : 1) * 64 + (int)dt * 8 + (int)da;
+    if (row_done[key])
+        return 0;
+    row_done[key] = true;
+    const char *T = ctype(dt), *A = ctype(da);
+    const jg_op_info *info = &jg_ops[n->op];
+    sb_add(
+        rows,
+        "static JG_LOOP void jg_row_%s_%s_%s(int64_t n, const %s *restrict a, %s *restrict o) {\n"
+        "    for (int64_t i = 0; i < n; i++) {\n        const %s v = a[i];\n        o[i] = (%s)(",
+        info->name, T, A, A, T, A, T);
+    int rc = emit_expr(rows, info->cexpr, "v", NULL, NULL, T, A, info->name);
+    sb_add(rows, ");\n    }\n}\n\n");
+    return rc;
+}
+
+static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
+                     int64_t N, const char *seen) {
     const jg_graph *g = L->g;
     int nv = g->n_vals, n_seg = 0;
     int *seg = malloc(sizeof(int) * (size_t)(lastn + 1));   /* node -> segment */
@@ -429,6 +452,28 @@ static int emit_loop(sbuf *f, const layout *L, int gi, int lastn, int64_t N, con
                N, BLOCK, N, BLOCK, N, BLOCK);
     }
     for (int s = 0; s < n_seg && rc == 0; s++) {
+        int hn = -1; /* a heavy node alone in this segment, read from an array */
+        for (int i = 0; i <= lastn && n_seg > 1; i++)
+            if (L->group[i] == gi && seg[i] == s)
+                hn = heavy(&g->nodes[i]) && seen[g->nodes[i].in[0]] != 2 ? i : -1;
+        if (hn >= 0) {
+            const jg_gnode *n = &g->nodes[hn];
+            int u = n->in[0], v = n->out[0];
+            char src[48], dst[48];
+            if (seen[u] == 1 || (slot[u] < 0 && def[u] >= 0))
+                snprintf(src, sizeof src, "%s%d + jg_b", seen[u] == 1 ? "x" : "o", u);
+            else
+                snprintf(src, sizeof src, "jg_t%d", slot[u]);
+            if (L->ext[v])
+                snprintf(dst, sizeof dst, "o%d + jg_b", v);
+            else
+                snprintf(dst, sizeof dst, "jg_t%d", slot[v]);
+            if ((rc = emit_row(rows, row_done, g, n)) < 0)
+                break;
+            sb_add(f, "%sjg_row_%s_%s_%s(jg_n, %s, %s);\n", ind, jg_ops[n->op].name,
+                   ctype(g->vals[v].meta.dtype), ctype(g->vals[u].meta.dtype), src, dst);
+            continue;
+        }
         if (n_seg > 1)
             sb_add(f,
                    "%sfor (int64_t jg_j = 0; jg_j < jg_n; jg_j++) {\n"
@@ -498,7 +543,7 @@ out:
  * pointers loaded from rt's results, where it would version the loop with
  * run-time alias checks and give up past 10 of them), so a loop with many
  * inputs and outputs still vectorizes.  b gets the call, f the function. */
-static int emit_group(sbuf *b, sbuf *f, const layout *L, int st) {
+static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout *L, int st) {
     const jg_graph *g = L->g;
     int gi = L->steps[st].group, lastn = L->steps[st].node;
     const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
@@ -567,7 +612,7 @@ static int emit_group(sbuf *b, sbuf *f, const layout *L, int st) {
             sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
         sb_add(b, "        jg_loop%d(%s);\n    }\n", st, arg.len ? arg.s : "");
         sb_add(f, "static JG_LOOP void jg_loop%d(%s) {\n", st, par.len ? par.s : "void");
-        rc = emit_loop(f, L, gi, lastn, N, seen);
+        rc = emit_loop(f, rows, row_done, L, gi, lastn, N, seen);
         sb_add(f, "}\n\n");
     }
     free(chk.s);
@@ -597,13 +642,16 @@ static char *generate(const jg_graph *g, const layout *L) {
                "\"vect-cost-model=dynamic\", \"no-tree-pre\")))\n"
                "#else\n#define JG_LOOP __attribute__((noinline))\n#endif\n\n");
     sb_add(&b, "#pragma GCC diagnostic ignored \"-Wtautological-compare\"\n\n");
-    sbuf body = {0};
+    sbuf body = {0}, loops = {0}, rows = {0};
+    bool row_done[128] = {0};
     sb_add(&body, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
     for (int st = 0; st < L->n_steps; st++) {
         if (L->steps[st].group >= 0) {
-            if (emit_group(&body, &b, L, st) < 0) {
+            if (emit_group(&body, &loops, &rows, row_done, L, st) < 0) {
                 free(b.s);
                 free(body.s);
+                free(loops.s);
+                free(rows.s);
                 return NULL;
             }
         } else {
@@ -615,11 +663,13 @@ static char *generate(const jg_graph *g, const layout *L) {
         sb_add(&body, "    rt->done(ctx, %d);\n", st);
     }
     sb_add(&body, "    return 0;\n}\n");
-    if (body.oom)
+    if (body.oom || loops.oom || rows.oom)
         b.oom = true;
     else
-        sb_add(&b, "%s", body.s);
+        sb_add(&b, "%s%s%s", rows.s ? rows.s : "", loops.s ? loops.s : "", body.s);
     free(body.s);
+    free(loops.s);
+    free(rows.s);
     if (jg_cgen_debug_extra_source)
         sb_add(&b, "%s\n", jg_cgen_debug_extra_source);
     if (b.oom) {
