@@ -464,3 +464,59 @@ void jg_autodiff_result_free(jg_autodiff_result *r) {
     free(r->contrib_input);
     memset(r, 0, sizeof *r);
 }
+
+int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
+                             const bool *init_head) {
+    int n = bwd->n_outputs, n_init = 0;
+    int *outs = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!outs)
+        return jg_errorf("out of memory building a backward graph");
+    memcpy(outs, bwd->outputs, sizeof(int) * (size_t)n);
+    for (int h = 0; h < n; h++) {
+        int k = 0;
+        while (k < h && contrib_input[k] != contrib_input[h])
+            k++;
+        if (k < h)
+            continue; /* not the group's first contribution: summed below */
+        const jg_meta *m = &fwd->vals[fwd->inputs[contrib_input[h]]].meta;
+        int acc = -1;
+        if (init_head && init_head[h]) {
+            char name[32];
+            snprintf(name, sizeof name, "acc%d", n_init);
+            if ((acc = jg_graph_add_input(bwd, m, false, name)) < 0)
+                goto fail;
+            n_init++;
+        }
+        /* the engine's order: the gradient held so far, then each
+         * contribution along the edges in order, acc + c (jg_grad_accumulate) */
+        for (int c = h; c < n; c++) {
+            if (contrib_input[c] != contrib_input[h] || outs[c] < 0)
+                continue;
+            int v = outs[c];
+            outs[c] = -1;
+            if (acc < 0) {
+                acc = v;
+                continue;
+            }
+            const jg_value *va = &bwd->vals[acc], *vc = &bwd->vals[v];
+            if (va->meta.dtype != vc->meta.dtype || !jg_meta_equal(&va->meta, &vc->meta)) {
+                free(outs);
+                return jg_errorf("internal error: contributions to input %d differ in dtype or "
+                                 "shape",
+                                 contrib_input[h]);
+            }
+            int in[2] = {acc, v}, sum;
+            jg_meta sm = va->meta;
+            if (jg_graph_add_op(bwd, JG_OP_ADD, NULL, 2, in, &sm, false, &sum) < 0)
+                goto fail;
+            acc = sum;
+        }
+        outs[h] = acc;
+    }
+    int rc = jg_graph_set_outputs(bwd, n, outs);
+    free(outs);
+    return rc < 0 ? rc : n_init;
+fail:
+    free(outs);
+    return -1;
+}

@@ -59,4 +59,16 @@ void jg_autodiff_result_free(jg_autodiff_result *r);
 int jg_autodiff_edges_reached(const jg_graph *fwd, int n_from, const int *from,
                               bool *contrib_reached);
 
+/* Sums the contributions of each forward input inside bwd (a jg_autodiff
+ * backward graph of fwd): the group's first output becomes the sum, in
+ * output order (acc + c, as jg_grad_accumulate adds), the others -1.  With
+ * init_head[h] (h a group's first output) the sum starts from a new
+ * placeholder "accN" (the gradient the engine already holds for that
+ * input), appended after the other inputs in order of h.  The engine then
+ * adds exactly what it would have added one by one, when the accumulator
+ * starts empty (or is taken as that placeholder).  Returns the number of
+ * placeholders added, or -1. */
+int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
+                             const bool *init_head);
+
 #endif

@@ -529,6 +529,34 @@ static int splice(run_state *rs, int idx) {
     return rc;
 }
 
+/* The node whose apply is running (jg_engine_edge_acc), per thread; nested
+ * runs save and restore it. */
+static _Thread_local run_state *applying_rs;
+static _Thread_local int applying_idx = -1;
+
+int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor ***acc) {
+    run_state *rs = applying_rs;
+    if (!rs || applying_idx < 0 || rs->nodes[applying_idx].node != n || k < 0 || k >= n->n_next)
+        return -1;
+    const node_info *src = &rs->nodes[applying_idx];
+    jg_edge e = resolve_edge(n->next[k]);
+    *target = NULL;
+    *acc = NULL;
+    if (e.fn) {
+        node_info *dst = &rs->nodes[rs->next_idx[src->next + k]];
+        if (dst->needed) {
+            *acc = &node_buf(rs, dst)[e.nr];
+            *target = *acc;
+        }
+    } else if (e.leaf) {
+        int li = map_get(&rs->leaf_idx, e.leaf);
+        *target = e.leaf;
+        if (li >= 0)
+            *acc = &rs->leaves[li].grad;
+    }
+    return 0;
+}
+
 static int run_node(run_state *rs, int idx, bool create_graph) {
     node_info *ni = &rs->nodes[idx];
     jg_node *n = ni->node;
@@ -562,7 +590,13 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     size_t mark = jg_scope_mark(); /* (the run loop's scope is open) */
     bool prev = jg_grad_mode;
     jg_grad_mode = create_graph;
+    run_state *prev_rs = applying_rs;
+    int prev_idx = applying_idx;
+    applying_rs = rs;
+    applying_idx = idx;
     int rc = n->vt->apply(n, buf, rs->reached + ni->buf, gin, create_graph);
+    applying_rs = prev_rs;
+    applying_idx = prev_idx;
     if (rc == JG_NODE_SPLICED) {
         rc = splice(rs, idx);
     } else if (rc > 0) {

@@ -16,4 +16,15 @@
 int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
                   unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured);
 
+/* While the engine runs node n's apply: where the gradient n sends along
+ * edge k will be added.  *target names the accumulator (equal for edges that
+ * add into the same one; NULL: the gradient is dropped) and *acc points at
+ * the gradient it holds so far (*acc NULL: empty; acc itself NULL when the
+ * accumulator is empty and has no storage yet).  The caller may take that
+ * gradient (set *acc = NULL, owning the reference) if what it sends along
+ * the edge then includes it, added first: a compiled call sums the
+ * contributions of one input inside its graph this way, in the engine's
+ * order.  Returns -1 when n is not the node being applied. */
+int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor ***acc);
+
 #endif

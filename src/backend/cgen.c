@@ -5,6 +5,7 @@
 #include "core/strbuf.h"
 #include "backend/interp.h"
 #include "core/iter.h"
+#include "passes/passes.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
 
 #include <ctype.h>
@@ -310,7 +311,239 @@ static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
     sb_add(b, ") */\n");
 }
 
-static int emit_group(sbuf *b, const layout *L, int st) {
+/* A long-latency node (jitgrad's f32 tanh: a chain of some 40 dependent
+ * double operations; libm's f64 tanh; sqrt, whose errno check keeps gcc
+ * from vectorizing its loop) gets a pass over the block of its own. */
+static bool heavy(const jg_gnode *n) {
+    return n->op == JG_OP_TANH || n->op == JG_OP_SQRT;
+}
+
+#define BLOCK 256 /* elements per block of a segmented loop */
+/* Arrays one pass reads or writes at most.  Buffers from the allocator share
+ * their address modulo 4096, so every stream of a pass falls into the same
+ * L1 set (8 ways): past that, lines are evicted before they are filled and
+ * a loop with 16 saved outputs ran slower than the 32 eager kernels. */
+#define MAX_STREAMS 6
+
+/* The loop of group gi.  Cheap nodes are computed element by element in
+ * registers.  When the group holds a heavy node, whose chain of dependent
+ * operations would make each element wait for the previous node's result,
+ * or touches more than MAX_STREAMS arrays, the loop runs over blocks of
+ * BLOCK elements, and within a block over segments (runs of cheap nodes
+ * touching at most MAX_STREAMS arrays, each heavy node alone), one pass each:
+ * a pass computes many independent elements of one node, and a value read
+ * by a later segment waits in a block-sized stack array (L1 resident),
+ * reused once its last reader has run.  Each element still goes through
+ * the same operations, so the results are those of one pass. */
+/* Row function jg_row_<op>_<type> for heavy unary node n (written to rows once
+ * per file, row_done marking it): o[i] = (T)(expr(a[i])) over n elements.
+ * gcc inlines jitgrad's tanh into one loop and vectorizes it, where 64 uses
+ * in one loop made it give up inlining (a scalar call per element). */
+static int emit_row(sbuf *rows, bool *row_done, const jg_graph *g, const jg_gnode *n) {
+    jg_dtype dt = g->vals[n->out[0]].meta.dtype, da = g->vals[n->in[0]].meta.dtype;
+    int key = (n->op == JG_OP_TANH ? 0 : 1) * 64 + (int)dt * 8 + (int)da;
+    if (row_done[key])
+        return 0;
+    row_done[key] = true;
+    const char *T = ctype(dt), *A = ctype(da);
+    const jg_op_info *info = &jg_ops[n->op];
+    sb_add(
+        rows,
+        "static JG_LOOP void jg_row_%s_%s_%s(int64_t n, const %s *restrict a, %s *restrict o) {\n"
+        "    for (int64_t i = 0; i < n; i++) {\n        const %s v = a[i];\n        o[i] = (%s)(",
+        info->name, T, A, A, T, A, T);
+    int rc = emit_expr(rows, info->cexpr, "v", NULL, NULL, T, A, info->name);
+    sb_add(rows, ");\n    }\n}\n\n");
+    return rc;
+}
+
+static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
+                     int64_t N, const char *seen) {
+    const jg_graph *g = L->g;
+    int nv = g->n_vals, n_seg = 0;
+    int *seg = malloc(sizeof(int) * (size_t)(lastn + 1));   /* node -> segment */
+    int *def = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* value -> segment, -1 */
+    int *lastuse = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *slot = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    int *slot_free = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* segment it frees at */
+    jg_dtype *slot_dt = malloc(sizeof(jg_dtype) * (size_t)(nv ? nv : 1));
+    int rc = 0;
+    if (!seg || !def || !lastuse || !slot || !slot_free || !slot_dt) {
+        rc = jg_errorf("out of memory generating code");
+        goto out;
+    }
+    /* segments: a heavy node alone; otherwise nodes in order while they
+     * touch at most MAX_STREAMS arrays in memory (inputs read, outputs
+     * stored) */
+    char *in_seg = calloc((size_t)(nv ? nv : 1), 1); /* array touched by the segment */
+    if (!in_seg) {
+        rc = jg_errorf("out of memory generating code");
+        goto out;
+    }
+    bool prev_heavy = false, split = false;
+    int streams = 0;
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi)
+            continue;
+        const jg_gnode *n = &g->nodes[i];
+        bool h = heavy(n);
+        int add = L->ext[n->out[0]];
+        for (int k = 0; k < n->n_in; k++)
+            add += seen[n->in[k]] == 1 && !in_seg[n->in[k]] && (k == 0 || n->in[k] != n->in[0]);
+        if (n_seg == 0 || h || prev_heavy || (N > BLOCK && streams + add > MAX_STREAMS)) {
+            split |= n_seg > 0;
+            n_seg++;
+            streams = 0;
+            memset(in_seg, 0, (size_t)(nv ? nv : 1));
+            add = L->ext[n->out[0]];
+            for (int k = 0; k < n->n_in; k++)
+                add += seen[n->in[k]] == 1 && (k == 0 || n->in[k] != n->in[0]);
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (seen[n->in[k]] == 1)
+                in_seg[n->in[k]] = 1;
+        streams += add;
+        seg[i] = n_seg - 1;
+        prev_heavy = h;
+    }
+    free(in_seg);
+    if (!split)
+        n_seg = 1;
+    for (int u = 0; u < nv; u++)
+        def[u] = lastuse[u] = slot[u] = -1;
+    for (int i = 0; i <= lastn; i++) {
+        if (L->group[i] != gi)
+            continue;
+        if (n_seg == 1)
+            seg[i] = 0;
+        const jg_gnode *n = &g->nodes[i];
+        def[n->out[0]] = seg[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (lastuse[n->in[k]] < seg[i])
+                lastuse[n->in[k]] = seg[i];
+    }
+    /* block arrays for values read by a later segment (and not stored to
+     * an output buffer, which serves as well), reused after their last use */
+    int n_slots = 0;
+    for (int s = 0; s < n_seg; s++)
+        for (int i = 0; i <= lastn; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            int v = g->nodes[i].out[0];
+            if (lastuse[v] <= s || L->ext[v])
+                continue;
+            jg_dtype dt = g->vals[v].meta.dtype;
+            int k = 0;
+            while (k < n_slots && (slot_dt[k] != dt || slot_free[k] >= s))
+                k++;
+            if (k == n_slots) {
+                slot_dt[n_slots++] = dt;
+                sb_add(f, "    %s jg_t%d[%d];\n", ctype(dt), k, BLOCK);
+            }
+            slot[v] = k;
+            slot_free[k] = lastuse[v];
+        }
+    const char *ind = n_seg > 1 ? "        " : "    ";
+    if (n_seg > 1) {
+        sb_add(f,
+               "    for (int64_t jg_b = 0; jg_b < %" PRId64 "LL; jg_b += %d) {\n"
+               "        const int64_t jg_n = %" PRId64 "LL - jg_b < %d ? %" PRId64
+               "LL - jg_b : %d;\n",
+               N, BLOCK, N, BLOCK, N, BLOCK);
+    }
+    for (int s = 0; s < n_seg && rc == 0; s++) {
+        int hn = -1; /* a heavy node alone in this segment, read from an array */
+        for (int i = 0; i <= lastn && n_seg > 1; i++)
+            if (L->group[i] == gi && seg[i] == s)
+                hn = heavy(&g->nodes[i]) && seen[g->nodes[i].in[0]] != 2 ? i : -1;
+        if (hn >= 0) {
+            const jg_gnode *n = &g->nodes[hn];
+            int u = n->in[0], v = n->out[0];
+            char src[48], dst[48];
+            if (seen[u] == 1 || (slot[u] < 0 && def[u] >= 0))
+                snprintf(src, sizeof src, "%s%d + jg_b", seen[u] == 1 ? "x" : "o", u);
+            else
+                snprintf(src, sizeof src, "jg_t%d", slot[u]);
+            if (L->ext[v])
+                snprintf(dst, sizeof dst, "o%d + jg_b", v);
+            else
+                snprintf(dst, sizeof dst, "jg_t%d", slot[v]);
+            if ((rc = emit_row(rows, row_done, g, n)) < 0)
+                break;
+            sb_add(f, "%sjg_row_%s_%s_%s(jg_n, %s, %s);\n", ind, jg_ops[n->op].name,
+                   ctype(g->vals[v].meta.dtype), ctype(g->vals[u].meta.dtype), src, dst);
+            continue;
+        }
+        if (n_seg > 1)
+            sb_add(f,
+                   "%sfor (int64_t jg_j = 0; jg_j < jg_n; jg_j++) {\n"
+                   "%s    const int64_t jg_i = jg_b + jg_j;\n",
+                   ind, ind);
+        else
+            sb_add(f, "    for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
+        /* operands: the group's inputs, and values of earlier segments */
+        for (int u = 0; u < nv; u++) {
+            bool used = false;
+            for (int i = 0; i <= lastn && !used; i++)
+                if (L->group[i] == gi && seg[i] == s)
+                    for (int k = 0; k < g->nodes[i].n_in; k++)
+                        used |= g->nodes[i].in[k] == u;
+            if (!used)
+                continue;
+            const char *T = ctype(g->vals[u].meta.dtype);
+            if (seen[u] == 1)
+                sb_add(f, "%s    const %s v%d = x%d[jg_i];\n", ind, T, u, u);
+            else if (def[u] >= 0 && def[u] < s && slot[u] >= 0)
+                sb_add(f, "%s    const %s v%d = jg_t%d[jg_j];\n", ind, T, u, slot[u]);
+            else if (def[u] >= 0 && def[u] < s)
+                sb_add(f, "%s    const %s v%d = o%d[jg_i];\n", ind, T, u, u);
+        }
+        for (int i = 0; i <= lastn && rc == 0; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            const jg_gnode *n = &g->nodes[i];
+            const jg_op_info *info = &jg_ops[n->op];
+            int v = n->out[0];
+            const char *T = ctype(g->vals[v].meta.dtype);
+            char ra[24], rb[24], rs[64] = "";
+            snprintf(ra, sizeof ra, "v%d", n->in[0]);
+            snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
+            if (info->flags & JG_OPF_SCALAR)
+                snprintf(rs, sizeof rs, "s%d", i);
+            sb_add(f, "%s    const %s v%d = (%s)(", ind, T, v, T);
+            rc = emit_expr(f, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
+                           ctype(g->vals[n->in[0]].meta.dtype), info->name);
+            sb_add(f, ");\n");
+        }
+        for (int i = 0; i <= lastn && rc == 0; i++) {
+            if (L->group[i] != gi || seg[i] != s)
+                continue;
+            int v = g->nodes[i].out[0];
+            if (L->ext[v])
+                sb_add(f, "%s    o%d[jg_i] = v%d;\n", ind, v, v);
+            else if (slot[v] >= 0)
+                sb_add(f, "%s    jg_t%d[jg_j] = v%d;\n", ind, slot[v], v);
+        }
+        sb_add(f, "%s}\n", ind);
+    }
+    if (n_seg > 1)
+        sb_add(f, "    }\n");
+out:
+    free(seg);
+    free(def);
+    free(lastuse);
+    free(slot);
+    free(slot_free);
+    free(slot_dt);
+    return rc;
+}
+
+/* A fused group becomes a function of its own, called from jg_gen_run with
+ * its buffers and scalars: gcc trusts restrict on parameters (not on local
+ * pointers loaded from rt's results, where it would version the loop with
+ * run-time alias checks and give up past 10 of them), so a loop with many
+ * inputs and outputs still vectorizes.  b gets the call, f the function. */
+static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout *L, int st) {
     const jg_graph *g = L->g;
     int gi = L->steps[st].group, lastn = L->steps[st].node;
     const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
@@ -327,7 +560,7 @@ static int emit_group(sbuf *b, const layout *L, int st) {
     char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
     if (!seen)
         return jg_errorf("out of memory generating code");
-    sbuf chk = {0};
+    sbuf chk = {0}, par = {0}, arg = {0};
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
@@ -339,6 +572,8 @@ static int emit_group(sbuf *b, const layout *L, int st) {
                    "        static volatile const union { uint64_t u; double d; } s%d_ = "
                    "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
                    i, u, sv, i, i);
+            sb_add(&par, "%sconst double s%d", par.len ? ", " : "", i);
+            sb_add(&arg, "%ss%d", arg.len ? ", " : "", i);
         }
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi)
@@ -349,59 +584,41 @@ static int emit_group(sbuf *b, const layout *L, int st) {
             const jg_value *v = &g->vals[u];
             if ((v->kind == JG_VAL_NODE && L->group[v->node] == gi) || seen[u])
                 continue;
+            const char *T = ctype(v->meta.dtype);
             seen[u] = same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
-            sb_add(b, "        const %s *restrict x%d = rt->%s(ctx, %d);\n", ctype(v->meta.dtype),
-                   u, seen[u] == 1 ? "in" : "elem", u);
+            sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
+                   seen[u] == 1 ? "in" : "elem", u);
             sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
+            if (seen[u] == 1)
+                sb_add(&par, "%sconst %s *restrict x%d", par.len ? ", " : "", T, u);
+            else
+                sb_add(&par, "%sconst %s v%d", par.len ? ", " : "", T, u);
+            sb_add(&arg, "%s%s%d", arg.len ? ", " : "", seen[u] == 1 ? "x" : "*x", u);
         }
     }
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi || !L->ext[g->nodes[i].out[0]])
             continue;
         int v = g->nodes[i].out[0];
-        sb_add(b, "        %s *restrict o%d = rt->out(ctx, %d);\n", ctype(g->vals[v].meta.dtype), v,
-               v);
-        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
-    }
-    if (chk.oom) {
-        free(seen);
-        free(chk.s);
-        return jg_errorf("out of memory generating code");
-    }
-    if (chk.len)
-        sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
-    free(chk.s);
-    for (int u = 0; u < nv; u++)
-        if (seen[u] == 2)
-            sb_add(b, "        const %s v%d = *x%d;\n", ctype(g->vals[u].meta.dtype), u, u);
-    sb_add(b, "        for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
-    for (int u = 0; u < nv; u++)
-        if (seen[u] == 1)
-            sb_add(b, "            const %s v%d = x%d[jg_i];\n", ctype(g->vals[u].meta.dtype), u,
-                   u);
-    free(seen);
-    int rc = 0;
-    for (int i = 0; i <= lastn && rc == 0; i++) {
-        if (L->group[i] != gi)
-            continue;
-        const jg_gnode *n = &g->nodes[i];
-        const jg_op_info *info = &jg_ops[n->op];
-        int v = n->out[0];
         const char *T = ctype(g->vals[v].meta.dtype);
-        char ra[24], rb[24], rs[64] = "";
-        snprintf(ra, sizeof ra, "v%d", n->in[0]);
-        snprintf(rb, sizeof rb, "v%d", n->n_in > 1 ? n->in[1] : -1);
-        if (info->flags & JG_OPF_SCALAR)
-            snprintf(rs, sizeof rs, "s%d", i);
-        sb_add(b, "            const %s v%d = (%s)(", T, v, T);
-        rc = emit_expr(b, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
-                       ctype(g->vals[n->in[0]].meta.dtype), info->name);
-        sb_add(b, ");\n");
+        sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n", T, v, v);
+        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
+        sb_add(&par, "%s%s *restrict o%d", par.len ? ", " : "", T, v);
+        sb_add(&arg, "%so%d", arg.len ? ", " : "", v);
     }
-    for (int i = 0; i <= lastn && rc == 0; i++)
-        if (L->group[i] == gi && L->ext[g->nodes[i].out[0]])
-            sb_add(b, "            o%d[jg_i] = v%d;\n", g->nodes[i].out[0], g->nodes[i].out[0]);
-    sb_add(b, "        }\n    }\n");
+    int rc = chk.oom || par.oom || arg.oom ? jg_errorf("out of memory generating code") : 0;
+    if (rc == 0) {
+        if (chk.len)
+            sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
+        sb_add(b, "        jg_loop%d(%s);\n    }\n", st, arg.len ? arg.s : "");
+        sb_add(f, "static JG_LOOP void jg_loop%d(%s) {\n", st, par.len ? par.s : "void");
+        rc = emit_loop(f, rows, row_done, L, gi, lastn, N, seen);
+        sb_add(f, "}\n\n");
+    }
+    free(chk.s);
+    free(par.s);
+    free(arg.s);
+    free(seen);
     return rc;
 }
 
@@ -417,27 +634,42 @@ static char *generate(const jg_graph *g, const layout *L) {
     /* Vectorizing an elementwise loop changes no result (same operations per
      * element, no reassociation or contraction); gcc's -O2 cost model would
      * skip most of these loops, as for the eager kernels. */
+    /* PRE would move arithmetic between the arms of a select (relu's
+     * backward), where if-conversion refuses operations that could trap, and
+     * the loop would stay scalar; a loop body has nothing for PRE to gain. */
     sb_add(&b, "#if defined(__GNUC__) && !defined(__clang__)\n"
-               "#define JG_VECTORIZE __attribute__((optimize(\"tree-vectorize\", "
-               "\"vect-cost-model=dynamic\")))\n"
-               "#else\n#define JG_VECTORIZE\n#endif\n\n");
+               "#define JG_LOOP __attribute__((noinline, optimize(\"tree-vectorize\", "
+               "\"vect-cost-model=dynamic\", \"no-tree-pre\")))\n"
+               "#else\n#define JG_LOOP __attribute__((noinline))\n#endif\n\n");
     sb_add(&b, "#pragma GCC diagnostic ignored \"-Wtautological-compare\"\n\n");
-    sb_add(&b, "JG_VECTORIZE int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
+    sbuf body = {0}, loops = {0}, rows = {0};
+    bool row_done[128] = {0};
+    sb_add(&body, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {\n");
     for (int st = 0; st < L->n_steps; st++) {
         if (L->steps[st].group >= 0) {
-            if (emit_group(&b, L, st) < 0) {
+            if (emit_group(&body, &loops, &rows, row_done, L, st) < 0) {
                 free(b.s);
+                free(body.s);
+                free(loops.s);
+                free(rows.s);
                 return NULL;
             }
         } else {
             int i = L->steps[st].node;
-            sb_add(&b, "    /* step %d */\n", st);
-            emit_node_comment(&b, g, i);
-            sb_add(&b, "    if (rt->node(ctx, %d) < 0)\n        return -1;\n", i);
+            sb_add(&body, "    /* step %d */\n", st);
+            emit_node_comment(&body, g, i);
+            sb_add(&body, "    if (rt->node(ctx, %d) < 0)\n        return -1;\n", i);
         }
-        sb_add(&b, "    rt->done(ctx, %d);\n", st);
+        sb_add(&body, "    rt->done(ctx, %d);\n", st);
     }
-    sb_add(&b, "    return 0;\n}\n");
+    sb_add(&body, "    return 0;\n}\n");
+    if (body.oom || loops.oom || rows.oom)
+        b.oom = true;
+    else
+        sb_add(&b, "%s%s%s", rows.s ? rows.s : "", loops.s ? loops.s : "", body.s);
+    free(body.s);
+    free(loops.s);
+    free(rows.s);
     if (jg_cgen_debug_extra_source)
         sb_add(&b, "%s\n", jg_cgen_debug_extra_source);
     if (b.oom) {
@@ -447,11 +679,19 @@ static char *generate(const jg_graph *g, const layout *L) {
     return b.s;
 }
 
+static int inline_customs(const jg_graph *g, jg_graph **out);
+
 char *jg_cgen_source(const jg_graph *g, int *n_loops, int *n_fused) {
     layout L;
-    if (layout_make(g, &L) < 0)
+    jg_graph *own;
+    if (inline_customs(g, &own) < 0)
         return NULL;
-    char *s = generate(g, &L);
+    if (layout_make(own ? own : g, &L) < 0) {
+        jg_graph_free(own);
+        return NULL;
+    }
+    char *s = generate(own ? own : g, &L);
+    jg_graph_free(own);
     if (n_loops)
         *n_loops = L.n_loops;
     if (n_fused)
@@ -522,6 +762,7 @@ struct jg_cgen_plan {
     jg_graph **cgraph;      /* per node: a one-node graph running a custom call */
     jg_interp_plan **cplan; /* ... and its interpreter plan */
     jg_interp_plan *interp; /* runs the whole graph when no object could be made */
+    jg_graph *own;          /* g with custom calls inlined (inline_customs), or NULL */
 };
 
 void jg_cgen_plan_free(jg_cgen_plan *p) {
@@ -542,6 +783,7 @@ void jg_cgen_plan_free(jg_cgen_plan *p) {
     jg_interp_plan_free(p->interp);
     if (p->dl)
         dlclose(p->dl);
+    jg_graph_free(p->own);
     free(p);
 }
 
@@ -585,10 +827,163 @@ static int wrap_custom(jg_cgen_plan *p, int i) {
     return 0;
 }
 
+/* Can custom node n be replaced by the nodes of its forward subgraph?  The
+ * interpreter runs such a call as exactly that subgraph (run_custom), except
+ * that an output of the call which is no node value of it (a slot or
+ * constant returned as is) or repeats another becomes a new alias: those
+ * calls stay nodes, as do opaque calls and subgraphs holding calls
+ * themselves.  (The values saved for backward, outputs past n_call_out,
+ * reach only the compiled node's saved slots, where the tensor serves as
+ * well as an alias of it.) */
+static bool inlinable(const jg_gnode *n) {
+    const jg_gcustom *c = n->custom;
+    if (n->kind != JG_GN_CUSTOM || c->opaque || c->opaque_backward || !c->fwd ||
+        c->fwd->n_outputs != n->n_out || c->n_slots != c->fwd->n_inputs)
+        return false;
+    for (int i = 0; i < c->fwd->n_nodes; i++)
+        if (c->fwd->nodes[i].kind != JG_GN_OP)
+            return false;
+    int n_call = c->n_call_out ? c->n_call_out : n->n_out;
+    for (int k = 0; k < n->n_out; k++) {
+        int v = c->fwd->outputs[k];
+        if (v < 0)
+            return false;
+        if (k >= n_call)
+            continue; /* a value saved for backward: only the node's backward reads it */
+        if (c->fwd->vals[v].kind != JG_VAL_NODE)
+            return false;
+        for (int j = 0; j < k; j++)
+            if (c->fwd->outputs[j] == v)
+                return false;
+    }
+    return true;
+}
+
+/* Appends the op node n of graph src to h, operands through map. */
+static int copy_op(jg_graph *h, const jg_graph *src, const jg_gnode *n, int *map) {
+    int in[8], out[4];
+    jg_meta metas[4];
+    if (n->n_in > 8 || n->n_out > 4)
+        return jg_errorf("internal error: cgen: op node with %d operands", n->n_in);
+    bool rg = false; /* derived again: a custom body's values had none */
+    for (int k = 0; k < n->n_in; k++) {
+        in[k] = map[n->in[k]];
+        rg |= h->vals[in[k]].requires_grad;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        metas[k] = src->vals[n->out[k]].meta;
+    if (jg_graph_add_op(h, n->op, &n->attrs, n->n_in, in, metas, rg, out) < 0)
+        return -1;
+    for (int k = 0; k < n->n_out; k++)
+        map[n->out[k]] = out[k];
+    return 0;
+}
+
+/* *out: g with every inlinable custom call replaced by its forward's nodes,
+ * so custom-function bodies are fused like the rest; NULL when there is
+ * none (g is used as is).  0 or -1. */
+static int inline_customs(const jg_graph *g, jg_graph **out) {
+    bool any = false;
+    *out = NULL;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+        any = g->nodes[i].kind == JG_GN_CUSTOM && inlinable(&g->nodes[i]);
+    if (!any)
+        return 0;
+    jg_graph *h = jg_graph_new();
+    int *map = malloc(sizeof(int) * (size_t)(g->n_vals ? g->n_vals : 1));
+    int *sub = NULL, rc = h && map ? 0 : jg_errorf("out of memory generating code");
+    if (rc == 0)
+        h->name = g->name;
+    for (int k = 0; k < g->n_inputs && rc == 0; k++) {
+        const jg_value *v = &g->vals[g->inputs[k]];
+        if ((map[g->inputs[k]] =
+                 jg_graph_add_input(h, &v->meta, v->requires_grad, g->input_names[k])) < 0)
+            rc = -1;
+    }
+    for (int c = 0; c < g->n_consts && rc == 0; c++)
+        if ((map[g->const_vals[c]] = jg_graph_add_const(h, g->consts[c])) < 0)
+            rc = -1;
+    for (int i = 0; i < g->n_nodes && rc == 0; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        if (n->kind == JG_GN_OP) {
+            rc = copy_op(h, g, n, map);
+        } else if (!inlinable(n)) {
+            int in[64], outs[64];
+            jg_meta metas[64];
+            bool rg[64];
+            if (n->n_in > 64 || n->n_out > 64) {
+                rc = jg_errorf("cgen: custom call with %d inputs / %d outputs (at most 64)",
+                               n->n_in, n->n_out);
+                break;
+            }
+            bool any = false;
+            for (int k = 0; k < n->n_in; k++) {
+                in[k] = map[n->in[k]];
+                any |= h->vals[in[k]].requires_grad;
+            }
+            for (int k = 0; k < n->n_out; k++) {
+                metas[k] = g->vals[n->out[k]].meta;
+                rg[k] = any && g->vals[n->out[k]].requires_grad;
+            }
+            int idx = jg_graph_add_custom(h, n->custom, n->n_in, in, n->n_out, metas, rg, outs);
+            if (idx < 0) {
+                rc = -1;
+                break;
+            }
+            h->nodes[idx].custom->owner = n->custom->owner; /* the state stays there */
+            for (int k = 0; k < n->n_out; k++)
+                map[n->out[k]] = outs[k];
+        } else {
+            const jg_graph *f = n->custom->fwd;
+            free(sub);
+            if (!(sub = malloc(sizeof(int) * (size_t)(f->n_vals ? f->n_vals : 1)))) {
+                rc = jg_errorf("out of memory generating code");
+                break;
+            }
+            for (int s = 0; s < f->n_inputs; s++)
+                sub[f->inputs[s]] = map[jg_gnode_slot_value(n, s)];
+            for (int c = 0; c < f->n_consts && rc == 0; c++)
+                if ((sub[f->const_vals[c]] = jg_graph_add_const(h, f->consts[c])) < 0)
+                    rc = -1;
+            for (int j = 0; j < f->n_nodes && rc == 0; j++)
+                rc = copy_op(h, f, &f->nodes[j], sub);
+            for (int k = 0; k < n->n_out && rc == 0; k++)
+                map[n->out[k]] = sub[f->outputs[k]];
+        }
+    }
+    if (rc == 0) {
+        int *outs = malloc(sizeof(int) * (size_t)(g->n_outputs ? g->n_outputs : 1));
+        if (!outs)
+            rc = jg_errorf("out of memory generating code");
+        for (int k = 0; k < g->n_outputs && rc == 0; k++)
+            outs[k] = g->outputs[k] < 0 ? -1 : map[g->outputs[k]];
+        if (rc == 0)
+            rc = jg_graph_set_outputs(h, g->n_outputs, outs);
+        free(outs);
+    }
+    if (rc == 0)
+        rc = jg_pass_dce(h) < 0 || jg_graph_verify(h) < 0 ? -1 : 0;
+    free(sub);
+    free(map);
+    if (rc < 0) {
+        jg_graph_free(h);
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
 jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
     layout L;
-    if (layout_make(g, &L) < 0)
+    jg_graph *own;
+    if (inline_customs(g, &own) < 0)
         return NULL;
+    if (own)
+        g = own;
+    if (layout_make(g, &L) < 0) {
+        jg_graph_free(own);
+        return NULL;
+    }
     last_loops = L.n_loops;
     last_fused = L.n_fused;
     char *src = generate(g, &L);
@@ -596,6 +991,8 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
     int nv = g->n_vals ? g->n_vals : 1, nn = g->n_nodes ? g->n_nodes : 1;
     if (p) {
         p->g = g;
+        p->own = own;
+        own = NULL;
         p->free_start = calloc((size_t)L.n_steps + 1, sizeof *p->free_start);
         p->free_list = malloc((size_t)nv * sizeof *p->free_list);
         p->vals = calloc((size_t)nv, sizeof *p->vals);
@@ -662,6 +1059,7 @@ fail:
     free(src);
     layout_free(&L);
     jg_cgen_plan_free(p);
+    jg_graph_free(own);
     return NULL;
 }
 

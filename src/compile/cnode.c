@@ -3,6 +3,7 @@
  * inputs (one per gradient contribution), it saves what the backward graph
  * reads, and the call's inputs for a backward that records history. */
 #include "autodiff/autodiff.h"
+#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "compile/compile.h"
 #include "passes/passes.h"
@@ -79,9 +80,53 @@ void jg_entry_release(jg_entry *e) {
     free(e);
 }
 
-jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
+/* Edge h heads a group (the first edge to its input) with more edges after
+ * it. */
+static bool multi_head(const jg_entry *e, int h) {
+    int k = 0;
+    while (k < h && e->edge_input[k] != e->edge_input[h])
+        k++;
+    if (k < h)
+        return false;
+    for (k = h + 1; k < e->n_edges; k++)
+        if (e->edge_input[k] == e->edge_input[h])
+            return true;
+    return false;
+}
+
+bool jg_entry_sums_in_graph(const jg_entry *e) {
+    for (int h = 0; h < e->n_edges; h++)
+        if (multi_head(e, h))
+            return true;
+    return false;
+}
+
+int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
+    bool *init = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *init);
+    if (!init)
+        return jg_errorf("out of memory building a backward graph");
+    int g = 0;
+    for (int h = 0; h < e->n_edges; h++)
+        if (multi_head(e, h))
+            init[h] = (v->sum >> g++) & 1;
+    int n_init = jg_autodiff_sum_contribs(v->g, e->fwd_ad, e->edge_input, init);
+    int *in_src =
+        n_init < 0 ? NULL : realloc(v->in_src, sizeof(int) * (size_t)(v->n_in + n_init + 1));
+    if (in_src) {
+        v->in_src = in_src;
+        for (int h = 0; h < e->n_edges; h++)
+            if (init[h])
+                v->in_src[v->n_in++] = -1 - JG_MAX_OUTPUTS - h;
+    }
+    free(init);
+    if (n_init >= 0 && !in_src)
+        return jg_errorf("out of memory building a backward graph");
+    return n_init < 0 ? -1 : 0;
+}
+
+jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum) {
     for (int i = 0; i < e->n_bwd; i++)
-        if (e->bwd[i].mask == mask)
+        if (e->bwd[i].mask == mask && e->bwd[i].sum == sum)
             return &e->bwd[i];
     if (e->n_bwd == e->cap_bwd) {
         int cap = e->cap_bwd ? e->cap_bwd * 2 : 2;
@@ -105,7 +150,7 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
     if (jg_autodiff(e->fwd_ad, n_seeds, seeds, n_reach, reach, &r) < 0)
         return NULL;
     JG_ASSERT(r.n_contrib == e->n_edges);
-    jg_bwd_variant v = {mask, r.bwd, NULL, r.n_in, r.in_src};
+    jg_bwd_variant v = {mask, r.bwd, NULL, r.n_in, r.in_src, sum};
     r.bwd = NULL;
     r.in_src = NULL;
     jg_autodiff_result_free(&r);
@@ -127,6 +172,10 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask) {
                                   mask, src);
         }
         v.in_src[k] = i;
+    }
+    if (sum && jg_entry_sum_in_graph(e, &v) < 0) {
+        variant_free(e, &v);
+        return NULL;
     }
     if (jg_compile_passes(v.g, true) < 0 || !(v.plan = e->backend->plan_new(v.g))) {
         variant_free(e, &v);
@@ -460,6 +509,40 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     return rc < 0 ? -1 : JG_NODE_SPLICED;
 }
 
+/* Whether the contributions of each input can be summed inside the backward
+ * graph with the engine's result: every input's edges add into one
+ * accumulator of their own (as they do unless two inputs' gradients meet in
+ * one node), and a gradient it already holds, the sum starts from (taken
+ * from the engine into take[h]; bit g of the result).  0: let the engine add
+ * them one by one. */
+static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, jg_tensor ***acc) {
+    uint64_t sum = JG_SUM_IN_GRAPH;
+    bool any = false;
+    for (int k = 0; k < e->n_edges; k++)
+        if (jg_engine_edge_acc(n, k, &tgt[k], &acc[k]) < 0)
+            return 0;
+    for (int k = 0; k < e->n_edges; k++)
+        for (int j = 0; j < k; j++)
+            if ((e->edge_input[j] == e->edge_input[k]) != (tgt[j] == tgt[k]) && tgt[k])
+                return 0;
+    for (int h = 0, g = 0; h < e->n_edges; h++) {
+        if (!multi_head(e, h))
+            continue;
+        any = true;
+        jg_tensor *held = acc[h] ? *acc[h] : NULL;
+        if (held) {
+            jg_meta m;
+            jg_meta_of(held, &m);
+            if (g >= 63 || held->requires_grad ||
+                !jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta))
+                return 0;
+            sum |= 1ull << g;
+        }
+        g++;
+    }
+    return any ? sum : 0;
+}
+
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                        bool create_graph) {
     compiled_node *c = (compiled_node *)n;
@@ -476,9 +559,23 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             mask |= 1u << (JG_MAX_OUTPUTS + k);
     if (!mask)
         return 1; /* nothing arrived and nothing runs regardless: not run */
-    jg_bwd_variant *v = jg_entry_backward(e, mask);
-    if (!v)
+    const void *tgt_small[32], **tgt = tgt_small;
+    jg_tensor **acc_small[32], ***acc = acc_small;
+    if (e->n_edges > 32 && (!(tgt = malloc(sizeof *tgt * (size_t)e->n_edges)) ||
+                            !(acc = malloc(sizeof *acc * (size_t)e->n_edges)))) {
+        if (tgt != tgt_small)
+            free(tgt);
+        return jg_errorf("out of memory in backward");
+    }
+    uint64_t sum = sum_mode(n, e, tgt, acc);
+    jg_bwd_variant *v = jg_entry_backward(e, mask, sum);
+    if (!v) {
+        if (tgt != tgt_small)
+            free(tgt);
+        if (acc != acc_small)
+            free(acc);
         return -1;
+    }
     jg_tensor *small_in[32], **bin = small_in, *small_out[32], **bout = small_out;
     int n_out = v->g->n_outputs;
     if ((v->n_in > 32 && !(bin = malloc((size_t)v->n_in * sizeof *bin))) ||
@@ -490,16 +587,30 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     int rc = 0;
     for (int k = 0; k < v->n_in && rc == 0; k++) {
         int src = v->in_src[k];
-        if (src < 0)
+        if (src <= -1 - JG_MAX_OUTPUTS)
+            bin[k] = *acc[-1 - JG_MAX_OUTPUTS - src];
+        else if (src < 0)
             bin[k] = gout[-1 - src];
         else if (!(bin[k] = jg_saved_unpack(&c->saved[src], n, false)))
             rc = -1;
     }
     if (rc == 0)
         rc = e->backend->run(v->plan, bin, bout);
-    if (rc == 0)
+    if (rc == 0) {
         for (int k = 0; k < n_out; k++)
             gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
+        /* the sums include what the engine held: it starts again from them */
+        for (int k = 0; k < v->n_in; k++)
+            if (v->in_src[k] <= -1 - JG_MAX_OUTPUTS) {
+                jg_tensor **a = acc[-1 - JG_MAX_OUTPUTS - v->in_src[k]];
+                jg_release(*a);
+                *a = NULL;
+            }
+    }
+    if (tgt != tgt_small)
+        free((void *)tgt);
+    if (acc != acc_small)
+        free(acc);
     if (rc == 0 && jg_debug_corrupt_backward && n_out && gin[0])
         gin[0] = jg_mul_scalar(gin[0], 2.0);
     if (bin != small_in)

@@ -419,7 +419,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->saved_val = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_src = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_check = malloc(sizeof(bool) * (size_t)(n_save ? n_save : 1));
-    jg_bwd_variant v = {(1u << e->n_node_out) - 1, r.bwd, NULL, r.n_in, r.in_src};
+    jg_bwd_variant v = {(1u << e->n_node_out) - 1, r.bwd, NULL, r.n_in, r.in_src, 0};
     e->n_edges = r.n_contrib;
     e->edge_input = r.contrib_input;
     r.contrib_input = NULL;
@@ -454,7 +454,17 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     }
     e->bwd[0] = v;
     e->n_bwd = e->cap_bwd = 1;
-    if (jg_compile_passes(v.g, true) < 0 || !(e->bwd[0].plan = e->backend->plan_new(v.g))) {
+    /* the variant a plain backward uses: each input's contributions summed
+     * in the graph, the engine holding nothing for them yet */
+    if (jg_entry_sums_in_graph(e)) {
+        e->bwd[0].sum = JG_SUM_IN_GRAPH;
+        if (jg_entry_sum_in_graph(e, &e->bwd[0]) < 0) {
+            free(outs);
+            return -1;
+        }
+    }
+    if (jg_compile_passes(e->bwd[0].g, true) < 0 ||
+        !(e->bwd[0].plan = e->backend->plan_new(e->bwd[0].g))) {
         free(outs);
         return -1;
     }

@@ -55,8 +55,16 @@ typedef struct jg_bwd_variant {
     jg_graph *g;
     void *plan; /* of the entry's backend */
     int n_in;
-    int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k */
+    int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k;
+                    <= -1 - JG_MAX_OUTPUTS: -1 - JG_MAX_OUTPUTS - h, the gradient the engine
+                    held for the input of edge h before the call added to it */
+    /* 0: one output per contribution, the engine sums them; else
+     * JG_SUM_IN_GRAPH | bit g: the contributions of each input are summed in
+     * the graph, the g-th input with several contributions starting from the
+     * gradient the engine held for it (jg_autodiff_sum_contribs) */
+    uint64_t sum;
 } jg_bwd_variant;
+#define JG_SUM_IN_GRAPH (1ull << 63)
 
 typedef struct jg_entry {
     int refcount;
@@ -130,7 +138,13 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
  * program outputs. */
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The backward variant for a mask, built on first use. */
-jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask);
+jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum);
+/* Whether some input has several contributions (edges): then backward
+ * variants sum them in the graph when the engine allows (v->sum). */
+bool jg_entry_sums_in_graph(const jg_entry *e);
+/* Rewrites v->g (fresh from autodiff) to sum each input's contributions as
+ * v->sum says, adding the inputs it reads to v->in_src. */
+int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v);
 /* Printed forward and backward graphs of an entry (caller frees). */
 char *jg_compiled_graph_of(const jg_entry *e);
 /* The verify option (verify.c): runs the program eagerly on copies of the

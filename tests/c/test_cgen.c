@@ -520,15 +520,18 @@ static void test_log_code(void **state) {
     assert_non_null(strstr(s, "jitgrad: generated C for the backward graph ("));
     assert_non_null(strstr(s, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {"));
     /* (q * (k + k)): add and mul in one loop, sum through the runtime */
-    assert_non_null(strstr(s, "            const float v2 = (float)(v1 + v1);\n"
-                              "            const float v3 = (float)(v0 * v2);\n"
-                              "            o2[jg_i] = v2;\n"
-                              "            o3[jg_i] = v3;\n"));
+    assert_non_null(strstr(s, "        const float v2 = (float)(v1 + v1);\n"
+                              "        const float v3 = (float)(v0 * v2);\n"
+                              "        o2[jg_i] = v2;\n"
+                              "        o3[jg_i] = v3;\n"));
     assert_non_null(strstr(s, "if (rt->node(ctx, 2) < 0)"));
-    /* backward: both products in one loop, reading the expanded gradient once */
-    assert_non_null(strstr(s, "const float v2 = *x2;\n"));
-    assert_non_null(strstr(s, "            const float v5 = (float)(v2 * v4);\n"
-                              "            const float v7 = (float)(v2 * v3);\n"));
+    /* backward: both products in one loop, reading the expanded gradient once
+     * (passed by value), and k's two contributions summed in it */
+    assert_non_null(strstr(s, "(const float v2, const float *restrict x"));
+    assert_non_null(strstr(s, "(*x2, x"));
+    assert_non_null(strstr(s, "        const float v5 = (float)(v2 * v4);\n"
+                              "        const float v7 = (float)(v2 * v3);\n"
+                              "        const float v9 = (float)(v7 + v7);\n"));
     assert_null(strstr(s, "probe"));
     free(s);
 }

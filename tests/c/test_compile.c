@@ -530,7 +530,8 @@ static void test_golden_graph(void **state) {
                          "  %1 : f32[16] = expand(%0, [16])\n"
                          "  %2 : f32[16] = mul(%1, s0)\n"
                          "  %3 : f32[16] = mul(%1, x0)\n"
-                         "  return (%2, %3, %3)\n";
+                         "  %4 : f32[16] = add(%3, %3)\n"
+                         "  return (%2, %4, None)\n";
     if (strcmp(s, golden))
         fail_msg("printed graph differs:\n%s\nexpected:\n%s", s, golden);
     free(s);
