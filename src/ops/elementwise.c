@@ -28,7 +28,9 @@ typedef int32_t jg_i32;
  * does not change any result: every element is still computed by the same
  * IEEE operations in the same order (no -ffast-math, no reassociation, no
  * contraction), and libm calls such as expf stay scalar. */
-#define EW_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#define EW_VECTORIZE                                                                               \
+    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
+                   target_clones("avx2", "default")))
 
 /* True if the n-element rows at o and x (element size es) share no byte.
  * Only then may the loops below mark them restrict.  Exact aliasing (in

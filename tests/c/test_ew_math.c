@@ -141,7 +141,17 @@ static double sweep_f64(const fn1 *fn, double lo, double hi, int n, double *wors
     return mx;
 }
 
+/* The sweeps measure against long double.  Where it is not wider than
+ * double (valgrind runs x87 code in double precision), the reference is
+ * too coarse to measure ulps: those tests skip. */
+static bool long_double_is_wide(void) {
+    volatile long double one = 1.0L, tiny = 0x1p-60L;
+    return one + tiny != one;
+}
+
 static void test_ulp_f32(void **state) {
+    if (!long_double_is_wide())
+        skip();
     (void)state;
     for (size_t i = 0; i < sizeof FNS / sizeof *FNS; i++) {
         float w = 0;
@@ -153,6 +163,8 @@ static void test_ulp_f32(void **state) {
 }
 
 static void test_ulp_f64(void **state) {
+    if (!long_double_is_wide())
+        skip();
     (void)state;
     /* ranges where the results are neither 0/1/inf nor NaN */
     static const double lo[] = {-745.2, 0.0, -6.5, -40.0}, hi[] = {709.8, 1e6, 6.5, 40.0};
@@ -225,6 +237,8 @@ static void test_special_values(void **state) {
 /* pow: every pair of special values equals glibc's powf (the C99 rules),
  * and random pairs stay within the bound. */
 static void test_powf(void **state) {
+    if (!long_double_is_wide())
+        skip();
     (void)state;
     static const float v[] = {0.0f,     -0.0f,     1.0f,   -1.0f,   2.0f,  -2.0f,
                               0.5f,     -0.5f,     3.0f,   -3.0f,   2.5f,  -2.5f,
