@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "compile/compile.h"
+#include "ops/viewtrack.h"
 #include "passes/passes.h"
 #include "trace/trace.h"
 
@@ -74,6 +75,11 @@ void jg_entry_release(jg_entry *e) {
     free(e->mut_input);
     free(e->mut_writes);
     free(e->out_input);
+    for (int j = 0; e->out_view_steps && j < JG_MAX_OUTPUTS; j++)
+        free(e->out_view_steps[j]);
+    free(e->out_view_steps);
+    free(e->out_view_in);
+    free(e->out_view_n);
     free(e->key.in);
     free((void *)e->key.args);
     free(e->break_reason);
@@ -758,6 +764,11 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             jg_node_release(&c->base); /* the outputs hold it */
         }
     }
+    /* outputs that view an input are tracked views of it, as in eager */
+    for (int j = 0; rc == 0 && e->out_view_in && j < e->n_prog_out; j++)
+        if (e->out_view_in[j] >= 0)
+            rc = jg_view_track_steps(inputs[e->out_view_in[j]], fo[j], e->out_view_steps[j],
+                                     e->out_view_n[j]);
     if (rc == 0) {
         for (int j = 0; j < e->n_prog_out; j++)
             outputs[j] = jg_scope_track(fo[j]);

@@ -502,6 +502,34 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
 /* Traces the program for this key.  Returns the new entry (possibly an eager
  * one after a graph break), or NULL + error (*failed: the function of a
  * custom call whose backward could not be traced). */
+/* Program outputs made as views of a call input (not the input itself): at
+ * run time they become tracked views of the input (see jg_entry.out_view_in). */
+static int find_output_views(jg_entry *e, int n_inputs, jg_tensor *const *sym, int n_out,
+                             jg_tensor *const *outs) {
+    for (int j = 0; j < n_out; j++) {
+        const jg_tensor *t = outs[j];
+        int in = -1;
+        for (int i = 0; t->view && t->view->n_steps && i < n_inputs && in < 0; i++)
+            if (t->view->base == sym[i])
+                in = i;
+        if (in < 0)
+            continue;
+        if (!e->out_view_in) {
+            e->out_view_in = malloc(sizeof(int) * JG_MAX_OUTPUTS);
+            e->out_view_n = calloc(JG_MAX_OUTPUTS, sizeof(int));
+            e->out_view_steps = calloc(JG_MAX_OUTPUTS, sizeof(void *));
+            if (!e->out_view_in || !e->out_view_n || !e->out_view_steps)
+                return jg_errorf("out of memory in jg_compile");
+            for (int m = 0; m < JG_MAX_OUTPUTS; m++)
+                e->out_view_in[m] = -1;
+        }
+        if (jg_view_steps_copy(t, &e->out_view_steps[j], &e->out_view_n[j]) < 0)
+            return -1;
+        e->out_view_in[j] = in;
+    }
+    return 0;
+}
+
 static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
                                   const jg_function **failed) {
     int n = k->n_inputs;
@@ -604,6 +632,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         for (int j = 0; j < n_out && rc == 0; j++)
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
+        if (rc == 0 && n_out && !e->n_mut)
+            rc = find_output_views(e, k->n_inputs, sym, n_out, outs);
         for (int j = 0; j < n_out && rc == 0; j++) {
             e->out_relayout[j] = !outs[j]->is_view && !jg_dense(outs[j]);
             memcpy(e->out_stride[j], outs[j]->stride, sizeof(int64_t) * (size_t)outs[j]->ndim);

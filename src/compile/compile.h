@@ -116,6 +116,11 @@ typedef struct jg_entry {
     int *mut_input;       /* per mutation output: the call input written */
     uint64_t *mut_writes; /* ... and how many in-place writes it received */
     int *out_input;       /* per program output: the written call input it is, or -1 */
+    /* per program output that the program made as a view of a call input:
+     * that input (else -1) and the view steps from it (ops/viewtrack.h) */
+    int *out_view_in;
+    void **out_view_steps;
+    int *out_view_n;
 } jg_entry;
 
 void jg_entry_release(jg_entry *e);

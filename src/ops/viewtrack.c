@@ -117,6 +117,47 @@ int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out
     return 0;
 }
 
+int jg_view_steps_copy(const jg_tensor *t, void **steps, int *n) {
+    *steps = NULL;
+    *n = t->view ? t->view->n_steps : 0;
+    if (!*n)
+        return 0;
+    if (!(*steps = malloc(sizeof(view_step) * (size_t)*n)))
+        return jg_errorf("out of memory recording a view");
+    memcpy(*steps, t->view->steps, sizeof(view_step) * (size_t)*n);
+    return 0;
+}
+
+int jg_view_track_steps(jg_tensor *in, jg_tensor *out, const void *steps, int n) {
+    if (n <= 0 || out->view || out->sym || in->sym || out->storage != in->storage)
+        return 0;
+    bool no_grad = !jg_grad_mode || (in->view && in->view->no_grad);
+    if (no_grad && !in->requires_grad && !(in->view && in->view->base->requires_grad))
+        return 0;
+    if (!in->view && in->is_view)
+        return 0; /* a view whose base is unknown */
+    jg_tensor *base = in->view ? in->view->base : in;
+    int m = in->view ? in->view->n_steps : 0;
+    jg_view_info *v = malloc(sizeof *v);
+    view_step *s = malloc(sizeof *s * (size_t)(m + n));
+    if (!v || !s) {
+        free(v);
+        free(s);
+        return jg_errorf("out of memory recording a view");
+    }
+    if (m)
+        memcpy(s, in->view->steps, sizeof *s * (size_t)m);
+    memcpy(s + m, steps, sizeof *s * (size_t)n);
+    v->base = jg_retain(base);
+    v->version = base_version(base);
+    v->no_grad = no_grad;
+    v->n_steps = m + n;
+    v->steps = s;
+    out->view = v;
+    out->is_view = true;
+    return 0;
+}
+
 /* The first `upto` steps of v applied to x (borrowed from the scope). */
 static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
     const view_step *s = v->steps;

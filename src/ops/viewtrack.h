@@ -32,6 +32,16 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
  * out is a differentiable view (same storage, grad mode on; or traced).
  * 0 or -1. */
 int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out);
+/* The view steps of traced t from its base: a malloc'd copy in *steps (free()
+ * it), their count in *n; 0 steps (and NULL) when t is not a tracked view.
+ * 0 or -1. */
+int jg_view_steps_copy(const jg_tensor *t, void **steps, int *n);
+/* Records concrete out, which views in's memory, as in's view through
+ * `steps` (from jg_view_steps_copy), as jg_view_track would have step by
+ * step: a compiled call's output that is a view of an input is one in eager
+ * mode too, so an in-place op on the base later remakes its history.
+ * 0 or -1. */
+int jg_view_track_steps(jg_tensor *in, jg_tensor *out, const void *steps, int n);
 /* Remakes t's history (traced: its value) from its base if the base changed
  * since it was made.  0 or -1. */
 int jg_view_refresh(jg_tensor *t);
