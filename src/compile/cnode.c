@@ -767,7 +767,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     /* outputs that view an input are tracked views of it, as in eager */
     for (int j = 0; rc == 0 && e->out_view_in && j < e->n_prog_out; j++)
         if (e->out_view_in[j] >= 0)
-            rc = jg_view_track_steps(inputs[e->out_view_in[j]], fo[j], e->out_view_steps[j],
+            rc = jg_view_track_steps(gt[e->out_view_in[j]], fo[j], e->out_view_steps[j],
                                      e->out_view_n[j]);
     if (rc == 0) {
         for (int j = 0; j < e->n_prog_out; j++)

@@ -502,18 +502,31 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
 /* Traces the program for this key.  Returns the new entry (possibly an eager
  * one after a graph break), or NULL + error (*failed: the function of a
  * custom call whose backward could not be traced). */
-/* Program outputs made as views of a call input (not the input itself): at
- * run time they become tracked views of the input (see jg_entry.out_view_in). */
-static int find_output_views(jg_entry *e, int n_inputs, jg_tensor *const *sym, int n_out,
-                             jg_tensor *const *outs) {
+/* Program outputs made by view ops from a graph input (a call input, or a
+ * tensor the program reached by capture): at run time they become tracked
+ * views of that input's tensor (see jg_entry.out_view_in), as in eager. */
+static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
     for (int j = 0; j < n_out; j++) {
-        const jg_tensor *t = outs[j];
-        int in = -1;
-        for (int i = 0; t->view && t->view->n_steps && i < n_inputs && in < 0; i++)
-            if (t->view->base == sym[i])
-                in = i;
-        if (in < 0)
+        jg_opcode ops[16];
+        const jg_attrs *attrs[16];
+        int n = 0, v = vals[j];
+        while (v >= 0 && g->vals[v].kind == JG_VAL_NODE && n < 16) {
+            const jg_gnode *nd = &g->nodes[g->vals[v].node];
+            if (nd->kind != JG_GN_OP || (nd->op != JG_OP_SLICE && nd->op != JG_OP_PERMUTE &&
+                                         nd->op != JG_OP_RESHAPE && nd->op != JG_OP_EXPAND))
+                break;
+            ops[n] = nd->op;
+            attrs[n++] = &nd->attrs;
+            v = nd->in[0];
+        }
+        if (!n || v < 0 || g->vals[v].kind != JG_VAL_INPUT)
             continue;
+        for (int a = 0, b = n - 1; a < b; a++, b--) { /* from the input outwards */
+            jg_opcode o = ops[a];
+            const jg_attrs *t = attrs[a];
+            ops[a] = ops[b], attrs[a] = attrs[b];
+            ops[b] = o, attrs[b] = t;
+        }
         if (!e->out_view_in) {
             e->out_view_in = malloc(sizeof(int) * JG_MAX_OUTPUTS);
             e->out_view_n = calloc(JG_MAX_OUTPUTS, sizeof(int));
@@ -523,9 +536,10 @@ static int find_output_views(jg_entry *e, int n_inputs, jg_tensor *const *sym, i
             for (int m = 0; m < JG_MAX_OUTPUTS; m++)
                 e->out_view_in[m] = -1;
         }
-        if (jg_view_steps_copy(t, &e->out_view_steps[j], &e->out_view_n[j]) < 0)
+        if (jg_view_steps_make(n, ops, attrs, &e->out_view_steps[j]) < 0)
             return -1;
-        e->out_view_in[j] = in;
+        e->out_view_n[j] = n;
+        e->out_view_in[j] = g->vals[v].index;
     }
     return 0;
 }
@@ -633,7 +647,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
         if (rc == 0 && n_out && !e->n_mut)
-            rc = find_output_views(e, k->n_inputs, sym, n_out, outs);
+            rc = find_output_views(e, g, n_out, vals);
         for (int j = 0; j < n_out && rc == 0; j++) {
             e->out_relayout[j] = !outs[j]->is_view && !jg_dense(outs[j]);
             memcpy(e->out_stride[j], outs[j]->stride, sizeof(int64_t) * (size_t)outs[j]->ndim);

@@ -116,7 +116,7 @@ typedef struct jg_entry {
     int *mut_input;       /* per mutation output: the call input written */
     uint64_t *mut_writes; /* ... and how many in-place writes it received */
     int *out_input;       /* per program output: the written call input it is, or -1 */
-    /* per program output that the program made as a view of a call input:
+    /* per program output that the program made as a view of a graph input:
      * that input (else -1) and the view steps from it (ops/viewtrack.h) */
     int *out_view_in;
     void **out_view_steps;

@@ -117,14 +117,15 @@ int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out
     return 0;
 }
 
-int jg_view_steps_copy(const jg_tensor *t, void **steps, int *n) {
-    *steps = NULL;
-    *n = t->view ? t->view->n_steps : 0;
-    if (!*n)
-        return 0;
-    if (!(*steps = malloc(sizeof(view_step) * (size_t)*n)))
+int jg_view_steps_make(int n, const jg_opcode *ops, const jg_attrs *const *attrs, void **steps) {
+    view_step *s = malloc(sizeof *s * (size_t)(n > 0 ? n : 1));
+    if (!s)
         return jg_errorf("out of memory recording a view");
-    memcpy(*steps, t->view->steps, sizeof(view_step) * (size_t)*n);
+    for (int k = 0; k < n; k++) {
+        s[k].op = ops[k];
+        s[k].a = *attrs[k];
+    }
+    *steps = s;
     return 0;
 }
 

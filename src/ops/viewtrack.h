@@ -32,12 +32,11 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
  * out is a differentiable view (same storage, grad mode on; or traced).
  * 0 or -1. */
 int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out);
-/* The view steps of traced t from its base: a malloc'd copy in *steps (free()
- * it), their count in *n; 0 steps (and NULL) when t is not a tracked view.
- * 0 or -1. */
-int jg_view_steps_copy(const jg_tensor *t, void **steps, int *n);
+/* View steps (view ops and their attributes, applied in order) as
+ * jg_view_track_steps takes them: malloc'd (free() it) in *steps.  0 or -1. */
+int jg_view_steps_make(int n, const jg_opcode *ops, const jg_attrs *const *attrs, void **steps);
 /* Records concrete out, which views in's memory, as in's view through
- * `steps` (from jg_view_steps_copy), as jg_view_track would have step by
+ * `steps` (from jg_view_steps_make), as jg_view_track would have step by
  * step: a compiled call's output that is a view of an input is one in eager
  * mode too, so an in-place op on the base later remakes its history.
  * 0 or -1. */
