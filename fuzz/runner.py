@@ -119,12 +119,20 @@ def _flat(x):
         yield x
 
 
-def _close(a, b):
-    """a (jitgrad) vs b (torch) values: same structure, within tolerance."""
+def _big(x):
+    return max([abs(y) for y in _flat(x) if isinstance(y, float) and math.isfinite(y)] + [1.0])
+
+
+def _close(a, b, scale=1.0):
+    """a (jitgrad) vs b (torch) values: same structure, within tolerance:
+    relative to the tensor's largest magnitude, and, more tightly, to scale,
+    the largest of its record (the gradients of one loss): a gradient that
+    cancels to about zero (log_softmax's along its dim) keeps the rounding
+    of its terms, which are of that size."""
     fa, fb = list(_flat(a)), list(_flat(b))
     if len(fa) != len(fb):
         return False
-    big = max([abs(y) for y in fb if isinstance(y, float) and math.isfinite(y)] + [1.0])
+    big = _big(fb)
     for x, y in zip(fa, fb):
         if isinstance(x, float) and isinstance(y, float):
             if math.isnan(x) or math.isnan(y):
@@ -133,14 +141,14 @@ def _close(a, b):
             elif math.isinf(x) or math.isinf(y):
                 if x != y:
                     return False
-            elif abs(x - y) > 1e-5 + 2e-4 * big:
+            elif abs(x - y) > 1e-5 + 2e-4 * big + 1e-6 * scale:
                 return False
         elif x != y:
             return False
     return True
 
 
-def _vals_differ(a, b, exact):
+def _vals_differ(a, b, exact, scale=1.0):
     if a is None or b is None:
         return "none" if (a is None) != (b is None) else None
     if isinstance(a, tuple) and isinstance(b, tuple):
@@ -153,7 +161,7 @@ def _vals_differ(a, b, exact):
         return None if repr(a) == repr(b) else "value"
     if isinstance(a, str) or isinstance(b, str):
         return None if a == b else "value"
-    return None if _close(a, b) else "value"
+    return None if _close(a, b, scale) else "value"
 
 
 def diff(ra, rb, exact):
@@ -171,8 +179,10 @@ def diff(ra, rb, exact):
             xa, xb = a.get(key), b.get(key)
             if (xa is None) != (xb is None) or (xa is not None and len(xa) != len(xb)):
                 return f"call{i}: {key} count"
+            scale = _big([q[2] if isinstance(q, tuple) else q for q in xb or []
+                          if not isinstance(q, str)])
             for j, (p, q) in enumerate(zip(xa or [], xb or [])):
-                k = _vals_differ(p, q, exact)
+                k = _vals_differ(p, q, exact, scale)
                 if k:
                     return f"call{i}: {key}[{j}] {k}"
     if len(ra) != len(rb):

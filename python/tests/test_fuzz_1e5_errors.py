@@ -120,10 +120,6 @@ def test_non_differentiable_returned_input_chain(jg):
     check(jg, NON_DIFFERENTIABLE_INPUT_RETURNED)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="eager differs from PyTorch: F.apply(x, x) returning both slots, "
-                   "one marked non-differentiable, leaves the other differentiable; "
-                   "PyTorch marks both")
 def test_non_differentiable_returned_input_chain_matches_torch(jg, torch):
     check(jg, NON_DIFFERENTIABLE_INPUT_RETURNED, torch)
 

@@ -26,7 +26,7 @@ jg_ctx *jg_ctx_new_meta(const jg_function *fn, int n_inputs, const jg_meta *in_m
     if (!ctx)
         return jg_errorf_null("out of memory in jg_apply");
     ctx->fn = fn;
-    ctx->n_inputs = n_inputs;
+    ctx->n_inputs = ctx->n_own = n_inputs;
     ctx->materialize_grads = true;
     ctx->needs_input_grad = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof(bool));
     ctx->in_meta = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof(jg_meta));
@@ -187,6 +187,42 @@ static const char *fn_name(const jg_function *fn) {
     return fn->name ? fn->name : "Function";
 }
 
+/* PyTorch's rule for a non-differentiable output (no input needs grad, or
+ * marked) that requires grad: an input is returned as a detached alias (the
+ * alias made above has no history), and any other tensor that is not a view
+ * is detached in place -- the caller's tensor stops requiring grad.  A
+ * traced or lifted one is only flagged: the tracer makes the program run
+ * eagerly. */
+static int detach_non_differentiable(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, int n,
+                                     jg_tensor *const *outs, jg_tensor *const *outputs) {
+    bool any_grad = false;
+    for (int k = 0; k < n_inputs; k++)
+        any_grad |= ctx->needs_input_grad[k];
+    for (int i = 0; i < n; i++) {
+        jg_tensor *o = outs[i];
+        bool is_input = false, is_lifted = false;
+        for (int k = 0; k < n_inputs; k++) {
+            is_input |= k < ctx->n_own && inputs[k] == o;
+            is_lifted |= k >= ctx->n_own && inputs[k] == o;
+        }
+        if (any_grad && !ctx->out_non_diff[i])
+            continue;
+        if (is_input && !o->requires_grad && outputs[i] != o &&
+            jg_view_track_alias(o, outputs[i]) < 0)
+            return -1;
+        if (is_input || o->is_view || !(o->requires_grad || o->grad_fn))
+            continue;
+        if (o->sym || is_lifted) {
+            ctx->detaches_traced = true;
+            continue;
+        }
+        jg_node_release(o->grad_fn);
+        o->grad_fn = NULL;
+        o->requires_grad = o->no_grad_view = false;
+    }
+    return 0;
+}
+
 int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
                             jg_tensor **outputs) {
     const jg_function *fn = ctx->fn;
@@ -260,6 +296,16 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
                     ctx->saved[s].output_nr < 0)
                     jg_saved_mark_output(&ctx->saved[s], i);
         }
+    }
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        ctx->out_non_diff[i] = false;
+        for (int k = 0; k < ctx->n_non_diff; k++)
+            ctx->out_non_diff[i] |= ctx->non_diff[k] == outs[i];
+    }
+    if (rc >= 0 && detach_non_differentiable(ctx, n_inputs, inputs, n, outs, outputs) < 0) {
+        for (int k = 0; k < n; k++)
+            jg_release(outputs[k]);
+        rc = -1;
     }
     /* each mark becomes the output it is (borrowed), or NULL */
     for (int k = 0; k < ctx->n_non_diff; k++) {
@@ -397,6 +443,7 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
     jg_ctx *ctx = jg_ctx_new(fn, n_inputs, inputs, args, args_size);
     if (!ctx)
         return -1;
+    ctx->n_own = n_own;
     for (int i = n_own; i < n_inputs; i++)
         ctx->needs_input_grad[i] = false; /* (not inputs in eager mode: no edge) */
     jg_tensor *outs[JG_MAX_OUTPUTS];
@@ -431,10 +478,7 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
             jg_node_set_edge(&f->base, i, inputs[i]);
         f->base.has_saved = ctx->n_saved > 0;
         for (int i = 0; i < n; i++) {
-            bool diff = true;
-            for (int k = 0; k < ctx->n_non_diff; k++)
-                diff &= ctx->non_diff[k] != outs[i];
-            if (diff) {
+            if (!ctx->out_non_diff[i]) {
                 jg_node_set_outputs(&f->base, 1, &outs[i]);
             } else {
                 jg_meta_of(outs[i], &f->base.out_meta[i]);

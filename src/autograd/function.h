@@ -26,6 +26,15 @@ struct jg_ctx {
     jg_tensor *non_diff[JG_MAX_OUTPUTS];
     int n_non_diff;
     bool non_diff_final;
+    /* per output, after forward: marked non-differentiable (a mark matches
+     * every output that is the marked tensor, as PyTorch's by identity) */
+    bool out_non_diff[JG_MAX_OUTPUTS];
+    /* forward returned a traced tensor that requires grad as a
+     * non-differentiable output, neither an input nor a view: eager detaches
+     * such a tensor in place (PyTorch's rule), which a trace cannot capture */
+    bool detaches_traced;
+    int n_own; /* inputs before n_own are the call's own; the rest are lifted
+                * (tensors reached through objects: no inputs in eager mode) */
     /* inputs the forward wrote in place (jg_ctx_mark_dirty; borrowed) and
      * the output each one is returned as */
     jg_tensor *dirty[JG_MAX_OUTPUTS];

@@ -426,7 +426,8 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
      * data back, and the stand-in's version moves on, so a rerun node that
      * saved the input itself fails when read, with eager's message, as
      * eager's node would. */
-    bool *stale = calloc((size_t)ng + 1, sizeof *stale), any_stale = false;
+    bool *stale = calloc(2 * (size_t)ng + 1, sizeof *stale), any_stale = false;
+    bool *flipped = stale ? stale + ng : NULL;
     if (!stale && rc == 0)
         rc = jg_errorf("out of memory in backward");
     for (int k = 0; k < ng && rc == 0; k++) {
@@ -442,9 +443,16 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         if (rc == 0 && !f->vals[f->inputs[k]].requires_grad && in[k]->requires_grad) {
             /* it did not require grad at the call (a captured tensor whose
              * requires_grad was switched on since): eager's nodes have no
-             * edge to it, nor may the rerun's */
-            if (!(in[k] = jg_detach(in[k])))
+             * edge to it, nor may the rerun's.  A leaf is read as itself
+             * with requires_grad off for the rerun: eager's nodes saved the
+             * leaf itself, so a second derivative through what they saved
+             * reaches it now. */
+            if (!stale[k] && !in[k]->grad_fn) {
+                in[k]->requires_grad = false;
+                flipped[k] = true;
+            } else if (!(in[k] = jg_detach(in[k]))) {
                 rc = -1;
+            }
         }
         if (rc == 0 && stale[k] && !f->vals[f->inputs[k]].requires_grad) {
             /* no stand-in for it: a copy of its own in its place */
@@ -477,6 +485,9 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         rc = jg_errorf("out of memory in backward");
     if (rc == 0)
         rc = jg_trace_replay_uses(f, in, uses, live, pre, fo, vals);
+    for (int k = 0; k < ng && flipped; k++)
+        if (flipped[k])
+            in[k]->requires_grad = true;
     if (rc == 0 && any_stale)
         rc = restore_saved(c, vals, in, stale, n_stand, stand);
     for (int j = 0; j < n_stand && rc == 0; j++)
@@ -767,8 +778,9 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     /* outputs that view an input are tracked views of it, as in eager */
     for (int j = 0; rc == 0 && e->out_view_in && j < e->n_prog_out; j++)
         if (e->out_view_in[j] >= 0)
-            rc = jg_view_track_steps(gt[e->out_view_in[j]], fo[j], e->out_view_steps[j],
-                                     e->out_view_n[j]);
+            rc = e->out_view_n[j] ? jg_view_track_steps(gt[e->out_view_in[j]], fo[j],
+                                                        e->out_view_steps[j], e->out_view_n[j])
+                                  : jg_view_track_alias(gt[e->out_view_in[j]], fo[j]);
     if (rc == 0) {
         for (int j = 0; j < e->n_prog_out; j++)
             outputs[j] = jg_scope_track(fo[j]);

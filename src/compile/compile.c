@@ -505,6 +505,28 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
 /* Program outputs made by view ops from a graph input (a call input, or a
  * tensor the program reached by capture): at run time they become tracked
  * views of that input's tensor (see jg_entry.out_view_in), as in eager. */
+/* The graph input that value v (without history) is, returned as itself by
+ * the custom call that made it (a non-differentiable output), or -1. */
+static int passthrough_input(const jg_graph *g, int v) {
+    if (v < 0 || g->vals[v].kind != JG_VAL_NODE || g->vals[v].requires_grad)
+        return -1;
+    const jg_gnode *nd = &g->nodes[g->vals[v].node];
+    const jg_gcustom *c = nd->kind == JG_GN_CUSTOM ? nd->custom : NULL;
+    if (!c || c->opaque || c->opaque_backward || !c->fwd || !c->user)
+        return -1;
+    const jg_custom_info *info = c->user;
+    int k = 0;
+    while (k < info->n_call_out && nd->out[k] != v)
+        k++;
+    if (k == info->n_call_out || k >= c->fwd->n_outputs)
+        return -1;
+    const jg_value *fv = &c->fwd->vals[c->fwd->outputs[k]];
+    if (fv->kind != JG_VAL_INPUT || fv->index >= info->n_args)
+        return -1;
+    int in = jg_gnode_slot_value(nd, fv->index);
+    return g->vals[in].kind == JG_VAL_INPUT ? in : -1;
+}
+
 static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
     for (int j = 0; j < n_out; j++) {
         jg_opcode ops[16];
@@ -519,7 +541,13 @@ static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const in
             attrs[n++] = &nd->attrs;
             v = nd->in[0];
         }
-        if (!n || v < 0 || g->vals[v].kind != JG_VAL_INPUT)
+        /* a custom call's non-differentiable output that is its own input
+         * (directly the program's output): eager gives a view of the input
+         * made without grad mode (n = 0: jg_view_track_alias) */
+        int alias_of = n ? -1 : passthrough_input(g, v);
+        if (alias_of >= 0)
+            v = alias_of;
+        else if (!n || v < 0 || g->vals[v].kind != JG_VAL_INPUT)
             continue;
         for (int a = 0, b = n - 1; a < b; a++, b--) { /* from the input outwards */
             jg_opcode o = ops[a];
@@ -536,7 +564,7 @@ static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const in
             for (int m = 0; m < JG_MAX_OUTPUTS; m++)
                 e->out_view_in[m] = -1;
         }
-        if (jg_view_steps_make(n, ops, attrs, &e->out_view_steps[j]) < 0)
+        if (n && jg_view_steps_make(n, ops, attrs, &e->out_view_steps[j]) < 0)
             return -1;
         e->out_view_n[j] = n;
         e->out_view_in[j] = g->vals[v].index;
@@ -743,6 +771,7 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         if (!inputs[i])
             return jg_errorf("jg_compiled_call: input %d is NULL", i);
         symbolic |= inputs[i]->sym != NULL;
+        jg_view_follow_base(inputs[i]); /* (before the guards read requires_grad) */
     }
     if (symbolic || jg_trace_capture) /* called inside another trace: inline the program there */
         return run_eager(c, args, n_inputs, inputs, outputs);

@@ -50,7 +50,7 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
      * back (compile/mutation.c) */
     if (self->sym || !jg_grad_mode)
         return 0;
-    if ((self->no_grad_view && !self->grad_fn) ||
+    if ((self->no_grad_view && !self->grad_fn && !(self->view && !self->view->no_grad)) ||
         (self->view && self->view->no_grad && self->view->base->requires_grad))
         return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
                          "grad mode enabled. Given that this use case is ambiguous and "
@@ -58,12 +58,12 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
                          "the view and the inplace either both inside the no_grad block (if you "
                          "don't want the inplace to be tracked) or both outside (if you want the "
                          "inplace to be tracked).");
-    if (self->requires_grad && !self->grad_fn)
-        return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
-                         "operation.");
     if (self->view && self->view->base->requires_grad && !self->view->base->grad_fn)
         return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
                          "in-place operation.");
+    if (self->requires_grad && !self->grad_fn)
+        return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
+                         "operation.");
     return 0;
 }
 

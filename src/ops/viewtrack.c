@@ -167,8 +167,44 @@ static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
     return x;
 }
 
+int jg_view_track_alias(jg_tensor *in, jg_tensor *out) {
+    if (out == in || out->view || out->sym || in->sym || out->storage != in->storage ||
+        in->requires_grad || (!in->view && in->is_view))
+        return 0;
+    jg_tensor *base = in->view ? in->view->base : in;
+    int m = in->view ? in->view->n_steps : 0;
+    jg_view_info *v = malloc(sizeof *v);
+    view_step *s = malloc(sizeof *s * (size_t)(m + 1));
+    if (!v || !s) {
+        free(v);
+        free(s);
+        return jg_errorf("out of memory recording a view");
+    }
+    if (m)
+        memcpy(s, in->view->steps, sizeof *s * (size_t)m);
+    s[m].op = JG_OP_RESHAPE; /* (to its own shape: view_as(self)) */
+    s[m].a = (jg_attrs){.n = in->ndim};
+    memcpy(s[m].a.i, in->shape, sizeof(int64_t) * (size_t)in->ndim);
+    v->base = jg_retain(base);
+    v->version = base_version(base);
+    v->no_grad = true;
+    v->n_steps = m + 1;
+    v->steps = s;
+    out->view = v;
+    out->is_view = true;
+    return 0;
+}
+
+void jg_view_follow_base(jg_tensor *t) {
+    const jg_view_info *v = t->view;
+    if (v && !t->grad_fn && !t->sym && v->base->requires_grad != t->requires_grad &&
+        (v->base->requires_grad || t->no_grad_view))
+        t->requires_grad = t->no_grad_view = v->base->requires_grad;
+}
+
 int jg_view_refresh(jg_tensor *t) {
     jg_view_info *v = t->view;
+    jg_view_follow_base(t);
     uint64_t ver = base_version(v->base);
     if (ver == v->version || v->no_grad)
         return 0;

@@ -41,6 +41,15 @@ int jg_view_steps_make(int n, const jg_opcode *ops, const jg_attrs *const *attrs
  * mode too, so an in-place op on the base later remakes its history.
  * 0 or -1. */
 int jg_view_track_steps(jg_tensor *in, jg_tensor *out, const void *steps, int n);
+/* Records out, an alias of in that does not require grad, as in's view
+ * made without grad mode (PyTorch's _view_as_self_with_no_grad: what a
+ * custom function returns for a non-differentiable input output).  0 or
+ * -1. */
+int jg_view_track_alias(jg_tensor *in, jg_tensor *out);
+/* A view without history requires grad while its base does (PyTorch's
+ * views ask their base), its gradients dropped as a no_grad view's: t's
+ * flags brought up to date (part of jg_view_refresh). */
+void jg_view_follow_base(jg_tensor *t);
 /* Remakes t's history (traced: its value) from its base if the base changed
  * since it was made.  0 or -1. */
 int jg_view_refresh(jg_tensor *t);

@@ -301,6 +301,7 @@ static int add_kept_outputs(jg_graph *F, const kept_set *kept) {
  * with NULL (assumed not to depend on values; checked at run time). */
 typedef struct {
     bool materialize;
+    bool detaches; /* see jg_ctx.detaches_traced */
     bool non_diff[JG_MAX_OUTPUTS];
     bool none_known;
     bool none_slot[MAX_SLOTS];
@@ -328,11 +329,21 @@ static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *cons
     for (int i = 0; i < n_all && rc == 0; i++) {
         jg_meta_of(inputs[i], &im[i]);
         needs[i] = i < n && jg_grad_mode && inputs[i]->requires_grad;
-        if (!(z[i] = jg_full(im[i].dtype, im[i].ndim, im[i].shape, 0.0)))
+        int same = 0;
+        while (same < i && inputs[same] != inputs[i])
+            same++;
+        if (same < i) /* one tensor in two slots: one here too (marks match by identity) */
+            z[i] = z[same];
+        else if (!(z[i] = jg_full(im[i].dtype, im[i].ndim, im[i].shape, 0.0)))
             rc = -1;
+        else if (i >= n) /* (what the forward sees of a lifted tensor) */
+            z[i]->requires_grad = inputs[i]->requires_grad;
     }
     jg_ctx *ctx = rc == 0 ? jg_ctx_new_meta(fn, n_all, im, needs, args, args_size) : NULL;
+    if (ctx)
+        ctx->n_own = n;
     int n_out = ctx ? jg_function_run_forward(ctx, n_all, z, o) : -1;
+    pr->detaches = n_out > 0 && ctx->detaches_traced;
     if (refused.hit) {
         for (int k = 0; k < n_out; k++)
             jg_release(o[k]);
@@ -340,9 +351,7 @@ static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *cons
     }
     for (int k = 0; k < n_out; k++) {
         jg_meta_of(o[k], &metas[k]);
-        pr->non_diff[k] = false;
-        for (int j = 0; j < ctx->n_non_diff; j++)
-            pr->non_diff[k] |= ctx->non_diff[j] == o[k];
+        pr->non_diff[k] = ctx->out_non_diff[k];
     }
     pr->none_known = false;
     if (n_out > 0) {
@@ -375,6 +384,17 @@ static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *cons
         drop_child(G, S);
     jg_trace_capture_resume(capture);
     return n_out;
+}
+
+/* Eager mode detaches in place a tensor that requires grad returned as a
+ * non-differentiable output (PyTorch's rule): a side effect on the caller's
+ * tensor the graph cannot hold, so the program runs eagerly. */
+static int detach_break(const jg_function *fn) {
+    jg_trace_note_break("%s.forward returns a tensor that requires grad as a non-differentiable "
+                        "output (no input requires grad, or mark_non_differentiable) and it is "
+                        "none of its inputs: eager mode detaches it in place",
+                        fn_name(fn));
+    return jg_errorf("%s.forward detaches a tensor in place; it cannot be traced", fn_name(fn));
 }
 
 static void ctx_free(void *p) {
@@ -418,6 +438,13 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         jg_ctx_free(ctx);
         drop_child(G, F);
         return jg_errorf("%s.forward writes an input in place; it cannot be traced", fn_name(fn));
+    }
+    if (n_out > 0 && ctx->detaches_traced) {
+        for (int k = 0; k < n_out; k++)
+            jg_release(outs[k]);
+        jg_ctx_free(ctx);
+        drop_child(G, F);
+        return detach_break(fn);
     }
     if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
@@ -466,6 +493,10 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
             all[s] = s < n ? inputs[s] : lifted->outer[s - n];
         n_out = opaque_metas(fn, n, n_all, all, args, args_size, metas, &probe);
         materialize = probe.materialize;
+        if (n_out > 0 && probe.detaches) {
+            jg_ctx_free(ctx);
+            return detach_break(fn);
+        }
         if (n_out < 0) {
             /* e.g. it read a traced tensor of the program reached through an
              * object argument: the program runs eagerly, as it would fail
@@ -495,8 +526,7 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         any_rg |= jg_grad_mode && inputs[i]->requires_grad;
     for (int k = 0; k < n_out && rc == 0; k++) {
         diff[k] = jg_dtype_is_float(metas[k].dtype);
-        for (int j = 0; ctx && j < ctx->n_non_diff; j++)
-            diff[k] &= ctx->non_diff[j] != outs[k];
+        diff[k] &= !(ctx && ctx->out_non_diff[k]);
         if (opaque)
             diff[k] &= !probe.non_diff[k];
         rgs[k] = any_rg && diff[k];
