@@ -315,6 +315,9 @@ _BACKENDS = {
 }
 
 
+_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
 def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, options=None,
             disable=False, verify=False):
     """Compiles fn (a call, or a decorator with or without arguments).
@@ -329,13 +332,24 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     item(), tolist(), numpy()) cannot be traced: with fullgraph=True that is
     an error, otherwise the call runs eagerly.  backend: "interp", "c", or
     PyTorch's names ("inductor" -> the fastest available, "eager" and
-    "aot_eager" -> "interp").  dynamic and mode are accepted and ignored.
+    "aot_eager" -> "interp").  mode: None or one of PyTorch's ("default",
+    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"; all run
+    as "default" today), not together with options; an unknown mode is an
+    error.  dynamic is accepted and ignored.  A program traced for 8 distinct
+    guard sets (JITGRAD_CACHE_SIZE_LIMIT) runs further new ones eagerly.
     An nn.Module gives an OptimizedModule (PyTorch 2's): a Module around it
     (`_orig_mod`) whose calls run the module's __call__ compiled.
     """
     if fn is None:
         return lambda f: compile(f, fullgraph=fullgraph, backend=backend, dynamic=dynamic,
                                  mode=mode, options=options, disable=disable, verify=verify)
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can specify, but both can't be specified at "
+                           "the same time.")
+    if mode is not None and mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError("jitgrad.compile: options must be a dict")
     if disable:
         return fn
     if backend is not None and not isinstance(backend, str):

@@ -24,7 +24,19 @@ struct jg_compiled {
     jg_entry **entries;
     int n_entries, cap_entries;
     int fallbacks;
+    int cache_limit;   /* entries traced at most (PyTorch's cache_size_limit); <= 0: none */
+    bool limit_warned; /* (the warning is printed once) */
 };
+
+/* JITGRAD_CACHE_SIZE_LIMIT, default 8 as PyTorch's; 0 turns the limit off. */
+static int parse_cache_limit(void) {
+    const char *s = getenv("JITGRAD_CACHE_SIZE_LIMIT");
+    if (!s || !*s)
+        return 8;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end || v < 0 || v > 1000000 ? 8 : (int)v;
+}
 
 static unsigned parse_log(void) {
     return (jg_log_topic("recompiles") ? LOG_RECOMPILES : 0) |
@@ -55,6 +67,7 @@ jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *
     c->verify = opts && opts->verify;
     c->backend = be;
     c->log = parse_log();
+    c->cache_limit = parse_cache_limit();
     return c;
 }
 
@@ -787,6 +800,22 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
         if (key_match(c->entries[i], &key, inputs, i == c->n_entries - 1 ? why : NULL, sizeof why))
             e = c->entries[i];
+    if (!e && c->cache_limit > 0 && c->n_entries >= c->cache_limit) {
+        /* retracing for every new shape or value would cost more than it
+         * gains: such calls run eagerly, as PyTorch's past its limit */
+        if (!c->limit_warned)
+            fprintf(stderr,
+                    "jitgrad: a compiled program hit the cache size limit (%d entries); calls "
+                    "matching none of them run eagerly. Last reason: %s. "
+                    "JITGRAD_CACHE_SIZE_LIMIT raises the limit (0: none); "
+                    "JITGRAD_LOG=recompiles logs every reason.\n",
+                    c->cache_limit, why);
+        c->limit_warned = true;
+        if (in != small)
+            free(in);
+        c->fallbacks++;
+        return run_eager(c, args, n_inputs, inputs, outputs);
+    }
     if (!e) {
         if (c->n_entries && (c->log & LOG_RECOMPILES))
             fprintf(stderr, "jitgrad: recompiling (entry %d): %s\n", c->n_entries, why);
