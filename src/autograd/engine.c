@@ -651,9 +651,14 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
         jg_tensor *t = roots[r];
         if (!t)
             return jg_errorf("backward: output %d is NULL", r);
-        if (t->sym || jg_trace_capture)
-            return jg_errorf("backward cannot run inside a traced program: differentiate the "
-                             "compiled function's outputs instead");
+        if (t->sym || jg_trace_capture) {
+            /* a graph break: without fullgraph the program runs eagerly */
+            const char *why = "backward() or autograd.grad() inside the program cannot be traced "
+                              "yet: differentiate the compiled function's outputs instead";
+            if (jg_hooks.on_untraceable)
+                jg_hooks.on_untraceable(why);
+            return jg_errorf("%s", why);
+        }
         if (!t->requires_grad)
             return jg_errorf("element %d of tensors does not require grad and does not have a "
                              "grad_fn",

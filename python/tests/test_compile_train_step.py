@@ -1,0 +1,55 @@
+"""A whole training step (forward, backward, optimizer step) under
+jitgrad.compile: backward inside a traced program is a graph break, so the
+step runs eagerly (and trains exactly as eager) instead of failing; with
+fullgraph=True it is an error naming the reason."""
+import pytest
+
+
+def make(T):
+    T.manual_seed(0)
+    model = T.nn.Sequential(T.nn.Linear(4, 8), T.nn.ReLU(), T.nn.Linear(8, 2))
+    opt = T.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        loss = T.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return model, step
+
+
+def train(T, compiled, **kw):
+    model, step = make(T)
+    if compiled:
+        step = T.compile(step, backend="interp", **kw)
+    T.manual_seed(1)
+    x, y = T.randn(16, 4), T.randn(16, 2)
+    losses = [step(x, y).item() for _ in range(4)]
+    return losses, [p.detach().tolist() for p in model.parameters()], step
+
+
+def test_train_step_with_backward_runs_eagerly(jg, capfd):
+    ref_losses, ref_params, _ = train(jg, False)
+    losses, params, step = train(jg, True)
+    assert losses == ref_losses and params == ref_params
+    assert step._jitgrad_compiled.fallbacks() == 4
+    assert "graph break (entry 0): backward() or autograd.grad() inside the program" in \
+        capfd.readouterr().err
+
+
+def test_autograd_grad_inside_program_runs_eagerly(jg):
+    w = jg.tensor([2.0, 3.0], requires_grad=True)
+
+    def f(x):
+        (g,) = jg.autograd.grad((w * x).sum(), [w])
+        return g * 2
+
+    x = jg.tensor([1.0, 5.0])
+    assert jg.compile(f, backend="interp")(x).tolist() == f(x).tolist() == [2.0, 10.0]
+
+
+def test_train_step_fullgraph_is_an_error(jg):
+    with pytest.raises(RuntimeError, match="inside the program cannot be traced yet"):
+        train(jg, True, fullgraph=True)
