@@ -1,6 +1,7 @@
-"""Differences found by the second 10^5-program fuzz run (seed 1000000, every
-feature): each minimized program runs eager, compiled (interp and c, bitwise
-equal to eager) and under PyTorch (within the fuzzer's tolerance)."""
+"""Differences found by the second and third 10^5-program fuzz runs (seeds
+1000000 and 1100000, every feature): each minimized program runs eager,
+compiled (interp and c, bitwise equal to eager) and under PyTorch (within the
+fuzzer's tolerance)."""
 import os
 import sys
 
@@ -127,3 +128,82 @@ def test_tolerance_scales_with_record():
     assert runner.diff(wrong, ref, exact=False) == "call0: agrad[1] value"
     alone = [{"agrad": [((1,), True, [-2.4e-3])]}]
     assert runner.diff(alone, [{"agrad": [((1,), True, [2.4e-3])]}], exact=False) is not None
+
+
+# seeds 1162277, 1179018: a captured leaf that required grad at a compiled
+# call and was switched off before a create_graph backward reached the call.
+# Eager's nodes made at the call keep their history and their edge to the
+# leaf; the compiled call's rerun read the leaf without a stand-in, so an
+# output made from it alone had no history ("internal error: output 1 of a
+# compiled call has no history ...").
+CAPTURED_LEAF_SWITCHED_OFF_RERUN = r"""
+def make_fn():
+    C0 = L('C0', (1,), True)
+    C1 = L('C1', (3,), True)
+
+    def fn(x0, x1, x2):
+        v3 = C0.add(x0, alpha=2)
+        v6 = C1[0]
+        return (v6, v3)
+    return (fn, C0, C1)
+fn, C0, C1 = make_fn()
+
+def call0(prev):
+    b0 = L('c0b0', (3,), False)
+    l1 = L('c0l1', (3,), True)
+    b2 = L('c0b2', (1,), True)
+    return [b0[1:], l1, b2]
+
+def call1(prev):
+    p = [o for o in prev if hasattr(o, 'shape') and tuple(o.shape) == (2,)]
+    l2 = L('c1l2', (3,), False)
+    l3 = L('c1l3', (1,), True)
+    return [p[0], l2, l3]
+
+def step1():
+    C0.requires_grad_(not C0.requires_grad)
+CALLS = [(call0, 'backward'), (call1, 'double')]
+BETWEEN = {1: step1}
+"""
+
+# seeds 1120626, 1189838: the same cause seen as a second derivative without
+# history (agrad requires_grad False where eager's is True)
+CAPTURED_LEAF_SWITCHED_OFF_AGRAD = r"""
+C0 = L('C0', (1,), True)
+
+def fn(x0, x2):
+    v3 = C0.clone()
+    v4 = x2 * v3
+    return (v4, x0)
+
+def call0(prev):
+    l1 = L('c0l1', (4,), True)
+    l3 = L('c0l3', (4,), True)
+    return [l1, l3]
+
+def call1(prev):
+    p = [o for o in prev if hasattr(o, 'shape') and tuple(o.shape) == (4,)]
+    l3 = L('c1l3', (4,), True)
+    return [p[0], l3]
+
+def step1():
+    C0.requires_grad_(not C0.requires_grad)
+CALLS = [(call0, 'backward'), (call1, 'double')]
+BETWEEN = {1: step1}
+"""
+
+
+def test_captured_leaf_switched_off_rerun(jg):
+    check(jg, CAPTURED_LEAF_SWITCHED_OFF_RERUN)
+
+
+def test_captured_leaf_switched_off_rerun_matches_torch(jg, torch):
+    check(jg, CAPTURED_LEAF_SWITCHED_OFF_RERUN, torch)
+
+
+def test_captured_leaf_switched_off_agrad(jg):
+    check(jg, CAPTURED_LEAF_SWITCHED_OFF_AGRAD)
+
+
+def test_captured_leaf_switched_off_agrad_matches_torch(jg, torch):
+    check(jg, CAPTURED_LEAF_SWITCHED_OFF_AGRAD, torch)

@@ -453,6 +453,16 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
             } else if (!(in[k] = jg_detach(in[k]))) {
                 rc = -1;
             }
+        } else if (rc == 0 && f->vals[f->inputs[k]].requires_grad && !in[k]->requires_grad &&
+                   !in[k]->grad_fn && !stale[k]) {
+            /* the reverse: a leaf that required grad at the call and no longer
+             * does.  Eager's nodes have history and an edge to it (which gives
+             * it nothing while it is off) and saved the leaf itself (no
+             * second derivative through it while it is off): the rerun reads
+             * it as itself, requiring grad as at the call, without a
+             * stand-in. */
+            in[k]->requires_grad = true;
+            flipped[k] = true;
         }
         if (rc == 0 && stale[k] && !f->vals[f->inputs[k]].requires_grad) {
             /* no stand-in for it: a copy of its own in its place */
@@ -472,7 +482,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
              * the call -- gets none: eager's node's edge to it gives it
              * nothing now, and what it computes has no history) */
             if (ov->kind != JG_VAL_INPUT || !ov->requires_grad || !in[ov->index] ||
-                !in[ov->index]->requires_grad)
+                !in[ov->index]->requires_grad || flipped[ov->index])
                 continue;
             if (!(uses[u + s] = stand[n_stand++] = use_new(in[ov->index], stale[ov->index])))
                 rc = -1;
@@ -487,7 +497,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         rc = jg_trace_replay_uses(f, in, uses, live, pre, fo, vals);
     for (int k = 0; k < ng && flipped; k++)
         if (flipped[k])
-            in[k]->requires_grad = true;
+            in[k]->requires_grad = !in[k]->requires_grad;
     if (rc == 0 && any_stale)
         rc = restore_saved(c, vals, in, stale, n_stand, stand);
     for (int j = 0; j < n_stand && rc == 0; j++)
