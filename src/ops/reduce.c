@@ -245,26 +245,58 @@ static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
         jg_parallel_for(n, m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1), sum_rows, &c);
 }
 
+/* The tile width, in columns, of a reduction over the middle dim of
+ * [A, R, C] whose usual tile is tile columns.  Each output column is
+ * computed alone, by the same operations in the same order, whatever tile
+ * holds it: so the width changes only how the work splits, never a bit,
+ * and may follow the thread count.  A large reduction with fewer units
+ * (A * tiles) than threads (sum(dim=0) of a square matrix: one unit) gets
+ * narrower tiles, a multiple of 16 columns (whole cache lines), one per
+ * thread, while each keeps JG_PAR_MIN elements; otherwise tile. */
+static int64_t outer_tile(int64_t A, int64_t R, int64_t C, int64_t tile) {
+    if (C <= 16 || !jg_parallel_worth(A * R * C))
+        return tile;
+    int64_t t = jg_parallel_threads(), tiles = (C + tile - 1) / tile;
+    if (A * tiles >= t)
+        return tile;
+    int64_t per_a = (t + A - 1) / A;
+    int64_t w = ((C + per_a - 1) / per_a + 15) / 16 * 16;
+    int64_t wmin = (JG_PAR_MIN / (R ? R : 1) + 15) / 16 * 16;
+    w = w < wmin ? wmin : w;
+    return w < tile ? w : tile;
+}
+
 /* A dense input seen as [A, R, C] summed over R: out[a, c] adds
  * x[a, 0, c], x[a, 1, c], ... in order, from 0.  Work units are (a, a tile
- * of TILE_C columns); the rows of a unit stream through a row of outputs
- * that stays in L1. */
+ * of w columns); the rows of a unit stream through a row of outputs that
+ * stays in L1. */
 enum { TILE_C = 1024 };
 typedef struct {
     const char *x;
     char *o;
-    int64_t r, c, tiles;
+    int64_t r, c, w, tiles;
     jg_dtype dt;
 } outer_ctx;
 
 /* Four rows per pass over the outputs (added one after the other, the
  * same order), so the outputs are loaded and stored a quarter as often. */
 #define SUM_OUTER(TY, T)                                                                           \
-    static __attribute__((optimize("tree-vectorize"))) void sum_outer_##TY(                        \
-        T *restrict o, const T *restrict x, int64_t r, int64_t c, int64_t w) {                     \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize"),                                                                \
+        target_clones("avx2", "default"))) void sum_outer_##TY(T *restrict o, const T *restrict x, \
+                                                               int64_t r, int64_t c, int64_t w) {  \
         for (int64_t j = 0; j < w; j++)                                                            \
             o[j] = 0;                                                                              \
         int64_t k = 0;                                                                             \
+        for (; k + 8 <= r; k += 8) {                                                               \
+            const T *restrict r0 = x + k * c, *restrict r1 = r0 + c, *restrict r2 = r1 + c;        \
+            const T *restrict r3 = r2 + c, *restrict r4 = r3 + c, *restrict r5 = r4 + c;           \
+            const T *restrict r6 = r5 + c, *restrict r7 = r6 + c;                                  \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                o[j] =                                                                             \
+                    (((((((o[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]) + r4[j]) + r5[j]) + r6[j]) +   \
+                    r7[j];                                                                         \
+        }                                                                                          \
         for (; k + 4 <= r; k += 4) {                                                               \
             const T *restrict r0 = x + k * c, *restrict r1 = r0 + c, *restrict r2 = r1 + c;        \
             const T *restrict r3 = r2 + c;                                                         \
@@ -285,8 +317,8 @@ static void sum_outer_units(void *vc, int64_t lo, int64_t hi) {
     const outer_ctx *c = vc;
     size_t es = jg_dtype_size(c->dt);
     for (int64_t u = lo; u < hi; u++) {
-        int64_t a = u / c->tiles, j0 = (u % c->tiles) * TILE_C;
-        int64_t w = c->c - j0 < TILE_C ? c->c - j0 : TILE_C;
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * c->w;
+        int64_t w = c->c - j0 < c->w ? c->c - j0 : c->w;
         const char *x = c->x + (size_t)(a * c->r * c->c + j0) * es;
         char *o = c->o + (size_t)(a * c->c + j0) * es;
         if (c->dt == JG_F32)
@@ -320,9 +352,9 @@ static bool outer_reduction(const jg_tensor *in, const bool *mask, int64_t *A, i
 }
 
 static void sum_outer(const jg_tensor *in, jg_tensor *out, int64_t A, int64_t R, int64_t C) {
-    outer_ctx c = {jg_tensor_ptr(in),         jg_tensor_ptr(out), R, C,
-                   (C + TILE_C - 1) / TILE_C, in->dtype};
-    int64_t units = A * c.tiles, per = R * (C < TILE_C ? C : TILE_C);
+    int64_t w = outer_tile(A, R, C, TILE_C);
+    outer_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), R, C, w, (C + w - 1) / w, in->dtype};
+    int64_t units = A * c.tiles, per = R * (C < w ? C : w);
     if (units * per < JG_PAR_MIN)
         sum_outer_units(&c, 0, units);
     else
@@ -792,15 +824,15 @@ MAX_COLS_FN(f64, double)
 typedef struct {
     const char *x;
     char *v;
-    int64_t *ix, len, C, tiles;
+    int64_t *ix, len, C, w, tiles;
     jg_dtype dt;
 } max_cols_ctx;
 
 static void max_col_units(void *vc, int64_t lo, int64_t hi) {
     const max_cols_ctx *c = vc;
     for (int64_t u = lo; u < hi; u++) {
-        int64_t a = u / c->tiles, j0 = (u % c->tiles) * MAX_COLS;
-        int64_t w = c->C - j0 < MAX_COLS ? c->C - j0 : MAX_COLS;
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * c->w;
+        int64_t w = c->C - j0 < c->w ? c->C - j0 : c->w;
         int64_t xo = a * c->len * c->C + j0, oo = a * c->C + j0;
         if (c->dt == JG_F32)
             max_cols_f32((const float *)c->x + xo, (float *)c->v + oo, c->ix + oo, c->len, c->C, w);
@@ -830,12 +862,13 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     }
     if (jg_dtype_is_float(x->dtype) && dim < x->ndim - 1 && len > 1 && jg_dense(x)) {
         max_cols_ctx c = {
-            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0,
+            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0, 0,
             x->dtype};
         for (int d = dim + 1; d < x->ndim; d++)
             c.C *= x->shape[d];
-        c.tiles = (c.C + MAX_COLS - 1) / MAX_COLS;
-        int64_t units = outer / c.C * c.tiles, per = len * (c.C < MAX_COLS ? c.C : MAX_COLS);
+        c.w = outer_tile(outer / c.C, len, c.C, MAX_COLS); /* <= MAX_COLS: max_cols' arrays */
+        c.tiles = (c.C + c.w - 1) / c.w;
+        int64_t units = outer / c.C * c.tiles, per = len * (c.C < c.w ? c.C : c.w);
         if (x->numel < JG_PAR_MIN)
             max_col_units(&c, 0, units);
         else

@@ -1,0 +1,178 @@
+/* Reductions on the thread pool give the same bits for 1, 2 and 3 threads:
+ * sum, mean and max over dim 0, dim 1 and all elements of inputs above the
+ * parallel threshold, including the reductions over a leading dim whose
+ * columns are split among the threads (sum(dim=0) of a square matrix).
+ * Sums over a leading dim also equal the documented order (each output
+ * adds its inputs one after the other from 0) whatever the split. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double rnd(jg_dtype dt, double x) {
+    return dt == JG_F32 ? (double)(float)x : dt == JG_I64 ? nearbyint(x) : x;
+}
+
+/* Values with a wide exponent range (the order shows in the bits); for
+ * max, repeated values (ties) and a few NaNs when nan is set. */
+static double *fill(int64_t n, uint64_t seed, jg_dtype dt, bool nan) {
+    double *v = malloc(sizeof(double) * (size_t)n);
+    uint64_t s = seed * 2862933555777941757ULL + 3037000493ULL;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        double m = (double)(s >> 11) / 9007199254740992.0 - 0.5;
+        v[i] = dt == JG_I64 ? (double)((int64_t)(s >> 40) % 2001 - 1000)
+                            : rnd(dt, ldexp(m, (int)((s >> 3) % 24) - 8));
+        if (nan && (s >> 20) % 9973 == 0)
+            v[i] = NAN;
+        if ((s >> 30) % 17 == 0)
+            v[i] = 1.0; /* ties */
+    }
+    return v;
+}
+
+static const int THREADS[] = {1, 2, 3};
+enum { NT = sizeof THREADS / sizeof THREADS[0] };
+
+typedef enum { SUM, MEAN, MAXV, MAXI } red_kind;
+
+/* kind over dim (-1: all elements) at each thread count: same bits. */
+static void check_threads(jg_tensor *x, red_kind kind, int dim) {
+    int before = jg_get_num_threads();
+    jg_tensor *first = NULL;
+    for (int k = 0; k < NT; k++) {
+        assert_int_equal(jg_set_num_threads(THREADS[k]), 0);
+        jg_tensor *r = NULL, *vals = NULL, *idx = NULL;
+        const int dims[1] = {dim};
+        switch (kind) {
+        case SUM:
+            r = dim < 0 ? jg_sum(x) : jg_sum_dims(x, 1, dims, false);
+            break;
+        case MEAN:
+            r = dim < 0 ? jg_mean(x) : jg_mean_dims(x, 1, dims, false);
+            break;
+        case MAXV:
+        case MAXI:
+            if (dim < 0) {
+                r = jg_max(x);
+            } else {
+                assert_int_equal(jg_max_dim(x, dim, false, &vals, &idx), 0);
+                r = kind == MAXV ? vals : idx;
+            }
+            break;
+        }
+        assert_non_null(r);
+        if (first)
+            TU_SAME(r, first);
+        else
+            first = r;
+    }
+    assert_int_equal(jg_set_num_threads(before), 0);
+}
+
+/* Every reduction of x at every thread count. */
+static void check_all_kinds(jg_tensor *x, bool with_mean) {
+    int nd = (int)jg_ndim(x);
+    for (int dim = -1; dim < nd && dim < 2; dim++) {
+        check_threads(x, SUM, dim);
+        if (with_mean)
+            check_threads(x, MEAN, dim);
+        check_threads(x, MAXV, dim);
+        if (dim >= 0)
+            check_threads(x, MAXI, dim);
+    }
+}
+
+/* sum over dim 0 of [R, C] equals the sequential order at 1, 2, 3 threads. */
+static void check_dim0_order(jg_dtype dt, int64_t R, int64_t C) {
+    double *v = fill(R * C, (uint64_t)(R * 31 + C), dt, false);
+    jg_tensor *x = tu_tensor(dt, 2, TU_SHAPE(R, C), v);
+    double *want = malloc(sizeof(double) * (size_t)C);
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0;
+        for (int64_t r = 0; r < R; r++)
+            s = rnd(dt, s + v[r * C + c]);
+        want[c] = s;
+    }
+    int before = jg_get_num_threads();
+    for (int k = 0; k < NT; k++) {
+        assert_int_equal(jg_set_num_threads(THREADS[k]), 0);
+        TU_CHECK(jg_sum_dims(x, 1, (const int[]){0}, false), 1, TU_SHAPE(C), want, 0);
+    }
+    assert_int_equal(jg_set_num_threads(before), 0);
+    free(want);
+    free(v);
+}
+
+/* The case the column split exists for: one tile of columns (C <= 1024,
+ * A = 1), split among the threads; odd widths leave a short last tile. */
+static void test_sum_dim0_split_order(void **state) {
+    (void)state;
+    check_dim0_order(JG_F32, 1024, 1024);
+    check_dim0_order(JG_F32, 700, 1000);
+    check_dim0_order(JG_F32, 4099, 33);
+    check_dim0_order(JG_F64, 600, 999);
+    check_dim0_order(JG_I64, 300, 517);
+}
+
+static void test_square_f32(void **state) {
+    (void)state;
+    double *v = fill(1024 * 1024, 1, JG_F32, true);
+    check_all_kinds(tu_tensor(JG_F32, 2, TU_SHAPE(1024, 1024), v), true);
+    free(v);
+}
+
+static void test_odd_shapes(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{333, 1021}, {70000, 3}, {5, 40000}, {257, 255}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t n = shapes[s][0] * shapes[s][1];
+        double *v = fill(n, 10 + s, JG_F32, s % 2 == 0);
+        check_all_kinds(tu_tensor(JG_F32, 2, shapes[s], v), true);
+        free(v);
+    }
+}
+
+static void test_f64_and_i64(void **state) {
+    (void)state;
+    double *v = fill(600 * 500, 20, JG_F64, true);
+    check_all_kinds(tu_tensor(JG_F64, 2, TU_SHAPE(600, 500), v), true);
+    free(v);
+    v = fill(600 * 500, 21, JG_I64, false);
+    jg_tensor *xi = tu_tensor(JG_I64, 2, TU_SHAPE(600, 500), v);
+    for (int dim = -1; dim < 2; dim++)
+        check_threads(xi, SUM, dim);
+    free(v);
+}
+
+/* 3-d: dim 1 is a middle dim ([A, R, C] with A = 3 units of columns). */
+static void test_middle_dim(void **state) {
+    (void)state;
+    double *v = fill(3 * 300 * 700, 30, JG_F32, true);
+    jg_tensor *x = tu_tensor(JG_F32, 3, TU_SHAPE(3, 300, 700), v);
+    check_all_kinds(x, true);
+    free(v);
+}
+
+/* A non-dense input (a transpose) is copied first: same bits as its
+ * contiguous copy at every thread count. */
+static void test_transposed_input(void **state) {
+    (void)state;
+    double *v = fill(512 * 768, 40, JG_F32, false);
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(512, 768), v);
+    jg_tensor *t = jg_transpose(x, 0, 1), *tc = jg_contiguous(t);
+    check_all_kinds(t, true);
+    TU_SAME(jg_sum_dims(t, 1, (const int[]){0}, false),
+            jg_sum_dims(tc, 1, (const int[]){0}, false));
+    free(v);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_sum_dim0_split_order), TU_TEST(test_square_f32),
+        TU_TEST(test_odd_shapes),           TU_TEST(test_f64_and_i64),
+        TU_TEST(test_middle_dim),           TU_TEST(test_transposed_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
