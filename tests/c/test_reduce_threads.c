@@ -3,8 +3,14 @@
  * parallel threshold, including the reductions over a leading dim whose
  * columns are split among the threads (sum(dim=0) of a square matrix).
  * Sums over a leading dim also equal the documented order (each output
- * adds its inputs one after the other from 0) whatever the split. */
+ * adds its inputs one after the other from 0) whatever the split.
+ * softmax / log_softmax (their kernels have AVX2 clones) give the bits of
+ * the same steps computed here by the baseline build of ops/ew_math.h, at
+ * every thread count. */
 #include "testutil.h"
+
+#include "ops/ew_math.h"
+#include "ops/sum_order.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -168,11 +174,59 @@ static void test_transposed_input(void **state) {
     free(v);
 }
 
+/* softmax / log_softmax of [R, N] (values scaled into exp's easy range)
+ * along dim 1 and dim 0 against the steps of ops/softmax.c computed here,
+ * in this file's baseline (non-AVX2) code: m = max, e = exp(x - m),
+ * s = the ordered sum, then e / s or (x - m) - log(s). */
+static void check_softmax(int64_t R, int64_t N, bool log_) {
+    double *v = fill(R * N, (uint64_t)(R + N), JG_F32, false);
+    float *xf = malloc(sizeof(float) * (size_t)(R * N)), *e = malloc(sizeof(float) * (size_t)N);
+    double *want = malloc(sizeof(double) * (size_t)(R * N));
+    for (int64_t i = 0; i < R * N; i++)
+        v[i] = xf[i] = (float)(v[i] * 1e-2);
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = xf + r * N;
+        float m = x[0];
+        for (int64_t i = 1; i < N; i++)
+            m = x[i] > m ? x[i] : m;
+        for (int64_t i = 0; i < N; i++)
+            e[i] = jg_ew_expf(x[i] - m);
+        float s = jg_sum_run_f32(e, N), ls = jg_ew_logf(s);
+        for (int64_t i = 0; i < N; i++)
+            want[r * N + i] = log_ ? (x[i] - m) - ls : e[i] / s;
+    }
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(R, N), v);
+    jg_tensor *xt = jg_contiguous(jg_transpose(x, 0, 1)); /* [N, R]: dim 0 */
+    int before = jg_get_num_threads();
+    for (int k = 0; k < NT; k++) {
+        assert_int_equal(jg_set_num_threads(THREADS[k]), 0);
+        jg_tensor *(*f)(jg_tensor *, int) = log_ ? jg_log_softmax : jg_softmax;
+        TU_CHECK(f(x, 1), 2, TU_SHAPE(R, N), want, 0);
+        TU_CHECK(jg_transpose(f(xt, 0), 0, 1), 2, TU_SHAPE(R, N), want, 0);
+    }
+    assert_int_equal(jg_set_num_threads(before), 0);
+    free(want);
+    free(e);
+    free(xf);
+    free(v);
+}
+
+static void test_softmax_threads_baseline(void **state) {
+    (void)state;
+    check_softmax(300, 1000, false);
+    check_softmax(300, 1000, true);
+    check_softmax(40, 5003, false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_sum_dim0_split_order), TU_TEST(test_square_f32),
-        TU_TEST(test_odd_shapes),           TU_TEST(test_f64_and_i64),
-        TU_TEST(test_middle_dim),           TU_TEST(test_transposed_input),
+        TU_TEST(test_sum_dim0_split_order),
+        TU_TEST(test_square_f32),
+        TU_TEST(test_odd_shapes),
+        TU_TEST(test_f64_and_i64),
+        TU_TEST(test_middle_dim),
+        TU_TEST(test_transposed_input),
+        TU_TEST(test_softmax_threads_baseline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
