@@ -495,12 +495,12 @@ int jg_vjp_mean(VJP_ARGS) {
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef int64_t v2l __attribute__((vector_size(16)));
 
-/* The largest non-NaN value of x[0, n) (n >= 1; which zero, when it is
- * ±0, is unspecified) and whether a NaN occurs.  Blends instead of a
- * compare-and-branch so that it vectorizes; the value does not depend on
- * the order of the comparisons. */
-#define MAX_VALUE(TY, T, V, VU, VI, VMAX)                                                          \
-    static T max_value_##TY(const T *x, int64_t n, bool *nan) {                                    \
+/* The largest (NAME max, GT >) or smallest (min, <) non-NaN value of
+ * x[0, n) (n >= 1; which zero, when it is ±0, is unspecified) and whether a
+ * NaN occurs.  Blends instead of a compare-and-branch so that it
+ * vectorizes; the value does not depend on the order of the comparisons. */
+#define MAX_VALUE(NAME, TY, T, V, VU, VI, VMAX, GT)                                                \
+    static T NAME##_value_##TY(const T *x, int64_t n, bool *nan) {                                 \
         enum { W = (int)(sizeof(V) / sizeof(T)) };                                                 \
         V m0 = (V){0} + x[0], m1 = m0, m2 = m0, m3 = m0;                                           \
         VI bad = {0};                                                                              \
@@ -518,19 +518,22 @@ typedef int64_t v2l __attribute__((vector_size(16)));
         memcpy(bw, &bad, sizeof bw);                                                               \
         bool b = (bw[0] | bw[1]) != 0;                                                             \
         for (int j = 0; j < 4 * W; j++)                                                            \
-            m = l[j] > m ? l[j] : m;                                                               \
+            m = l[j] GT m ? l[j] : m;                                                              \
         for (; i < n; i++) {                                                                       \
-            m = x[i] > m ? x[i] : m;                                                               \
+            m = x[i] GT m ? x[i] : m;                                                              \
             b |= x[i] != x[i];                                                                     \
         }                                                                                          \
         *nan = b || m != m;                                                                        \
         return m;                                                                                  \
     }
-/* a > b ? a : b per lane: one instruction on SSE2 (maxps / maxpd compute
- * exactly that, NaN operands included), a blend elsewhere. */
+/* a > b ? a : b (a < b ? a : b) per lane: one instruction on SSE2
+ * (maxps / minps ... compute exactly that, NaN operands included), a blend
+ * elsewhere. */
 #if defined(__SSE2__)
 #define VMAX_F32(a, b) ((v4f)_mm_max_ps((__m128)(a), (__m128)(b)))
 #define VMAX_F64(a, b) ((v2d)_mm_max_pd((__m128d)(a), (__m128d)(b)))
+#define VMIN_F32(a, b) ((v4f)_mm_min_ps((__m128)(a), (__m128)(b)))
+#define VMIN_F64(a, b) ((v2d)_mm_min_pd((__m128d)(a), (__m128d)(b)))
 #else
 static inline v4f vmax_f32(v4f a, v4f b) {
     v4i g = a > b;
@@ -540,11 +543,23 @@ static inline v2d vmax_f64(v2d a, v2d b) {
     v2l g = a > b;
     return (v2d)(((v2l)a & g) | ((v2l)b & ~g));
 }
+static inline v4f vmin_f32(v4f a, v4f b) {
+    v4i g = a < b;
+    return (v4f)(((v4i)a & g) | ((v4i)b & ~g));
+}
+static inline v2d vmin_f64(v2d a, v2d b) {
+    v2l g = a < b;
+    return (v2d)(((v2l)a & g) | ((v2l)b & ~g));
+}
 #define VMAX_F32(a, b) vmax_f32(a, b)
 #define VMAX_F64(a, b) vmax_f64(a, b)
+#define VMIN_F32(a, b) vmin_f32(a, b)
+#define VMIN_F64(a, b) vmin_f64(a, b)
 #endif
-MAX_VALUE(f32, float, v4f, v4f_u, v4i, VMAX_F32)
-MAX_VALUE(f64, double, v2d, v2d_u, v2l, VMAX_F64)
+MAX_VALUE(max, f32, float, v4f, v4f_u, v4i, VMAX_F32, >)
+MAX_VALUE(max, f64, double, v2d, v2d_u, v2l, VMAX_F64, >)
+MAX_VALUE(min, f32, float, v4f, v4f_u, v4i, VMIN_F32, <)
+MAX_VALUE(min, f64, double, v2d, v2d_u, v2l, VMIN_F64, <)
 
 float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
     return max_value_f32(x, n, nan);
@@ -555,11 +570,11 @@ double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
 }
 
 /* PyTorch's rule on a contiguous run: the index of the first NaN, else of
- * the first element equal to the maximum. */
-#define MAX_FIRST(TY, T)                                                                           \
-    static int64_t max_first_##TY(const T *x, int64_t n) {                                         \
+ * the first element equal to the maximum (minimum). */
+#define MAX_FIRST(NAME, TY, T)                                                                     \
+    static int64_t NAME##_first_##TY(const T *x, int64_t n) {                                      \
         bool nan;                                                                                  \
-        T m = max_value_##TY(x, n, &nan);                                                          \
+        T m = NAME##_value_##TY(x, n, &nan);                                                       \
         int64_t i = 0;                                                                             \
         if (nan)                                                                                   \
             while (x[i] == x[i])                                                                   \
@@ -569,8 +584,10 @@ double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
                 i++;                                                                               \
         return i;                                                                                  \
     }
-MAX_FIRST(f32, float)
-MAX_FIRST(f64, double)
+MAX_FIRST(max, f32, float)
+MAX_FIRST(max, f64, double)
+MAX_FIRST(min, f32, float)
+MAX_FIRST(min, f64, double)
 
 /* max of all elements of a dense float tensor: per-chunk maxima (on the
  * pool when large), the first chunk with a NaN gives it, else the largest
@@ -582,21 +599,26 @@ typedef struct {
     jg_dtype dt;
     double *m; /* per chunk, exact in double for f32 and f64 */
     bool *nan;
+    bool min; /* the minimum instead */
 } max_all_ctx;
 
 static void max_all_chunks(void *vc, int64_t lo, int64_t hi) {
     const max_all_ctx *c = vc;
     for (int64_t k = lo; k < hi; k++) {
         int64_t s = k * JG_PAR_MIN, e = s + JG_PAR_MIN < c->n ? s + JG_PAR_MIN : c->n;
+        const float *xf = (const float *)c->x + s;
+        const double *xd = (const double *)c->x + s;
         if (c->dt == JG_F32)
-            c->m[k] = max_value_f32((const float *)c->x + s, e - s, &c->nan[k]);
+            c->m[k] = c->min ? min_value_f32(xf, e - s, &c->nan[k])
+                             : max_value_f32(xf, e - s, &c->nan[k]);
         else
-            c->m[k] = max_value_f64((const double *)c->x + s, e - s, &c->nan[k]);
+            c->m[k] = c->min ? min_value_f64(xd, e - s, &c->nan[k])
+                             : max_value_f64(xd, e - s, &c->nan[k]);
     }
 }
 
 /* Returns false when the partials cannot be allocated (the caller scans). */
-static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
+static bool max_all_dense(const jg_tensor *x, jg_tensor *out, bool min) {
     int64_t n = x->numel, nc = jg_parallel_chunks(n, JG_PAR_MIN);
     double sm[64], *m = nc <= 64 ? sm : malloc(sizeof(double) * (size_t)nc);
     bool sn[64], *nan = nc <= 64 ? sn : malloc((size_t)nc);
@@ -607,14 +629,14 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
             free(nan);
         return false;
     }
-    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan};
+    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan, min};
     jg_parallel_for(nc, 1, max_all_chunks, &c);
     int64_t k = 0;
     while (k < nc && !nan[k]) /* k: the first chunk with a NaN, if any */
         k++;
     double best = m[0];
     for (int64_t j = 1; j < nc; j++)
-        best = m[j] > best ? m[j] : best;
+        best = (min ? m[j] < best : m[j] > best) ? m[j] : best;
     if (m != sm)
         free(m);
     if (nan != sn)
@@ -637,6 +659,10 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
         MAX_ALL_PICK(double, f64);
 #undef MAX_ALL_PICK
     return true;
+}
+
+bool jg_max_all_fast(const jg_tensor *x, jg_tensor *out, bool min) {
+    return jg_dtype_is_float(x->dtype) && x->numel > 0 && jg_dense(x) && max_all_dense(x, out, min);
 }
 
 /* ---- max of all elements ---- */
@@ -682,7 +708,7 @@ int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 int jg_k_max_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     const jg_tensor *x = in[0];
-    if (jg_dtype_is_float(x->dtype) && jg_dense(x) && max_all_dense(x, out[0]))
+    if (jg_max_all_fast(x, out[0], false))
         return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
@@ -773,6 +799,7 @@ typedef struct {
     char *vals;
     int64_t *idx, len;
     jg_dtype dt;
+    bool min;
 } max_rows_ctx;
 
 static void max_rows(void *vc, int64_t lo, int64_t hi) {
@@ -780,12 +807,12 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; o++) {
         if (c->dt == JG_F32) {
             const float *r = (const float *)c->x + o * c->len;
-            int64_t i = max_first_f32(r, c->len);
+            int64_t i = c->min ? min_first_f32(r, c->len) : max_first_f32(r, c->len);
             ((float *)c->vals)[o] = r[i];
             c->idx[o] = i;
         } else {
             const double *r = (const double *)c->x + o * c->len;
-            int64_t i = max_first_f64(r, c->len);
+            int64_t i = c->min ? min_first_f64(r, c->len) : max_first_f64(r, c->len);
             ((double *)c->vals)[o] = r[i];
             c->idx[o] = i;
         }
@@ -798,11 +825,10 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
  * vectorizes: a column's best is replaced by a value that is not <= it,
  * unless the best is already a NaN. */
 enum { MAX_COLS = 256 };
-#define MAX_COLS_FN(TY, T)                                                                         \
-    static                                                                                         \
-        __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void max_cols_##TY( \
-            const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len, int64_t C,      \
-            int64_t w) {                                                                           \
+#define MAX_COLS_FN(NAME, TY, T, LE)                                                               \
+    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
+        NAME##_cols_##TY(const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len,    \
+                         int64_t C, int64_t w) {                                                   \
         T b[MAX_COLS];                                                                             \
         int64_t bi[MAX_COLS];                                                                      \
         for (int64_t j = 0; j < w; j++)                                                            \
@@ -810,7 +836,7 @@ enum { MAX_COLS = 256 };
         for (int64_t i = 1; i < len; i++) {                                                        \
             const T *restrict r = x + i * C;                                                       \
             for (int64_t j = 0; j < w; j++) {                                                      \
-                bool c = !(r[j] <= b[j]) && b[j] == b[j];                                          \
+                bool c = !(r[j] LE b[j]) && b[j] == b[j];                                          \
                 b[j] = c ? r[j] : b[j];                                                            \
                 bi[j] = c ? i : bi[j];                                                             \
             }                                                                                      \
@@ -818,14 +844,17 @@ enum { MAX_COLS = 256 };
         for (int64_t j = 0; j < w; j++)                                                            \
             v[j] = b[j], ix[j] = bi[j];                                                            \
     }
-MAX_COLS_FN(f32, float)
-MAX_COLS_FN(f64, double)
+MAX_COLS_FN(max, f32, float, <=)
+MAX_COLS_FN(max, f64, double, <=)
+MAX_COLS_FN(min, f32, float, >=)
+MAX_COLS_FN(min, f64, double, >=)
 
 typedef struct {
     const char *x;
     char *v;
     int64_t *ix, len, C, w, tiles;
     jg_dtype dt;
+    bool min;
 } max_cols_ctx;
 
 static void max_col_units(void *vc, int64_t lo, int64_t hi) {
@@ -834,12 +863,59 @@ static void max_col_units(void *vc, int64_t lo, int64_t hi) {
         int64_t a = u / c->tiles, j0 = (u % c->tiles) * c->w;
         int64_t w = c->C - j0 < c->w ? c->C - j0 : c->w;
         int64_t xo = a * c->len * c->C + j0, oo = a * c->C + j0;
-        if (c->dt == JG_F32)
-            max_cols_f32((const float *)c->x + xo, (float *)c->v + oo, c->ix + oo, c->len, c->C, w);
+        const float *xf = (const float *)c->x + xo;
+        const double *xd = (const double *)c->x + xo;
+        float *vf = (float *)c->v + oo;
+        double *vd = (double *)c->v + oo;
+        if (c->dt == JG_F32 && c->min)
+            min_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
+        else if (c->dt == JG_F32)
+            max_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
+        else if (c->min)
+            min_cols_f64(xd, vd, c->ix + oo, c->len, c->C, w);
         else
-            max_cols_f64((const double *)c->x + xo, (double *)c->v + oo, c->ix + oo, c->len, c->C,
-                         w);
+            max_cols_f64(xd, vd, c->ix + oo, c->len, c->C, w);
     }
+}
+
+bool jg_max_dim_fast(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min) {
+    if (!jg_dtype_is_float(x->dtype) || x->ndim == 0 || x->numel == 0 || !jg_dense(x))
+        return false;
+    int64_t len = x->shape[dim], outer = x->numel / len;
+    if (dim == x->ndim - 1) {
+        max_rows_ctx c = {jg_tensor_ptr(x),
+                          jg_tensor_ptr(vals),
+                          (int64_t *)jg_tensor_ptr(ind),
+                          len,
+                          x->dtype,
+                          min};
+        if (x->numel < JG_PAR_MIN)
+            max_rows(&c, 0, outer);
+        else
+            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+        return true;
+    }
+    if (len == 1)
+        return false;
+    max_cols_ctx c = {jg_tensor_ptr(x),
+                      jg_tensor_ptr(vals),
+                      (int64_t *)jg_tensor_ptr(ind),
+                      len,
+                      1,
+                      0,
+                      0,
+                      x->dtype,
+                      min};
+    for (int d = dim + 1; d < x->ndim; d++)
+        c.C *= x->shape[d];
+    c.w = outer_tile(outer / c.C, len, c.C, MAX_COLS); /* <= MAX_COLS: max_cols' arrays */
+    c.tiles = (c.C + c.w - 1) / c.w;
+    int64_t units = outer / c.C * c.tiles, per = len * (c.C < c.w ? c.C : c.w);
+    if (x->numel < JG_PAR_MIN)
+        max_col_units(&c, 0, units);
+    else
+        jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
+    return true;
 }
 
 int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
@@ -851,30 +927,8 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
-    if (jg_dtype_is_float(x->dtype) && dim == x->ndim - 1 && jg_dense(x)) {
-        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]),
-                          len, x->dtype};
-        if (x->numel < JG_PAR_MIN)
-            max_rows(&c, 0, outer);
-        else
-            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+    if (jg_max_dim_fast(x, dim, out[0], out[1], false))
         return 0;
-    }
-    if (jg_dtype_is_float(x->dtype) && dim < x->ndim - 1 && len > 1 && jg_dense(x)) {
-        max_cols_ctx c = {
-            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0, 0,
-            x->dtype};
-        for (int d = dim + 1; d < x->ndim; d++)
-            c.C *= x->shape[d];
-        c.w = outer_tile(outer / c.C, len, c.C, MAX_COLS); /* <= MAX_COLS: max_cols' arrays */
-        c.tiles = (c.C + c.w - 1) / c.w;
-        int64_t units = outer / c.C * c.tiles, per = len * (c.C < c.w ? c.C : c.w);
-        if (x->numel < JG_PAR_MIN)
-            max_col_units(&c, 0, units);
-        else
-            jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
-        return 0;
-    }
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     void *vals = jg_tensor_ptr(out[0]);

@@ -4,6 +4,9 @@
  * columns are split among the threads (sum(dim=0) of a square matrix).
  * Sums over a leading dim also equal the documented order (each output
  * adds its inputs one after the other from 0) whatever the split.
+ * min, amax and amin take max's vectorized paths: they equal a naive scan
+ * (the first NaN, else the first extremum, its index; a zero from its
+ * first place) at every thread count.
  * softmax / log_softmax (their kernels have AVX2 clones) give the bits of
  * the same steps computed here by the baseline build of ops/ew_math.h, at
  * every thread count. */
@@ -218,6 +221,86 @@ static void test_softmax_threads_baseline(void **state) {
     check_softmax(40, 5003, false);
 }
 
+/* The naive scan over x[0], x[st], ... x[(n-1) st]: PyTorch's rule. */
+static int64_t ref_pick(const double *x, int64_t n, int64_t st, bool min) {
+    int64_t b = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i * st], c = x[b * st];
+        if (v != v)
+            return i;
+        if (min ? v < c : v > c)
+            b = i;
+    }
+    return b;
+}
+
+/* Bits of the elements of t (f32 or f64) as doubles, NaN sign included. */
+static void check_pick(jg_tensor *got, const double *x, const int64_t *at, int64_t n) {
+    double *g = malloc(sizeof(double) * (size_t)n);
+    tu_values(got, g);
+    for (int64_t i = 0; i < n; i++) {
+        double w = x[at[i]];
+        if (w != w)
+            assert_true(g[i] != g[i] && signbit(g[i]) == signbit(w));
+        else
+            assert_true(g[i] == w && signbit(g[i]) == signbit(w));
+    }
+    free(g);
+}
+
+/* max, min, amax, amin over dim 0, dim 1 and all of [R, C] (with NaNs,
+ * ties and signed zeros) against ref_pick, at 1, 2, 3 threads. */
+static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan) {
+    double *v = fill(R * C, (uint64_t)(R * 3 + C), dt, nan);
+    for (int64_t i = 0; i < R * C; i += 97)
+        v[i] = i % 2 ? -0.0 : 0.0;
+    jg_tensor *x = tu_tensor(dt, 2, TU_SHAPE(R, C), v);
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
+    int64_t *ix = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
+    int before = jg_get_num_threads();
+    for (int k = 0; k < NT; k++) {
+        assert_int_equal(jg_set_num_threads(THREADS[k]), 0);
+        for (int mn = 0; mn < 2; mn++) {
+            for (int dim = 0; dim < 2; dim++) {
+                int64_t n = dim ? R : C, len = dim ? C : R;
+                for (int64_t o = 0; o < n; o++) {
+                    int64_t base = dim ? o * C : o, st = dim ? 1 : C;
+                    ix[o] = ref_pick(v + base, len, st, mn);
+                    at[o] = base + ix[o] * st;
+                }
+                jg_tensor *vals, *ind;
+                if (mn)
+                    assert_int_equal(jg_min_dim(x, dim, false, &vals, &ind), 0);
+                else
+                    assert_int_equal(jg_max_dim(x, dim, false, &vals, &ind), 0);
+                check_pick(vals, v, at, n);
+                double *gi = malloc(sizeof(double) * (size_t)n);
+                tu_values(ind, gi);
+                for (int64_t o = 0; o < n; o++)
+                    assert_true(gi[o] == (double)ix[o]);
+                free(gi);
+                const int dims[1] = {dim};
+                check_pick(mn ? jg_amin(x, 1, dims, false) : jg_amax(x, 1, dims, false), v, at, n);
+            }
+            at[0] = ref_pick(v, R * C, 1, mn);
+            check_pick(mn ? jg_min(x) : jg_max(x), v, at, 1);
+            check_pick(mn ? jg_amin(x, 0, NULL, false) : jg_amax(x, 0, NULL, false), v, at, 1);
+        }
+    }
+    assert_int_equal(jg_set_num_threads(before), 0);
+    free(ix);
+    free(at);
+    free(v);
+}
+
+static void test_min_amax_fast_paths(void **state) {
+    (void)state;
+    check_extrema(JG_F32, 1024, 1024, true);
+    check_extrema(JG_F32, 300, 700, false);
+    check_extrema(JG_F64, 513, 129, true);
+    check_extrema(JG_F32, 7, 5, true); /* small: inline */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_sum_dim0_split_order),
@@ -227,6 +310,7 @@ int main(void) {
         TU_TEST(test_middle_dim),
         TU_TEST(test_transposed_input),
         TU_TEST(test_softmax_threads_baseline),
+        TU_TEST(test_min_amax_fast_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
