@@ -807,14 +807,30 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; o++) {
         if (c->dt == JG_F32) {
             const float *r = (const float *)c->x + o * c->len;
-            int64_t i = c->min ? min_first_f32(r, c->len) : max_first_f32(r, c->len);
-            ((float *)c->vals)[o] = r[i];
-            c->idx[o] = i;
+            float m = 0;
+            bool nan = false;
+            if (!c->idx) /* values only: the scan for the index when it decides the bits */
+                m = c->min ? min_value_f32(r, c->len, &nan) : max_value_f32(r, c->len, &nan);
+            if (c->idx || nan || m == 0) {
+                int64_t i = c->min ? min_first_f32(r, c->len) : max_first_f32(r, c->len);
+                m = r[i];
+                if (c->idx)
+                    c->idx[o] = i;
+            }
+            ((float *)c->vals)[o] = m;
         } else {
             const double *r = (const double *)c->x + o * c->len;
-            int64_t i = c->min ? min_first_f64(r, c->len) : max_first_f64(r, c->len);
-            ((double *)c->vals)[o] = r[i];
-            c->idx[o] = i;
+            double m = 0;
+            bool nan = false;
+            if (!c->idx)
+                m = c->min ? min_value_f64(r, c->len, &nan) : max_value_f64(r, c->len, &nan);
+            if (c->idx || nan || m == 0) {
+                int64_t i = c->min ? min_first_f64(r, c->len) : max_first_f64(r, c->len);
+                m = r[i];
+                if (c->idx)
+                    c->idx[o] = i;
+            }
+            ((double *)c->vals)[o] = m;
         }
     }
 }
@@ -826,9 +842,13 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
  * unless the best is already a NaN. */
 enum { MAX_COLS = 256 };
 #define MAX_COLS_FN(NAME, TY, T, LE)                                                               \
-    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
-        NAME##_cols_##TY(const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len,    \
-                         int64_t C, int64_t w) {                                                   \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void NAME##_cols_##TY(const T *restrict x,              \
+                                                                 T *restrict v,                    \
+                                                                 int64_t *restrict ix,             \
+                                                                 int64_t len, int64_t C,           \
+                                                                 int64_t w) {                      \
         T b[MAX_COLS];                                                                             \
         int64_t bi[MAX_COLS];                                                                      \
         for (int64_t j = 0; j < w; j++)                                                            \
@@ -848,6 +868,28 @@ MAX_COLS_FN(max, f32, float, <=)
 MAX_COLS_FN(max, f64, double, <=)
 MAX_COLS_FN(min, f32, float, >=)
 MAX_COLS_FN(min, f64, double, >=)
+/* The same selects without the indices (amax / amin). */
+#define MAX_COLS_VAL_FN(NAME, TY, T, LE)                                                           \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void NAME##_colv_##TY(const T *restrict x,              \
+                                                                 T *restrict v, int64_t len,       \
+                                                                 int64_t C, int64_t w) {           \
+        T b[MAX_COLS];                                                                             \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            b[j] = x[j];                                                                           \
+        for (int64_t i = 1; i < len; i++) {                                                        \
+            const T *restrict r = x + i * C;                                                       \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                b[j] = !(r[j] LE b[j]) && b[j] == b[j] ? r[j] : b[j];                              \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            v[j] = b[j];                                                                           \
+    }
+MAX_COLS_VAL_FN(max, f32, float, <=)
+MAX_COLS_VAL_FN(max, f64, double, <=)
+MAX_COLS_VAL_FN(min, f32, float, >=)
+MAX_COLS_VAL_FN(min, f64, double, >=)
 
 typedef struct {
     const char *x;
@@ -867,7 +909,11 @@ static void max_col_units(void *vc, int64_t lo, int64_t hi) {
         const double *xd = (const double *)c->x + xo;
         float *vf = (float *)c->v + oo;
         double *vd = (double *)c->v + oo;
-        if (c->dt == JG_F32 && c->min)
+        if (!c->ix && c->dt == JG_F32)
+            (c->min ? min_colv_f32 : max_colv_f32)(xf, vf, c->len, c->C, w);
+        else if (!c->ix)
+            (c->min ? min_colv_f64 : max_colv_f64)(xd, vd, c->len, c->C, w);
+        else if (c->dt == JG_F32 && c->min)
             min_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
         else if (c->dt == JG_F32)
             max_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
@@ -882,13 +928,9 @@ bool jg_max_dim_fast(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *in
     if (!jg_dtype_is_float(x->dtype) || x->ndim == 0 || x->numel == 0 || !jg_dense(x))
         return false;
     int64_t len = x->shape[dim], outer = x->numel / len;
+    int64_t *ip = ind ? (int64_t *)jg_tensor_ptr(ind) : NULL;
     if (dim == x->ndim - 1) {
-        max_rows_ctx c = {jg_tensor_ptr(x),
-                          jg_tensor_ptr(vals),
-                          (int64_t *)jg_tensor_ptr(ind),
-                          len,
-                          x->dtype,
-                          min};
+        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(vals), ip, len, x->dtype, min};
         if (x->numel < JG_PAR_MIN)
             max_rows(&c, 0, outer);
         else
@@ -897,15 +939,7 @@ bool jg_max_dim_fast(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *in
     }
     if (len == 1)
         return false;
-    max_cols_ctx c = {jg_tensor_ptr(x),
-                      jg_tensor_ptr(vals),
-                      (int64_t *)jg_tensor_ptr(ind),
-                      len,
-                      1,
-                      0,
-                      0,
-                      x->dtype,
-                      min};
+    max_cols_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(vals), ip, len, 1, 0, 0, x->dtype, min};
     for (int d = dim + 1; d < x->ndim; d++)
         c.C *= x->shape[d];
     c.w = outer_tile(outer / c.C, len, c.C, MAX_COLS); /* <= MAX_COLS: max_cols' arrays */

@@ -245,7 +245,7 @@ int jg_infer_amin(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 /* Dense float inputs reduced over every dim or over one dim: the values of
  * max / min's vectorized paths, which follow the same rules (the first NaN,
  * else the first extremum: the same bits as AMAX_LOOP).  False if x is not
- * such an input or the indices' buffer cannot be allocated. */
+ * such an input. */
 static bool amax_fast(const jg_tensor *x, const bool *mask, jg_tensor *out, bool min) {
     int nred = 0, dim = 0;
     for (int d = 0; d < x->ndim; d++)
@@ -253,14 +253,7 @@ static bool amax_fast(const jg_tensor *x, const bool *mask, jg_tensor *out, bool
             nred++, dim = d;
     if (nred == x->ndim)
         return jg_max_all_fast(x, out, min);
-    if (nred != 1 || !jg_dtype_is_float(x->dtype) || !jg_dense(x))
-        return false;
-    jg_tensor *ind = jg_tensor_alloc(JG_I64, out->ndim, out->shape);
-    if (!ind)
-        return false;
-    bool done = jg_max_dim_fast(x, dim, out, ind, min);
-    jg_release(ind);
-    return done;
+    return nred == 1 && jg_max_dim_fast(x, dim, out, NULL, min);
 }
 
 #pragma GCC diagnostic push

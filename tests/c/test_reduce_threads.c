@@ -254,6 +254,9 @@ static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan) {
     double *v = fill(R * C, (uint64_t)(R * 3 + C), dt, nan);
     for (int64_t i = 0; i < R * C; i += 97)
         v[i] = i % 2 ? -0.0 : 0.0;
+    if (R * C < 100) /* only signed zeros: the first one is the extremum */
+        for (int64_t i = 0; i < R * C; i++)
+            v[i] = (i * 7) % 3 ? -0.0 : 0.0;
     jg_tensor *x = tu_tensor(dt, 2, TU_SHAPE(R, C), v);
     int64_t *at = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
     int64_t *ix = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
@@ -298,7 +301,8 @@ static void test_min_amax_fast_paths(void **state) {
     check_extrema(JG_F32, 1024, 1024, true);
     check_extrema(JG_F32, 300, 700, false);
     check_extrema(JG_F64, 513, 129, true);
-    check_extrema(JG_F32, 7, 5, true); /* small: inline */
+    check_extrema(JG_F32, 7, 5, true);   /* small: inline; zeros only */
+    check_extrema(JG_F64, 9, 10, false); /* zeros only */
 }
 
 int main(void) {
