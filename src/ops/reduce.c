@@ -252,7 +252,11 @@ static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
  * and may follow the thread count.  A large reduction with fewer units
  * (A * tiles) than threads (sum(dim=0) of a square matrix: one unit) gets
  * narrower tiles, a multiple of 16 columns (whole cache lines), one per
- * thread, while each keeps JG_PAR_MIN elements; otherwise tile. */
+ * thread, while each keeps JG_PAR_MIN elements; otherwise tile.  Tiles
+ * narrower than OUTER_SPLIT_MIN columns are not worth it: rows cut into
+ * short segments cost more in all than they save (a [131072, 32] sum split
+ * in two 16-column halves took twice the CPU time), so those stay whole. */
+enum { OUTER_SPLIT_MIN = 128 };
 static int64_t outer_tile(int64_t A, int64_t R, int64_t C, int64_t tile) {
     if (C <= 16 || !jg_parallel_worth(A * R * C))
         return tile;
@@ -263,6 +267,8 @@ static int64_t outer_tile(int64_t A, int64_t R, int64_t C, int64_t tile) {
     int64_t w = ((C + per_a - 1) / per_a + 15) / 16 * 16;
     int64_t wmin = (JG_PAR_MIN / (R ? R : 1) + 15) / 16 * 16;
     w = w < wmin ? wmin : w;
+    if (w < OUTER_SPLIT_MIN)
+        return tile;
     return w < tile ? w : tile;
 }
 
