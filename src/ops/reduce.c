@@ -284,8 +284,9 @@ typedef struct {
     jg_dtype dt;
 } outer_ctx;
 
-/* Four rows per pass over the outputs (added one after the other, the
- * same order), so the outputs are loaded and stored a quarter as often. */
+/* Eight rows per pass over the outputs, then four, then one (added one
+ * after the other: the same order), so the outputs are loaded and stored
+ * an eighth as often.  The AVX2 clone runs the same adds. */
 #define SUM_OUTER(TY, T)                                                                           \
     static __attribute__((                                                                         \
         optimize("tree-vectorize"),                                                                \
