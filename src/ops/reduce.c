@@ -668,8 +668,26 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out, bool min) {
     return true;
 }
 
+/* A row-major copy of a strided float input for the fast paths below (the
+ * rules depend only on the logical order of the elements, never on their
+ * layout); NULL if x is dense or the copy cannot be allocated. */
+static jg_tensor *dense_copy(const jg_tensor *x) {
+    if (jg_dense(x))
+        return NULL;
+    jg_tensor *c = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
+    if (c)
+        jg_copy_data(c, x);
+    return c;
+}
+
 bool jg_max_all_fast(const jg_tensor *x, jg_tensor *out, bool min) {
-    return jg_dtype_is_float(x->dtype) && x->numel > 0 && jg_dense(x) && max_all_dense(x, out, min);
+    if (!jg_dtype_is_float(x->dtype) || x->numel == 0)
+        return false;
+    jg_tensor *c = dense_copy(x);
+    bool done = (c || jg_dense(x)) && max_all_dense(c ? c : x, out, min);
+    if (c)
+        jg_release(c);
+    return done;
 }
 
 /* ---- max of all elements ---- */
@@ -931,9 +949,19 @@ static void max_col_units(void *vc, int64_t lo, int64_t hi) {
     }
 }
 
+static bool max_dim_dense(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min);
+
 bool jg_max_dim_fast(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min) {
-    if (!jg_dtype_is_float(x->dtype) || x->ndim == 0 || x->numel == 0 || !jg_dense(x))
+    if (!jg_dtype_is_float(x->dtype) || x->ndim == 0 || x->numel == 0)
         return false;
+    jg_tensor *c = dense_copy(x);
+    bool done = (c || jg_dense(x)) && max_dim_dense(c ? c : x, dim, vals, ind, min);
+    if (c)
+        jg_release(c);
+    return done;
+}
+
+static bool max_dim_dense(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min) {
     int64_t len = x->shape[dim], outer = x->numel / len;
     int64_t *ip = ind ? (int64_t *)jg_tensor_ptr(ind) : NULL;
     if (dim == x->ndim - 1) {

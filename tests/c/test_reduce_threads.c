@@ -4,7 +4,8 @@
  * columns are split among the threads (sum(dim=0) of a square matrix).
  * Sums over a leading dim also equal the documented order (each output
  * adds its inputs one after the other from 0) whatever the split.
- * min, amax and amin take max's vectorized paths: they equal a naive scan
+ * min, amax and amin take max's vectorized paths (strided inputs copied
+ * to row-major order first): they equal a naive scan
  * (the first NaN, else the first extremum, its index; a zero from its
  * first place) at every thread count.
  * softmax / log_softmax (their kernels have AVX2 clones) give the bits of
@@ -250,7 +251,7 @@ static void check_pick(jg_tensor *got, const double *x, const int64_t *at, int64
 
 /* max, min, amax, amin over dim 0, dim 1 and all of [R, C] (with NaNs,
  * ties and signed zeros) against ref_pick, at 1, 2, 3 threads. */
-static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan) {
+static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan, bool transposed) {
     double *v = fill(R * C, (uint64_t)(R * 3 + C), dt, nan);
     for (int64_t i = 0; i < R * C; i += 97)
         v[i] = i % 2 ? -0.0 : 0.0;
@@ -258,6 +259,14 @@ static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan) {
         for (int64_t i = 0; i < R * C; i++)
             v[i] = (i * 7) % 3 ? -0.0 : 0.0;
     jg_tensor *x = tu_tensor(dt, 2, TU_SHAPE(R, C), v);
+    if (transposed) { /* the same logical values, strided (copied first) */
+        double *vt = malloc(sizeof(double) * (size_t)(R * C));
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++)
+                vt[c * R + r] = v[r * C + c];
+        x = jg_transpose(tu_tensor(dt, 2, TU_SHAPE(C, R), vt), 0, 1);
+        free(vt);
+    }
     int64_t *at = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
     int64_t *ix = malloc(sizeof(int64_t) * (size_t)(R > C ? R : C));
     int before = jg_get_num_threads();
@@ -298,11 +307,13 @@ static void check_extrema(jg_dtype dt, int64_t R, int64_t C, bool nan) {
 
 static void test_min_amax_fast_paths(void **state) {
     (void)state;
-    check_extrema(JG_F32, 1024, 1024, true);
-    check_extrema(JG_F32, 300, 700, false);
-    check_extrema(JG_F64, 513, 129, true);
-    check_extrema(JG_F32, 7, 5, true);   /* small: inline; zeros only */
-    check_extrema(JG_F64, 9, 10, false); /* zeros only */
+    check_extrema(JG_F32, 1024, 1024, true, false);
+    check_extrema(JG_F32, 300, 700, false, false);
+    check_extrema(JG_F64, 513, 129, true, false);
+    check_extrema(JG_F32, 7, 5, true, false);   /* small: inline; zeros only */
+    check_extrema(JG_F64, 9, 10, false, false); /* zeros only */
+    check_extrema(JG_F32, 700, 300, true, true);
+    check_extrema(JG_F32, 6, 8, true, true);
 }
 
 int main(void) {
