@@ -670,9 +670,11 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out, bool min) {
 
 /* A row-major copy of a strided float input for the fast paths below (the
  * rules depend only on the logical order of the elements, never on their
- * layout); NULL if x is dense or the copy cannot be allocated. */
+ * layout); NULL if x is dense, small (its generic scan is cheaper than a
+ * copy) or the copy cannot be allocated. */
+enum { MAX_COPY_MIN = 4096 };
 static jg_tensor *dense_copy(const jg_tensor *x) {
-    if (jg_dense(x))
+    if (jg_dense(x) || x->numel < MAX_COPY_MIN)
         return NULL;
     jg_tensor *c = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
     if (c)
