@@ -245,26 +245,65 @@ static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
         jg_parallel_for(n, m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1), sum_rows, &c);
 }
 
+/* The tile width, in columns, of a reduction over the middle dim of
+ * [A, R, C] whose usual tile is tile columns.  Each output column is
+ * computed alone, by the same operations in the same order, whatever tile
+ * holds it: so the width changes only how the work splits, never a bit,
+ * and may follow the thread count.  A large reduction with fewer units
+ * (A * tiles) than threads (sum(dim=0) of a square matrix: one unit) gets
+ * narrower tiles, a multiple of 16 columns (whole cache lines), one per
+ * thread, while each keeps JG_PAR_MIN elements; otherwise tile.  Tiles
+ * narrower than OUTER_SPLIT_MIN columns are not worth it: rows cut into
+ * short segments cost more in all than they save (a [131072, 32] sum split
+ * in two 16-column halves took twice the CPU time), so those stay whole. */
+enum { OUTER_SPLIT_MIN = 128 };
+static int64_t outer_tile(int64_t A, int64_t R, int64_t C, int64_t tile) {
+    if (C <= 16 || !jg_parallel_worth(A * R * C))
+        return tile;
+    int64_t t = jg_parallel_threads(), tiles = (C + tile - 1) / tile;
+    if (A * tiles >= t)
+        return tile;
+    int64_t per_a = (t + A - 1) / A;
+    int64_t w = ((C + per_a - 1) / per_a + 15) / 16 * 16;
+    int64_t wmin = (JG_PAR_MIN / (R ? R : 1) + 15) / 16 * 16;
+    w = w < wmin ? wmin : w;
+    if (w < OUTER_SPLIT_MIN)
+        return tile;
+    return w < tile ? w : tile;
+}
+
 /* A dense input seen as [A, R, C] summed over R: out[a, c] adds
  * x[a, 0, c], x[a, 1, c], ... in order, from 0.  Work units are (a, a tile
- * of TILE_C columns); the rows of a unit stream through a row of outputs
- * that stays in L1. */
+ * of w columns); the rows of a unit stream through a row of outputs that
+ * stays in L1. */
 enum { TILE_C = 1024 };
 typedef struct {
     const char *x;
     char *o;
-    int64_t r, c, tiles;
+    int64_t r, c, w, tiles;
     jg_dtype dt;
 } outer_ctx;
 
-/* Four rows per pass over the outputs (added one after the other, the
- * same order), so the outputs are loaded and stored a quarter as often. */
+/* Eight rows per pass over the outputs, then four, then one (added one
+ * after the other: the same order), so the outputs are loaded and stored
+ * an eighth as often.  The AVX2 clone runs the same adds. */
 #define SUM_OUTER(TY, T)                                                                           \
-    static __attribute__((optimize("tree-vectorize"))) void sum_outer_##TY(                        \
-        T *restrict o, const T *restrict x, int64_t r, int64_t c, int64_t w) {                     \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize"),                                                                \
+        target_clones("avx2", "default"))) void sum_outer_##TY(T *restrict o, const T *restrict x, \
+                                                               int64_t r, int64_t c, int64_t w) {  \
         for (int64_t j = 0; j < w; j++)                                                            \
             o[j] = 0;                                                                              \
         int64_t k = 0;                                                                             \
+        for (; k + 8 <= r; k += 8) {                                                               \
+            const T *restrict r0 = x + k * c, *restrict r1 = r0 + c, *restrict r2 = r1 + c;        \
+            const T *restrict r3 = r2 + c, *restrict r4 = r3 + c, *restrict r5 = r4 + c;           \
+            const T *restrict r6 = r5 + c, *restrict r7 = r6 + c;                                  \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                o[j] =                                                                             \
+                    (((((((o[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]) + r4[j]) + r5[j]) + r6[j]) +   \
+                    r7[j];                                                                         \
+        }                                                                                          \
         for (; k + 4 <= r; k += 4) {                                                               \
             const T *restrict r0 = x + k * c, *restrict r1 = r0 + c, *restrict r2 = r1 + c;        \
             const T *restrict r3 = r2 + c;                                                         \
@@ -285,8 +324,8 @@ static void sum_outer_units(void *vc, int64_t lo, int64_t hi) {
     const outer_ctx *c = vc;
     size_t es = jg_dtype_size(c->dt);
     for (int64_t u = lo; u < hi; u++) {
-        int64_t a = u / c->tiles, j0 = (u % c->tiles) * TILE_C;
-        int64_t w = c->c - j0 < TILE_C ? c->c - j0 : TILE_C;
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * c->w;
+        int64_t w = c->c - j0 < c->w ? c->c - j0 : c->w;
         const char *x = c->x + (size_t)(a * c->r * c->c + j0) * es;
         char *o = c->o + (size_t)(a * c->c + j0) * es;
         if (c->dt == JG_F32)
@@ -320,9 +359,9 @@ static bool outer_reduction(const jg_tensor *in, const bool *mask, int64_t *A, i
 }
 
 static void sum_outer(const jg_tensor *in, jg_tensor *out, int64_t A, int64_t R, int64_t C) {
-    outer_ctx c = {jg_tensor_ptr(in),         jg_tensor_ptr(out), R, C,
-                   (C + TILE_C - 1) / TILE_C, in->dtype};
-    int64_t units = A * c.tiles, per = R * (C < TILE_C ? C : TILE_C);
+    int64_t w = outer_tile(A, R, C, TILE_C);
+    outer_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), R, C, w, (C + w - 1) / w, in->dtype};
+    int64_t units = A * c.tiles, per = R * (C < w ? C : w);
     if (units * per < JG_PAR_MIN)
         sum_outer_units(&c, 0, units);
     else
@@ -463,12 +502,12 @@ int jg_vjp_mean(VJP_ARGS) {
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef int64_t v2l __attribute__((vector_size(16)));
 
-/* The largest non-NaN value of x[0, n) (n >= 1; which zero, when it is
- * ±0, is unspecified) and whether a NaN occurs.  Blends instead of a
- * compare-and-branch so that it vectorizes; the value does not depend on
- * the order of the comparisons. */
-#define MAX_VALUE(TY, T, V, VU, VI, VMAX)                                                          \
-    static T max_value_##TY(const T *x, int64_t n, bool *nan) {                                    \
+/* The largest (NAME max, GT >) or smallest (min, <) non-NaN value of
+ * x[0, n) (n >= 1; which zero, when it is ±0, is unspecified) and whether a
+ * NaN occurs.  Blends instead of a compare-and-branch so that it
+ * vectorizes; the value does not depend on the order of the comparisons. */
+#define MAX_VALUE(NAME, TY, T, V, VU, VI, VMAX, GT)                                                \
+    static T NAME##_value_##TY(const T *x, int64_t n, bool *nan) {                                 \
         enum { W = (int)(sizeof(V) / sizeof(T)) };                                                 \
         V m0 = (V){0} + x[0], m1 = m0, m2 = m0, m3 = m0;                                           \
         VI bad = {0};                                                                              \
@@ -486,19 +525,22 @@ typedef int64_t v2l __attribute__((vector_size(16)));
         memcpy(bw, &bad, sizeof bw);                                                               \
         bool b = (bw[0] | bw[1]) != 0;                                                             \
         for (int j = 0; j < 4 * W; j++)                                                            \
-            m = l[j] > m ? l[j] : m;                                                               \
+            m = l[j] GT m ? l[j] : m;                                                              \
         for (; i < n; i++) {                                                                       \
-            m = x[i] > m ? x[i] : m;                                                               \
+            m = x[i] GT m ? x[i] : m;                                                              \
             b |= x[i] != x[i];                                                                     \
         }                                                                                          \
         *nan = b || m != m;                                                                        \
         return m;                                                                                  \
     }
-/* a > b ? a : b per lane: one instruction on SSE2 (maxps / maxpd compute
- * exactly that, NaN operands included), a blend elsewhere. */
+/* a > b ? a : b (a < b ? a : b) per lane: one instruction on SSE2
+ * (maxps / minps ... compute exactly that, NaN operands included), a blend
+ * elsewhere. */
 #if defined(__SSE2__)
 #define VMAX_F32(a, b) ((v4f)_mm_max_ps((__m128)(a), (__m128)(b)))
 #define VMAX_F64(a, b) ((v2d)_mm_max_pd((__m128d)(a), (__m128d)(b)))
+#define VMIN_F32(a, b) ((v4f)_mm_min_ps((__m128)(a), (__m128)(b)))
+#define VMIN_F64(a, b) ((v2d)_mm_min_pd((__m128d)(a), (__m128d)(b)))
 #else
 static inline v4f vmax_f32(v4f a, v4f b) {
     v4i g = a > b;
@@ -508,11 +550,23 @@ static inline v2d vmax_f64(v2d a, v2d b) {
     v2l g = a > b;
     return (v2d)(((v2l)a & g) | ((v2l)b & ~g));
 }
+static inline v4f vmin_f32(v4f a, v4f b) {
+    v4i g = a < b;
+    return (v4f)(((v4i)a & g) | ((v4i)b & ~g));
+}
+static inline v2d vmin_f64(v2d a, v2d b) {
+    v2l g = a < b;
+    return (v2d)(((v2l)a & g) | ((v2l)b & ~g));
+}
 #define VMAX_F32(a, b) vmax_f32(a, b)
 #define VMAX_F64(a, b) vmax_f64(a, b)
+#define VMIN_F32(a, b) vmin_f32(a, b)
+#define VMIN_F64(a, b) vmin_f64(a, b)
 #endif
-MAX_VALUE(f32, float, v4f, v4f_u, v4i, VMAX_F32)
-MAX_VALUE(f64, double, v2d, v2d_u, v2l, VMAX_F64)
+MAX_VALUE(max, f32, float, v4f, v4f_u, v4i, VMAX_F32, >)
+MAX_VALUE(max, f64, double, v2d, v2d_u, v2l, VMAX_F64, >)
+MAX_VALUE(min, f32, float, v4f, v4f_u, v4i, VMIN_F32, <)
+MAX_VALUE(min, f64, double, v2d, v2d_u, v2l, VMIN_F64, <)
 
 float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
     return max_value_f32(x, n, nan);
@@ -523,11 +577,11 @@ double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
 }
 
 /* PyTorch's rule on a contiguous run: the index of the first NaN, else of
- * the first element equal to the maximum. */
-#define MAX_FIRST(TY, T)                                                                           \
-    static int64_t max_first_##TY(const T *x, int64_t n) {                                         \
+ * the first element equal to the maximum (minimum). */
+#define MAX_FIRST(NAME, TY, T)                                                                     \
+    static int64_t NAME##_first_##TY(const T *x, int64_t n) {                                      \
         bool nan;                                                                                  \
-        T m = max_value_##TY(x, n, &nan);                                                          \
+        T m = NAME##_value_##TY(x, n, &nan);                                                       \
         int64_t i = 0;                                                                             \
         if (nan)                                                                                   \
             while (x[i] == x[i])                                                                   \
@@ -537,8 +591,10 @@ double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
                 i++;                                                                               \
         return i;                                                                                  \
     }
-MAX_FIRST(f32, float)
-MAX_FIRST(f64, double)
+MAX_FIRST(max, f32, float)
+MAX_FIRST(max, f64, double)
+MAX_FIRST(min, f32, float)
+MAX_FIRST(min, f64, double)
 
 /* max of all elements of a dense float tensor: per-chunk maxima (on the
  * pool when large), the first chunk with a NaN gives it, else the largest
@@ -550,21 +606,26 @@ typedef struct {
     jg_dtype dt;
     double *m; /* per chunk, exact in double for f32 and f64 */
     bool *nan;
+    bool min; /* the minimum instead */
 } max_all_ctx;
 
 static void max_all_chunks(void *vc, int64_t lo, int64_t hi) {
     const max_all_ctx *c = vc;
     for (int64_t k = lo; k < hi; k++) {
         int64_t s = k * JG_PAR_MIN, e = s + JG_PAR_MIN < c->n ? s + JG_PAR_MIN : c->n;
+        const float *xf = (const float *)c->x + s;
+        const double *xd = (const double *)c->x + s;
         if (c->dt == JG_F32)
-            c->m[k] = max_value_f32((const float *)c->x + s, e - s, &c->nan[k]);
+            c->m[k] = c->min ? min_value_f32(xf, e - s, &c->nan[k])
+                             : max_value_f32(xf, e - s, &c->nan[k]);
         else
-            c->m[k] = max_value_f64((const double *)c->x + s, e - s, &c->nan[k]);
+            c->m[k] = c->min ? min_value_f64(xd, e - s, &c->nan[k])
+                             : max_value_f64(xd, e - s, &c->nan[k]);
     }
 }
 
 /* Returns false when the partials cannot be allocated (the caller scans). */
-static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
+static bool max_all_dense(const jg_tensor *x, jg_tensor *out, bool min) {
     int64_t n = x->numel, nc = jg_parallel_chunks(n, JG_PAR_MIN);
     double sm[64], *m = nc <= 64 ? sm : malloc(sizeof(double) * (size_t)nc);
     bool sn[64], *nan = nc <= 64 ? sn : malloc((size_t)nc);
@@ -575,14 +636,14 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
             free(nan);
         return false;
     }
-    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan};
+    max_all_ctx c = {jg_tensor_ptr(x), n, x->dtype, m, nan, min};
     jg_parallel_for(nc, 1, max_all_chunks, &c);
     int64_t k = 0;
     while (k < nc && !nan[k]) /* k: the first chunk with a NaN, if any */
         k++;
     double best = m[0];
     for (int64_t j = 1; j < nc; j++)
-        best = m[j] > best ? m[j] : best;
+        best = (min ? m[j] < best : m[j] > best) ? m[j] : best;
     if (m != sm)
         free(m);
     if (nan != sn)
@@ -605,6 +666,30 @@ static bool max_all_dense(const jg_tensor *x, jg_tensor *out) {
         MAX_ALL_PICK(double, f64);
 #undef MAX_ALL_PICK
     return true;
+}
+
+/* A row-major copy of a strided float input for the fast paths below (the
+ * rules depend only on the logical order of the elements, never on their
+ * layout); NULL if x is dense, small (its generic scan is cheaper than a
+ * copy) or the copy cannot be allocated. */
+enum { MAX_COPY_MIN = 4096 };
+static jg_tensor *dense_copy(const jg_tensor *x) {
+    if (jg_dense(x) || x->numel < MAX_COPY_MIN)
+        return NULL;
+    jg_tensor *c = jg_tensor_alloc(x->dtype, x->ndim, x->shape);
+    if (c)
+        jg_copy_data(c, x);
+    return c;
+}
+
+bool jg_max_all_fast(const jg_tensor *x, jg_tensor *out, bool min) {
+    if (!jg_dtype_is_float(x->dtype) || x->numel == 0)
+        return false;
+    jg_tensor *c = dense_copy(x);
+    bool done = (c || jg_dense(x)) && max_all_dense(c ? c : x, out, min);
+    if (c)
+        jg_release(c);
+    return done;
 }
 
 /* ---- max of all elements ---- */
@@ -650,7 +735,7 @@ int jg_infer_max_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 int jg_k_max_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     const jg_tensor *x = in[0];
-    if (jg_dtype_is_float(x->dtype) && jg_dense(x) && max_all_dense(x, out[0]))
+    if (jg_max_all_fast(x, out[0], false))
         return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
@@ -741,6 +826,7 @@ typedef struct {
     char *vals;
     int64_t *idx, len;
     jg_dtype dt;
+    bool min;
 } max_rows_ctx;
 
 static void max_rows(void *vc, int64_t lo, int64_t hi) {
@@ -748,14 +834,30 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; o++) {
         if (c->dt == JG_F32) {
             const float *r = (const float *)c->x + o * c->len;
-            int64_t i = max_first_f32(r, c->len);
-            ((float *)c->vals)[o] = r[i];
-            c->idx[o] = i;
+            float m = 0;
+            bool nan = false;
+            if (!c->idx) /* values only: the scan for the index when it decides the bits */
+                m = c->min ? min_value_f32(r, c->len, &nan) : max_value_f32(r, c->len, &nan);
+            if (c->idx || nan || m == 0) {
+                int64_t i = c->min ? min_first_f32(r, c->len) : max_first_f32(r, c->len);
+                m = r[i];
+                if (c->idx)
+                    c->idx[o] = i;
+            }
+            ((float *)c->vals)[o] = m;
         } else {
             const double *r = (const double *)c->x + o * c->len;
-            int64_t i = max_first_f64(r, c->len);
-            ((double *)c->vals)[o] = r[i];
-            c->idx[o] = i;
+            double m = 0;
+            bool nan = false;
+            if (!c->idx)
+                m = c->min ? min_value_f64(r, c->len, &nan) : max_value_f64(r, c->len, &nan);
+            if (c->idx || nan || m == 0) {
+                int64_t i = c->min ? min_first_f64(r, c->len) : max_first_f64(r, c->len);
+                m = r[i];
+                if (c->idx)
+                    c->idx[o] = i;
+            }
+            ((double *)c->vals)[o] = m;
         }
     }
 }
@@ -766,11 +868,14 @@ static void max_rows(void *vc, int64_t lo, int64_t hi) {
  * vectorizes: a column's best is replaced by a value that is not <= it,
  * unless the best is already a NaN. */
 enum { MAX_COLS = 256 };
-#define MAX_COLS_FN(TY, T)                                                                         \
-    static                                                                                         \
-        __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void max_cols_##TY( \
-            const T *restrict x, T *restrict v, int64_t *restrict ix, int64_t len, int64_t C,      \
-            int64_t w) {                                                                           \
+#define MAX_COLS_FN(NAME, TY, T, LE)                                                               \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void NAME##_cols_##TY(const T *restrict x,              \
+                                                                 T *restrict v,                    \
+                                                                 int64_t *restrict ix,             \
+                                                                 int64_t len, int64_t C,           \
+                                                                 int64_t w) {                      \
         T b[MAX_COLS];                                                                             \
         int64_t bi[MAX_COLS];                                                                      \
         for (int64_t j = 0; j < w; j++)                                                            \
@@ -778,7 +883,7 @@ enum { MAX_COLS = 256 };
         for (int64_t i = 1; i < len; i++) {                                                        \
             const T *restrict r = x + i * C;                                                       \
             for (int64_t j = 0; j < w; j++) {                                                      \
-                bool c = !(r[j] <= b[j]) && b[j] == b[j];                                          \
+                bool c = !(r[j] LE b[j]) && b[j] == b[j];                                          \
                 b[j] = c ? r[j] : b[j];                                                            \
                 bi[j] = c ? i : bi[j];                                                             \
             }                                                                                      \
@@ -786,28 +891,102 @@ enum { MAX_COLS = 256 };
         for (int64_t j = 0; j < w; j++)                                                            \
             v[j] = b[j], ix[j] = bi[j];                                                            \
     }
-MAX_COLS_FN(f32, float)
-MAX_COLS_FN(f64, double)
+MAX_COLS_FN(max, f32, float, <=)
+MAX_COLS_FN(max, f64, double, <=)
+MAX_COLS_FN(min, f32, float, >=)
+MAX_COLS_FN(min, f64, double, >=)
+/* The same selects without the indices (amax / amin). */
+#define MAX_COLS_VAL_FN(NAME, TY, T, LE)                                                           \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void NAME##_colv_##TY(const T *restrict x,              \
+                                                                 T *restrict v, int64_t len,       \
+                                                                 int64_t C, int64_t w) {           \
+        T b[MAX_COLS];                                                                             \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            b[j] = x[j];                                                                           \
+        for (int64_t i = 1; i < len; i++) {                                                        \
+            const T *restrict r = x + i * C;                                                       \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                b[j] = !(r[j] LE b[j]) && b[j] == b[j] ? r[j] : b[j];                              \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++)                                                            \
+            v[j] = b[j];                                                                           \
+    }
+MAX_COLS_VAL_FN(max, f32, float, <=)
+MAX_COLS_VAL_FN(max, f64, double, <=)
+MAX_COLS_VAL_FN(min, f32, float, >=)
+MAX_COLS_VAL_FN(min, f64, double, >=)
 
 typedef struct {
     const char *x;
     char *v;
-    int64_t *ix, len, C, tiles;
+    int64_t *ix, len, C, w, tiles;
     jg_dtype dt;
+    bool min;
 } max_cols_ctx;
 
 static void max_col_units(void *vc, int64_t lo, int64_t hi) {
     const max_cols_ctx *c = vc;
     for (int64_t u = lo; u < hi; u++) {
-        int64_t a = u / c->tiles, j0 = (u % c->tiles) * MAX_COLS;
-        int64_t w = c->C - j0 < MAX_COLS ? c->C - j0 : MAX_COLS;
+        int64_t a = u / c->tiles, j0 = (u % c->tiles) * c->w;
+        int64_t w = c->C - j0 < c->w ? c->C - j0 : c->w;
         int64_t xo = a * c->len * c->C + j0, oo = a * c->C + j0;
-        if (c->dt == JG_F32)
-            max_cols_f32((const float *)c->x + xo, (float *)c->v + oo, c->ix + oo, c->len, c->C, w);
+        const float *xf = (const float *)c->x + xo;
+        const double *xd = (const double *)c->x + xo;
+        float *vf = (float *)c->v + oo;
+        double *vd = (double *)c->v + oo;
+        if (!c->ix && c->dt == JG_F32)
+            (c->min ? min_colv_f32 : max_colv_f32)(xf, vf, c->len, c->C, w);
+        else if (!c->ix)
+            (c->min ? min_colv_f64 : max_colv_f64)(xd, vd, c->len, c->C, w);
+        else if (c->dt == JG_F32 && c->min)
+            min_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
+        else if (c->dt == JG_F32)
+            max_cols_f32(xf, vf, c->ix + oo, c->len, c->C, w);
+        else if (c->min)
+            min_cols_f64(xd, vd, c->ix + oo, c->len, c->C, w);
         else
-            max_cols_f64((const double *)c->x + xo, (double *)c->v + oo, c->ix + oo, c->len, c->C,
-                         w);
+            max_cols_f64(xd, vd, c->ix + oo, c->len, c->C, w);
     }
+}
+
+static bool max_dim_dense(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min);
+
+bool jg_max_dim_fast(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min) {
+    if (!jg_dtype_is_float(x->dtype) || x->ndim == 0 || x->numel == 0)
+        return false;
+    jg_tensor *c = dense_copy(x);
+    bool done = (c || jg_dense(x)) && max_dim_dense(c ? c : x, dim, vals, ind, min);
+    if (c)
+        jg_release(c);
+    return done;
+}
+
+static bool max_dim_dense(const jg_tensor *x, int dim, jg_tensor *vals, jg_tensor *ind, bool min) {
+    int64_t len = x->shape[dim], outer = x->numel / len;
+    int64_t *ip = ind ? (int64_t *)jg_tensor_ptr(ind) : NULL;
+    if (dim == x->ndim - 1) {
+        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(vals), ip, len, x->dtype, min};
+        if (x->numel < JG_PAR_MIN)
+            max_rows(&c, 0, outer);
+        else
+            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+        return true;
+    }
+    if (len == 1)
+        return false;
+    max_cols_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(vals), ip, len, 1, 0, 0, x->dtype, min};
+    for (int d = dim + 1; d < x->ndim; d++)
+        c.C *= x->shape[d];
+    c.w = outer_tile(outer / c.C, len, c.C, MAX_COLS); /* <= MAX_COLS: max_cols' arrays */
+    c.tiles = (c.C + c.w - 1) / c.w;
+    int64_t units = outer / c.C * c.tiles, per = len * (c.C < c.w ? c.C : c.w);
+    if (x->numel < JG_PAR_MIN)
+        max_col_units(&c, 0, units);
+    else
+        jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
+    return true;
 }
 
 int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
@@ -819,29 +998,8 @@ int jg_k_max_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
-    if (jg_dtype_is_float(x->dtype) && dim == x->ndim - 1 && jg_dense(x)) {
-        max_rows_ctx c = {jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]),
-                          len, x->dtype};
-        if (x->numel < JG_PAR_MIN)
-            max_rows(&c, 0, outer);
-        else
-            jg_parallel_for(outer, len >= JG_PAR_MIN ? 1 : JG_PAR_MIN / len, max_rows, &c);
+    if (jg_max_dim_fast(x, dim, out[0], out[1], false))
         return 0;
-    }
-    if (jg_dtype_is_float(x->dtype) && dim < x->ndim - 1 && len > 1 && jg_dense(x)) {
-        max_cols_ctx c = {
-            jg_tensor_ptr(x), jg_tensor_ptr(out[0]), (int64_t *)jg_tensor_ptr(out[1]), len, 1, 0,
-            x->dtype};
-        for (int d = dim + 1; d < x->ndim; d++)
-            c.C *= x->shape[d];
-        c.tiles = (c.C + MAX_COLS - 1) / MAX_COLS;
-        int64_t units = outer / c.C * c.tiles, per = len * (c.C < MAX_COLS ? c.C : MAX_COLS);
-        if (x->numel < JG_PAR_MIN)
-            max_col_units(&c, 0, units);
-        else
-            jg_parallel_for(units, per >= JG_PAR_MIN ? 1 : JG_PAR_MIN / per, max_col_units, &c);
-        return 0;
-    }
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     void *vals = jg_tensor_ptr(out[0]);

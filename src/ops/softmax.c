@@ -30,8 +30,11 @@
  * the blocked lane order of ops/sum_order.h, whatever the steps; then
  * y = y / s, or y = (x - m) - log(s). */
 #define SOFTMAX_SLICE(TY, T, EXP, LOG)                                                             \
-    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
-        softmax_slice_##TY(const T *x, int64_t xst, T *y, int64_t yst, int64_t len, bool log_) {   \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void softmax_slice_##TY(const T *x, int64_t xst, T *y,  \
+                                                                   int64_t yst, int64_t len,       \
+                                                                   bool log_) {                    \
         T m;                                                                                       \
         if (xst == 1) {                                                                            \
             bool nan;                                                                              \
@@ -81,9 +84,12 @@ SOFTMAX_SLICE(f64, double, jg_ew_expd, jg_ew_logd)
  * lane accumulators per column. */
 enum { COLS = 64 };
 #define SOFTMAX_COLS(TY, T, EXP, LOG, L)                                                           \
-    static __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"))) void             \
-        softmax_cols_##TY(const T *restrict x, T *restrict y, int64_t len, int64_t C, int64_t w,   \
-                          bool log_) {                                                             \
+    static __attribute__((                                                                         \
+        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
+        target_clones("avx2", "default"))) void softmax_cols_##TY(const T *restrict x,             \
+                                                                  T *restrict y, int64_t len,      \
+                                                                  int64_t C, int64_t w,            \
+                                                                  bool log_) {                     \
         T m[COLS], s[COLS], acc[L][COLS];                                                          \
         for (int64_t j = 0; j < w; j++)                                                            \
             m[j] = x[j];                                                                           \

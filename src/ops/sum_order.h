@@ -30,4 +30,14 @@ double jg_sum_strided_f64(const double *x, int64_t n, int64_t st);
 float jg_max_run_f32(const float *x, int64_t n, bool *nan);
 double jg_max_run_f64(const double *x, int64_t n, bool *nan);
 
+/* The vectorized, parallel paths of max / min (min: true) for dense float
+ * inputs, PyTorch's rules (the first NaN, else the first extremum, its
+ * index for a dim): of all elements into out's one element, and over dim
+ * into vals and ind (contiguous, the reduced shape; ind NULL: values only).  They return false,
+ * doing nothing, for any other input (the caller's generic scan runs). */
+struct jg_tensor;
+bool jg_max_all_fast(const struct jg_tensor *x, struct jg_tensor *out, bool min);
+bool jg_max_dim_fast(const struct jg_tensor *x, int dim, struct jg_tensor *vals,
+                     struct jg_tensor *ind, bool min);
+
 #endif

@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "core/tensor.h"
 #include "ops/decls.h"
+#include "ops/sum_order.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +60,8 @@ int jg_infer_min_all(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
 int jg_k_min_all(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     (void)a;
     const jg_tensor *x = in[0];
+    if (jg_max_all_fast(x, out[0], true))
+        return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     if (x->dtype == JG_F32)
@@ -142,6 +145,8 @@ int jg_k_min_dim(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t outer = x->ndim ? x->numel / (len ? len : 1) : 1;
     if (x->numel == 0)
         return 0; /* another dim is empty: so is the output */
+    if (jg_max_dim_fast(x, dim, out[0], out[1], true))
+        return 0;
     int64_t idx[JG_MAX_DIMS] = {0};
     const char *base = jg_tensor_ptr(x);
     void *vals = jg_tensor_ptr(out[0]);
@@ -237,6 +242,20 @@ int jg_infer_amin(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
         }                                                                                          \
     } while (0)
 
+/* Dense float inputs reduced over every dim or over one dim: the values of
+ * max / min's vectorized paths, which follow the same rules (the first NaN,
+ * else the first extremum: the same bits as AMAX_LOOP).  False if x is not
+ * such an input. */
+static bool amax_fast(const jg_tensor *x, const bool *mask, jg_tensor *out, bool min) {
+    int nred = 0, dim = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (mask[d])
+            nred++, dim = d;
+    if (nred == x->ndim)
+        return jg_max_all_fast(x, out, min);
+    return nred == 1 && jg_max_dim_fast(x, dim, out, NULL, min);
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wtautological-compare"
 static int amax_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, bool is_max) {
@@ -253,6 +272,8 @@ static int amax_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out,
     }
     int64_t idx[JG_MAX_DIMS] = {0};
     if (x->numel == 0)
+        return 0;
+    if (amax_fast(x, mask, out[0], !is_max))
         return 0;
     if (is_max) {
         if (x->dtype == JG_F32)
