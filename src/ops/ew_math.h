@@ -191,15 +191,17 @@ JG_EW_INLINE int32_t jg_ew_f32bits(float x) {
  * as 2^k1 2^k2 with k1 = k >> 1: both are normal f32 for every k in [-151,
  * 151], the first product is exact and the second rounds once, so gradual
  * underflow and overflow to inf come out right.  |x| is clamped to 104
- * first (exp(104) overflows f32, exp(-104) rounds to 0); NaN is not
- * clamped and stays NaN.  >> of a negative int32 is arithmetic in gcc and
+ * first (exp(104) overflows f32, exp(-104) rounds to 0); a NaN x gives
+ * itself back, quieted.  >> of a negative int32 is arithmetic in gcc and
  * clang (the only compilers of this file and of generated code). */
 #define JG_EW_LN2F_HI 0x1.62e4p-1f    /* 15 significant bits */
 #define JG_EW_LN2F_LO 0x1.7f7d1cp-20f /* ln2 - LN2F_HI, rounded */
 JG_EW_INLINE float jg_ew_expf(float xf) {
     const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
-    const int32_t m = JG_EW_MASK32((au > 0x42d00000) & (au <= 0x7f800000)); /* 104 < |x| <= inf */
-    const float x = jg_ew_f32((0x42d00000 & m) | (au & ~m) | (u & INT32_MIN));
+    /* |x| clamped to 104 by an unsigned min (one instruction), NaN included:
+     * a NaN x is put back at the end */
+    const uint32_t cu = (uint32_t)au < 0x42d00000u ? (uint32_t)au : 0x42d00000u;
+    const float x = jg_ew_f32((int32_t)cu | (u & INT32_MIN));
     const float kf = x * 0x1.715476p0f + 0x1.8p23f; /* 1/ln2 */
     const float k = kf - 0x1.8p23f;
     const float rh = x - k * JG_EW_LN2F_HI, rl = k * JG_EW_LN2F_LO;
@@ -210,12 +212,12 @@ JG_EW_INLINE float jg_ew_expf(float xf) {
     p = p * r + 0x1.555486p-3f;
     p = p * r + 0x1.fffff8p-2f;
     const float y = 1.0f + (r + ((r * r) * p + c));
-    /* k from kf's bits; unsigned, so that a NaN's bits cannot overflow */
-    const int32_t ki = (int32_t)((uint32_t)jg_ew_f32bits(kf) - 0x4b400000u);
+    const int32_t ki = jg_ew_f32bits(kf) - 0x4b400000; /* k from kf's bits */
     const int32_t k1 = ki >> 1, k2 = ki - k1;
     const float s1 = jg_ew_f32((int32_t)(((uint32_t)k1 + 127u) << 23));
     const float s2 = jg_ew_f32((int32_t)(((uint32_t)k2 + 127u) << 23));
-    return (y * s1) * s2;
+    const int32_t nan = JG_EW_MASK32(au > 0x7f800000); /* x, quieted */
+    return jg_ew_f32(((u | 0x00400000) & nan) | (jg_ew_f32bits((y * s1) * s2) & ~nan));
 }
 
 /* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,
