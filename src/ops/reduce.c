@@ -514,14 +514,6 @@ static inline v2d vmax_f64(v2d a, v2d b) {
 MAX_VALUE(f32, float, v4f, v4f_u, v4i, VMAX_F32)
 MAX_VALUE(f64, double, v2d, v2d_u, v2l, VMAX_F64)
 
-float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
-    return max_value_f32(x, n, nan);
-}
-
-double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
-    return max_value_f64(x, n, nan);
-}
-
 /* PyTorch's rule on a contiguous run: the index of the first NaN, else of
  * the first element equal to the maximum. */
 #define MAX_FIRST(TY, T)                                                                           \

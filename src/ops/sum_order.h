@@ -25,9 +25,4 @@ double jg_sum_run_f64(const double *x, int64_t n);
 float jg_sum_strided_f32(const float *x, int64_t n, int64_t st);
 double jg_sum_strided_f64(const double *x, int64_t n, int64_t st);
 
-/* The largest non-NaN element of x[0, n), n >= 1 (either zero when it is
- * ±0), and whether x holds a NaN: vectorized, any order. */
-float jg_max_run_f32(const float *x, int64_t n, bool *nan);
-double jg_max_run_f64(const double *x, int64_t n, bool *nan);
-
 #endif
