@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the polynomial coefficients of src/ops/ew_math.h (erf).
+"""Prints the polynomial coefficients of src/ops/ew_math.h (erf, f32 exp).
 
 Run with mpmath: python3 scripts/ew_math_coeffs.py.  Coefficients are the
 exact Taylor terms or Chebyshev interpolants at 40 digits, rounded to double
@@ -45,6 +45,28 @@ def erf_taylor(nterms):
     return [k - 1] + [k * (-1) ** n / (mp.factorial(n) * (2 * n + 1)) for n in range(1, nterms)]
 
 
+def expf_fit(deg, n=300):
+    """q of exp(r) ~ 1 + r + r^2 q(r), q of degree deg: least squares in
+    relative error at n Chebyshev nodes of |r| <= 1.01 ln2/2 (a little past
+    the reduced range: k = round(x / ln2) is computed in f32)."""
+    a = mp.log(2) / 2 * mp.mpf("1.01")
+    rs = [mp.cos(mp.pi * (i + mp.mpf(1) / 2) / n) * a for i in range(n)]
+    A = mp.matrix(n, deg + 1)
+    b = mp.matrix(n, 1)
+    for i, r in enumerate(rs):
+        w = r * r / mp.exp(r)  # weight of the relative error
+        for j in range(deg + 1):
+            A[i, j] = w * r**j
+        b[i] = w * (mp.exp(r) - 1 - r) / (r * r)
+    x, _ = mp.qr_solve(A, b)
+    return [x[j] for j in range(deg + 1)]
+
+
+def f32hex(x):
+    import struct
+    return float(struct.unpack("f", struct.pack("f", float(x)))[0]).hex()
+
+
 def show(name, cs):
     print(f"{name} ({len(cs)}):")
     print(", ".join(d(c) for c in cs))
@@ -58,3 +80,7 @@ show("erfcx f64 Chebyshev interpolant on [1, 6], powers of u",
      cheb_to_monomial(cheb(lambda x: mp.erfc(x) * mp.exp(x * x), 1, 6, 33)))
 show("erf f32 Taylor, |x| < 1", erf_taylor(13))
 show("erf f32 Chebyshev on [1, 4]", cheb(mp.erf, 1, 4, 23))
+# f32 exp: q's coefficients rounded to f32, constant term first (the source
+# evaluates them by Horner's rule from the highest).
+print("exp f32 q, degree 4 (f32):")
+print(", ".join(f32hex(c) for c in expf_fit(4)))

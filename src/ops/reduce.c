@@ -568,14 +568,6 @@ MAX_VALUE(max, f64, double, v2d, v2d_u, v2l, VMAX_F64, >)
 MAX_VALUE(min, f32, float, v4f, v4f_u, v4i, VMIN_F32, <)
 MAX_VALUE(min, f64, double, v2d, v2d_u, v2l, VMIN_F64, <)
 
-float jg_max_run_f32(const float *x, int64_t n, bool *nan) {
-    return max_value_f32(x, n, nan);
-}
-
-double jg_max_run_f64(const double *x, int64_t n, bool *nan) {
-    return max_value_f64(x, n, nan);
-}
-
 /* PyTorch's rule on a contiguous run: the index of the first NaN, else of
  * the first element equal to the maximum (minimum). */
 #define MAX_FIRST(NAME, TY, T)                                                                     \

@@ -5,10 +5,9 @@
  *
  * Per slice: m = max; e_i = exp(x_i - m) summed in the dtype in the
  * blocked lane order of ops/sum_order.h (the same for any layout and
- * thread count); softmax_i = e_i / sum, log_softmax_i = (x_i - m) -
- * log(sum).  (PyTorch's vectorised kernel multiplies by 1/sum; dividing is
- * the exactly rounded form.)  Slices run on the pool when the input is
- * large.
+ * thread count); softmax_i = e_i * (1 / sum) (as PyTorch's vectorised
+ * kernel: one division per slice, not per element), log_softmax_i = (x_i -
+ * m) - log(sum).  Slices run on the pool when the input is large.
  *
  * nll_loss attrs: n == 0 (none given): mean over all rows, no ignored
  * target; n == 4: i[0] nonzero if i[1] is an ignore_index, i[2] the
@@ -23,22 +22,68 @@
 #include <math.h>
 #include <string.h>
 
+/* The passes vectorize with the dynamic cost model (gcc's -O2 one never
+ * vectorizes an unknown trip count), and get an AVX2 clone picked at run
+ * time, as the elementwise kernels (ops/elementwise.c): exp in f32 runs 8
+ * lanes per vector there.  No FMA is enabled, so both clones compute the
+ * same bits. */
+#define SOFTMAX_VECTORIZE                                                                          \
+    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
+                   target_clones("avx2", "default")))
+
+/* The largest element of x[0, n), n >= 1, for the slices' shift: 4 vectors of
+ * 32 bytes (8 f32 lanes on AVX2) of a > b ? a : b lanes as integer masks,
+ * which gcc lowers to the target's vectors, then the lanes and the tail in
+ * order.  A NaN may or may not be picked: either way every output of a
+ * slice holding a NaN is NaN, as in PyTorch.  Which zero is picked when the
+ * maximum is 0 depends only on the values (not on threads or layout). */
+#define MAX_RUN(TY, T, I)                                                                          \
+    typedef T v_##TY __attribute__((vector_size(32)));                                             \
+    typedef T vu_##TY __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));             \
+    typedef I vi_##TY __attribute__((vector_size(32)));                                            \
+    static inline __attribute__((always_inline)) T max_run_##TY(const T *x, int64_t n) {           \
+        enum { W = (int)(32 / sizeof(T)) };                                                        \
+        v_##TY m0 = (v_##TY){0} + x[0], m1 = m0, m2 = m0, m3 = m0;                                 \
+        int64_t i = 0;                                                                             \
+        for (; i + 4 * W <= n; i += 4 * W) {                                                       \
+            const vu_##TY *p = (const vu_##TY *)(x + i);                                           \
+            VMAX(vi_##TY, m0, p[0]);                                                               \
+            VMAX(vi_##TY, m1, p[1]);                                                               \
+            VMAX(vi_##TY, m2, p[2]);                                                               \
+            VMAX(vi_##TY, m3, p[3]);                                                               \
+        }                                                                                          \
+        VMAX(vi_##TY, m0, m1);                                                                     \
+        VMAX(vi_##TY, m2, m3);                                                                     \
+        VMAX(vi_##TY, m0, m2);                                                                     \
+        T l[W], m = x[0];                                                                          \
+        memcpy(l, &m0, sizeof l);                                                                  \
+        for (int j = 0; j < W; j++)                                                                \
+            m = l[j] > m ? l[j] : m;                                                               \
+        for (; i < n; i++)                                                                         \
+            m = x[i] > m ? x[i] : m;                                                               \
+        return m;                                                                                  \
+    }
+/* m = v > m ? v : m per lane (VI: the integer vector of the lanes' size) */
+#define VMAX(VI, m, v)                                                                             \
+    do {                                                                                           \
+        VI g_ = (v) > (m);                                                                         \
+        m = (__typeof__(m))(((VI)(v)&g_) | ((VI)(m) & ~g_));                                       \
+    } while (0)
+MAX_RUN(f32, float, int32_t)
+MAX_RUN(f64, double, int64_t)
+
 /* One slice of len elements at x (step xst) into y (step yst), steps in
  * elements.  Separate simple passes, so that each vectorizes (exp and log
  * are jitgrad's own from ops/ew_math.h, the same the exp and log ops
- * compute): m = max; y = x - m; y = exp(y); s = sum(y) in
- * the blocked lane order of ops/sum_order.h, whatever the steps; then
- * y = y / s, or y = (x - m) - log(s). */
+ * compute): m = max; y = exp(x - m); s = sum(y) in the blocked lane
+ * order of ops/sum_order.h, whatever the steps; then y = y * (1 / s), or
+ * y = (x - m) - log(s). */
 #define SOFTMAX_SLICE(TY, T, EXP, LOG)                                                             \
-    static __attribute__((                                                                         \
-        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
-        target_clones("avx2", "default"))) void softmax_slice_##TY(const T *x, int64_t xst, T *y,  \
-                                                                   int64_t yst, int64_t len,       \
-                                                                   bool log_) {                    \
+    static SOFTMAX_VECTORIZE void softmax_slice_##TY(const T *x, int64_t xst, T *y, int64_t yst,   \
+                                                     int64_t len, bool log_) {                     \
         T m;                                                                                       \
         if (xst == 1) {                                                                            \
-            bool nan;                                                                              \
-            m = jg_max_run_##TY(x, len, &nan);                                                     \
+            m = max_run_##TY(x, len);                                                              \
         } else {                                                                                   \
             m = x[0];                                                                              \
             for (int64_t i = 1; i < len; i++)                                                      \
@@ -48,17 +93,16 @@
             T *restrict yc = y;                                                                    \
             const T *restrict xc = x;                                                              \
             for (int64_t i = 0; i < len; i++)                                                      \
-                yc[i] = xc[i] - m;                                                                 \
-            for (int64_t i = 0; i < len; i++)                                                      \
-                yc[i] = EXP(yc[i]);                                                                \
+                yc[i] = EXP(xc[i] - m);                                                            \
             T s = jg_sum_run_##TY(yc, len);                                                        \
             if (log_) {                                                                            \
                 T ls = LOG(s);                                                                     \
                 for (int64_t i = 0; i < len; i++)                                                  \
                     yc[i] = (xc[i] - m) - ls;                                                      \
             } else {                                                                               \
+                T r = 1 / s;                                                                       \
                 for (int64_t i = 0; i < len; i++)                                                  \
-                    yc[i] = yc[i] / s;                                                             \
+                    yc[i] = yc[i] * r;                                                             \
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
@@ -70,8 +114,9 @@
             for (int64_t i = 0; i < len; i++)                                                      \
                 y[i * yst] = (x[i * xst] - m) - ls;                                                \
         } else {                                                                                   \
+            T r = 1 / s;                                                                           \
             for (int64_t i = 0; i < len; i++)                                                      \
-                y[i * yst] = y[i * yst] / s;                                                       \
+                y[i * yst] = y[i * yst] * r;                                                       \
         }                                                                                          \
     }
 SOFTMAX_SLICE(f32, float, jg_ew_expf, jg_ew_logf)
@@ -84,12 +129,8 @@ SOFTMAX_SLICE(f64, double, jg_ew_expd, jg_ew_logd)
  * lane accumulators per column. */
 enum { COLS = 64 };
 #define SOFTMAX_COLS(TY, T, EXP, LOG, L)                                                           \
-    static __attribute__((                                                                         \
-        optimize("tree-vectorize", "vect-cost-model=dynamic"),                                     \
-        target_clones("avx2", "default"))) void softmax_cols_##TY(const T *restrict x,             \
-                                                                  T *restrict y, int64_t len,      \
-                                                                  int64_t C, int64_t w,            \
-                                                                  bool log_) {                     \
+    static SOFTMAX_VECTORIZE void softmax_cols_##TY(                                               \
+        const T *restrict x, T *restrict y, int64_t len, int64_t C, int64_t w, bool log_) {        \
         T m[COLS], s[COLS], acc[L][COLS];                                                          \
         for (int64_t j = 0; j < w; j++)                                                            \
             m[j] = x[j];                                                                           \
@@ -128,9 +169,11 @@ enum { COLS = 64 };
                 for (int64_t j = 0; j < w; j++)                                                    \
                     y[i * C + j] = (x[i * C + j] - m[j]) - s[j];                                   \
         } else {                                                                                   \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                s[j] = 1 / s[j];                                                                   \
             for (int64_t i = 0; i < len; i++)                                                      \
                 for (int64_t j = 0; j < w; j++)                                                    \
-                    y[i * C + j] = y[i * C + j] / s[j];                                            \
+                    y[i * C + j] = y[i * C + j] * s[j];                                            \
         }                                                                                          \
     }
 SOFTMAX_COLS(f32, float, jg_ew_expf, jg_ew_logf, JG_SUM_LANES_F32)

@@ -181,7 +181,7 @@ static void test_transposed_input(void **state) {
 /* softmax / log_softmax of [R, N] (values scaled into exp's easy range)
  * along dim 1 and dim 0 against the steps of ops/softmax.c computed here,
  * in this file's baseline (non-AVX2) code: m = max, e = exp(x - m),
- * s = the ordered sum, then e / s or (x - m) - log(s). */
+ * s = the ordered sum, then e * (1 / s) or (x - m) - log(s). */
 static void check_softmax(int64_t R, int64_t N, bool log_) {
     double *v = fill(R * N, (uint64_t)(R + N), JG_F32, false);
     float *xf = malloc(sizeof(float) * (size_t)(R * N)), *e = malloc(sizeof(float) * (size_t)N);
@@ -195,9 +195,9 @@ static void check_softmax(int64_t R, int64_t N, bool log_) {
             m = x[i] > m ? x[i] : m;
         for (int64_t i = 0; i < N; i++)
             e[i] = jg_ew_expf(x[i] - m);
-        float s = jg_sum_run_f32(e, N), ls = jg_ew_logf(s);
+        float s = jg_sum_run_f32(e, N), ls = jg_ew_logf(s), inv = 1 / s;
         for (int64_t i = 0; i < N; i++)
-            want[r * N + i] = log_ ? (x[i] - m) - ls : e[i] / s;
+            want[r * N + i] = log_ ? (x[i] - m) - ls : e[i] * inv;
     }
     jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(R, N), v);
     jg_tensor *xt = jg_contiguous(jg_transpose(x, 0, 1)); /* [N, R]: dim 0 */
