@@ -5,6 +5,7 @@
 #include "core/strbuf.h"
 #include "backend/interp.h"
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "passes/passes.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
 
@@ -36,6 +37,8 @@ typedef struct jg_gen_rt {
     const void *(*elem)(void *ctx, int value); /* a value's first element */
     void *(*out)(void *ctx, int value);        /* allocates a value's buffer */
     void (*done)(void *ctx, int step);         /* releases what dies after step */
+    /* jg_parallel_for: fn(arg, lo, hi) over the chunks of [0, n) */
+    void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 } jg_gen_rt;
 
 static const char RT_DECL[] =
@@ -45,6 +48,8 @@ static const char RT_DECL[] =
     "    const void *(*elem)(void *ctx, int value); /* a value's first element */\n"
     "    void *(*out)(void *ctx, int value);       /* allocates a value's buffer */\n"
     "    void (*done)(void *ctx, int step);        /* releases what dies after step */\n"
+    "    void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi),\n"
+    "                void *arg);                   /* jg_parallel_for */\n"
     "} jg_gen_rt;\n";
 
 typedef int (*gen_fn)(const jg_gen_rt *rt, void *ctx);
@@ -446,10 +451,9 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     const char *ind = n_seg > 1 ? "        " : "    ";
     if (n_seg > 1) {
         sb_add(f,
-               "    for (int64_t jg_b = 0; jg_b < %" PRId64 "LL; jg_b += %d) {\n"
-               "        const int64_t jg_n = %" PRId64 "LL - jg_b < %d ? %" PRId64
-               "LL - jg_b : %d;\n",
-               N, BLOCK, N, BLOCK, N, BLOCK);
+               "    for (int64_t jg_b = jg_lo; jg_b < jg_hi; jg_b += %d) {\n"
+               "        const int64_t jg_n = jg_hi - jg_b < %d ? jg_hi - jg_b : %d;\n",
+               BLOCK, BLOCK, BLOCK);
     }
     for (int s = 0; s < n_seg && rc == 0; s++) {
         int hn = -1; /* a heavy node alone in this segment, read from an array */
@@ -480,7 +484,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                    "%s    const int64_t jg_i = jg_b + jg_j;\n",
                    ind, ind);
         else
-            sb_add(f, "    for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
+            sb_add(f, "    for (int64_t jg_i = jg_lo; jg_i < jg_hi; jg_i++) {\n");
         /* operands: the group's inputs, and values of earlier segments */
         for (int u = 0; u < nv; u++) {
             bool used = false;
@@ -560,7 +564,9 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
     if (!seen)
         return jg_errorf("out of memory generating code");
-    sbuf chk = {0}, par = {0}, arg = {0};
+    /* par: the loop's parameters; arg: the call's arguments; fld / farg: the
+     * same as the fields of the struct a parallel loop's chunks read */
+    sbuf chk = {0}, par = {0}, arg = {0}, fld = {0}, farg = {0};
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
@@ -572,8 +578,10 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
                    "        static volatile const union { uint64_t u; double d; } s%d_ = "
                    "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
                    i, u, sv, i, i);
-            sb_add(&par, "%sconst double s%d", par.len ? ", " : "", i);
-            sb_add(&arg, "%ss%d", arg.len ? ", " : "", i);
+            sb_add(&par, ", const double s%d", i);
+            sb_add(&arg, ", s%d", i);
+            sb_add(&fld, " double s%d;", i);
+            sb_add(&farg, ", a->s%d", i);
         }
     for (int i = 0; i <= lastn; i++) {
         if (L->group[i] != gi)
@@ -589,11 +597,16 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
                    seen[u] == 1 ? "in" : "elem", u);
             sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
-            if (seen[u] == 1)
-                sb_add(&par, "%sconst %s *restrict x%d", par.len ? ", " : "", T, u);
-            else
-                sb_add(&par, "%sconst %s v%d", par.len ? ", " : "", T, u);
-            sb_add(&arg, "%s%s%d", arg.len ? ", " : "", seen[u] == 1 ? "x" : "*x", u);
+            if (seen[u] == 1) {
+                sb_add(&par, ", const %s *restrict x%d", T, u);
+                sb_add(&fld, " const %s *x%d;", T, u);
+                sb_add(&farg, ", a->x%d", u);
+            } else {
+                sb_add(&par, ", const %s v%d", T, u);
+                sb_add(&fld, " %s v%d;", T, u);
+                sb_add(&farg, ", a->v%d", u);
+            }
+            sb_add(&arg, ", %s%d", seen[u] == 1 ? "x" : "*x", u);
         }
     }
     for (int i = 0; i <= lastn; i++) {
@@ -603,21 +616,47 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
         const char *T = ctype(g->vals[v].meta.dtype);
         sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n", T, v, v);
         sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
-        sb_add(&par, "%s%s *restrict o%d", par.len ? ", " : "", T, v);
-        sb_add(&arg, "%so%d", arg.len ? ", " : "", v);
+        sb_add(&par, ", %s *restrict o%d", T, v);
+        sb_add(&arg, ", o%d", v);
+        sb_add(&fld, " %s *o%d;", T, v);
+        sb_add(&farg, ", a->o%d", v);
     }
-    int rc = chk.oom || par.oom || arg.oom ? jg_errorf("out of memory generating code") : 0;
+    int rc = chk.oom || par.oom || arg.oom || fld.oom || farg.oom
+                 ? jg_errorf("out of memory generating code")
+                 : 0;
+    /* A large loop runs on the thread pool in chunks of JG_PARALLEL_GRAIN
+     * elements (a multiple of BLOCK, so blocks do not depend on the split):
+     * every element is computed by the same operations wherever it runs, so
+     * the results do not depend on the number of threads. */
+    bool parallel = N >= 2 * (int64_t)JG_PARALLEL_GRAIN;
     if (rc == 0) {
         if (chk.len)
             sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
-        sb_add(b, "        jg_loop%d(%s);\n    }\n", st, arg.len ? arg.s : "");
-        sb_add(f, "static JG_LOOP void jg_loop%d(%s) {\n", st, par.len ? par.s : "void");
+        if (parallel)
+            sb_add(b,
+                   "        struct jg_args%d jg_a = {%s};\n"
+                   "        rt->par(%" PRId64 "LL, %d, jg_chunk%d, &jg_a);\n    }\n",
+                   st, arg.len ? arg.s + 2 : "0", N, JG_PARALLEL_GRAIN, st);
+        else
+            sb_add(b, "        jg_loop%d(0, %" PRId64 "LL%s);\n    }\n", st, N,
+                   arg.len ? arg.s : "");
+        sb_add(f, "static JG_LOOP void jg_loop%d(const int64_t jg_lo, const int64_t jg_hi%s) {\n",
+               st, par.len ? par.s : "");
         rc = emit_loop(f, rows, row_done, L, gi, lastn, N, seen);
         sb_add(f, "}\n\n");
+        if (parallel)
+            sb_add(f,
+                   "struct jg_args%d {%s };\n"
+                   "static void jg_chunk%d(void *p, int64_t lo, int64_t hi) {\n"
+                   "    const struct jg_args%d *a = p;\n"
+                   "    jg_loop%d(lo, hi%s);\n}\n\n",
+                   st, fld.len ? fld.s : " int jg_none;", st, st, st, farg.len ? farg.s : "");
     }
     free(chk.s);
     free(par.s);
     free(arg.s);
+    free(fld.s);
+    free(farg.s);
     free(seen);
     return rc;
 }
@@ -1137,7 +1176,7 @@ static void rt_done(void *ctx, int s) {
     p->n_scratch = 0;
 }
 
-static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done};
+static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done, jg_parallel_for};
 
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     if (p->interp)

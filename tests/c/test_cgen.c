@@ -527,8 +527,8 @@ static void test_log_code(void **state) {
     assert_non_null(strstr(s, "if (rt->node(ctx, 2) < 0)"));
     /* backward: both products in one loop, reading the expanded gradient once
      * (passed by value), and k's two contributions summed in it */
-    assert_non_null(strstr(s, "(const float v2, const float *restrict x"));
-    assert_non_null(strstr(s, "(*x2, x"));
+    assert_non_null(strstr(s, "const int64_t jg_hi, const float v2, const float *restrict x"));
+    assert_non_null(strstr(s, "LL, *x2, x"));
     assert_non_null(strstr(s, "        const float v5 = (float)(v2 * v4);\n"
                               "        const float v7 = (float)(v2 * v3);\n"
                               "        const float v9 = (float)(v7 + v7);\n"));
