@@ -2,7 +2,8 @@
  * threshold (2 * JG_PARALLEL_GRAIN elements) give the same bits with 1, 2
  * and 3 threads, forward and backward, and the same bits as eager mode:
  * plain fused loops, segmented loops (tanh, more than 6 streams), in-graph
- * sums of contributions, a fused sum, f32 and f64. */
+ * sums of contributions, sums fused into loops (src/ops/sum_order.h's
+ * order: block partials combined in block order), f32 and f64. */
 #include "testutil.h"
 
 #include "core/parallel.h"
@@ -49,6 +50,18 @@ static int p_chain(void *u, const void *args, int n, jg_tensor *const *in, jg_te
     out[0] = t;
     out[1] = jg_relu(t);
     return t && out[1] ? 2 : -1;
+}
+
+/* sums ending loops: one whose summand is stored (saved for backward),
+ * one whose summand is not, a sum read by a later loop, a sum of a sum's
+ * broadcast, and a partial reduction (not fused) */
+static int p_sums(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    jg_tensor *s1 = jg_sum(jg_mul(in[0], in[1]));          /* a, b saved; a*b not stored */
+    jg_tensor *s2 = jg_sum(jg_tanh(jg_add(in[2], in[0]))); /* tanh out saved and summed */
+    jg_tensor *t = jg_relu(jg_mul(in[2], jg_add(s1, s2))); /* reads both sums */
+    out[0] = jg_add(jg_sum(jg_mul(t, in[1])), s1);
+    return out[0] ? 1 : -1;
 }
 
 typedef struct {
@@ -142,11 +155,22 @@ static void test_cgen_parallel_small(void **state) {
     check_threads(p_relu, JG_F32, 1000, 1.0);
 }
 
+static void test_cgen_fused_sum(void **state) {
+    (void)state;
+    const int64_t sizes[] = {1, 31, 33, 4096, 4097, 2 * JG_PARALLEL_GRAIN - 1, N_BIG};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        check_threads(p_relu, JG_F32, sizes[k], 1.0);
+        check_threads(p_sums, JG_F32, sizes[k], 0.01);
+    }
+    check_threads(p_sums, JG_F64, N_BIG, 0.01);
+    check_threads(p_sums, JG_F64, 4097, 0.01);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_cgen_parallel_relu_sum_f32), TU_TEST(test_cgen_parallel_relu_sum_f64),
         TU_TEST(test_cgen_parallel_tanh_chain),   TU_TEST(test_cgen_parallel_long_chain),
-        TU_TEST(test_cgen_parallel_small),
+        TU_TEST(test_cgen_parallel_small),        TU_TEST(test_cgen_fused_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
