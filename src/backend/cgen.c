@@ -5,6 +5,8 @@
 #include "core/strbuf.h"
 #include "backend/interp.h"
 #include "core/iter.h"
+#include "core/parallel.h"
+#include "ops/sum_order.h"
 #include "passes/passes.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
 
@@ -36,6 +38,8 @@ typedef struct jg_gen_rt {
     const void *(*elem)(void *ctx, int value); /* a value's first element */
     void *(*out)(void *ctx, int value);        /* allocates a value's buffer */
     void (*done)(void *ctx, int step);         /* releases what dies after step */
+    /* jg_parallel_for: fn(arg, lo, hi) over the chunks of [0, n) */
+    void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 } jg_gen_rt;
 
 static const char RT_DECL[] =
@@ -45,6 +49,8 @@ static const char RT_DECL[] =
     "    const void *(*elem)(void *ctx, int value); /* a value's first element */\n"
     "    void *(*out)(void *ctx, int value);       /* allocates a value's buffer */\n"
     "    void (*done)(void *ctx, int step);        /* releases what dies after step */\n"
+    "    void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi),\n"
+    "                void *arg);                   /* jg_parallel_for */\n"
     "} jg_gen_rt;\n";
 
 typedef int (*gen_fn)(const jg_gen_rt *rt, void *ctx);
@@ -84,6 +90,7 @@ typedef struct {
     const jg_graph *g;
     int *group;  /* per node: group id (fused), or -1 */
     int *last;   /* per group: its last node */
+    int *sum;    /* per group: the sum node that ends it, or -1 */
     bool *ext;   /* per value: read by a node of another step (or an output) */
     step *steps; /* in run order */
     int n_steps, n_groups, n_fused, n_loops;
@@ -130,7 +137,45 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
     return true;
 }
 
+/* The sum node that ends a loop: in f32 / f64 with the ordering of
+ * src/ops/sum_order.h (block partials of JG_SUM_BLOCK elements, added in
+ * block order), which is what the eager kernel does for a full reduction of
+ * a dense input.  The loop then keeps the summand in a block buffer instead
+ * of storing it and reading it back. */
+#define SUM_BLOCK 4096      /* JG_SUM_BLOCK */
+#define SUM_MAX_BLOCKS 8192 /* partials on the stack of jg_gen_run */
+_Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LANES_F64 == 16 &&
+                   JG_PARALLEL_GRAIN % SUM_BLOCK == 0,
+               "the generated sum follows src/ops/sum_order.h");
+
+static bool heavy(const jg_gnode *n);
+
+/* The open group node n (a sum) can end, or -1. */
+static int sum_target(const jg_graph *g, const layout *L, const bool *sealed, const jg_gnode *n) {
+    if (n->kind != JG_GN_OP || n->op != JG_OP_SUM || n->n_in != 1 || n->n_out != 1)
+        return -1;
+    const jg_value *v = &g->vals[n->in[0]];
+    const jg_meta *o = &g->vals[n->out[0]].meta;
+    if (v->kind != JG_VAL_NODE || (v->meta.dtype != JG_F32 && v->meta.dtype != JG_F64) ||
+        o->dtype != v->meta.dtype || (n->attrs.n != 0 && n->attrs.n != v->meta.ndim))
+        return -1;
+    int64_t numel = meta_numel(&v->meta);
+    if (numel < 1 || (numel + SUM_BLOCK - 1) / SUM_BLOCK > SUM_MAX_BLOCKS)
+        return -1;
+    int h = L->group[v->node];
+    if (h < 0 || sealed[h] || heavy(&g->nodes[v->node]))
+        return -1;
+    return h;
+}
+
+/* Is node i computed element by element in the loop of group gi (the sum
+ * that ends a group is not)? */
+static bool in_loop(const layout *L, int gi, int i) {
+    return L->group[i] == gi && L->sum[gi] != i;
+}
+
 static void layout_free(layout *L) {
+    free(L->sum);
     free(L->group);
     free(L->last);
     free(L->ext);
@@ -149,22 +194,27 @@ static int layout_make(const jg_graph *g, layout *L) {
     L->g = g;
     L->group = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
     L->last = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    L->sum = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
     bool *sealed = calloc((size_t)(nn ? nn : 1), sizeof *sealed);
     L->ext = calloc((size_t)nv, sizeof *L->ext);
     L->steps = malloc(sizeof *L->steps * (size_t)(nn ? nn : 1));
     L->step_of_node = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
-    if (!L->group || !L->last || !sealed || !L->ext || !L->steps || !L->step_of_node) {
+    if (!L->group || !L->last || !L->sum || !sealed || !L->ext || !L->steps || !L->step_of_node) {
         free(sealed);
         layout_free(L);
         return jg_errorf("out of memory generating code");
     }
     for (int i = 0; i < nn; i++) {
         const jg_gnode *n = &g->nodes[i];
-        int gi = -1;
-        if (fusable(g, n)) {
+        int gi = sum_target(g, L, sealed, n);
+        if (gi >= 0) {
+            L->sum[gi] = i; /* the group's last node: nothing joins it after the sum */
+            sealed[gi] = true;
+        } else if (fusable(g, n)) {
             const jg_meta *o = &g->vals[n->out[0]].meta;
             gi = L->n_groups++;
             L->last[gi] = i;
+            L->sum[gi] = -1;
             for (int k = 0; k < n->n_in; k++) {
                 const jg_value *v = &g->vals[n->in[k]];
                 if (v->kind != JG_VAL_NODE || !same_shape(&v->meta, o))
@@ -357,6 +407,50 @@ static int emit_row(sbuf *rows, bool *row_done, const jg_graph *g, const jg_gnod
     return rc;
 }
 
+/* jg_sum_block_<T>(x, n): the sum of one block of n <= JG_SUM_BLOCK
+ * elements in the order of src/ops/sum_order.h, the same arithmetic as
+ * sum_block_f32 / _f64 in src/ops/reduce.c (lanes in 8 vectors of 16 bytes,
+ * folded by halving). */
+static int emit_sum_block(sbuf *rows, bool *row_done, jg_dtype dt) {
+    int key = 120 + (dt == JG_F64);
+    if (row_done[key])
+        return 0;
+    row_done[key] = true;
+    const char *T = ctype(dt);
+    int vl = dt == JG_F64 ? 2 : 4;
+    sb_add(rows,
+           "typedef %s jg_v_%s __attribute__((vector_size(16)));\n"
+           "typedef %s jg_vu_%s __attribute__((vector_size(16), aligned(%d), may_alias));\n"
+           "static %s jg_sum_block_%s(const %s *x, int64_t n) {\n"
+           "    jg_v_%s a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, "
+           "a7 = {0};\n"
+           "    int64_t i = 0;\n"
+           "    for (; i + %d <= n; i += %d) {\n"
+           "        const jg_vu_%s *v = (const jg_vu_%s *)(x + i);\n"
+           "        a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];\n"
+           "        a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];\n"
+           "    }\n"
+           "    if (i < n) {\n"
+           "        %s t[%d] = {0};\n"
+           "        memcpy(t, x + i, sizeof(%s) * (size_t)(n - i));\n"
+           "        const jg_vu_%s *v = (const jg_vu_%s *)t;\n"
+           "        a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];\n"
+           "        a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];\n"
+           "    }\n"
+           "    a0 += a4, a1 += a5, a2 += a6, a3 += a7;\n"
+           "    a0 += a2, a1 += a3;\n"
+           "    a0 += a1;\n"
+           "    %s l[%d];\n"
+           "    memcpy(l, &a0, sizeof l);\n"
+           "    for (int w = %d; w >= 1; w /= 2)\n"
+           "        for (int j = 0; j < w; j++)\n"
+           "            l[j] += l[j + w];\n"
+           "    return l[0];\n}\n\n",
+           T, T, T, T, (int)(dt == JG_F64 ? 8 : 4), T, T, T, T, 8 * vl, 8 * vl, T, T, T, 8 * vl, T,
+           T, T, T, vl, vl / 2);
+    return 0;
+}
+
 static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
                      int64_t N, const char *seen) {
     const jg_graph *g = L->g;
@@ -383,7 +477,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     bool prev_heavy = false, split = false;
     int streams = 0;
     for (int i = 0; i <= lastn; i++) {
-        if (L->group[i] != gi)
+        if (!in_loop(L, gi, i))
             continue;
         const jg_gnode *n = &g->nodes[i];
         bool h = heavy(n);
@@ -412,7 +506,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     for (int u = 0; u < nv; u++)
         def[u] = lastuse[u] = slot[u] = -1;
     for (int i = 0; i <= lastn; i++) {
-        if (L->group[i] != gi)
+        if (!in_loop(L, gi, i))
             continue;
         if (n_seg == 1)
             seg[i] = 0;
@@ -427,7 +521,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     int n_slots = 0;
     for (int s = 0; s < n_seg; s++)
         for (int i = 0; i <= lastn; i++) {
-            if (L->group[i] != gi || seg[i] != s)
+            if (!in_loop(L, gi, i) || seg[i] != s)
                 continue;
             int v = g->nodes[i].out[0];
             if (lastuse[v] <= s || L->ext[v])
@@ -446,15 +540,14 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     const char *ind = n_seg > 1 ? "        " : "    ";
     if (n_seg > 1) {
         sb_add(f,
-               "    for (int64_t jg_b = 0; jg_b < %" PRId64 "LL; jg_b += %d) {\n"
-               "        const int64_t jg_n = %" PRId64 "LL - jg_b < %d ? %" PRId64
-               "LL - jg_b : %d;\n",
-               N, BLOCK, N, BLOCK, N, BLOCK);
+               "    for (int64_t jg_b = jg_lo; jg_b < jg_hi; jg_b += %d) {\n"
+               "        const int64_t jg_n = jg_hi - jg_b < %d ? jg_hi - jg_b : %d;\n",
+               BLOCK, BLOCK, BLOCK);
     }
     for (int s = 0; s < n_seg && rc == 0; s++) {
         int hn = -1; /* a heavy node alone in this segment, read from an array */
         for (int i = 0; i <= lastn && n_seg > 1; i++)
-            if (L->group[i] == gi && seg[i] == s)
+            if (in_loop(L, gi, i) && seg[i] == s)
                 hn = heavy(&g->nodes[i]) && seen[g->nodes[i].in[0]] != 2 ? i : -1;
         if (hn >= 0) {
             const jg_gnode *n = &g->nodes[hn];
@@ -480,12 +573,12 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                    "%s    const int64_t jg_i = jg_b + jg_j;\n",
                    ind, ind);
         else
-            sb_add(f, "    for (int64_t jg_i = 0; jg_i < %" PRId64 "LL; jg_i++) {\n", N);
+            sb_add(f, "    for (int64_t jg_i = jg_lo; jg_i < jg_hi; jg_i++) {\n");
         /* operands: the group's inputs, and values of earlier segments */
         for (int u = 0; u < nv; u++) {
             bool used = false;
             for (int i = 0; i <= lastn && !used; i++)
-                if (L->group[i] == gi && seg[i] == s)
+                if (in_loop(L, gi, i) && seg[i] == s)
                     for (int k = 0; k < g->nodes[i].n_in; k++)
                         used |= g->nodes[i].in[k] == u;
             if (!used)
@@ -499,7 +592,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                 sb_add(f, "%s    const %s v%d = o%d[jg_i];\n", ind, T, u, u);
         }
         for (int i = 0; i <= lastn && rc == 0; i++) {
-            if (L->group[i] != gi || seg[i] != s)
+            if (!in_loop(L, gi, i) || seg[i] != s)
                 continue;
             const jg_gnode *n = &g->nodes[i];
             const jg_op_info *info = &jg_ops[n->op];
@@ -516,9 +609,11 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
             sb_add(f, ");\n");
         }
         for (int i = 0; i <= lastn && rc == 0; i++) {
-            if (L->group[i] != gi || seg[i] != s)
+            if (!in_loop(L, gi, i) || seg[i] != s)
                 continue;
             int v = g->nodes[i].out[0];
+            if (L->sum[gi] >= 0 && v == g->nodes[L->sum[gi]].in[0] && !L->ext[v])
+                sb_add(f, "%s    jg_sv[jg_i - jg_lo] = v%d;\n", ind, v);
             if (L->ext[v])
                 sb_add(f, "%s    o%d[jg_i] = v%d;\n", ind, v, v);
             else if (slot[v] >= 0)
@@ -546,7 +641,8 @@ out:
 static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout *L, int st) {
     const jg_graph *g = L->g;
     int gi = L->steps[st].group, lastn = L->steps[st].node;
-    const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
+    int sn = L->sum[gi]; /* the sum that ends the loop, or -1 */
+    const jg_meta *S = &g->vals[sn >= 0 ? g->nodes[sn].in[0] : g->nodes[lastn].out[0]].meta;
     int64_t N = meta_numel(S);
     sb_add(b, "    /* step %d: fused loop over ", st);
     emit_shape(b, S);
@@ -560,11 +656,13 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
     if (!seen)
         return jg_errorf("out of memory generating code");
-    sbuf chk = {0}, par = {0}, arg = {0};
+    /* par: the loop's parameters; arg: the call's arguments; fld / farg: the
+     * same as the fields of the struct a parallel loop's chunks read */
+    sbuf chk = {0}, par = {0}, arg = {0}, fld = {0}, farg = {0}, pnm = {0};
     /* scalar attributes: read at run time (volatile), then converted to T in
      * the loop exactly as the eager kernels convert theirs */
     for (int i = 0; i <= lastn; i++)
-        if (L->group[i] == gi && (jg_ops[g->nodes[i].op].flags & JG_OPF_SCALAR)) {
+        if (in_loop(L, gi, i) && (jg_ops[g->nodes[i].op].flags & JG_OPF_SCALAR)) {
             double sv = g->nodes[i].attrs.s;
             uint64_t u;
             memcpy(&u, &sv, sizeof u);
@@ -572,11 +670,14 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
                    "        static volatile const union { uint64_t u; double d; } s%d_ = "
                    "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
                    i, u, sv, i, i);
-            sb_add(&par, "%sconst double s%d", par.len ? ", " : "", i);
-            sb_add(&arg, "%ss%d", arg.len ? ", " : "", i);
+            sb_add(&par, ", const double s%d", i);
+            sb_add(&arg, ", s%d", i);
+            sb_add(&fld, " double s%d;", i);
+            sb_add(&farg, ", a->s%d", i);
+            sb_add(&pnm, ", s%d", i);
         }
     for (int i = 0; i <= lastn; i++) {
-        if (L->group[i] != gi)
+        if (!in_loop(L, gi, i))
             continue;
         const jg_gnode *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++) {
@@ -589,35 +690,120 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
                    seen[u] == 1 ? "in" : "elem", u);
             sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
-            if (seen[u] == 1)
-                sb_add(&par, "%sconst %s *restrict x%d", par.len ? ", " : "", T, u);
-            else
-                sb_add(&par, "%sconst %s v%d", par.len ? ", " : "", T, u);
-            sb_add(&arg, "%s%s%d", arg.len ? ", " : "", seen[u] == 1 ? "x" : "*x", u);
+            if (seen[u] == 1) {
+                sb_add(&par, ", const %s *restrict x%d", T, u);
+                sb_add(&fld, " const %s *x%d;", T, u);
+                sb_add(&farg, ", a->x%d", u);
+                sb_add(&pnm, ", x%d", u);
+            } else {
+                sb_add(&par, ", const %s v%d", T, u);
+                sb_add(&fld, " %s v%d;", T, u);
+                sb_add(&farg, ", a->v%d", u);
+                sb_add(&pnm, ", v%d", u);
+            }
+            sb_add(&arg, ", %s%d", seen[u] == 1 ? "x" : "*x", u);
         }
     }
     for (int i = 0; i <= lastn; i++) {
-        if (L->group[i] != gi || !L->ext[g->nodes[i].out[0]])
+        if (!in_loop(L, gi, i) || !L->ext[g->nodes[i].out[0]])
             continue;
         int v = g->nodes[i].out[0];
         const char *T = ctype(g->vals[v].meta.dtype);
         sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n", T, v, v);
         sb_add(&chk, "%s!o%d", chk.len ? " || " : "", v);
-        sb_add(&par, "%s%s *restrict o%d", par.len ? ", " : "", T, v);
-        sb_add(&arg, "%so%d", arg.len ? ", " : "", v);
+        sb_add(&par, ", %s *restrict o%d", T, v);
+        sb_add(&arg, ", o%d", v);
+        sb_add(&fld, " %s *o%d;", T, v);
+        sb_add(&farg, ", a->o%d", v);
+        sb_add(&pnm, ", o%d", v);
     }
-    int rc = chk.oom || par.oom || arg.oom ? jg_errorf("out of memory generating code") : 0;
+    /* a sum ending the loop: its chunks compute the partials of their blocks
+     * (jg_part), added in block order once every chunk is done */
+    int sv = sn >= 0 ? g->nodes[sn].out[0] : -1;
+    const char *ST = sn >= 0 ? ctype(S->dtype) : "";
+    int64_t nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
+    if (sn >= 0) {
+        sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n        %s jg_part[%" PRId64 "];\n", ST, sv,
+               sv, ST, nb);
+        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", sv);
+        sb_add(&fld, " %s *jg_part;", ST);
+        sb_add(&farg, ", a->jg_part");
+    }
+    int rc = chk.oom || par.oom || arg.oom || fld.oom || farg.oom || pnm.oom
+                 ? jg_errorf("out of memory generating code")
+                 : 0;
+    /* A large loop runs on the thread pool in chunks of JG_PARALLEL_GRAIN
+     * elements (a multiple of BLOCK, so blocks do not depend on the split):
+     * every element is computed by the same operations wherever it runs, so
+     * the results do not depend on the number of threads. */
+    bool parallel = N >= 2 * (int64_t)JG_PARALLEL_GRAIN;
     if (rc == 0) {
         if (chk.len)
             sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
-        sb_add(b, "        jg_loop%d(%s);\n    }\n", st, arg.len ? arg.s : "");
-        sb_add(f, "static JG_LOOP void jg_loop%d(%s) {\n", st, par.len ? par.s : "void");
+        const char *entry = sn >= 0 ? "jg_blocks" : "jg_loop";
+        if (parallel)
+            sb_add(b,
+                   "        struct jg_args%d jg_a = {%s%s};\n"
+                   "        rt->par(%" PRId64 "LL, %d, jg_chunk%d, &jg_a);\n",
+                   st,
+                   arg.len   ? arg.s + 2
+                   : sn >= 0 ? ""
+                             : "0",
+                   sn < 0    ? ""
+                   : arg.len ? ", jg_part"
+                             : "jg_part",
+                   N, JG_PARALLEL_GRAIN, st);
+        else
+            sb_add(b, "        %s%d(0, %" PRId64 "LL%s%s);\n", entry, st, N, arg.len ? arg.s : "",
+                   sn >= 0 ? ", jg_part" : "");
+        if (sn >= 0)
+            sb_add(b,
+                   "        %s jg_s = jg_part[0];\n"
+                   "        for (int64_t jg_k = 1; jg_k < %" PRId64 "LL; jg_k++)\n"
+                   "            jg_s += jg_part[jg_k];\n"
+                   "        *o%d = jg_s;\n",
+                   ST, nb, sv);
+        sb_add(b, "    }\n");
+        sb_add(
+            f,
+            "static JG_LOOP void jg_loop%d(const int64_t jg_lo, const int64_t jg_hi%s%s%s%s) {\n",
+            st, par.len ? par.s : "", sn >= 0 ? ", " : "", ST, sn >= 0 ? " *restrict jg_sv" : "");
         rc = emit_loop(f, rows, row_done, L, gi, lastn, N, seen);
         sb_add(f, "}\n\n");
+        if (sn >= 0 && rc == 0) {
+            /* the summand's block: in its output buffer when it has one */
+            int su = g->nodes[sn].in[0];
+            char su_name[24];
+            snprintf(su_name, sizeof su_name, "o%d", su);
+            rc = emit_sum_block(rows, row_done, S->dtype);
+            sb_add(f,
+                   "static void jg_blocks%d(const int64_t jg_lo, const int64_t jg_hi%s, %s "
+                   "*jg_part) {\n"
+                   "    %s jg_sv[%d];\n"
+                   "    for (int64_t jg_b0 = jg_lo; jg_b0 < jg_hi; jg_b0 += %d) {\n"
+                   "        const int64_t jg_m = jg_hi - jg_b0 < %d ? jg_hi - jg_b0 : %d;\n"
+                   "        jg_loop%d(jg_b0, jg_b0 + jg_m%s, jg_sv);\n"
+                   "        jg_part[jg_b0 / %d] = jg_sum_block_%s(%s%s, jg_m);\n"
+                   "    }\n}\n\n",
+                   st, par.len ? par.s : "", ST, ST, SUM_BLOCK, SUM_BLOCK, SUM_BLOCK, SUM_BLOCK, st,
+                   pnm.len ? pnm.s : "", SUM_BLOCK, ST, L->ext[su] ? su_name : "jg_sv",
+                   L->ext[su] ? " + jg_b0" : "");
+        }
+        if (parallel)
+            sb_add(f,
+                   "struct jg_args%d {%s };\n"
+                   "static void jg_chunk%d(void *p, int64_t lo, int64_t hi) {\n"
+                   "    const struct jg_args%d *a = p;\n"
+                   "    %s%d(lo, hi%s);\n}\n\n",
+                   st, fld.len ? fld.s : " int jg_none;", st, st, entry, st,
+                   farg.len ? farg.s : "");
     }
     free(chk.s);
     free(par.s);
     free(arg.s);
+    free(fld.s);
+    free(farg.s);
+    free(pnm.s);
     free(seen);
     return rc;
 }
@@ -1137,7 +1323,7 @@ static void rt_done(void *ctx, int s) {
     p->n_scratch = 0;
 }
 
-static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done};
+static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done, jg_parallel_for};
 
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     if (p->interp)

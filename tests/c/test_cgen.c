@@ -519,16 +519,19 @@ static void test_log_code(void **state) {
     assert_non_null(strstr(s, "jitgrad: generated C for the forward graph ("));
     assert_non_null(strstr(s, "jitgrad: generated C for the backward graph ("));
     assert_non_null(strstr(s, "int jg_gen_run(const jg_gen_rt *rt, void *ctx) {"));
-    /* (q * (k + k)): add and mul in one loop, sum through the runtime */
+    /* (q * (k + k)).sum(): add, mul and the sum in one loop; the product
+     * goes to the sum's block buffer, not to memory */
     assert_non_null(strstr(s, "        const float v2 = (float)(v1 + v1);\n"
                               "        const float v3 = (float)(v0 * v2);\n"
                               "        o2[jg_i] = v2;\n"
-                              "        o3[jg_i] = v3;\n"));
-    assert_non_null(strstr(s, "if (rt->node(ctx, 2) < 0)"));
+                              "        jg_sv[jg_i - jg_lo] = v3;\n"));
+    assert_non_null(strstr(s, "jg_part[jg_b0 / 4096] = jg_sum_block_float(jg_sv, jg_m);"));
+    assert_null(strstr(s, "if (rt->node(ctx, 2) < 0)"));
+    assert_null(strstr(s, "o3[jg_i]"));
     /* backward: both products in one loop, reading the expanded gradient once
      * (passed by value), and k's two contributions summed in it */
-    assert_non_null(strstr(s, "(const float v2, const float *restrict x"));
-    assert_non_null(strstr(s, "(*x2, x"));
+    assert_non_null(strstr(s, "const int64_t jg_hi, const float v2, const float *restrict x"));
+    assert_non_null(strstr(s, "LL, *x2, x"));
     assert_non_null(strstr(s, "        const float v5 = (float)(v2 * v4);\n"
                               "        const float v7 = (float)(v2 * v3);\n"
                               "        const float v9 = (float)(v7 + v7);\n"));
