@@ -207,3 +207,20 @@ def test_captured_leaf_switched_off_agrad(jg):
 
 def test_captured_leaf_switched_off_agrad_matches_torch(jg, torch):
     check(jg, CAPTURED_LEAF_SWITCHED_OFF_AGRAD, torch)
+
+
+# seed 1271039 (fourth run): x.sum(0) of an [n, 1] tensor sums in sum()'s
+# order, as PyTorch's does (the program compared the two with !=)
+def test_sum_over_dim_with_unit_trailing_dims_matches_sum(jg):
+    for n in (3, 4, 5, 9, 17, 100, 1000):
+        x = jg.tensor([((i * 7919) % 1000) / 997.0 - 0.3 for i in range(n)]).reshape(n, 1)
+        assert x.sum(0, keepdim=True).reshape(()).tolist() == x.sum().tolist()
+        y = x.reshape(1, n, 1, 1)
+        assert y.sum(1).reshape(()).tolist() == x.sum().tolist()
+
+
+def test_sum_over_dim_with_unit_trailing_dims_matches_torch(jg, torch):
+    vals = [((i * 7919) % 1000) / 997.0 - 0.3 for i in range(4)]
+    for T in (jg, torch):
+        x = T.tensor(vals).reshape(4, 1)
+        assert bool((x.sum(0, keepdim=True) != x.sum()).any()) is False

@@ -388,8 +388,13 @@ static int sum_into(const jg_attrs *a, const jg_tensor *in, jg_tensor *out) {
             jg_copy_data(c, in);
             in = c;
         }
-        if (outer) {
+        if (outer && C > 1) {
             sum_outer(in, out, A, R, C);
+        } else if (outer) { /* only size-1 dims after the reduced run: each
+                             * output sums a contiguous run, in sum()'s order
+                             * (as PyTorch's, whose x.sum(0) of [n, 1] and
+                             * x.sum() agree) */
+            sum_trailing(in, out, R);
         } else {
             int64_t m = 1;
             for (int d = r; d < in->ndim; d++)
