@@ -343,7 +343,7 @@ class Gen:
             if f("bool_cmp", 0.15):
                 e = r.choice([f"T.where({v.name} > {w.name}, {v.name}, {w.name})",
                               f"({v.name} >= 0).float() * {w.name}",
-                              f"{v.name} * ({w.name} != {v.name}).float()"])
+                              f"{v.name} * ({w.name} != 0.0).float()"])
             out.append(f"{n} = {e}")
             return V(n, s, True, v.ties or w.ties)
         if choice < 0.6 and "reduce" in self.f:

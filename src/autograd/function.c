@@ -404,6 +404,10 @@ static const char *fn_node_name(const jg_node *n) {
 static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL,
                                  NULL};
 
+jg_ctx *jg_function_node_ctx(const jg_node *n) {
+    return n && n->vt == &fn_vt ? ((const fn_node *)n)->ctx : NULL;
+}
+
 static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
                       const void *args, size_t args_size, jg_tensor **outputs);
 

@@ -44,6 +44,9 @@ struct jg_ctx {
     void (*free_state)(void *);
 };
 
+/* The context of a custom function's eager node n; NULL for other nodes. */
+jg_ctx *jg_function_node_ctx(const jg_node *n);
+
 /* Makes a context for a call of fn (args copied); NULL + error. */
 jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
                    size_t args_size);

@@ -332,9 +332,17 @@ jg_tensor *jg_saved_unpack(jg_saved *s, jg_node *owner, bool create_graph) {
         if (s->output_nr >= 0)
             snprintf(made, sizeof made, ", which is output %d of %s,", s->output_nr,
                      owner->vt->name(owner));
-        else if (t->grad_fn)
-            snprintf(made, sizeof made, ", which is output %d of %s,", t->output_nr,
-                     t->grad_fn->vt->name(t->grad_fn));
+        else if (t->grad_fn) {
+            /* a stand-in (a compiled call's per-use input) is named as what
+             * it redirects to: a leaf by no node, as eager's message has it */
+            jg_edge to = {t->grad_fn, t->output_nr, NULL};
+            if (t->grad_fn->vt->redirect &&
+                !t->grad_fn->vt->redirect(t->grad_fn, t->output_nr, &to))
+                to = (jg_edge){t->grad_fn, t->output_nr, NULL};
+            if (to.fn)
+                snprintf(made, sizeof made, ", which is output %d of %s,", to.nr,
+                         to.fn->vt->name(to.fn));
+        }
         return jg_errorf_null("one of the variables needed for gradient computation has been "
                               "modified by an inplace operation: [%.3s %s]%s is at version %llu; "
                               "expected version %llu instead",

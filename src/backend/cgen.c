@@ -1065,16 +1065,12 @@ static int copy_op(jg_graph *h, const jg_graph *src, const jg_gnode *n, int *map
     return 0;
 }
 
-/* *out: g with every inlinable custom call replaced by its forward's nodes,
- * so custom-function bodies are fused like the rest; NULL when there is
- * none (g is used as is).  0 or -1. */
-static int inline_customs(const jg_graph *g, jg_graph **out) {
-    bool any = false;
-    *out = NULL;
-    for (int i = 0; i < g->n_nodes && !any; i++)
-        any = g->nodes[i].kind == JG_GN_CUSTOM && inlinable(&g->nodes[i]);
-    if (!any)
-        return 0;
+/* One attempt of inline_customs, leaving the calls marked in veto as nodes.
+ * 1 (and veto[i] set) when inlining call i would make one of its outputs
+ * lose requires_grad: a body value derived from constants only (an
+ * object's tensor read in forward) is still a differentiable output of the
+ * call, and an opaque call reading it needs the slot's gradient as traced. */
+static int inline_try(const jg_graph *g, bool *veto, jg_graph **out) {
     jg_graph *h = jg_graph_new();
     int *map = malloc(sizeof(int) * (size_t)(g->n_vals ? g->n_vals : 1));
     int *sub = NULL, rc = h && map ? 0 : jg_errorf("out of memory generating code");
@@ -1093,7 +1089,7 @@ static int inline_customs(const jg_graph *g, jg_graph **out) {
         const jg_gnode *n = &g->nodes[i];
         if (n->kind == JG_GN_OP) {
             rc = copy_op(h, g, n, map);
-        } else if (!inlinable(n)) {
+        } else if (veto[i] || !inlinable(n)) {
             int in[64], outs[64];
             jg_meta metas[64];
             bool rg[64];
@@ -1133,8 +1129,15 @@ static int inline_customs(const jg_graph *g, jg_graph **out) {
                     rc = -1;
             for (int j = 0; j < f->n_nodes && rc == 0; j++)
                 rc = copy_op(h, f, &f->nodes[j], sub);
-            for (int k = 0; k < n->n_out && rc == 0; k++)
+            int n_call = n->custom->n_call_out ? n->custom->n_call_out : n->n_out;
+            for (int k = 0; k < n->n_out && rc == 0; k++) {
                 map[n->out[k]] = sub[f->outputs[k]];
+                if (k < n_call && g->vals[n->out[k]].requires_grad &&
+                    !h->vals[map[n->out[k]]].requires_grad) {
+                    veto[i] = true;
+                    rc = 1;
+                }
+            }
         }
     }
     if (rc == 0) {
@@ -1151,12 +1154,32 @@ static int inline_customs(const jg_graph *g, jg_graph **out) {
         rc = jg_pass_dce(h) < 0 || jg_graph_verify(h) < 0 ? -1 : 0;
     free(sub);
     free(map);
-    if (rc < 0) {
+    if (rc != 0) {
         jg_graph_free(h);
-        return -1;
+        return rc;
     }
     *out = h;
     return 0;
+}
+
+/* *out: g with every inlinable custom call replaced by its forward's nodes,
+ * so custom-function bodies are fused like the rest; NULL when there is
+ * none (g is used as is).  0 or -1. */
+static int inline_customs(const jg_graph *g, jg_graph **out) {
+    bool any = false;
+    *out = NULL;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+        any = g->nodes[i].kind == JG_GN_CUSTOM && inlinable(&g->nodes[i]);
+    if (!any)
+        return 0;
+    bool *veto = calloc((size_t)g->n_nodes, sizeof *veto);
+    if (!veto)
+        return jg_errorf("out of memory generating code");
+    int rc;
+    while ((rc = inline_try(g, veto, out)) == 1) /* each retry vetoes one more call */
+        ;
+    free(veto);
+    return rc;
 }
 
 jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {

@@ -320,24 +320,64 @@ static int place_rerun_nodes(int n_out, jg_tensor *const *outs, uint64_t first, 
  * forward saved get their forward-time data back in the rerun's tensors (not
  * those sharing storage with a current input), and the stale inputs'
  * stand-ins move to a new version. */
+static bool shares_input(const jg_entry *e, jg_tensor *const *in, const bool *stale,
+                         const jg_tensor *t) {
+    for (int k = 0; k < e->n_graph_inputs; k++)
+        if (in[k] && !stale[k] && in[k]->storage == t->storage)
+            return true;
+    return false;
+}
+
 static int restore_saved(compiled_node *c, jg_tensor *const *vals, jg_tensor *const *in,
                          const bool *stale, int n_stand, jg_tensor *const *stand) {
     jg_entry *e = c->e;
     const jg_graph *f = e->fwd_ad;
+    /* dep[v]: the rerun computed v from a stale input; done[v]: v has its
+     * forward-time data again */
+    bool *dep = calloc(2 * (size_t)f->n_vals + 1, sizeof *dep), *done = dep + f->n_vals;
+    if (!dep)
+        return jg_errorf("out of memory in backward");
+    for (int k = 0; k < e->n_graph_inputs; k++)
+        dep[f->inputs[k]] = stale[k];
+    for (int i = 0; i < f->n_nodes; i++) {
+        const jg_gnode *n = &f->nodes[i];
+        bool d = false;
+        for (int s = 0; s < jg_gnode_n_slots(n); s++)
+            d |= dep[jg_gnode_slot_value(n, s)];
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0)
+                dep[n->out[k]] = d;
+    }
     for (int i = 0; i < e->n_saved; i++) {
         jg_tensor *rv = vals[e->saved_val[i]];
-        if (!rv || f->vals[e->saved_val[i]].kind == JG_VAL_INPUT || !rv->storage)
-            continue;
-        bool shared = false;
-        for (int k = 0; k < e->n_graph_inputs && !shared; k++)
-            shared = in[k] && !stale[k] && in[k]->storage == rv->storage;
-        if (shared)
+        if (!rv || f->vals[e->saved_val[i]].kind == JG_VAL_INPUT || !rv->storage ||
+            shares_input(e, in, stale, rv))
             continue;
         jg_tensor *fwd = jg_saved_unpack(&c->saved[i], &c->base, false);
-        if (!fwd)
+        if (!fwd) {
+            free(dep);
             return -1;
+        }
         jg_copy_data(rv, fwd); /* (no version bump: the forward's values) */
+        done[e->saved_val[i]] = true;
     }
+    /* Any other value the rerun computed from a stale input holds data the
+     * forward never had: its version moves on, so a rerun node that saved
+     * it fails when read (eager's in-place message) rather than computing
+     * a wrong gradient -- unless it shares storage with a restored value
+     * or a current input (a view of them). */
+    for (int v = 0; v < f->n_vals; v++) {
+        jg_tensor *t = vals[v];
+        if (!dep[v] || done[v] || !t || !t->storage || f->vals[v].kind == JG_VAL_INPUT ||
+            shares_input(e, in, stale, t))
+            continue;
+        bool restored = false;
+        for (int w = 0; w < f->n_vals && !restored; w++)
+            restored = done[w] && vals[w] && vals[w]->storage == t->storage;
+        if (!restored)
+            t->storage->version++;
+    }
+    free(dep);
     for (int j = 0; j < n_stand; j++) {
         jg_tensor *t = stand[j];
         bool fresh = true;

@@ -57,6 +57,15 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
         }
         for (int k = 0; k < got; k++)
             v[n->out[k]] = out[k];
+        /* the tensors the call's ctx saved stand for its saved-value
+         * outputs (a rerun for create_graph restores their forward-time
+         * data, cnode.c) */
+        const jg_ctx *ctx = NULL;
+        for (int k = 0; k < got && !ctx; k++)
+            ctx = out[k] ? jg_function_node_ctx(out[k]->grad_fn) : NULL;
+        for (int s = 0; ctx && vals && s < info->n_saved && s < ctx->n_saved; s++)
+            if (info->saved_out && info->saved_out[s] >= 0 && ctx->saved[s].t)
+                v[n->out[info->saved_out[s]]] = ctx->saved[s].t;
     }
     jg_trace_capture_resume(capture);
     for (int k = 0; k < g->n_outputs && rc == 0; k++)
