@@ -6,6 +6,7 @@
 #   make fuzz            the differential fuzzer, FUZZ_N programs from FUZZ_SEED
 #                        (docs/fuzzing.md); make test runs a fixed-seed test-fuzz
 #   make demo            build and run the demo (examples/seed.c, else examples/mlp.c)
+#   make demo-gpt        train examples/gpt (Python, compiled) for 200 steps and sample
 #   make bench           build and run the benchmark suite (bench/run.sh);
 #                        BENCH_QUICK=1 for a smoke run; make bench-chart
 #                        draws docs/performance.png from its results
@@ -36,7 +37,7 @@ DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
 DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
 
 .PHONY: all build asan deps-build deps-test test test-c test-memcheck test-asan install-check \
-	test-python test-fuzz fuzz demo bench bench-chart install format format-check clean
+	test-python test-fuzz fuzz demo demo-gpt bench bench-chart install format format-check clean
 
 all: build
 
@@ -111,6 +112,11 @@ FUZZ_TEST_DISABLE ?=
 test-fuzz: build
 	bash scripts/fuzz.sh run -n $(FUZZ_TEST_N) --seed $(FUZZ_TEST_SEED) --jobs $(JOBS) \
 		--c-every 3 $(if $(strip $(FUZZ_TEST_DISABLE)),--disable $(FUZZ_TEST_DISABLE))
+
+# The flagship example: a GPT-2-style byte model trained compiled (docs/gpt.md).
+GPT_ARGS ?= --steps 200 --sample 300
+demo-gpt: deps-test build
+	bash scripts/test-python.sh --run examples/gpt/train.py $(GPT_ARGS)
 
 demo: deps-build
 	@test -n "$(DEMO_SRC)" || { echo "demo: no examples/seed.c or examples/mlp.c yet" >&2; exit 1; }

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Python extension against the CMake build and runs its pytest
 # suite, in a venv under the build directory (reused between runs).
+#   scripts/test-python.sh [pytest args]
+#   scripts/test-python.sh --run script.py [args]   (the same venv, runs a script
+#                                                    from the repository root)
 #   env: JITGRAD_BUILD_DIR (default build/), JITGRAD_PYTHON (default /usr/bin/python3)
 # Offline: pip installs with --no-index --no-build-isolation, using Debian's
 # setuptools/wheel/pytest/numpy (and python3-torch, when present, as the
@@ -27,5 +30,10 @@ rm -rf "$root/python/build"
 "$venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --no-deps \
     --force-reinstall "$root/python"
 rm -rf "$root/python/build"
+if [ "${1:-}" = --run ]; then
+    shift
+    cd "$root"
+    exec "$venv/bin/python" "$@"
+fi
 cd "$root/python/tests"
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .
