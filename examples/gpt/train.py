@@ -6,15 +6,14 @@
 
 Data: the bytes of --data (default /usr/share/common-licenses/GPL-3), each
 masked to 7 bits (vocabulary 128), the first 90% for training.  Batches are
-drawn by Python's random.Random(--seed), so both libraries see the same data
-order.  --init loads a state_dict saved by torch.save / jitgrad.save, --save
+drawn by a SplitMix64 generator seeded with --seed (train.c has the same), so
+every run sees the same data order.  --init loads a state_dict saved by torch.save / jitgrad.save, --save
 writes one; from the same --init both libraries train the same model.
 Prints every step's loss, the validation loss at the end, the median
 ms/step, and with --sample N, N sampled bytes."""
 import argparse
 import importlib.util
 import os
-import random
 import statistics
 import time
 
@@ -58,9 +57,25 @@ def load_data(path, vocab):
     return data[:n], data[n:]
 
 
+class SplitMix64:
+    """The batch order's generator: tiny, and the same in train.c, so the
+    Python and C programs (and both libraries) read the same batches."""
+
+    def __init__(self, seed):
+        self.state = seed & 0xFFFFFFFFFFFFFFFF
+
+    def below(self, n):
+        """A number in [0, n) (modulo bias is irrelevant here)."""
+        self.state = (self.state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        return (z ^ (z >> 31)) % n
+
+
 def batches(data, batch, block, rng):
     while True:
-        starts = [rng.randrange(len(data) - block - 1) for _ in range(batch)]
+        starts = [rng.below(len(data) - block - 1) for _ in range(batch)]
         yield ([data[s:s + block] for s in starts], [data[s + 1:s + block + 1] for s in starts])
 
 
@@ -89,7 +104,7 @@ def main(argv=None):
         backend = None if args.compile == "default" else args.compile
         run = torch.compile(model, backend=backend)
     train, val = load_data(args.data, cfg.vocab_size)
-    it = batches(train, args.batch, args.block, random.Random(args.seed))
+    it = batches(train, args.batch, args.block, SplitMix64(args.seed))
     losses, times = [], []
     for step in range(args.steps):
         xs, ys = next(it)
@@ -106,7 +121,7 @@ def main(argv=None):
         if not args.quiet:
             print(f"step {step}: loss {lv:.6f}", flush=True)
     with torch.no_grad():
-        vx, vy = next(batches(val, args.batch, args.block, random.Random(args.seed + 1)))
+        vx, vy = next(batches(val, args.batch, args.block, SplitMix64(args.seed + 1)))
         _, vloss = model(torch.tensor(vx, dtype=torch.long), torch.tensor(vy, dtype=torch.long))
     if not losses:  # --steps 0: only --save (an initialization for both libraries)
         if args.save:
