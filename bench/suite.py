@@ -17,6 +17,11 @@ then ratio tables (markdown) and a machine-readable results file.
                instruction count per op from build/bench/chain_iters),
                compile_backends, compile_overhead, and build/bench/chains
                when it exists
+  6. gpt       examples/gpt/train.py (GPT-2-style, default config): median
+               ms per training step for PyTorch and jitgrad eager / interp /
+               c (torch.compile of the model), builtin and custom attention,
+               against the FLOP bound (6 x params x tokens + attention, at
+               the sgemm rate of item 3 measured in the same run)
 
 Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (PyTorch's
 interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
@@ -244,6 +249,25 @@ def main():
         if os.access(path, os.X_OK) and not (QUICK and prog != "chains"):
             older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)
 
+    # ---- (6) the GPT training step (examples/gpt/train.py)
+    gpt = {}
+    train_py = os.path.join(ROOT, "examples", "gpt", "train.py")
+    gpt_steps = "6" if QUICK else "40"
+    for n in threads:
+        for lib, exe in libs:
+            for comp in (("none",) if lib == "torch" else ("none", "interp", "c")):
+                for attn in ("builtin", "custom"):
+                    if QUICK and attn == "custom":
+                        continue
+                    cmd = [exe, train_py, "--quiet", "--steps", gpt_steps, "--threads", str(n),
+                           "--compile", comp, "--attn", attn] + (["--torch"] if lib == "torch"
+                                                                 else [])
+                    out = run(f"gpt {lib} compile={comp} attn={attn} threads={n}", cmd,
+                              env=thread_env(n))
+                    m = re.search(r"median ([0-9.]+) ms/step", out)
+                    if m:
+                        gpt[(lib, comp, attn, n)] = float(m.group(1))
+
     # ---- tables
     res = {"meta": meta, "kernels": [], "fused": [], "mlp": [], "latency": latency,
            "eager_ops": [], "thread_control": {f"{k[0]}@{k[1]}": v for k, v in thread_note.items()}}
@@ -337,6 +361,34 @@ def main():
         if c100:
             out.append(f"\nper-op eager overhead target < 0.5 us: {c100:.3g} us per op "
                        f"({'met' if c100 < 0.5 else 'missed'})")
+
+    if gpt:
+        # FLOPs per step: 6 x params x tokens + 12 x layers x width x T per token
+        # (PaLM's estimate; the default config of examples/gpt)
+        L_, C_, T_, B_, V_ = 4, 128, 64, 4, 128
+        n_params = V_ * C_ + T_ * C_ + L_ * (11 * C_ * C_ + 12 * C_) + 2 * C_  # tied head
+        flops = B_ * T_ * (6 * n_params + 12 * L_ * C_ * T_)
+        out.append(f"\n## GPT training step (examples/gpt/train.py, default config, {n_params:,} "
+                   f"parameters; ms per step, median of {gpt_steps} steps)\n")
+        rows = []
+        res["gpt"] = []
+        for n in threads:
+            t_ref = gpt.get(("torch", "none", "builtin", n))
+            rate = next((e.get("sgemm_GFLOPs") for e in res["mlp"] if e["threads"] == n), None)
+            bound = flops / (rate * 1e9) * 1e3 if rate else None
+            for (lib, comp, attn, nn_), ms in gpt.items():
+                if nn_ != n:
+                    continue
+                label = "PyTorch eager" if lib == "torch" else f"jitgrad {comp if comp != 'none' else 'eager'}"
+                rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref) if lib != "torch" else None,
+                             ratio(ms, bound)])
+                res["gpt"].append({"threads": n, "lib": lib, "compile": comp, "attn": attn,
+                                   "ms": ms, "bound_ms": bound})
+            if bound:
+                rows.append([f"{n}T", f"bound ({flops / 1e6:.0f} MFLOP at {rate:.3g} GFLOP/s)",
+                             "-", bound, None, Ratio(1)])
+        out.append(table(["threads", "implementation", "attention", "ms/step", "/ torch",
+                          "/ bound"], rows))
 
     for prog, text in older_text.items():
         if text.strip():
