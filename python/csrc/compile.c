@@ -31,6 +31,8 @@ typedef struct JGCompiled {
     bool warned_budget;   /* the scope walk ran out of objects once (warned) */
     PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
     PyObject *last_scope; /* and the last call's (bytes) */
+    PyObject *last_vals;  /* JITGRAD_LOG=recompiles: the last call's scalar attributes, */
+    PyObject *last_attrs; /* serialised (bytes) and by path (dict path -> repr) */
     struct JGCompiled *live_prev, *live_next; /* see jgp_find_object */
 } JGCompiled;
 
@@ -244,6 +246,7 @@ typedef struct {
     int n_path;     /* steps to the object being visited */
     char path[SCOPE_PATH][96];
     char found[768]; /* the path, as note_scope prints it (its buffer: 800) */
+    PyObject *attrs; /* describe mode, or NULL: path -> repr of each scalar attribute */
 } scope_walk;
 
 static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names);
@@ -270,6 +273,38 @@ static int walk_step(scope_walk *w, PyObject *o, int depth, PyObject *names, con
     return rc;
 }
 
+/* The path of the object being visited, as the program names it:
+ * m.blocks[1].fc.weight, not m._modules[blocks]._modules[1]... */
+static void format_path(const scope_walk *w, char *path, size_t n) {
+    size_t len = 0;
+    path[0] = 0;
+    for (int i = 0; i < w->n_path && i < SCOPE_PATH && len < n; i++) {
+        const char *seg = w->path[i];
+        if (i + 1 < w->n_path && i + 1 < SCOPE_PATH && w->path[i + 1][0] == '[' &&
+            (!strcmp(seg, "._modules") || !strcmp(seg, "._parameters") ||
+             !strcmp(seg, "._buffers"))) {
+            const char *sub = w->path[++i] + 1;
+            int k = (int)(strlen(sub) ? strlen(sub) - 1 : 0); /* without the ']' */
+            bool digits = k > 0 && strspn(sub, "0123456789") == (size_t)k;
+            len += (size_t)snprintf(path + len, n - len, digits ? "[%.*s]" : ".%.*s", k, sub);
+            continue;
+        }
+        len += (size_t)snprintf(path + len, n - len, "%s", seg);
+    }
+}
+
+/* Describe mode: records attribute k of the object being visited (its path
+ * and the attribute's name) with the repr of its scalar value v. */
+static int note_attr(scope_walk *w, PyObject *k, PyObject *v) {
+    char path[SCOPE_PATH * 96 + 1];
+    format_path(w, path, sizeof path);
+    PyObject *name = PyUnicode_FromFormat("%s.%U", path, k), *r = PyObject_Repr(v);
+    int rc = name && r ? PyDict_SetItem(w->attrs, name, r) : -1;
+    Py_XDECREF(name);
+    Py_XDECREF(r);
+    return rc;
+}
+
 static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *fmt, bool attrs) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -280,12 +315,15 @@ static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *f
          * into a trace, so they are part of the key (an attribute changed,
          * a new object at a recycled address) */
         int rc = 0;
+        bool scalar = v == Py_None || PyBool_Check(v) || PyLong_Check(v) || PyFloat_Check(v) ||
+                      PyUnicode_Check(v);
         if (attrs && w->v && PyUnicode_Check(k)) {
             rc = jgp_serialize(k, w->v, NULL);
-            if (rc == 0 && (v == Py_None || PyBool_Check(v) || PyLong_Check(v) ||
-                            PyFloat_Check(v) || PyUnicode_Check(v)))
+            if (rc == 0 && scalar)
                 rc = jgp_serialize(v, w->v, NULL);
         }
+        if (attrs && w->attrs && scalar && PyUnicode_Check(k))
+            rc = note_attr(w, k, v);
         if (rc == 0)
             rc = walk_step(w, v, depth, NULL, fmt, k);
         Py_DECREF(k);
@@ -360,9 +398,9 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
             return jgp_buf_put(w->b, &t, sizeof t);
         }
         if (w->n_tensors++ == w->target && !w->found[0]) {
-            size_t len = 0;
-            for (int i = 0; i < w->n_path && i < SCOPE_PATH && len < sizeof w->found; i++)
-                len += (size_t)snprintf(w->found + len, sizeof w->found - len, "%s", w->path[i]);
+            char path[SCOPE_PATH * 96 + 1];
+            format_path(w, path, sizeof path);
+            snprintf(w->found, sizeof w->found, "%s", path);
         }
         return 0;
     }
@@ -406,7 +444,7 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
     if (PyFunction_Check(o))
         return walk_function(w, o, depth);
     if (PyMethod_Check(o))
-        return walk_value(w, PyMethod_GET_SELF(o), depth + 1, NULL) < 0
+        return walk_step(w, PyMethod_GET_SELF(o), depth + 1, NULL, "self", NULL) < 0
                    ? -1
                    : walk_value(w, PyMethod_GET_FUNCTION(o), depth + 1, NULL);
     if (PyModule_Check(o)) {
@@ -510,6 +548,44 @@ static void describe_change(JGCompiled *self, const char *now, size_t len, PyObj
     PyMem_Free(w);
 }
 
+/* JITGRAD_LOG=recompiles: the scalar attributes of the objects the program
+ * reaches (a module's flags and sizes) are part of the key; say which
+ * changed since the last call (the library's line names only the key
+ * byte). */
+static int note_attrs(JGCompiled *self, PyObject *args, PyObject *kwargs) {
+    scope_walk *w = PyMem_Calloc(1, sizeof *w);
+    if (!w) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->target = -1;
+    w->attrs = PyDict_New();
+    int rc = w->attrs ? walk_scope(w, self->fn, args, kwargs) : -1;
+    if (rc == 0 && self->last_attrs) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        int shown = 0;
+        while (rc == 0 && PyDict_Next(w->attrs, &pos, &k, &v)) {
+            PyObject *was = PyDict_GetItemWithError(self->last_attrs, k);
+            if (!was && PyErr_Occurred()) {
+                rc = -1;
+            } else if (!was || PyUnicode_Compare(was, v) != 0) {
+                if (shown++ < 4)
+                    fprintf(stderr, "jitgrad: attribute %s changed: %s -> %s\n",
+                            PyUnicode_AsUTF8(k), was ? PyUnicode_AsUTF8(was) : "(none)",
+                            PyUnicode_AsUTF8(v));
+            }
+        }
+        if (shown > 4)
+            fprintf(stderr, "jitgrad: ... and %d more attributes changed\n", shown - 4);
+    }
+    if (rc == 0)
+        Py_XSETREF(self->last_attrs, Py_NewRef(w->attrs));
+    Py_XDECREF(w->attrs);
+    PyMem_Free(w);
+    return rc;
+}
+
 /* JITGRAD_LOG=recompiles: a scope never seen before means a new trace; say
  * which captured tensor changed (the library's line names only the key
  * byte). */
@@ -604,6 +680,8 @@ static int compiled_clear(PyObject *o) {
     Py_CLEAR(self->objects);
     Py_CLEAR(self->scopes);
     Py_CLEAR(self->last_scope);
+    Py_CLEAR(self->last_vals);
+    Py_CLEAR(self->last_attrs);
     return 0;
 }
 
@@ -717,6 +795,15 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     if (walked == 0 && self->log_recompiles &&
         note_scope(self, bytes.data + args_len + 1, bytes.len - args_len - 1, args, kwargs) < 0)
         walked = -1;
+    if (walked == 0 && self->log_recompiles) {
+        /* describe only when the attributes changed (the walk again costs) */
+        PyObject *vb = PyBytes_FromStringAndSize(vals.data ? vals.data : "", (Py_ssize_t)vals.len);
+        int same = vb && self->last_vals ? PyObject_RichCompareBool(vb, self->last_vals, Py_EQ) : 0;
+        if (!vb || same < 0 || (!same && note_attrs(self, args, kwargs) < 0))
+            walked = -1;
+        if (vb)
+            Py_XSETREF(self->last_vals, vb);
+    }
     tag = 'V';
     if (walked == 0 && (jgp_buf_put(&bytes, &tag, 1) < 0 ||
                         (vals.len && jgp_buf_put(&bytes, vals.data, vals.len) < 0)))
