@@ -542,7 +542,7 @@ static pv *new_int(vm *m, int64_t i) {
 static int memo_put(vm *m, int64_t idx) {
     if (m->sp == 0 || m->stack[m->sp - 1] == &MARK_PV)
         return jg_set_error("%s: damaged data.pkl (memo of nothing at byte %zu)", m->what, m->pos);
-    if (idx < 0 || idx > (1 << 24))
+    if (idx < 0 || idx > (int64_t)m->n) /* each memo entry costs a byte at least */
         return jg_set_error("%s: damaged data.pkl (memo index %lld)", m->what, (long long)idx);
     if (idx >= m->cap_memo) {
         int64_t cap = m->cap_memo ? m->cap_memo : 64;
