@@ -1100,6 +1100,12 @@ jg_state_dict *jg_state_dict_load(const char *path) {
                 goto out;
             }
             int64_t numel = st->numel;
+            for (int64_t j = 0; st->dtype == JG_BOOL && j < numel; j++)
+                if (e->data[j] > 1) { /* jitgrad's bools are 0 or 1 */
+                    jg_set_error("%s: the record data/%s holds a bool byte %u (not 0 or 1)", what,
+                                 st->s, e->data[j]);
+                    goto out;
+                }
             whole = jg_tensor_new(st->dtype, 1, &numel, e->data);
             if (!whole)
                 goto out;

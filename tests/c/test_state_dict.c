@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/zip.h"
 #include "testutil.h"
 
 static char tmp_path[256];
@@ -210,7 +211,6 @@ static void write_pkl_archive(const char *path, const char *pkl, size_t len, con
         unsigned crc;
     } rec[2] = {{"x/data.pkl", pkl, len, 0, 0}, {"x/data/0", data0, data0_len, 0, 0}};
     int nrec = data0 ? 2 : 1;
-    extern uint32_t jg_crc32(uint32_t, const void *, size_t);
     for (int i = 0; i < nrec; i++) {
         rec[i].off = ftell(f);
         rec[i].crc = jg_crc32(0, rec[i].data, rec[i].len);
@@ -293,6 +293,7 @@ static void test_state_dict_bad_pickles(void **state) {
         {PKL(TENSOR_OF("FloatStorage", "\x03")), f8, 8, "less than 3 float32"},
         {PKL(TENSOR_OF("HalfStorage", "\x02")), f8, 8, "torch.HalfStorage"},
         {PKL(TENSOR_OF("FloatStorage", "\x01")), f8, 4, "out of bounds for storage"},
+        {PKL(TENSOR_OF("BoolStorage", "\x02")), "\x01\x02", 2, "bool byte 2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_pkl_archive(path, cases[i].pkl, cases[i].len, cases[i].data, cases[i].dlen);
