@@ -400,6 +400,25 @@ int64_t jg_storage_nbytes(const jg_tensor *t);
  * Fails, naming the sizes, when the view reaches past the memory's end. */
 jg_tensor *jg_storage_view(jg_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                            int64_t offset);
+/* state_dicts: names -> tensors in insertion order, saved and loaded in
+ * PyTorch's checkpoint format (torch.load reads what jg_state_dict_save
+ * writes; jg_state_dict_load reads what torch.save(model.state_dict()) and
+ * jitgrad.save write).  Dtypes f32, f64, i64, i32 and bool.  Entries that
+ * share memory (tied weights, views) are saved with one copy of it and load
+ * sharing it again; requires_grad is kept.  The dict holds its own reference
+ * to each tensor; get / tensor return BORROWED ones.  Loading a damaged or
+ * foreign file fails with NULL and a message naming what is wrong. */
+typedef struct jg_state_dict jg_state_dict;
+jg_state_dict *jg_state_dict_new(void);
+void jg_state_dict_free(jg_state_dict *sd); /* NULL is fine */
+/* Adds name -> t, or replaces the tensor of an existing name in its place. */
+int jg_state_dict_set(jg_state_dict *sd, const char *name, jg_tensor *t);
+jg_tensor *jg_state_dict_get(const jg_state_dict *sd, const char *name); /* NULL + error: none */
+int jg_state_dict_size(const jg_state_dict *sd);
+const char *jg_state_dict_name(const jg_state_dict *sd, int i);
+jg_tensor *jg_state_dict_tensor(const jg_state_dict *sd, int i);
+int jg_state_dict_save(const jg_state_dict *sd, const char *path);
+jg_state_dict *jg_state_dict_load(const char *path);
 /* ---- OPS-SHAPE: shapes, indexing, creation ---- */
 /* Joins tensors of one number of dims along dim (all other sizes equal;
  * dtypes promoted); differentiable in each.  stack: along a new dim. */

@@ -47,6 +47,8 @@ def parse(argv=None):
     p.add_argument("--save", help="write the final state_dict here")
     p.add_argument("--sample", type=int, default=0, help="bytes to sample after training")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--exact", action="store_true",
+                   help="print losses as %%.9g (tells float32 values apart), not %%.6f")
     return p.parse_args(argv)
 
 
@@ -106,6 +108,7 @@ def main(argv=None):
     train, val = load_data(args.data, cfg.vocab_size)
     it = batches(train, args.batch, args.block, SplitMix64(args.seed))
     losses, times = [], []
+    fmt = ".9g" if args.exact else ".6f"
     for step in range(args.steps):
         xs, ys = next(it)
         x = torch.tensor(xs, dtype=torch.long)
@@ -119,7 +122,7 @@ def main(argv=None):
         times.append(time.perf_counter() - t0)
         losses.append(lv)
         if not args.quiet:
-            print(f"step {step}: loss {lv:.6f}", flush=True)
+            print(f"step {step}: loss {lv:{fmt}}", flush=True)
     with torch.no_grad():
         vx, vy = next(batches(val, args.batch, args.block, SplitMix64(args.seed + 1)))
         _, vloss = model(torch.tensor(vx, dtype=torch.long), torch.tensor(vy, dtype=torch.long))
@@ -129,7 +132,7 @@ def main(argv=None):
         return losses, model
     steady = times[1:] or times
     print(f"{'torch' if args.torch else 'jitgrad'} attn={args.attn} compile={args.compile}: "
-          f"{args.steps} steps, final loss {losses[-1]:.6f}, val loss {vloss.item():.6f}, "
+          f"{args.steps} steps, final loss {losses[-1]:{fmt}}, val loss {vloss.item():{fmt}}, "
           f"median {1000 * statistics.median(steady):.2f} ms/step")
     if args.save:
         torch.save(model.state_dict(), args.save)
