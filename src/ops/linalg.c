@@ -192,10 +192,12 @@ static void gemm(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
  * the cores.  The blocks depend only on the shape (never on the thread
  * count), so the bits are the same for any number of threads.  The split
  * dim is the one whose blocks re-read the smaller operand (columns of C
- * re-pack A, rows re-pack B); blocks are equal, a multiple of 16 wide, of
- * at least GEMM_BLOCK_MACS multiply-adds, at most GEMM_MAX_BLOCKS of them
- * (a power of two, so that 2 or 4 threads share them evenly). */
-#define GEMM_BLOCK_MACS ((int64_t)1 << 21)
+ * re-pack A, rows re-pack B).  Blocks are equal and a multiple of 16 wide:
+ * 2 of at least GEMM_SPLIT_MACS multiply-adds, 4 or 8 only when each has at
+ * least GEMM_BLOCK_MACS (every block costs a call and a re-pack, which a
+ * single thread pays too: 2 blocks cost it about 5% at the MLP's shapes). */
+#define GEMM_SPLIT_MACS ((int64_t)1 << 21)
+#define GEMM_BLOCK_MACS ((int64_t)1 << 23)
 #define GEMM_MAX_BLOCKS 8
 
 typedef struct {
@@ -231,7 +233,8 @@ static void gemm_par(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
     gemm_split g = {dt,     ta, tb, m, n, k, lda, ldb, ldc, 0, (int64_t)jg_dtype_size(dt),
                     m <= n, pa, pb, pc};
     int64_t dim = g.cols ? n : m, macs = m * n * k, blocks = 1;
-    while (blocks < GEMM_MAX_BLOCKS && macs / (blocks * 2) >= GEMM_BLOCK_MACS &&
+    while (blocks < GEMM_MAX_BLOCKS &&
+           macs / (blocks * 2) >= (blocks == 1 ? GEMM_SPLIT_MACS : GEMM_BLOCK_MACS) &&
            dim / (blocks * 2) >= 16)
         blocks *= 2;
     if (blocks == 1) {

@@ -70,7 +70,7 @@ static void test_matmul_bitwise_any_thread_count(void **state) {
     (void)state;
     static const int64_t shapes[][3] = {
         {64, 784, 256}, {64, 256, 256}, {784, 64, 256}, {256, 64, 10},   {64, 10, 256},
-        {3, 5, 7},      {1, 300, 2000}, {2000, 300, 1}, {130, 517, 129},
+        {3, 5, 7},      {1, 300, 2000}, {2000, 300, 1}, {130, 517, 129}, {256, 512, 512},
     };
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
     int saved = jg_get_num_threads();
