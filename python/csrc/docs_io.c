@@ -42,8 +42,8 @@ static const doc_entry docs[] = {
     {"manual_seed", "manual_seed(seed)\n\nSeeds jitgrad's generator (SplitMix64: the same "
                     "numbers on every machine, not PyTorch's)."},
     {"set_num_threads", "set_num_threads(int)\n\nSets how many threads large kernels (from 64K "
-                        "elements) and OpenBLAS use; results are bitwise the same for any "
-                        "count.  Values above 256 are capped."},
+                        "elements, and large matmuls) use; results are bitwise the same for "
+                        "any count.  Values above 256 are capped."},
     {"get_num_threads", "get_num_threads() -> int\n\nThe number of threads large kernels use "
                         "(default: the cores the process may run on, or JITGRAD_NUM_THREADS)."},
     {"is_grad_enabled", "is_grad_enabled() -> bool\n\nWhether operations record history "

@@ -22,9 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* OpenBLAS's own thread count follows ours.  Weak: a BLAS without it links
- * too, and the call is skipped. */
+/* OpenBLAS runs on one thread (see jg_blas_single_thread).  Weak: a BLAS
+ * without these links too, and the calls are skipped. */
 extern void openblas_set_num_threads(int n) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
 
 /* How long a worker watches for the next loop before it sleeps (and the
  * caller for the workers' last chunks before it sleeps): back-to-back large
@@ -254,9 +255,13 @@ int jg_set_num_threads(int n) {
         atomic_store(&jg_parallel_nthreads_, n);
     }
     pthread_mutex_unlock(&run_mu);
-    if (openblas_set_num_threads)
-        openblas_set_num_threads(n);
+    jg_blas_single_thread();
     return 0;
+}
+
+void jg_blas_single_thread(void) {
+    if (openblas_set_num_threads && (!openblas_get_num_threads || openblas_get_num_threads() != 1))
+        openblas_set_num_threads(1);
 }
 
 int jg_get_num_threads(void) {
@@ -290,10 +295,7 @@ static void atfork_child(void) {
 
 __attribute__((constructor)) static void parallel_init(void) {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    /* JITGRAD_NUM_THREADS sets OpenBLAS's count too, before any matmul */
-    const char *env = getenv("JITGRAD_NUM_THREADS");
-    if (env && *env && openblas_set_num_threads)
-        openblas_set_num_threads(jg_parallel_resolve_threads_());
+    jg_blas_single_thread();
 }
 
 /* At exit (or when the shared library is unloaded) the workers leave, so

@@ -29,6 +29,11 @@ static inline int64_t jg_parallel_chunks(int64_t n, int64_t grain) {
 #define JG_PARALLEL_GRAIN 32768
 #define JG_PARALLEL_MAX_THREADS 256
 
+/* Keeps OpenBLAS single-threaded: jitgrad's matmuls split large products
+ * over jitgrad's pool themselves (ops/linalg.c).  Sets OpenBLAS's count back
+ * to 1 when a program changed it; one call and a comparison otherwise. */
+void jg_blas_single_thread(void);
+
 /* fn must not fail and must not need the caller's thread-local state
  * (grad mode, error text, scopes, caches): chunks do pure arithmetic on the
  * memory ctx describes, and may run on another thread. */

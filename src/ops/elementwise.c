@@ -331,3 +331,40 @@ int jg_k_to_dtype(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     jg_copy_data(out[0], in[0]);
     return 0;
 }
+
+/* x += y * (T)s: mul_scalar's product, then add's sum, in one loop (the
+ * product is rounded to T before the add, as the two ops round it). */
+EW_LOOP(add_scaled_f32, f32, a + b * (T)s, o[i], y[i], EW_OUT(f32), EW_ROW(f32, y))
+EW_LOOP(add_scaled_f64, f64, a + b * (T)s, o[i], y[i], EW_OUT(f64), EW_ROW(f64, y))
+
+typedef struct {
+    char *x;
+    const char *y;
+    double s;
+    bool f64;
+} add_scaled_split;
+
+static void add_scaled_chunk(void *vc, int64_t lo, int64_t hi) {
+    const add_scaled_split *c = vc;
+    if (c->f64)
+        add_scaled_f64(hi - lo, (jg_f64 *)c->x + lo, (const jg_f64 *)c->y + lo, c->s);
+    else
+        add_scaled_f32(hi - lo, (jg_f32 *)c->x + lo, (const jg_f32 *)c->y + lo, c->s);
+}
+
+bool jg_add_scaled_dense_(jg_tensor *x, const jg_tensor *y, double alpha) {
+    if (x->dtype != y->dtype || (x->dtype != JG_F32 && x->dtype != JG_F64) || x->sym || y->sym ||
+        x->view || y->view || !x->storage || !y->storage || !jg_same_shape(x, y) || !jg_dense(x) ||
+        !jg_dense(y))
+        return false;
+    size_t es = jg_dtype_size(x->dtype);
+    add_scaled_split c = {jg_tensor_ptr(x), jg_tensor_ptr(y), alpha, x->dtype == JG_F64};
+    if (x->numel > 0 && !ew_disjoint(c.x, c.y, x->numel, es))
+        return false;
+    if (jg_parallel_worth(x->numel))
+        jg_parallel_for(x->numel, JG_PARALLEL_GRAIN, add_scaled_chunk, &c);
+    else
+        add_scaled_chunk(&c, 0, x->numel);
+    x->storage->version++;
+    return true;
+}

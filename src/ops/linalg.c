@@ -10,6 +10,7 @@
  * float32 (PyTorch has an integer matmul on CPU; jitgrad has no integer
  * gemm and keeps the float result instead). */
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "ops/decls.h"
 
 #include <cblas.h>
@@ -184,6 +185,66 @@ static void gemm(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
                     (double *)pc, (blasint)ldc);
 }
 
+/* Large products are split into blocks of C's rows or columns, one
+ * single-threaded gemm each, on jitgrad's pool.  OpenBLAS's own threads are
+ * not used: its result at some shapes depends on its thread count, and its
+ * workers, which spin after each call, would compete with the pool's for
+ * the cores.  The blocks depend only on the shape (never on the thread
+ * count), so the bits are the same for any number of threads.  The split
+ * dim is the one whose blocks re-read the smaller operand (columns of C
+ * re-pack A, rows re-pack B).  Blocks are equal and a multiple of 16 wide:
+ * 2 of at least GEMM_SPLIT_MACS multiply-adds, 4 or 8 only when each has at
+ * least GEMM_BLOCK_MACS (every block costs a call and a re-pack, which a
+ * single thread pays too: 2 blocks cost it about 5% at the MLP's shapes). */
+#define GEMM_SPLIT_MACS ((int64_t)1 << 21)
+#define GEMM_BLOCK_MACS ((int64_t)1 << 23)
+#define GEMM_MAX_BLOCKS 8
+
+typedef struct {
+    jg_dtype dt;
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t m, n, k, lda, ldb, ldc, width, es;
+    bool cols; /* split C's columns (else its rows) */
+    const char *pa, *pb;
+    char *pc;
+} gemm_split;
+
+static void gemm_block(void *ctx, int64_t lo, int64_t hi) {
+    const gemm_split *g = ctx;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t at = b * g->width, dim = g->cols ? g->n : g->m;
+        int64_t len = dim - at < g->width ? dim - at : g->width;
+        if (g->cols) /* B's columns at..at+len: B's row offset when transposed */
+            gemm(g->dt, g->ta, g->tb, g->m, len, g->k, g->pa, g->lda,
+                 g->pb + (g->tb == CblasTrans ? at * g->ldb : at) * g->es, g->ldb,
+                 g->pc + at * g->es, g->ldc);
+        else /* A's rows at..at+len: A's column offset when transposed */
+            gemm(g->dt, g->ta, g->tb, len, g->n, g->k,
+                 g->pa + (g->ta == CblasTrans ? at : at * g->lda) * g->es, g->lda, g->pb, g->ldb,
+                 g->pc + at * g->ldc * g->es, g->ldc);
+    }
+}
+
+/* C = A B for one matrix (row-major), split as described above. */
+static void gemm_par(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                     int64_t k, const char *pa, int64_t lda, const char *pb, int64_t ldb, char *pc,
+                     int64_t ldc) {
+    jg_blas_single_thread();
+    gemm_split g = {dt,     ta, tb, m, n, k, lda, ldb, ldc, 0, (int64_t)jg_dtype_size(dt),
+                    m <= n, pa, pb, pc};
+    int64_t dim = g.cols ? n : m, macs = m * n * k, blocks = 1;
+    while (blocks < GEMM_MAX_BLOCKS &&
+           macs / (blocks * 2) >= (blocks == 1 ? GEMM_SPLIT_MACS : GEMM_BLOCK_MACS) &&
+           dim / (blocks * 2) >= 16)
+        blocks *= 2;
+    if (blocks == 1) {
+        gemm(dt, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc);
+        return;
+    }
+    g.width = ((dim + blocks - 1) / blocks + 15) / 16 * 16;
+    jg_parallel_for((dim + g.width - 1) / g.width, 1, gemm_block, &g);
+}
+
 int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     (void)at;
     jg_tensor *y = out[0];
@@ -215,7 +276,7 @@ int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     const char *pa = jg_tensor_ptr(A.t), *pb = jg_tensor_ptr(B.t);
     char *pc = jg_tensor_ptr(y);
     if (B.nbatch == 0 && foldable(&A)) {
-        gemm(y->dtype, A.tr, B.tr, y->numel / p, p, k, pa, A.ld, pb, B.ld, pc, p);
+        gemm_par(y->dtype, A.tr, B.tr, y->numel / p, p, k, pa, A.ld, pb, B.ld, pc, p);
         goto done;
     }
     /* element strides of A and B along out's batch dims (0 where broadcast) */
@@ -232,8 +293,8 @@ int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
             oa += idx[d] * sa[d];
             ob += idx[d] * sb[d];
         }
-        gemm(y->dtype, A.tr, B.tr, n, p, k, pa + oa * es, A.ld, pb + ob * es, B.ld,
-             pc + bi * n * p * es, p);
+        gemm_par(y->dtype, A.tr, B.tr, n, p, k, pa + oa * es, A.ld, pb + ob * es, B.ld,
+                 pc + bi * n * p * es, p);
         for (int d = ybatch - 1; d >= 0; d--) {
             if (++idx[d] < y->shape[d])
                 break;

@@ -103,6 +103,14 @@ extern const jg_inner_fn jg_ew_rows[JG_OP_COUNT][JG_NDTYPES];
 typedef void (*jg_dense_fn)(int64_t n, void *out, const void *a, const void *b, double s);
 extern const jg_dense_fn jg_ew_dense[JG_OP_COUNT][JG_NDTYPES];
 
+/* x.add_(y, alpha=alpha) without history, in one pass: x[i] + y[i] * alpha
+ * with the product rounded to x's dtype first, the bits of mul_scalar then
+ * add_ (the optimizers' update).  Only for float x and y of one dtype, both
+ * dense with the same shape, untraced, not views, sharing no memory; then
+ * it bumps x's version and returns true.  False: nothing was done (the
+ * caller composes the ops). */
+bool jg_add_scaled_dense_(jg_tensor *x, const jg_tensor *y, double alpha);
+
 /* Runs one op: promotion, shape rule, then tracing (symbolic inputs), or the
  * kernel plus autograd recording.  Outputs are new references tracked by the
  * innermost scope.  Returns 0 or -1. */

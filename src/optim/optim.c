@@ -13,6 +13,7 @@
 
 #include <jitgrad.h>
 
+#include "ops/optable.h"
 #include "trace/trace.h"
 
 #define MAX_STATE JG_OPTIM_MAX_STATE
@@ -165,8 +166,11 @@ static jg_tensor *add_alpha(jg_tensor *x, jg_tensor *y, double alpha) {
     return jg_add(x, alpha == 1 ? y : jg_mul_scalar(y, alpha));
 }
 
-/* x.add_(y, alpha=alpha) */
+/* x.add_(y, alpha=alpha): one pass for dense operands (the bits of the
+ * composed ops, without the temporary) */
 static int add_alpha_(jg_tensor *x, jg_tensor *y, double alpha) {
+    if (x && y && alpha != 1 && jg_add_scaled_dense_(x, y, alpha))
+        return 0;
     jg_tensor *t = alpha == 1 ? y : jg_mul_scalar(y, alpha);
     return t ? jg_add_(x, t) : -1;
 }
