@@ -17,6 +17,10 @@
  * - every tensor the recompute reads is saved for the backward anyway and
  *   version-checked there (an in-place change of it fails the backward with
  *   eager's message before anything is computed from it), and stays saved;
+ * - every graph input the value is computed from (through any node) is
+ *   such a saved, checked tensor: a create_graph rerun recomputes from the
+ *   inputs as they are then and restores only saved values, so a value
+ *   derived from an input changed in place unnoticed must stay saved;
  * - the ops are pure, cheap elementwise ones (no tanh, exp, division) and a
  *   chain is at most JG_REMAT_MAX_NODES long. */
 #include "compile/compile.h"
@@ -99,6 +103,27 @@ int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r) {
     for (int k = 0; k < r->n_in; k++)
         if (r->in_src[k] >= 0 && r->in_checked[k])
             leaf[r->in_src[k]] = true;
+    /* clean: every graph input v is computed from is saved and checked (see
+     * above) */
+    bool *clean = calloc(nv + 1, sizeof *clean);
+    if (!clean) {
+        free(leaf);
+        return jg_errorf("out of memory in jg_compile");
+    }
+    for (int v = 0; v < f->n_vals; v++)
+        if (f->vals[v].kind == JG_VAL_INPUT)
+            clean[v] = leaf[v];
+        else if (f->vals[v].kind == JG_VAL_CONST)
+            clean[v] = true;
+    for (int i = 0; i < f->n_nodes; i++) {
+        const jg_gnode *n = &f->nodes[i];
+        bool ok = n->kind == JG_GN_OP;
+        for (int k = 0; k < jg_gnode_n_slots(n) && ok; k++)
+            ok = clean[jg_gnode_slot_value(n, k)];
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0)
+                clean[n->out[k]] = ok;
+    }
     /* decide in forward order: a value recomputed is no leaf for later ones
      * (they may recompute through it, within the same node budget) */
     int n_remat = 0;
@@ -107,7 +132,7 @@ int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r) {
         for (int k = 0; k < r->n_in && !saved; k++)
             saved = r->in_src[k] == v;
         const jg_value *val = &f->vals[v];
-        if (!saved || val->kind != JG_VAL_NODE || !val->requires_grad || exposed[v])
+        if (!saved || val->kind != JG_VAL_NODE || !val->requires_grad || exposed[v] || !clean[v])
             continue;
         leaf[v] = false;
         remat_ctx c = {f, leaf, exposed};
@@ -121,6 +146,7 @@ int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r) {
                     leaf[v] = true;
         }
     }
+    free(clean);
     if (!n_remat) {
         free(leaf);
         return 0;
