@@ -306,11 +306,41 @@ static void test_cgen_remat_stale_capture_rerun(void **state) {
         TU_SAME(got[k], want[k]);
 }
 
+/* t = a; 3x: t = (t * b).tanh(): b's three contributions are summed as they
+ * appear (each add right after its terms), not after the last tanh_grad */
+static int p_tanh3(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    jg_tensor *t = in[0];
+    for (int k = 0; k < 3 && t; k++)
+        t = jg_tanh(jg_mul(t, in[1]));
+    out[0] = t ? jg_sum(t) : NULL;
+    return out[0] ? 1 : -1;
+}
+
+static void test_cgen_remat_sum_terms_early(void **state) {
+    (void)state;
+    REQUIRE_C();
+    char *t = graphs(p_tanh3);
+    const char *b = strstr(t, "backward(");
+    assert_non_null(b);
+    const char *first_add = strstr(b, "= add(");
+    const char *last = NULL;
+    for (const char *p = b; (p = strstr(p, "= tanh_grad(")); p++)
+        last = p;
+    assert_non_null(first_add);
+    assert_non_null(last);
+    assert_true(first_add < last);
+    free(t);
+    check_same(p_tanh3, JG_F32, N_BIG, -1);
+    check_same(p_tanh3, JG_F64, 1000, -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_cgen_remat_same_as_eager),     TU_TEST(test_cgen_remat_output_mask),
         TU_TEST(test_cgen_remat_saved_set_shrinks), TU_TEST(test_cgen_remat_create_graph),
         TU_TEST(test_cgen_remat_inplace_error),     TU_TEST(test_cgen_remat_stale_capture_rerun),
+        TU_TEST(test_cgen_remat_sum_terms_early),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
