@@ -465,9 +465,56 @@ void jg_autodiff_result_free(jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Moves nodes [first, n_nodes) (appended last) each to just after the
+ * latest node it reads from, keeping their relative order: a sum of
+ * contributions then runs as soon as each term exists, so under the c
+ * backend a loop keeps one running sum instead of holding every term until
+ * the end.  Every node computes the same value wherever it runs. */
+static int hoist_appended(jg_graph *g, int first) {
+    int nn = g->n_nodes, n_new = nn - first;
+    if (n_new <= 0)
+        return 0;
+    int *ready = malloc(sizeof(int) * (size_t)n_new);
+    jg_gnode *order = malloc(sizeof *order * (size_t)nn);
+    if (!ready || !order) {
+        free(ready);
+        free(order);
+        return jg_errorf("out of memory building a backward graph");
+    }
+    for (int j = 0; j < n_new; j++) {
+        const jg_gnode *n = &g->nodes[first + j];
+        ready[j] = -1;
+        for (int k = 0; k < n->n_in; k++) {
+            const jg_value *v = &g->vals[n->in[k]];
+            int r = v->kind != JG_VAL_NODE ? -1
+                    : v->node < first      ? v->node
+                                           : ready[v->node - first];
+            if (r > ready[j])
+                ready[j] = r;
+        }
+    }
+    int w = 0;
+    for (int i = -1; i < first; i++) {
+        if (i >= 0)
+            order[w++] = g->nodes[i];
+        for (int j = 0; j < n_new; j++)
+            if (ready[j] == i)
+                order[w++] = g->nodes[first + j];
+    }
+    JG_ASSERT(w == nn);
+    memcpy(g->nodes, order, sizeof *order * (size_t)nn);
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] >= 0)
+                g->vals[g->nodes[i].out[k]].node = i;
+    free(ready);
+    free(order);
+    return 0;
+}
+
 int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
                              const bool *init_head) {
-    int n = bwd->n_outputs, n_init = 0;
+    int n = bwd->n_outputs, n_init = 0, first = bwd->n_nodes;
     int *outs = malloc(sizeof(int) * (size_t)(n ? n : 1));
     if (!outs)
         return jg_errorf("out of memory building a backward graph");
@@ -515,6 +562,8 @@ int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *cont
     }
     int rc = jg_graph_set_outputs(bwd, n, outs);
     free(outs);
+    if (rc == 0)
+        rc = hoist_appended(bwd, first);
     return rc < 0 ? rc : n_init;
 fail:
     free(outs);

@@ -69,6 +69,7 @@ void jg_entry_release(jg_entry *e) {
     free(e->saved_val);
     free(e->saved_src);
     free(e->saved_check);
+    free(e->remat);
     free(e->node_out_val);
     free(e->node_out_prog);
     free(e->edge_input);
@@ -160,6 +161,10 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum) {
     r.bwd = NULL;
     r.in_src = NULL;
     jg_autodiff_result_free(&r);
+    if (jg_entry_remat_apply(e, v.g, &v.in_src, NULL, &v.n_in) < 0) {
+        variant_free(e, &v);
+        return NULL;
+    }
     for (int k = 0; k < v.n_in; k++) {
         int src = v.in_src[k];
         if (src < 0) {

@@ -423,6 +423,12 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         *failed = r.failed_fn;
         return -1;
     }
+    /* cheap values the backward recomputes are not saved (remat.c) */
+    if (jg_entry_remat_choose(e, &r) < 0 ||
+        jg_entry_remat_apply(e, r.bwd, &r.in_src, &r.in_checked, &r.n_in) < 0) {
+        jg_autodiff_result_free(&r);
+        return -1;
+    }
     /* saved values: forward inputs come from the call; node values become
      * extra outputs of the forward graph */
     int n_save = 0;

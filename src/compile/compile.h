@@ -9,6 +9,7 @@
 #ifndef JG_COMPILE_COMPILE_H
 #define JG_COMPILE_COMPILE_H
 
+#include "autodiff/autodiff.h"
 #include "backend/interp.h"
 #include "graph/graph.h"
 
@@ -100,6 +101,10 @@ typedef struct jg_entry {
     int n_saved;
     int *saved_val, *saved_src;
     bool *saved_check; /* per saved value: version-checked when read (autodiff's in_checked) */
+    /* per fwd_ad value (NULL: none): JG_REMAT_RECOMPUTE, the backward graphs
+     * recompute it rather than read it (remat.c); JG_REMAT_LEAF, saved and
+     * checked, what recomputes read */
+    unsigned char *remat;
     /* the compiled node's outputs: distinct program outputs requiring grad */
     int n_node_out;
     int *node_out_val, *node_out_prog;
@@ -146,6 +151,15 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, j
 jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum);
 /* Whether some input has several contributions (edges): then backward
  * variants sum them in the graph when the engine allows (v->sum). */
+enum { JG_REMAT_RECOMPUTE = 1, JG_REMAT_LEAF = 2 };
+/* Chooses what the backward graphs recompute (e->remat) from what the full
+ * backward r reads; with the c backend only. 0 or -1 + error. */
+int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r);
+/* Rewrites backward graph g (inputs standing for (*in_src)[k], < 0 for a
+ * gradient; *checked may be NULL) to recompute e->remat values: their inputs
+ * go, nodes recomputing them come first, saved values they read and g did
+ * not are appended as inputs.  0 or -1 + error. */
+int jg_entry_remat_apply(const jg_entry *e, jg_graph *g, int **in_src, bool **checked, int *n_in);
 bool jg_entry_sums_in_graph(const jg_entry *e);
 /* Rewrites v->g (fresh from autodiff) to sum each input's contributions as
  * v->sum says, adding the inputs it reads to v->in_src. */
