@@ -180,7 +180,7 @@ JG_EW_INLINE int32_t jg_ew_f32bits(float x) {
 }
 #define JG_EW_MASK32(c) (-(int32_t)(c))
 
-/* exp of an f32, in f32 arithmetic (8 lanes per AVX2 vector; at most 0.88
+/* exp of an f32, in f32 arithmetic (8 lanes per AVX2 vector; at most 0.896
  * ulp over all f32, see docs/kernels.md).  x = k ln2 + r: k = round(x /
  * ln2) by the 1.5 2^23 trick (k sits in the low mantissa bits of kf), r by
  * Cody-Waite with ln2 in two f32 parts (k LN2F_HI is exact for |k| < 2^9,
