@@ -61,17 +61,20 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
 #define EW_ROW(TY, p) const jg_##TY *restrict p
 
 /* f32 exp, sigmoid and silu: blocks of EW_NBLK elements whose every |a| is
- * at most JG_EW_EXPF_NORMAL_MAX run jg_ew_expf_normal, which gives
- * jg_ew_expf's bits there without its clamp, NaN test and two-step scale
- * (a third of its instructions); a block holding a larger |a|, an inf or a
- * NaN runs the op's own expression.  Out of place, a block is computed
- * first and redone if its largest |a| (the f32 bits, unsigned max) is out
- * of range; in place, the range is tested first.  Either way every element
- * gets the expression's bits. */
+ * at most JG_EW_EXPF_NORMAL_MAX run `fast`, the op's expression with
+ * jg_ew_expf_normal for jg_ew_expf, which gives jg_ew_expf's bits there
+ * without its clamp, NaN test and two-step scale (a third of its
+ * instructions); a block holding a larger |a|, an inf or a NaN runs the
+ * op's plain loop (its expression from elementwise.def).  Out of place, a
+ * block is computed first and redone if its largest |a| (the f32 bits,
+ * unsigned max) is out of range; in place, the range is tested first.
+ * Either way every element gets the expression's bits. */
 enum { EW_NBLK = 512 };
-#define EW_NORMAL_LOOPS(name, fast, expr)                                                          \
-    static EW_VECTORIZE void name##_nc(int64_t n, float *restrict o, const float *restrict x) {    \
-        typedef float T;                                                                           \
+typedef void (*ew_plain_c)(int64_t n, float *restrict o, const float *restrict x, double s);
+typedef void (*ew_plain_i)(int64_t n, float *restrict o, double s);
+#define EW_NORMAL_LOOPS(name, fast)                                                                \
+    static EW_VECTORIZE void name##_nc(int64_t n, float *restrict o, const float *restrict x,      \
+                                       ew_plain_c plain) {                                         \
         for (int64_t i0 = 0; i0 < n; i0 += EW_NBLK) {                                              \
             const int64_t i1 = n - i0 < EW_NBLK ? n : i0 + EW_NBLK;                                \
             uint32_t big = 0;                                                                      \
@@ -82,14 +85,10 @@ enum { EW_NBLK = 512 };
                 o[i] = (fast);                                                                     \
             }                                                                                      \
             if (big > JG_EW_EXPF_NORMAL_MAX)                                                       \
-                for (int64_t i = i0; i < i1; i++) {                                                \
-                    const T a = x[i];                                                              \
-                    o[i] = (T)(expr);                                                              \
-                }                                                                                  \
+                plain(i1 - i0, o + i0, x + i0, 0.0);                                               \
         }                                                                                          \
     }                                                                                              \
-    static EW_VECTORIZE void name##_ni(int64_t n, float *restrict o) {                             \
-        typedef float T;                                                                           \
+    static EW_VECTORIZE void name##_ni(int64_t n, float *restrict o, ew_plain_i plain) {           \
         for (int64_t i0 = 0; i0 < n; i0 += EW_NBLK) {                                              \
             const int64_t i1 = n - i0 < EW_NBLK ? n : i0 + EW_NBLK;                                \
             uint32_t big = 0;                                                                      \
@@ -98,10 +97,7 @@ enum { EW_NBLK = 512 };
                 big = au > big ? au : big;                                                         \
             }                                                                                      \
             if (big > JG_EW_EXPF_NORMAL_MAX) {                                                     \
-                for (int64_t i = i0; i < i1; i++) {                                                \
-                    const T a = o[i];                                                              \
-                    o[i] = (T)(expr);                                                              \
-                }                                                                                  \
+                plain(i1 - i0, o + i0, 0.0);                                                       \
             } else {                                                                               \
                 for (int64_t i = i0; i < i1; i++) {                                                \
                     const float a = o[i];                                                          \
@@ -110,46 +106,51 @@ enum { EW_NBLK = 512 };
             }                                                                                      \
         }                                                                                          \
     }
-EW_NORMAL_LOOPS(ew_exp, jg_ew_expf_normal(a), jg_ew_expf(a))
-EW_NORMAL_LOOPS(ew_sigmoid, 1.0f / (1.0f + jg_ew_expf_normal(-a)), 1.0f / (1.0f + jg_ew_expf(-a)))
-EW_NORMAL_LOOPS(ew_silu, a / (1.0f + jg_ew_expf_normal(-a)), a / (1.0f + jg_ew_expf(-a)))
+/* the rows' expressions (elementwise.def, nn.def) with jg_ew_expf_normal */
+EW_NORMAL_LOOPS(ew_exp, jg_ew_expf_normal(a))
+EW_NORMAL_LOOPS(ew_sigmoid, 1.0f / (1.0f + jg_ew_expf_normal(-a)))
+EW_NORMAL_LOOPS(ew_silu, a / (1.0f + jg_ew_expf_normal(-a)))
 
-/* The ops with such loops, for f32 (dt, id: constants where it is called,
- * so the test folds away in every other instantiation). */
-static inline bool ew_normal_c(jg_dtype dt, jg_opcode id, int64_t n, void *o, const void *x) {
+/* The ops with such loops, for f32 (dt and id are constants where this is
+ * called, so the test folds away in every other instantiation; plain is
+ * the op's own f32 loop). */
+static inline bool ew_normal_c(jg_dtype dt, jg_opcode id, int64_t n, void *o, const void *x,
+                               ew_plain_c plain) {
     if (dt != JG_F32)
         return false;
     switch (id) {
     case JG_OP_EXP:
-        ew_exp_nc(n, o, x);
+        ew_exp_nc(n, o, x, plain);
         return true;
     case JG_OP_SIGMOID:
-        ew_sigmoid_nc(n, o, x);
+        ew_sigmoid_nc(n, o, x, plain);
         return true;
     case JG_OP_SILU:
-        ew_silu_nc(n, o, x);
+        ew_silu_nc(n, o, x, plain);
         return true;
     default:
         return false;
     }
 }
-static inline bool ew_normal_i(jg_dtype dt, jg_opcode id, int64_t n, void *o) {
+static inline bool ew_normal_i(jg_dtype dt, jg_opcode id, int64_t n, void *o, ew_plain_i plain) {
     if (dt != JG_F32)
         return false;
     switch (id) {
     case JG_OP_EXP:
-        ew_exp_ni(n, o);
+        ew_exp_ni(n, o, plain);
         return true;
     case JG_OP_SIGMOID:
-        ew_sigmoid_ni(n, o);
+        ew_sigmoid_ni(n, o, plain);
         return true;
     case JG_OP_SILU:
-        ew_silu_ni(n, o);
+        ew_silu_ni(n, o, plain);
         return true;
     default:
         return false;
     }
 }
+/* fn for the f32 instantiation, a null FT elsewhere (never called there) */
+#define EW_IF_F32(TY, fn, FT) _Generic((jg_##TY)0, jg_f32 : (fn), default : (FT)0)
 #define EW_DT_f32 JG_F32
 #define EW_DT_f64 JG_F64
 #define EW_DT_i64 JG_I64
@@ -164,11 +165,12 @@ static inline bool ew_normal_i(jg_dtype dt, jg_opcode id, int64_t n, void *o) {
     EW_LOOP(name##_il_##TY, TY, expr, o[i], 0, EW_OUT(TY))                                         \
     static inline void name##_c_##TY(int64_t n, jg_##TY *restrict o, const jg_##TY *restrict x,    \
                                      double s) {                                                   \
-        if (!ew_normal_c(EW_DT_##TY, JG_OP_##ID, n, o, x))                                         \
+        if (!ew_normal_c(EW_DT_##TY, JG_OP_##ID, n, o, x,                                          \
+                         EW_IF_F32(TY, name##_cl_##TY, ew_plain_c)))                               \
             name##_cl_##TY(n, o, x, s);                                                            \
     }                                                                                              \
     static inline void name##_i_##TY(int64_t n, jg_##TY *restrict o, double s) {                   \
-        if (!ew_normal_i(EW_DT_##TY, JG_OP_##ID, n, o))                                            \
+        if (!ew_normal_i(EW_DT_##TY, JG_OP_##ID, n, o, EW_IF_F32(TY, name##_il_##TY, ew_plain_i))) \
             name##_il_##TY(n, o, s);                                                               \
     }
 
