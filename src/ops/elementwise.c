@@ -60,12 +60,119 @@ static inline bool ew_disjoint(const char *o, const char *x, int64_t n, size_t e
 #define EW_OUT(TY) jg_##TY *restrict o
 #define EW_ROW(TY, p) const jg_##TY *restrict p
 
+/* f32 exp, sigmoid and silu: blocks of EW_NBLK elements whose every |a| is
+ * at most JG_EW_EXPF_NORMAL_MAX run `fast`, the op's expression with
+ * jg_ew_expf_normal for jg_ew_expf, which gives jg_ew_expf's bits there
+ * without its clamp, NaN test and two-step scale (a third of its
+ * instructions); a block holding a larger |a|, an inf or a NaN runs the
+ * op's plain loop (its expression from elementwise.def).  Out of place, a
+ * block is computed first and redone if its largest |a| (the f32 bits,
+ * unsigned max) is out of range; in place, the range is tested first.
+ * Either way every element gets the expression's bits. */
+enum { EW_NBLK = 512 };
+typedef void (*ew_plain_c)(int64_t n, float *restrict o, const float *restrict x, double s);
+typedef void (*ew_plain_i)(int64_t n, float *restrict o, double s);
+#define EW_NORMAL_LOOPS(name, fast)                                                                \
+    static EW_VECTORIZE void name##_nc(int64_t n, float *restrict o, const float *restrict x,      \
+                                       ew_plain_c plain) {                                         \
+        for (int64_t i0 = 0; i0 < n; i0 += EW_NBLK) {                                              \
+            const int64_t i1 = n - i0 < EW_NBLK ? n : i0 + EW_NBLK;                                \
+            uint32_t big = 0;                                                                      \
+            for (int64_t i = i0; i < i1; i++) {                                                    \
+                const float a = x[i];                                                              \
+                const uint32_t au = (uint32_t)jg_ew_f32bits(a) & 0x7fffffffu;                      \
+                big = au > big ? au : big;                                                         \
+                o[i] = (fast);                                                                     \
+            }                                                                                      \
+            if (big > JG_EW_EXPF_NORMAL_MAX)                                                       \
+                plain(i1 - i0, o + i0, x + i0, 0.0);                                               \
+        }                                                                                          \
+    }                                                                                              \
+    static EW_VECTORIZE void name##_ni(int64_t n, float *restrict o, ew_plain_i plain) {           \
+        for (int64_t i0 = 0; i0 < n; i0 += EW_NBLK) {                                              \
+            const int64_t i1 = n - i0 < EW_NBLK ? n : i0 + EW_NBLK;                                \
+            uint32_t big = 0;                                                                      \
+            for (int64_t i = i0; i < i1; i++) {                                                    \
+                const uint32_t au = (uint32_t)jg_ew_f32bits(o[i]) & 0x7fffffffu;                   \
+                big = au > big ? au : big;                                                         \
+            }                                                                                      \
+            if (big > JG_EW_EXPF_NORMAL_MAX) {                                                     \
+                plain(i1 - i0, o + i0, 0.0);                                                       \
+            } else {                                                                               \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    const float a = o[i];                                                          \
+                    o[i] = (fast);                                                                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+/* the rows' expressions (elementwise.def, nn.def) with jg_ew_expf_normal */
+EW_NORMAL_LOOPS(ew_exp, jg_ew_expf_normal(a))
+EW_NORMAL_LOOPS(ew_sigmoid, 1.0f / (1.0f + jg_ew_expf_normal(-a)))
+EW_NORMAL_LOOPS(ew_silu, a / (1.0f + jg_ew_expf_normal(-a)))
+
+/* The ops with such loops, for f32 (dt and id are constants where this is
+ * called, so the test folds away in every other instantiation; plain is
+ * the op's own f32 loop). */
+static inline bool ew_normal_c(jg_dtype dt, jg_opcode id, int64_t n, void *o, const void *x,
+                               ew_plain_c plain) {
+    if (dt != JG_F32)
+        return false;
+    switch (id) {
+    case JG_OP_EXP:
+        ew_exp_nc(n, o, x, plain);
+        return true;
+    case JG_OP_SIGMOID:
+        ew_sigmoid_nc(n, o, x, plain);
+        return true;
+    case JG_OP_SILU:
+        ew_silu_nc(n, o, x, plain);
+        return true;
+    default:
+        return false;
+    }
+}
+static inline bool ew_normal_i(jg_dtype dt, jg_opcode id, int64_t n, void *o, ew_plain_i plain) {
+    if (dt != JG_F32)
+        return false;
+    switch (id) {
+    case JG_OP_EXP:
+        ew_exp_ni(n, o, plain);
+        return true;
+    case JG_OP_SIGMOID:
+        ew_sigmoid_ni(n, o, plain);
+        return true;
+    case JG_OP_SILU:
+        ew_silu_ni(n, o, plain);
+        return true;
+    default:
+        return false;
+    }
+}
+/* fn for the f32 instantiation, a null FT elsewhere (never called there) */
+#define EW_IF_F32(TY, fn, FT) _Generic((jg_##TY)0, jg_f32 : (fn), default : (FT)0)
+#define EW_DT_f32 JG_F32
+#define EW_DT_f64 JG_F64
+#define EW_DT_i64 JG_I64
+#define EW_DT_b8 JG_BOOL
+#define EW_DT_i32 JG_I32
+
 /* Unary: a row (c); in place (i: out is the operand's row exactly, each
  * element read before it is written at the same index, so this is the
  * plain loop's result). */
-#define EW_CONTIG1(name, TY, expr)                                                                 \
-    EW_LOOP(name##_c_##TY, TY, expr, x[i], 0, EW_OUT(TY), EW_ROW(TY, x))                           \
-    EW_LOOP(name##_i_##TY, TY, expr, o[i], 0, EW_OUT(TY))
+#define EW_CONTIG1(ID, name, TY, expr)                                                             \
+    EW_LOOP(name##_cl_##TY, TY, expr, x[i], 0, EW_OUT(TY), EW_ROW(TY, x))                          \
+    EW_LOOP(name##_il_##TY, TY, expr, o[i], 0, EW_OUT(TY))                                         \
+    static inline void name##_c_##TY(int64_t n, jg_##TY *restrict o, const jg_##TY *restrict x,    \
+                                     double s) {                                                   \
+        if (!ew_normal_c(EW_DT_##TY, JG_OP_##ID, n, o, x,                                          \
+                         EW_IF_F32(TY, name##_cl_##TY, ew_plain_c)))                               \
+            name##_cl_##TY(n, o, x, s);                                                            \
+    }                                                                                              \
+    static inline void name##_i_##TY(int64_t n, jg_##TY *restrict o, double s) {                   \
+        if (!ew_normal_i(EW_DT_##TY, JG_OP_##ID, n, o, EW_IF_F32(TY, name##_il_##TY, ew_plain_i))) \
+            name##_il_##TY(n, o, s);                                                               \
+    }
 
 /* Binary: both operands rows (vv), b one element (vs), a one element (sv);
  * in place, out being a's row, with b a row (iv) or one element (is) that
@@ -158,8 +265,8 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
 /* One row of a unary op: p[0] = out, p[1] = a.  The restrict loop runs only
  * when out and a do not share memory; out == a (in place) takes the plain
  * loop, which gives the same values. */
-#define EW_INNER1(name, TY, expr)                                                                  \
-    EW_CONTIG1(name, TY, expr)                                                                     \
+#define EW_INNER1(ID, name, TY, expr)                                                              \
+    EW_CONTIG1(ID, name, TY, expr)                                                                 \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
         if (jg_parallel_worth(n)) {                                                                \
             ew_dense_par(name##_d_##TY, n, o, x, y, s, sizeof(jg_##TY), false);                    \
@@ -195,7 +302,7 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
  * (stride 0) and the other contiguous, with no memory shared between out
  * and an operand.  Then the restrict loops vectorize; anything else takes
  * the plain strided loop, element by element in order. */
-#define EW_INNER2(name, TY, expr)                                                                  \
+#define EW_INNER2(ID, name, TY, expr)                                                              \
     EW_CONTIG2(name, TY, expr)                                                                     \
     static void name##_d_##TY(int64_t n, void *o, const void *x, const void *y, double s) {        \
         if (jg_parallel_worth(n)) {                                                                \
@@ -244,10 +351,10 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
     }
 
 /* The kernel: broadcast every operand to the output and walk it. */
-#define EW_KERNEL(name, n_in, expr)                                                                \
-    EW_INNER##n_in(name, f32, expr) EW_INNER##n_in(name, f64, expr)                                \
-        EW_INNER##n_in(name, i64, expr) EW_INNER##n_in(name, b8, expr)                             \
-            EW_INNER##n_in(name, i32, expr) int jg_k_##name(                                       \
+#define EW_KERNEL(ID, name, n_in, expr)                                                            \
+    EW_INNER##n_in(ID, name, f32, expr) EW_INNER##n_in(ID, name, f64, expr)                        \
+        EW_INNER##n_in(ID, name, i64, expr) EW_INNER##n_in(ID, name, b8, expr)                     \
+            EW_INNER##n_in(ID, name, i32, expr) int jg_k_##name(                                   \
                 const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {                       \
         static const jg_inner_fn rows[JG_NDTYPES] = EW_BY_DTYPE(name##_row);                       \
         return jg_ew_run(rows[out[0]->dtype], at, n_in, in, out[0]);                               \
@@ -301,7 +408,7 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
     return 0;
 }
 
-#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) EW_KERNEL(name, n_in, expr)
+#define JG_EW(ID, name, bw_name, n_in, flags, vjp, expr) EW_KERNEL(ID, name, n_in, expr)
 #include "ops/elementwise.def"
 #include "ops/nn.def"
 #undef JG_EW

@@ -180,44 +180,65 @@ JG_EW_INLINE int32_t jg_ew_f32bits(float x) {
 }
 #define JG_EW_MASK32(c) (-(int32_t)(c))
 
-/* exp of an f32, in f32 arithmetic (8 lanes per AVX2 vector; at most 0.88
+/* exp of an f32, in f32 arithmetic (8 lanes per AVX2 vector; at most 0.896
  * ulp over all f32, see docs/kernels.md).  x = k ln2 + r: k = round(x /
- * ln2) by the 1.5 2^23 trick (k sits in the low mantissa bits), r by
+ * ln2) by the 1.5 2^23 trick (k sits in the low mantissa bits of kf), r by
  * Cody-Waite with ln2 in two f32 parts (k LN2F_HI is exact for |k| < 2^9,
- * and so is rh = x - k LN2F_HI), with c the rounding error of r = rh - k
- * LN2F_LO.  exp(r) = 1 + (r + (r^2 P(r) + c)), P of degree 4 (a least
- * squares fit of (exp(r) - 1 - r) / r^2 on |r| <= 0.35, relative error
- * below 2^-27.9; scripts/ew_math_coeffs.py), Horner form.  2^k is applied
- * as 2^k1 2^k2 with k1 = k >> 1: both are normal f32 for every k in [-151,
- * 151], the first product is exact and the second rounds once, so gradual
- * underflow and overflow to inf come out right.  |x| is clamped to 104
- * first (exp(104) overflows f32, exp(-104) rounds to 0); a NaN x gives
- * itself back, quieted.  >> of a negative int32 is arithmetic in gcc and
- * clang (the only compilers of this file and of generated code). */
+ * and so is rh = x - k LN2F_HI).  exp(r) = 1 + (rh + (r^2 P(r) - k
+ * LN2F_LO)): the linear term is added as its two parts, so r = rh - k
+ * LN2F_LO rounds only inside the polynomial's small term.  P of degree 4
+ * (a least squares fit of (exp(r) - 1 - r) / r^2 on |r| <= 0.35, relative
+ * error below 2^-27.9; scripts/ew_math_coeffs.py), Estrin form (a shorter
+ * dependency chain than Horner's).  The result y is in [0.70, 1.42]. */
 #define JG_EW_LN2F_HI 0x1.62e4p-1f    /* 15 significant bits */
 #define JG_EW_LN2F_LO 0x1.7f7d1cp-20f /* ln2 - LN2F_HI, rounded */
+JG_EW_INLINE float jg_ew_expf_y(float x, float *kfp) {
+    const float kf = x * 0x1.715476p0f + 0x1.8p23f; /* 1/ln2 */
+    const float k = kf - 0x1.8p23f;
+    const float rh = x - k * JG_EW_LN2F_HI, rl = k * JG_EW_LN2F_LO;
+    const float r = rh - rl, r2 = r * r;
+    const float p01 = 0x1.fffff8p-2f + r * 0x1.555486p-3f;
+    const float p23 = 0x1.555b94p-5f + r * 0x1.124188p-7f;
+    const float p = p01 + r2 * (p23 + r2 * 0x1.686acap-10f);
+    *kfp = kf;
+    return 1.0f + (rh + (r2 * p - rl));
+}
+
+/* exp of an f32 for every input.  2^k is applied as 2^k1 2^k2 with k1 = k
+ * >> 1: y 2^k1 is exact (a normal f32 for every k in [-151, 151], made by
+ * adding k1 to y's exponent bits) and the product with 2^k2 rounds once, so
+ * gradual underflow and overflow to inf come out right.  |x| is clamped to
+ * 104 first (exp(104) overflows f32, exp(-104) rounds to 0); a NaN x gives
+ * itself back, quieted.  >> of a negative int32 is arithmetic in gcc and
+ * clang (the only compilers of this file and of generated code). */
 JG_EW_INLINE float jg_ew_expf(float xf) {
     const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
     /* |x| clamped to 104 by an unsigned min (one instruction), NaN included:
      * a NaN x is put back at the end */
     const uint32_t cu = (uint32_t)au < 0x42d00000u ? (uint32_t)au : 0x42d00000u;
-    const float x = jg_ew_f32((int32_t)cu | (u & INT32_MIN));
-    const float kf = x * 0x1.715476p0f + 0x1.8p23f; /* 1/ln2 */
-    const float k = kf - 0x1.8p23f;
-    const float rh = x - k * JG_EW_LN2F_HI, rl = k * JG_EW_LN2F_LO;
-    const float r = rh - rl, c = (rh - r) - rl;
-    float p = 0x1.686acap-10f;
-    p = p * r + 0x1.124188p-7f;
-    p = p * r + 0x1.555b94p-5f;
-    p = p * r + 0x1.555486p-3f;
-    p = p * r + 0x1.fffff8p-2f;
-    const float y = 1.0f + (r + ((r * r) * p + c));
+    float kf;
+    const float y = jg_ew_expf_y(jg_ew_f32((int32_t)cu | (u & INT32_MIN)), &kf);
     const int32_t ki = jg_ew_f32bits(kf) - 0x4b400000; /* k from kf's bits */
     const int32_t k1 = ki >> 1, k2 = ki - k1;
-    const float s1 = jg_ew_f32((int32_t)(((uint32_t)k1 + 127u) << 23));
+    const float y1 = jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)k1 << 23)));
     const float s2 = jg_ew_f32((int32_t)(((uint32_t)k2 + 127u) << 23));
     const int32_t nan = JG_EW_MASK32(au > 0x7f800000); /* x, quieted */
-    return jg_ew_f32(((u | 0x00400000) & nan) | (jg_ew_f32bits((y * s1) * s2) & ~nan));
+    return jg_ew_f32(((u | 0x00400000) & nan) | (jg_ew_f32bits(y1 * s2) & ~nan));
+}
+
+/* jg_ew_expf for |x| <= 86 only (JG_EW_EXPF_NORMAL_MAX: the f32 bits of
+ * |x|), where it gives the same bits: there k is in [-124, 124], so y 2^k
+ * is a normal f32 and exact, made by adding k to y's exponent bits (kf's
+ * bits shifted left by 23 are k << 23), with no clamp, no NaN test and one
+ * scale step.  The eager exp and sigmoid loops run it over blocks whose
+ * every |x| is in range (ops/elementwise.c), jg_ew_expf over the others. */
+#define JG_EW_EXPF_NORMAL_MAX 0x42ac0000u /* 86.0f */
+JG_EW_INLINE float jg_ew_expf_normal(float x) {
+    float kf;
+    const float y = jg_ew_expf_y(x, &kf);
+    /* unsigned: defined for any x (the loops compute it before their range
+     * test) */
+    return jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)jg_ew_f32bits(kf) << 23)));
 }
 
 /* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,

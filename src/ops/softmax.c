@@ -72,6 +72,34 @@
 MAX_RUN(f32, float, int32_t)
 MAX_RUN(f64, double, int64_t)
 
+/* y = exp(x - m) over n elements, f32: as the exp op's loops
+ * (ops/elementwise.c), blocks whose every |x - m| is at most
+ * JG_EW_EXPF_NORMAL_MAX run jg_ew_expf_normal (jg_ew_expf's bits there,
+ * with a third fewer instructions) and a block holding a larger one, an inf
+ * or a NaN is redone with jg_ew_expf. */
+enum { EXP_NBLK = 512 };
+static inline __attribute__((always_inline)) void
+exp_shift_f32(float *restrict y, const float *restrict x, int64_t n, float m) {
+    for (int64_t i0 = 0; i0 < n; i0 += EXP_NBLK) {
+        const int64_t i1 = n - i0 < EXP_NBLK ? n : i0 + EXP_NBLK;
+        uint32_t big = 0;
+        for (int64_t i = i0; i < i1; i++) {
+            const float d = x[i] - m;
+            const uint32_t du = (uint32_t)jg_ew_f32bits(d) & 0x7fffffffu;
+            big = du > big ? du : big;
+            y[i] = jg_ew_expf_normal(d);
+        }
+        if (big > JG_EW_EXPF_NORMAL_MAX)
+            for (int64_t i = i0; i < i1; i++)
+                y[i] = jg_ew_expf(x[i] - m);
+    }
+}
+static inline __attribute__((always_inline)) void
+exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = jg_ew_expd(x[i] - m);
+}
+
 /* One slice of len elements at x (step xst) into y (step yst), steps in
  * elements.  Separate simple passes, so that each vectorizes (exp and log
  * are jitgrad's own from ops/ew_math.h, the same the exp and log ops
@@ -92,8 +120,7 @@ MAX_RUN(f64, double, int64_t)
         if (xst == 1 && yst == 1) {                                                                \
             T *restrict yc = y;                                                                    \
             const T *restrict xc = x;                                                              \
-            for (int64_t i = 0; i < len; i++)                                                      \
-                yc[i] = EXP(xc[i] - m);                                                            \
+            exp_shift_##TY(yc, xc, len, m);                                                        \
             T s = jg_sum_run_##TY(yc, len);                                                        \
             if (log_) {                                                                            \
                 T ls = LOG(s);                                                                     \

@@ -1,0 +1,147 @@
+/* The f32 exp, sigmoid and silu loops and softmax's exp pass run
+ * jg_ew_expf_normal over blocks whose every |x| is in its range and
+ * jg_ew_expf over the others (ops/elementwise.c, ops/softmax.c).  These
+ * check that every element still gets the expression's bits: blocks with
+ * and without out-of-range values (large, inf, NaN) at every position
+ * class, lengths around the block size, in place and out of place, and
+ * that jg_ew_expf_normal equals jg_ew_expf over a strided sweep of its
+ * range. */
+#include "testutil.h"
+
+#include "ops/decls.h"
+#include "ops/ew_math.h"
+#include "ops/optable.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    jg_opcode op;
+    const char *name;
+} OPS[] = {{JG_OP_EXP, "exp"}, {JG_OP_SIGMOID, "sigmoid"}, {JG_OP_SILU, "silu"}};
+
+static uint32_t fbits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+/* n inputs in [-8, 8) with special values at `at` (-1: none) */
+static void fill(float *x, int64_t n, uint64_t seed, int64_t at, float special) {
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        x[i] = (float)((double)(seed >> 40) / (double)(1 << 24) * 16.0 - 8.0);
+    }
+    if (at >= 0 && at < n)
+        x[at] = special;
+}
+
+/* The reference: the op's row function over x read with a step of 2
+ * elements, which takes its plain strided loop (the expression of
+ * elementwise.def / nn.def with jg_ew_expf, element by element). */
+static void check_row(const char *what, const char *op, jg_inner_fn row, const float *x,
+                      const float *y, int64_t n) {
+    float *xs = malloc((size_t)(2 * n) * sizeof *xs), *ys = malloc((size_t)(2 * n) * sizeof *ys);
+    assert_non_null(xs);
+    assert_non_null(ys);
+    for (int64_t i = 0; i < n; i++)
+        xs[2 * i] = x[i], xs[2 * i + 1] = 0.0f;
+    double sc = 0.0;
+    char *p[2] = {(char *)ys, (char *)xs};
+    const int64_t st[2] = {8, 8};
+    row(&sc, n, p, st);
+    for (int64_t i = 0; i < n; i++)
+        if (fbits(y[i]) != fbits(ys[2 * i]))
+            fail_msg("%s %s n=%lld: element %lld (x = %a) gave %a, want %a", what, op, (long long)n,
+                     (long long)i, (double)x[i], (double)y[i], (double)ys[2 * i]);
+    free(xs);
+    free(ys);
+}
+
+static void test_exp_blocks_match_expression(void **state) {
+    (void)state;
+    static const float specials[] = {86.0f,  86.00001f, -86.00001f, 87.5f, -100.0f, -104.0f,
+                                     200.0f, INFINITY,  -INFINITY,  NAN,   -NAN,    0x1p-149f};
+    static const int64_t lens[] = {1, 7, 8, 9, 511, 512, 513, 1023, 1024, 1025, 1600};
+    enum { MAXN = 1600 };
+    float *x = malloc(MAXN * sizeof *x), *y = malloc(MAXN * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    for (size_t o = 0; o < sizeof OPS / sizeof *OPS; o++) {
+        jg_dense_fn dense = jg_ew_dense[OPS[o].op][JG_F32];
+        jg_inner_fn row = jg_ew_rows[OPS[o].op][JG_F32];
+        for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+            int64_t n = lens[l];
+            const int64_t ats[] = {-1, 0, n / 2, n - 1, 511, 512, 1100};
+            for (size_t a = 0; a < sizeof ats / sizeof *ats; a++)
+                for (size_t s = 0; s < sizeof specials / sizeof *specials; s++) {
+                    fill(x, n, 7 * l + a, ats[a], specials[s]);
+                    dense(n, y, x, NULL, 0.0);
+                    check_row("out of place", OPS[o].name, row, x, y, n);
+                    /* in place: the row function with out == a */
+                    memcpy(y, x, (size_t)n * sizeof *y);
+                    double sc = 0.0;
+                    char *p[2] = {(char *)y, (char *)y};
+                    const int64_t st[2] = {4, 4};
+                    row(&sc, n, p, st);
+                    check_row("in place", OPS[o].name, row, x, y, n);
+                    if (ats[a] < 0)
+                        break; /* one run without a special value */
+                }
+        }
+    }
+    free(x);
+    free(y);
+}
+
+/* jg_ew_expf_normal gives jg_ew_expf's bits for every |x| <= 86 (checked
+ * here on every 509th f32 of the range, and exhaustively when it was
+ * written). */
+static void test_exp_normal_same_bits(void **state) {
+    (void)state;
+    for (uint32_t sign = 0; sign <= 1; sign++)
+        for (uint32_t u = 0; u <= JG_EW_EXPF_NORMAL_MAX; u += 509) {
+            float x = jg_ew_f32((int32_t)(u | sign << 31));
+            if (jg_ew_f32bits(jg_ew_expf_normal(x)) != jg_ew_f32bits(jg_ew_expf(x)))
+                fail_msg("exp normal(%a) = %a, exp %a", (double)x, (double)jg_ew_expf_normal(x),
+                         (double)jg_ew_expf(x));
+        }
+}
+
+/* softmax over rows whose spread is beyond the fast range (x - max below
+ * -86, -inf) and within it: a dense row and the same row read with a step
+ * (the strided pass, which calls jg_ew_expf per element) agree bitwise. */
+static void test_softmax_exp_blocks(void **state) {
+    (void)state;
+    enum { R = 4, C = 1100 };
+    float *x = malloc(R * C * sizeof *x);
+    assert_non_null(x);
+    for (int r = 0; r < R; r++)
+        fill(x + r * C, C, 100 + (uint64_t)r, -1, 0.0f);
+    x[0 * C + 5] = -90.0f;  /* row 0: beyond the range in the first block */
+    x[1 * C + 700] = 95.0f; /* row 1: a large maximum, the rest below -86 */
+    x[2 * C + 1099] = -INFINITY;
+    jg_tensor *t = jg_tensor_from_blob(JG_F32, 2, TU_SHAPE(R, C), NULL, x, NULL, NULL);
+    assert_non_null(t);
+    jg_tensor *tt = jg_contiguous(jg_transpose(t, 0, 1)); /* [C, R] */
+    assert_non_null(tt);
+    for (int lg = 0; lg <= 1; lg++) {
+        jg_tensor *dense = lg ? jg_log_softmax(t, 1) : jg_softmax(t, 1);
+        jg_tensor *strided =
+            lg ? jg_log_softmax(jg_transpose(tt, 0, 1), 1) : jg_softmax(jg_transpose(tt, 0, 1), 1);
+        assert_non_null(dense);
+        assert_non_null(strided);
+        TU_SAME(dense, jg_contiguous(strided));
+    }
+    free(x);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_exp_blocks_match_expression),
+        TU_TEST(test_exp_normal_same_bits),
+        TU_TEST(test_softmax_exp_blocks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
