@@ -310,16 +310,13 @@ static const_entry *find_entry(frame *f, const jg_tensor *t) {
 }
 
 /* In-place writes of captured tensors (ops/inplace.c): only into a lifted
- * tensor of jg_compile's frame, itself no view, when eager would record no
- * history for the write; its value in the graph is then the op's result. */
+ * tensor of jg_compile's frame, when eager would record no history for the
+ * write (jg_compile refuses one sharing storage with another input); its
+ * value in the graph is then the op's result. */
 static jg_tensor *captured_write_begin(jg_tensor *t, const jg_tensor *other, char *why, size_t n) {
     frame *f = top();
     if (!f || !(f->flags & JG_TRACE_LIFT) || jg_trace_capture != f->id) {
         snprintf(why, n, "in-place operations involving captured tensors cannot be traced here");
-        return NULL;
-    }
-    if (t->view || t->is_view) {
-        snprintf(why, n, "writing a view in place cannot be traced yet");
         return NULL;
     }
     if (jg_grad_mode && (t->requires_grad || (other && other->requires_grad))) {
