@@ -615,6 +615,16 @@ static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const in
     return 0;
 }
 
+/* Whether the program wrote a captured tensor in place so far. */
+static bool lifted_written(void) {
+    jg_tensor *const *lifted;
+    int n = jg_trace_n_lifted(&lifted), v;
+    for (int i = 0; i < n; i++)
+        if (jg_trace_lifted_written(i, &v))
+            return true;
+    return false;
+}
+
 static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
                                   const jg_function **failed) {
     int n = k->n_inputs;
@@ -697,6 +707,13 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             if (!e->break_reason)
                 rc = jg_errorf("out of memory in jg_compile");
         }
+    } else if (rc == 0 && n_out < 0 && lifted_written()) {
+        /* eager mode would have written before failing: the eager run does
+         * both (with its own error), and the next call is traced again */
+        e->eager = e->retry = true;
+        if (!(e->break_reason = strdup("the program failed while traced after writing a captured "
+                                       "tensor in place")))
+            rc = jg_errorf("out of memory in jg_compile");
     } else if (rc == 0 && n_out < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", jg_last_error());
