@@ -1,9 +1,10 @@
-"""The optimizer step compiled: opt.step() (and zero_grad(set_to_none=False))
-inside jitgrad.compile updates parameters, optimizer state and .grad in
-place; the compiled call traces those writes and applies them to the real
-tensors after each call.  Twenty steps give losses, parameters, .grad and
-state bitwise equal to the eager loop, on both backends.  backward()
-inside the program is still a graph break (see test_compile_train_step.py)."""
+"""A whole training step compiled as one graph: loss.backward() inside the
+program is traced into its graph (the .grad it leaves is applied to the
+parameters after each call), opt.step() and zero_grad() update parameters,
+optimizer state and .grad in place, traced as writes applied after each
+call.  Twenty steps give losses, parameters, .grad (None or a tensor) and
+optimizer state bitwise equal to the eager loop, on both backends.  The
+optimizer step alone compiled (backward outside) works the same way."""
 import pytest
 
 BACKENDS = ["interp", "c"]
@@ -75,20 +76,127 @@ def test_adam_step_reads_its_count_and_runs_eagerly(jg, opt_name):
     assert got[4]._jitgrad_compiled.fallbacks() == 20
 
 
-def test_zero_grad_set_to_none_in_program_is_a_graph_break(jg):
+def test_zero_grad_set_to_none_in_program(jg):
     model, opt = make(jg, "SGD")
     model(jg.ones(2, 4)).sum().backward()
-    f = jg.compile(lambda: opt.zero_grad(set_to_none=True), backend="interp")
+    f = jg.compile(lambda: opt.zero_grad(set_to_none=True), backend="interp", fullgraph=True)
     f()
     assert all(p.grad is None for p in model.parameters())
     model(jg.ones(2, 4)).sum().backward()
-    f()  # the eager run clears them again (traced once, it would not)
+    f()  # applied at every call, not only while traced
     assert all(p.grad is None for p in model.parameters())
-    g = jg.compile(lambda: opt.zero_grad(set_to_none=True), backend="interp", fullgraph=True)
-    model(jg.ones(2, 4)).sum().backward()
-    with pytest.raises(RuntimeError, match="assigning the .grad of a tensor captured"):
-        g()
-    assert all(p.grad is not None for p in model.parameters())
+    assert f._jitgrad_compiled.entries() == 1 and f._jitgrad_compiled.fallbacks() == 0
+
+
+def whole_step(T, opt_name, kw, backend=None, set_to_none=True, loss_fn="mse", fullgraph=True):
+    model, opt = make(T, opt_name, **kw)
+    F = T.nn.functional
+
+    def step(x, y, t):
+        out = model(x)
+        loss = F.mse_loss(out, y) if loss_fn == "mse" else F.cross_entropy(out, t)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=set_to_none)
+        return loss
+
+    if backend:
+        step = T.compile(step, backend=backend, fullgraph=fullgraph)
+    T.manual_seed(1)
+    x, y, t = T.randn(16, 4), T.randn(16, 2), T.tensor([0, 1] * 8)
+    losses = [step(x, y, t).detach().numpy().tobytes() for _ in range(20)]
+    params = [p.detach().numpy().tobytes() for p in model.parameters()]
+    grads = [None if p.grad is None else p.grad.numpy().tobytes() for p in model.parameters()]
+    state = [
+        {k: (v.numpy().tobytes() if isinstance(v, T.Tensor) else v) for k, v in opt.state[p].items()}
+        for p in model.parameters()
+    ]
+    return (losses, params, grads, state), step._jitgrad_compiled if backend else None
+
+
+WHOLE = [
+    ("SGD", {}, 0),
+    ("SGD", {"momentum": 0.9, "weight_decay": 0.01}, 1),  # the first step creates the buffers
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("loss_fn", ["mse", "cross_entropy"])
+@pytest.mark.parametrize("opt_name,kw,fallbacks", WHOLE)
+def test_whole_step_one_graph_matches_eager(jg, backend, set_to_none, loss_fn, opt_name, kw,
+                                            fallbacks):
+    ref, _ = whole_step(jg, opt_name, kw, set_to_none=set_to_none, loss_fn=loss_fn)
+    got, c = whole_step(jg, opt_name, kw, backend, set_to_none=set_to_none, loss_fn=loss_fn)
+    assert got == ref
+    # without set_to_none and momentum, the first call sees no .grad, the
+    # others a zeroed one: two guard sets
+    assert c.entries() == (2 if not set_to_none and not fallbacks else 1)
+    assert c.fallbacks() == fallbacks
+
+
+@pytest.mark.parametrize("opt_name", ["Adam", "AdamW"])
+def test_whole_step_adam_runs_eagerly(jg, opt_name):
+    # Adam's bias corrections read step.item(): a graph break, every call
+    # runs eagerly and trains exactly as eager
+    ref, _ = whole_step(jg, opt_name, {})
+    got, c = whole_step(jg, opt_name, {}, "interp", fullgraph=False)
+    assert got == ref
+    assert c.fallbacks() == 20
+
+
+def test_backward_twice_with_retain_graph(jg):
+    w = jg.tensor([2.0, 3.0], requires_grad=True)
+
+    def f(x):
+        loss = (w * x).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        return loss
+
+    cf = jg.compile(f, backend="interp", fullgraph=True)
+    for k in (1, 2):
+        cf(jg.tensor([1.0, 5.0]))
+        assert w.grad.tolist() == [2.0 * k, 10.0 * k]
+    assert cf._jitgrad_compiled.entries() == 2  # .grad None, then set
+
+
+def test_backward_twice_without_retain_graph_is_a_graph_break(jg):
+    w = jg.tensor([2.0, 3.0], requires_grad=True)
+
+    def f(x):
+        loss = (w * x).sum()
+        loss.backward()
+        loss.backward()  # eager fails: the graph was freed
+        return loss
+
+    with pytest.raises(RuntimeError, match="a second backward through the same graph"):
+        jg.compile(f, backend="interp", fullgraph=True)(jg.tensor([1.0, 5.0]))
+    assert w.grad is None
+    with pytest.raises(RuntimeError, match="second time"):
+        jg.compile(f, backend="interp")(jg.tensor([1.0, 5.0]))
+
+
+def test_backward_accumulates_into_existing_grad(jg):
+    # .grad set before the call: the traced backward adds into that tensor
+    # in place (same object, version bumped), as eager's AccumulateGrad
+    w = jg.tensor([2.0, 3.0], requires_grad=True)
+
+    def f(x):
+        loss = (w * x).sum()
+        loss.backward()
+        return loss
+
+    cf = jg.compile(f, backend="interp", fullgraph=True)
+    (w * 1).sum().backward()
+    g = w.grad
+    for _ in range(3):
+        cf(jg.tensor([1.0, 5.0]))
+    assert g.tolist() == [4.0, 16.0] and w.grad.tolist() == [4.0, 16.0]  # the same tensor
+    w.grad = None
+    cf(jg.tensor([1.0, 5.0]))  # .grad None: another guard set, traced again
+    assert w.grad.tolist() == [1.0, 5.0] and g.tolist() == [4.0, 16.0]
+    assert cf._jitgrad_compiled.entries() == 2
 
 
 def test_buffer_update_in_program_is_written_back(jg):

@@ -58,8 +58,10 @@ const char *jg_grad_fn_name(const jg_tensor *t) {
 }
 
 jg_tensor *jg_grad(const jg_tensor *t) {
-    if (t && jg_trace_captured(t) && jg_hooks.on_grad_read)
-        jg_hooks.on_grad_read((jg_tensor *)t, t->grad);
+    jg_tensor *traced;
+    if (t && jg_trace_captured(t) && jg_hooks.on_grad_read &&
+        jg_hooks.on_grad_read((jg_tensor *)t, t->grad, &traced))
+        return traced;
     return t ? t->grad : NULL;
 }
 
@@ -73,6 +75,8 @@ void jg_clear_grad(jg_tensor *t) {
 int jg_set_grad(jg_tensor *t, jg_tensor *g) {
     if (!t)
         return jg_errorf("jg_set_grad: tensor is NULL");
+    if (jg_trace_captured(t) && !g && jg_hooks.on_grad_clear && jg_hooks.on_grad_clear(t) == 0)
+        return 0; /* recorded: applied after each call */
     if (jg_trace_captured(t)) {
         /* it would happen once, at trace time, and never at run time */
         static const char why[] = "assigning the .grad of a tensor captured from outside the "

@@ -65,6 +65,10 @@ void jg_entry_release(jg_entry *e) {
     free(e->gr_owner);
     free(e->gr_had);
     free(e->lifted_grad_of);
+    for (int i = 0; i < e->n_gset; i++)
+        jg_release(e->gset_owner[i]);
+    free(e->gset_owner);
+    free(e->gset_out);
     free(e->lmut_lifted);
     free(e->lmut_writes);
     for (int i = 0; i < e->n_pinned; i++)

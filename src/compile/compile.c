@@ -761,8 +761,20 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             else
                 e->eager = true;
         }
+        if (rc == 0 && !e->eager &&
+            (rc = jg_grad_sets_find(e, vals, n_out + e->n_mut + e->n_lmut, why, sizeof why)) > 0) {
+            rc = 0;
+            if (c->fullgraph)
+                rc = jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in "
+                               "one graph: %s",
+                               why);
+            else if (!(e->break_reason = strdup(why)))
+                rc = jg_errorf("out of memory in jg_compile");
+            else
+                e->eager = true;
+        }
         if (rc == 0 && !e->eager)
-            rc = jg_graph_set_outputs(g, n_out + e->n_mut + e->n_lmut, vals);
+            rc = jg_graph_set_outputs(g, n_out + e->n_mut + e->n_lmut + e->n_gset_out, vals);
         if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }
@@ -938,11 +950,12 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         c->fallbacks++;
         return run_eager(c, args, n_inputs, inputs, outputs);
     }
-    int n_out = e->n_mut || e->n_lmut ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
-                                      : jg_entry_run(e, inputs, outputs);
+    int n_out = e->n_mut || e->n_lmut || e->n_gset
+                    ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
+                    : jg_entry_run(e, inputs, outputs);
     /* (verify reruns the program on copies of the inputs, which a program
      * writing its inputs has already changed) */
-    if (n_out >= 0 && c->verify && !e->n_mut && !e->n_lmut &&
+    if (n_out >= 0 && c->verify && !e->n_mut && !e->n_lmut && !e->n_gset &&
         jg_compile_verify(c->fn, c->user, args, n_inputs, inputs, n_out, outputs) < 0) {
         for (int j = 0; j < n_out; j++) /* out of the caller's scope, then freed */
             jg_release(jg_keep(outputs[j]));

@@ -132,6 +132,13 @@ typedef struct jg_entry {
     int n_lmut;
     int *lmut_lifted;      /* per such output: the lifted tensor written */
     uint64_t *lmut_writes; /* ... and how many in-place writes it received */
+    /* captured tensors whose .grad the program set (a traced backward,
+     * zero_grad(set_to_none)): after each call, .grad becomes the graph
+     * output after the lifted mutations' (gset_out[i], counted among
+     * them), or None (-1) */
+    int n_gset, n_gset_out;
+    jg_tensor **gset_owner; /* (retained) */
+    int *gset_out;
     /* per program output that the program made as a view of a graph input:
      * that input (else -1) and the view steps from it (ops/viewtrack.h) */
     int *out_view_in;
@@ -162,6 +169,10 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
 int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, int n_out,
                              jg_tensor *const *outs, int *vals, int n_vals, char *why,
                              size_t why_size);
+/* After the lifted mutations: the captured tensors whose .grad the program
+ * set, their new .grad values appended to vals (holding n_vals).  1 with
+ * `why` (too many outputs), 0, or -1 + error. */
+int jg_grad_sets_find(jg_entry *e, int *vals, int n_vals, char *why, size_t why_size);
 /* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */

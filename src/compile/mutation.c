@@ -115,9 +115,42 @@ int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const
     return 0;
 }
 
+int jg_grad_sets_find(jg_entry *e, int *vals, int n_vals, char *why, size_t why_size) {
+    jg_tensor **owners, **grads;
+    int n = jg_trace_take_grad_sets(&owners, &grads), rc = 0;
+    if (n && (!(e->gset_owner = calloc((size_t)n, sizeof *e->gset_owner)) ||
+              !(e->gset_out = malloc(sizeof(int) * (size_t)n))))
+        rc = jg_errorf("out of memory in jg_compile");
+    for (int i = 0; i < n && rc == 0; i++) {
+        e->gset_owner[i] = jg_retain(owners[i]);
+        e->n_gset++;
+        e->gset_out[i] = -1;
+        if (!grads[i])
+            continue;
+        if (n_vals + e->n_gset_out == JG_MAX_OUTPUTS) {
+            snprintf(why, why_size,
+                     "the program returns, writes in place and sets .grad of more than %d "
+                     "tensors in all",
+                     JG_MAX_OUTPUTS);
+            rc = 1;
+        } else if ((vals[n_vals + e->n_gset_out] = jg_trace_value(grads[i])) < 0) {
+            rc = -1;
+        } else {
+            e->gset_out[i] = e->n_gset_out++;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        jg_release(owners[i]);
+        jg_release(grads[i]);
+    }
+    free(owners);
+    free(grads);
+    return rc;
+}
+
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                           jg_tensor **outputs) {
-    int n_user = e->n_prog_out - e->n_mut - e->n_lmut;
+    int n_user = e->n_prog_out - e->n_mut - e->n_lmut - e->n_gset_out;
     for (int m = 0; m < e->n_mut; m++) { /* eager's checks, before anything runs */
         jg_tensor *x = inputs[e->mut_input[m]];
         if (jg_view_sync(x) < 0)
@@ -166,6 +199,26 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
         jg_tensor *t = e->lifted[e->lmut_lifted[m]];
         jg_copy_data(t, outs[n_user + e->n_mut + m]);
         t->storage->version += e->lmut_writes[m];
+    }
+    for (int m = 0; m < e->n_gset && rc == 0; m++) {
+        /* .grad as the program left it: a tensor of its own, as eager's
+         * AccumulateGrad makes it */
+        jg_tensor *t = e->gset_owner[m], *g = NULL;
+        if (e->gset_out[m] >= 0) {
+            g = outs[n_user + e->n_mut + e->n_lmut + e->gset_out[m]];
+            if (g->is_view || !jg_is_contiguous(g) || g->offset || g->storage->refcount > 1) {
+                bool prev = jg_set_grad_enabled(false);
+                g = jg_clone(g);
+                jg_set_grad_enabled(prev);
+                if (!g) {
+                    rc = -1;
+                    break;
+                }
+            }
+        }
+        jg_retain(g);
+        jg_release(t->grad);
+        t->grad = g;
     }
     for (int m = 0; m < e->n_mut && rc == 0; m++) {
         /* the new value's history is the compiled call's: x moves onto it

@@ -210,8 +210,17 @@ typedef struct jg_core_hooks {
                                        size_t why_size);
     int (*captured_write_end)(jg_tensor *t, jg_tensor *stand_in);
     /* The program being traced read the .grad (NULL: none) of tensor t,
-     * captured from outside it (jg_compile reads it again at every call). */
-    void (*on_grad_read)(jg_tensor *t, jg_tensor *grad);
+     * captured from outside it (jg_compile reads it again at every call).
+     * True when the trace holds t's .grad itself (a traced backward or
+     * assignment wrote it): *as_traced is what the program sees (NULL: none). */
+    bool (*on_grad_read)(jg_tensor *t, jg_tensor *grad, jg_tensor **as_traced);
+    /* The program being traced sets captured tensor t's .grad to None: 0
+     * when the trace records it, else -1 (a graph break). */
+    int (*on_grad_clear)(jg_tensor *t);
+    /* backward() on symbolic root (grad: NULL or its gradient) while a
+     * program is traced: 0 (the backward was traced), -1 + error, or 1 when
+     * it cannot be traced (a graph break). */
+    int (*trace_backward)(jg_tensor *root, jg_tensor *grad, unsigned flags);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

@@ -41,6 +41,12 @@ typedef struct frame {
      * .grad it saw (retained; NULL: none) */
     jg_tensor **gr_owner, **gr_grad;
     int n_gr, cap_gr;
+    /* captured tensors whose .grad the program set (a traced backward, an
+     * assignment of None): the .grad it sees now (retained; NULL: none) */
+    jg_tensor **gs_owner, **gs_grad;
+    int n_gs, cap_gs;
+    bool backward_done;          /* a traced backward without retain_graph ran */
+    int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
 } frame;
@@ -98,6 +104,13 @@ void jg_trace_end(void) {
     }
     free(f->gr_owner);
     free(f->gr_grad);
+    for (int i = 0; i < f->n_gs; i++) {
+        jg_release(f->gs_owner[i]);
+        jg_release(f->gs_grad[i]);
+    }
+    free(f->gs_owner);
+    free(f->gs_grad);
+    free(f->lifted_val);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -261,9 +274,12 @@ int jg_trace_value(jg_tensor *t) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
-            if (!l)
+            if (l)
+                f->lifted = l;
+            int *lv = l ? realloc(f->lifted_val, (size_t)cap * sizeof *lv) : NULL;
+            if (!lv)
                 return jg_errorf("out of memory while tracing");
-            f->lifted = l;
+            f->lifted_val = lv;
             f->cap_lifted = cap;
         }
         jg_meta m;
@@ -272,6 +288,7 @@ int jg_trace_value(jg_tensor *t) {
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
         if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
             return -1;
+        f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
     } else if (created && !rg) {
         uint32_t capture = jg_trace_capture_pause();
@@ -366,10 +383,7 @@ int jg_trace_lifted_written(int k, int *value) {
     return hit->writes;
 }
 
-static void on_grad_read(jg_tensor *t, jg_tensor *grad) {
-    frame *f = top();
-    if (!f || !(f->flags & JG_TRACE_LIFT) || jg_trace_capture != f->id)
-        return;
+static void note_grad_read(frame *f, jg_tensor *t, jg_tensor *grad) {
     for (int i = 0; i < f->n_gr; i++)
         if (f->gr_owner[i] == t)
             return;
@@ -389,6 +403,85 @@ static void on_grad_read(jg_tensor *t, jg_tensor *grad) {
     }
     f->gr_owner[f->n_gr] = jg_retain(t);
     f->gr_grad[f->n_gr++] = grad ? jg_retain(grad) : NULL;
+}
+
+static frame *lift_frame(void) {
+    frame *f = top();
+    return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id ? f : NULL;
+}
+
+static bool on_grad_read(jg_tensor *t, jg_tensor *grad, jg_tensor **as_traced) {
+    frame *f = lift_frame();
+    if (!f)
+        return false;
+    note_grad_read(f, t, grad);
+    for (int i = 0; i < f->n_gs; i++)
+        if (f->gs_owner[i] == t) {
+            *as_traced = f->gs_grad[i];
+            return true;
+        }
+    return false;
+}
+
+int jg_trace_grad_set(jg_tensor *t, jg_tensor *grad) {
+    frame *f = lift_frame();
+    if (!f)
+        return jg_errorf("jg_trace_grad_set: no program is traced");
+    note_grad_read(f, t, t->grad); /* (guarded: what the program started from) */
+    for (int i = 0; i < f->n_gs; i++)
+        if (f->gs_owner[i] == t) {
+            jg_retain(grad);
+            jg_release(f->gs_grad[i]);
+            f->gs_grad[i] = grad;
+            return 0;
+        }
+    if (f->n_gs == f->cap_gs) {
+        int cap = f->cap_gs ? f->cap_gs * 2 : 8;
+        jg_tensor **o = realloc(f->gs_owner, (size_t)cap * sizeof *o);
+        if (o)
+            f->gs_owner = o;
+        jg_tensor **g = o ? realloc(f->gs_grad, (size_t)cap * sizeof *g) : NULL;
+        if (!g)
+            return jg_errorf("out of memory while tracing");
+        f->gs_grad = g;
+        f->cap_gs = cap;
+    }
+    f->gs_owner[f->n_gs] = jg_retain(t);
+    f->gs_grad[f->n_gs++] = jg_retain(grad);
+    return 0;
+}
+
+static int on_grad_clear(jg_tensor *t) {
+    return lift_frame() ? jg_trace_grad_set(t, NULL) : -1;
+}
+
+int jg_trace_take_grad_sets(jg_tensor ***owners, jg_tensor ***grads) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *owners = f->gs_owner;
+    *grads = f->gs_grad;
+    int n = f->n_gs;
+    f->gs_owner = f->gs_grad = NULL;
+    f->n_gs = f->cap_gs = 0;
+    return n;
+}
+
+jg_tensor *jg_trace_input_tensor(int value) {
+    frame *f = lift_frame();
+    if (!f)
+        return NULL;
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].input >= 0 && f->consts[i].value == value)
+            return f->consts[i].t;
+    for (int k = 0; k < f->n_lifted; k++)
+        if (f->lifted_val[k] == value)
+            return f->lifted[k];
+    return NULL;
+}
+
+bool *jg_trace_backward_done(void) {
+    frame *f = lift_frame();
+    return f ? &f->backward_done : NULL;
 }
 
 int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads) {
@@ -513,6 +606,8 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.captured_write_begin = captured_write_begin;
     jg_hooks.captured_write_end = captured_write_end;
     jg_hooks.on_grad_read = on_grad_read;
+    jg_hooks.on_grad_clear = on_grad_clear;
+    jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */

@@ -97,6 +97,21 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
  * .grad each had then (NULL: none).  Arrays and references move to the
  * caller. */
 int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads);
+/* jg_compile's frame (innermost, capturing) records that captured tensor
+ * t's .grad is now grad (NULL: none; a symbolic tensor of the frame's graph,
+ * or t's own concrete .grad): what jg_grad(t) returns for the rest of the
+ * trace, applied to t after each call.  0 or -1. */
+int jg_trace_grad_set(jg_tensor *t, jg_tensor *grad);
+/* Those records (arrays and references move to the caller). */
+int jg_trace_take_grad_sets(jg_tensor ***owners, jg_tensor ***grads);
+/* The concrete tensor behind graph input `value` of jg_compile's frame (a
+ * call input or a lifted tensor), or NULL. */
+jg_tensor *jg_trace_input_tensor(int value);
+/* jg_compile's frame's flag: a traced backward freed the graph (NULL: no
+ * such frame). */
+bool *jg_trace_backward_done(void);
+/* Installs the backward hook (trace/backward.c). */
+void jg_trace_backward_init(void);
 /* The lifted tensors of the innermost frame so far (borrowed), and how many. */
 int jg_trace_n_lifted(jg_tensor *const **lifted);
 /* How many in-place ops wrote lifted tensor k (ops/inplace.c), and its value
