@@ -217,3 +217,58 @@ def test_buffer_update_in_program_is_written_back(jg):
     assert buf.numpy().tobytes() == ref.numpy().tobytes()
     assert buf._version == ref._version
     assert cf._jitgrad_compiled.entries() == 1
+
+
+class Block:
+    """A small transformer block: pre-norm attention and GELU MLP, residuals
+    (no biases or norm weights: a program writes at most 16 tensors and
+    returns, JG_MAX_OUTPUTS)."""
+
+    def __init__(self, T, d=8):
+        nn = T.nn
+        self.ln1 = nn.LayerNorm(d, elementwise_affine=False)
+        self.ln2 = nn.LayerNorm(d, elementwise_affine=False)
+        self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+        self.d = d
+
+    def parameters(self):
+        for m in (self.ln1, self.qkv, self.proj, self.ln2, self.fc1, self.fc2):
+            yield from m.parameters()
+
+    def __call__(self, T, x):
+        F = T.nn.functional
+        q, k, v = self.qkv(self.ln1(x)).split(self.d, dim=-1)
+        att = F.softmax(q @ k.transpose(-2, -1) / self.d ** 0.5, dim=-1)
+        x = x + self.proj(att @ v)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def block_train(T, backend=None):
+    T.manual_seed(0)
+    blk = Block(T)
+    opt = T.optim.SGD(list(blk.parameters()), lr=0.05, momentum=0.9)
+
+    def step(x, y):
+        loss = T.nn.functional.mse_loss(blk(T, x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    if backend:
+        step = T.compile(step, backend=backend, fullgraph=True)
+    T.manual_seed(1)
+    x, y = T.randn(2, 5, 8), T.randn(2, 5, 8)
+    losses = [step(x, y).detach().numpy().tobytes() for _ in range(20)]
+    params = [p.detach().numpy().tobytes() for p in blk.parameters()]
+    return losses, params, step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_whole_step_transformer_block(jg, backend):
+    ref = block_train(jg)
+    got = block_train(jg, backend)
+    assert got[:2] == ref[:2]
+    assert got[2]._jitgrad_compiled.entries() == 1
+    assert got[2]._jitgrad_compiled.fallbacks() == 1
