@@ -272,3 +272,23 @@ def test_whole_step_transformer_block(jg, backend):
     assert got[:2] == ref[:2]
     assert got[2]._jitgrad_compiled.entries() == 1
     assert got[2]._jitgrad_compiled.fallbacks() == 1
+
+
+def test_backward_into_input_leaf_writes_that_input(jg):
+    # .grad of a call input is guarded and written for that tensor: another
+    # input tensor traces again instead of writing the first one's .grad
+    def f(x):
+        loss = (x * x).sum()
+        loss.backward()
+        return loss
+
+    cf = jg.compile(f, backend="interp", fullgraph=True)
+    x1 = jg.tensor([1.0, 2.0], requires_grad=True)
+    x2 = jg.tensor([3.0, 4.0], requires_grad=True)
+    cf(x1)
+    assert x1.grad.tolist() == [2.0, 4.0]
+    x1.grad = None  # x1's guards hold again, but x2 is another tensor
+    cf(x2)
+    assert x1.grad is None and x2.grad.tolist() == [6.0, 8.0]
+    cf(x2)
+    assert x1.grad is None and x2.grad.tolist() == [12.0, 16.0]

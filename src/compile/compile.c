@@ -539,7 +539,25 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
         e->pinned[e->n_pinned] = jg_retain(inputs[i]);
         e->pinned_input[e->n_pinned++] = i;
     }
-    return 0;
+    /* a call input whose .grad the program read or set: its guard and its
+     * .grad afterwards are that tensor's, so the call must pass it again */
+    for (int j = 0; j < e->n_gr && rc == 0; j++)
+        for (int d = 0; d < e->n_distinct; d++) {
+            int i = e->call_input_of[d];
+            bool pinned = false;
+            for (int q = 0; q < e->n_pinned && !pinned; q++)
+                pinned = e->pinned_input[q] == i;
+            if (inputs[i] != e->gr_owner[j] || pinned)
+                continue;
+            if (!e->pinned && (!(e->pinned = malloc(sizeof *e->pinned * (size_t)n)) ||
+                               !(e->pinned_input = malloc(sizeof(int) * (size_t)n))))
+                rc = jg_errorf("out of memory in jg_compile");
+            else {
+                e->pinned[e->n_pinned] = jg_retain(inputs[i]);
+                e->pinned_input[e->n_pinned++] = i;
+            }
+        }
+    return rc < 0 ? -1 : 0;
 }
 
 /* Traces the program for this key.  Returns the new entry (possibly an eager
