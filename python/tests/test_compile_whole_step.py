@@ -292,3 +292,28 @@ def test_backward_into_input_leaf_writes_that_input(jg):
     assert x1.grad is None and x2.grad.tolist() == [6.0, 8.0]
     cf(x2)
     assert x1.grad is None and x2.grad.tolist() == [12.0, 16.0]
+
+
+def test_backward_not_traced_is_a_graph_break_with_reason(jg):
+    w = jg.tensor([2.0, 3.0], requires_grad=True)
+
+    def with_gradient(x):
+        y = w * x
+        y.backward(jg.ones(2))
+        return y
+
+    def non_leaf(x):
+        loss = (x * x).sum()
+        loss.backward()  # x's history continues outside the program
+        return loss
+
+    x = jg.tensor([1.0, 5.0])
+    with pytest.raises(RuntimeError, match="only backward\\(\\) of a scalar"):
+        jg.compile(with_gradient, backend="interp", fullgraph=True)(x)
+    leaf = jg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="no leaf"):
+        jg.compile(non_leaf, backend="interp", fullgraph=True)(leaf * 3)
+    assert w.grad is None and leaf.grad is None
+    jg.compile(with_gradient, backend="interp")(x)
+    jg.compile(non_leaf, backend="interp")(leaf * 3)
+    assert w.grad.tolist() == [1.0, 5.0] and leaf.grad.tolist() == [18.0, 36.0]
