@@ -688,6 +688,12 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
 int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
                   unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured) {
     bool no_grad_roots = flags & JG_ENGINE_NO_GRAD_ROOTS;
+    if (n_roots == 1 && roots && roots[0] && roots[0]->sym && !n_capture && !no_grad_roots &&
+        jg_hooks.trace_backward) { /* traced into the program's graph (trace/backward.c) */
+        int rc = jg_hooks.trace_backward(roots[0], root_grads ? root_grads[0] : NULL, flags);
+        if (rc <= 0)
+            return rc;
+    }
     if (check_roots(n_roots, roots, root_grads, no_grad_roots) < 0)
         return -1;
     bool create_graph = flags & JG_CREATE_GRAPH;

@@ -199,6 +199,28 @@ typedef struct jg_core_hooks {
      * frame traces it. */
     bool (*enter_graph)(uint64_t graph, uint64_t *save);
     void (*leave_graph)(uint64_t save);
+    /* An in-place op is about to write tensor t, captured from outside the
+     * program being traced (other: its other operand, or NULL): a symbolic
+     * stand-in holding t's current value in the program's graph (a new
+     * reference) to run the op on, or NULL with the reason in why when the
+     * write cannot be traced (a graph break).  After the op wrote the
+     * stand-in, captured_write_end makes its value t's value in the graph
+     * (jg_compile writes it back into t after each call). */
+    jg_tensor *(*captured_write_begin)(jg_tensor *t, const jg_tensor *other, char *why,
+                                       size_t why_size);
+    int (*captured_write_end)(jg_tensor *t, jg_tensor *stand_in);
+    /* The program being traced read the .grad (NULL: none) of tensor t,
+     * captured from outside it (jg_compile reads it again at every call).
+     * True when the trace holds t's .grad itself (a traced backward or
+     * assignment wrote it): *as_traced is what the program sees (NULL: none). */
+    bool (*on_grad_read)(jg_tensor *t, jg_tensor *grad, jg_tensor **as_traced);
+    /* The program being traced sets captured tensor t's .grad to None: 0
+     * when the trace records it, else -1 (a graph break). */
+    int (*on_grad_clear)(jg_tensor *t);
+    /* backward() on symbolic root (grad: NULL or its gradient) while a
+     * program is traced: 0 (the backward was traced), -1 + error, or 1 when
+     * it cannot be traced (a graph break). */
+    int (*trace_backward)(jg_tensor *root, jg_tensor *grad, unsigned flags);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

@@ -20,6 +20,9 @@ typedef struct {
      * storage version: an in-place op on it afterwards makes a new copy */
     bool snapshot;
     uint64_t version;
+    /* a lifted tensor the program wrote in place: value is its new value,
+     * writes how many in-place ops wrote it (jg_trace_lifted_written) */
+    int writes;
 } const_entry;
 
 typedef struct frame {
@@ -32,7 +35,18 @@ typedef struct frame {
     jg_tensor **lifted;
     int n_lifted, cap_lifted;
     int breaks;
+    bool retry; /* a break that holds for this call only (jg_trace_note_retry_break) */
     char reason[512];
+    /* captured tensors whose .grad the program read (retained), and the
+     * .grad it saw (retained; NULL: none) */
+    jg_tensor **gr_owner, **gr_grad;
+    int n_gr, cap_gr;
+    /* captured tensors whose .grad the program set (a traced backward, an
+     * assignment of None): the .grad it sees now (retained; NULL: none) */
+    jg_tensor **gs_owner, **gs_grad;
+    int n_gs, cap_gs;
+    bool backward_done;          /* a traced backward without retain_graph ran */
+    int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
 } frame;
@@ -84,6 +98,19 @@ void jg_trace_end(void) {
         if (f->consts[i].snapshot)
             jg_release(f->consts[i].t);
     free(f->consts);
+    for (int i = 0; i < f->n_gr; i++) {
+        jg_release(f->gr_owner[i]);
+        jg_release(f->gr_grad[i]);
+    }
+    free(f->gr_owner);
+    free(f->gr_grad);
+    for (int i = 0; i < f->n_gs; i++) {
+        jg_release(f->gs_owner[i]);
+        jg_release(f->gs_grad[i]);
+    }
+    free(f->gs_owner);
+    free(f->gs_grad);
+    free(f->lifted_val);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -130,7 +157,7 @@ static int add_const_entry(frame *f, const_entry e) {
 int jg_trace_bind(jg_tensor *t, int value, int input) {
     frame *f = top();
     JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
-    return add_const_entry(f, (const_entry){t, value, input, false, false, 0});
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0});
 }
 
 int jg_trace_bound_used(int input) {
@@ -223,6 +250,15 @@ int jg_trace_value(jg_tensor *t) {
         if (f->consts[i].t == t)
             hit = &f->consts[i];
     if (hit && (!hit->snapshot || hit->version == t->storage->version)) {
+        if (hit->writes && t->requires_grad && jg_grad_mode) {
+            /* eager's later uses differentiate into the tensor itself; the
+             * graph's new value has no history */
+            char d[64];
+            jg_describe(t, d, sizeof d);
+            jg_trace_note_break("captured tensor %s is used with grad mode on after the program "
+                                "wrote it in place",
+                                d);
+        }
         hit->used = true;
         return hit->value;
     }
@@ -238,9 +274,12 @@ int jg_trace_value(jg_tensor *t) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
-            if (!l)
+            if (l)
+                f->lifted = l;
+            int *lv = l ? realloc(f->lifted_val, (size_t)cap * sizeof *lv) : NULL;
+            if (!lv)
                 return jg_errorf("out of memory while tracing");
-            f->lifted = l;
+            f->lifted_val = lv;
             f->cap_lifted = cap;
         }
         jg_meta m;
@@ -249,6 +288,7 @@ int jg_trace_value(jg_tensor *t) {
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
         if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
             return -1;
+        f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
     } else if (created && !rg) {
         uint32_t capture = jg_trace_capture_pause();
@@ -260,7 +300,7 @@ int jg_trace_value(jg_tensor *t) {
             return -1;
         /* the entry holds t, so its address is not reused for another
          * tensor while the frame is open */
-        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version};
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0};
         if (hit) {
             jg_release(hit->t);
             *hit = e;
@@ -274,9 +314,209 @@ int jg_trace_value(jg_tensor *t) {
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0}) < 0)
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0}) < 0)
         return -1;
     return v;
+}
+
+static const_entry *find_entry(frame *f, const jg_tensor *t) {
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].t == t)
+            return &f->consts[i];
+    return NULL;
+}
+
+/* In-place writes of captured tensors (ops/inplace.c): only into a lifted
+ * tensor of jg_compile's frame, when eager would record no history for the
+ * write (jg_compile refuses one sharing storage with another input); its
+ * value in the graph is then the op's result. */
+static jg_tensor *captured_write_begin(jg_tensor *t, const jg_tensor *other, char *why, size_t n) {
+    frame *f = top();
+    if (!f || !(f->flags & JG_TRACE_LIFT) || jg_trace_capture != f->id) {
+        snprintf(why, n, "in-place operations involving captured tensors cannot be traced here");
+        return NULL;
+    }
+    if (jg_grad_mode && (t->requires_grad || (other && other->requires_grad))) {
+        snprintf(why, n,
+                 "with grad mode on the write would record history (or fail on a leaf); "
+                 "in-place updates of captured tensors are traced without grad");
+        return NULL;
+    }
+    int v = jg_trace_value(t);
+    if (v < 0) {
+        snprintf(why, n, "%s", jg_last_error());
+        return NULL;
+    }
+    const_entry *hit = find_entry(f, t);
+    bool lifted = false;
+    for (int i = 0; i < f->n_lifted && !lifted; i++)
+        lifted = f->lifted[i] == t;
+    if (!hit || !lifted) {
+        snprintf(why, n, "the program writes a call input it reached through its scope");
+        return NULL;
+    }
+    jg_tensor *s = make_sym(f, v);
+    if (s) {
+        memcpy(s->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+        s->requires_grad = false;
+    } else {
+        snprintf(why, n, "%s", jg_last_error());
+    }
+    return s;
+}
+
+static int captured_write_end(jg_tensor *t, jg_tensor *s) {
+    frame *f = top();
+    const_entry *hit = f ? find_entry(f, t) : NULL;
+    JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
+    hit->value = s->sym->value;
+    hit->writes++;
+    return 0;
+}
+
+int jg_trace_lifted_written(int k, int *value) {
+    frame *f = top();
+    JG_ASSERT(f && k >= 0 && k < f->n_lifted);
+    const_entry *hit = find_entry(f, f->lifted[k]);
+    JG_ASSERT(hit);
+    *value = hit->value;
+    return hit->writes;
+}
+
+static void note_grad_read(frame *f, jg_tensor *t, jg_tensor *grad) {
+    for (int i = 0; i < f->n_gr; i++)
+        if (f->gr_owner[i] == t)
+            return;
+    if (f->n_gr == f->cap_gr) {
+        int cap = f->cap_gr ? f->cap_gr * 2 : 8;
+        jg_tensor **o = realloc(f->gr_owner, (size_t)cap * sizeof *o);
+        if (o)
+            f->gr_owner = o;
+        jg_tensor **g = o ? realloc(f->gr_grad, (size_t)cap * sizeof *g) : NULL;
+        if (g)
+            f->gr_grad = g;
+        if (!o || !g) {
+            jg_trace_note_break("out of memory while tracing");
+            return;
+        }
+        f->cap_gr = cap;
+    }
+    f->gr_owner[f->n_gr] = jg_retain(t);
+    f->gr_grad[f->n_gr++] = grad ? jg_retain(grad) : NULL;
+}
+
+static frame *lift_frame(void) {
+    frame *f = top();
+    return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id ? f : NULL;
+}
+
+static bool on_grad_read(jg_tensor *t, jg_tensor *grad, jg_tensor **as_traced) {
+    frame *f = lift_frame();
+    if (!f)
+        return false;
+    note_grad_read(f, t, grad);
+    for (int i = 0; i < f->n_gs; i++)
+        if (f->gs_owner[i] == t) {
+            *as_traced = f->gs_grad[i];
+            return true;
+        }
+    return false;
+}
+
+int jg_trace_grad_set(jg_tensor *t, jg_tensor *grad) {
+    frame *f = lift_frame();
+    if (!f)
+        return jg_errorf("jg_trace_grad_set: no program is traced");
+    note_grad_read(f, t, t->grad); /* (guarded: what the program started from) */
+    for (int i = 0; i < f->n_gs; i++)
+        if (f->gs_owner[i] == t) {
+            jg_retain(grad);
+            jg_release(f->gs_grad[i]);
+            f->gs_grad[i] = grad;
+            return 0;
+        }
+    if (f->n_gs == f->cap_gs) {
+        int cap = f->cap_gs ? f->cap_gs * 2 : 8;
+        jg_tensor **o = realloc(f->gs_owner, (size_t)cap * sizeof *o);
+        if (o)
+            f->gs_owner = o;
+        jg_tensor **g = o ? realloc(f->gs_grad, (size_t)cap * sizeof *g) : NULL;
+        if (!g)
+            return jg_errorf("out of memory while tracing");
+        f->gs_grad = g;
+        f->cap_gs = cap;
+    }
+    f->gs_owner[f->n_gs] = jg_retain(t);
+    f->gs_grad[f->n_gs++] = jg_retain(grad);
+    return 0;
+}
+
+static int on_grad_clear(jg_tensor *t) {
+    return lift_frame() ? jg_trace_grad_set(t, NULL) : -1;
+}
+
+int jg_trace_take_grad_sets(jg_tensor ***owners, jg_tensor ***grads) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *owners = f->gs_owner;
+    *grads = f->gs_grad;
+    int n = f->n_gs;
+    f->gs_owner = f->gs_grad = NULL;
+    f->n_gs = f->cap_gs = 0;
+    return n;
+}
+
+jg_tensor *jg_trace_input_tensor(int value) {
+    frame *f = lift_frame();
+    if (!f)
+        return NULL;
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].input >= 0 && f->consts[i].value == value)
+            return f->consts[i].t;
+    for (int k = 0; k < f->n_lifted; k++)
+        if (f->lifted_val[k] == value)
+            return f->lifted[k];
+    return NULL;
+}
+
+bool *jg_trace_backward_done(void) {
+    frame *f = lift_frame();
+    return f ? &f->backward_done : NULL;
+}
+
+int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *owners = f->gr_owner;
+    *grads = f->gr_grad;
+    int n = f->n_gr;
+    f->gr_owner = f->gr_grad = NULL;
+    f->n_gr = f->cap_gr = 0;
+    return n;
+}
+
+int jg_trace_n_lifted(jg_tensor *const **lifted) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *lifted = f->lifted;
+    return f->n_lifted;
+}
+
+void jg_trace_note_retry_break(const char *fmt, ...) {
+    frame *f = top();
+    if (!f)
+        return;
+    if (!f->breaks++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->reason, sizeof f->reason, fmt, ap);
+        va_end(ap);
+        f->retry = true;
+    }
+}
+
+bool jg_trace_break_retry(void) {
+    return n_frames && top()->retry;
 }
 
 /* ---- hooks ---- */
@@ -363,6 +603,11 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.on_untraceable = on_untraceable;
     jg_hooks.enter_graph = enter_graph;
     jg_hooks.leave_graph = leave_graph;
+    jg_hooks.captured_write_begin = captured_write_begin;
+    jg_hooks.captured_write_end = captured_write_end;
+    jg_hooks.on_grad_read = on_grad_read;
+    jg_hooks.on_grad_clear = on_grad_clear;
+    jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
