@@ -355,6 +355,11 @@ static void leave_graph(uint64_t save) {
     jg_trace_capture = (uint32_t)save;
 }
 
+static bool lifting(void) {
+    frame *f = top();
+    return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id;
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }
@@ -363,6 +368,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.on_untraceable = on_untraceable;
     jg_hooks.enter_graph = enter_graph;
     jg_hooks.leave_graph = leave_graph;
+    jg_hooks.lifting = lifting;
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
