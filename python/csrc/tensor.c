@@ -264,8 +264,8 @@ static PyObject *get_grad(PyObject *self, void *c) {
 static int set_grad(PyObject *self, PyObject *v, void *c) {
     (void)c;
     if (!v || v == Py_None) {
-        jg_clear_grad(jgp_t(self));
-        return 0;
+        /* (jg_set_grad refuses it while a program is traced) */
+        return jg_set_grad(jgp_t(self), NULL) < 0 ? jgp_raise_int() : 0;
     }
     if (!jgp_is_tensor(v)) {
         PyErr_SetString(PyExc_TypeError, "assigned grad expected to be a Tensor or None");

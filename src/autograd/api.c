@@ -58,6 +58,8 @@ const char *jg_grad_fn_name(const jg_tensor *t) {
 }
 
 jg_tensor *jg_grad(const jg_tensor *t) {
+    if (t && jg_trace_captured(t) && jg_hooks.on_grad_read)
+        jg_hooks.on_grad_read((jg_tensor *)t, t->grad);
     return t ? t->grad : NULL;
 }
 
@@ -71,6 +73,14 @@ void jg_clear_grad(jg_tensor *t) {
 int jg_set_grad(jg_tensor *t, jg_tensor *g) {
     if (!t)
         return jg_errorf("jg_set_grad: tensor is NULL");
+    if (jg_trace_captured(t)) {
+        /* it would happen once, at trace time, and never at run time */
+        static const char why[] = "assigning the .grad of a tensor captured from outside the "
+                                  "program cannot be traced yet";
+        if (jg_hooks.on_untraceable)
+            jg_hooks.on_untraceable(why);
+        return jg_errorf("%s", why);
+    }
     if (g) {
         if (g->sym || t->sym)
             return jg_errorf("jg_set_grad: not supported on traced tensors");

@@ -60,6 +60,13 @@ void jg_entry_release(jg_entry *e) {
         jg_release(e->lifted[i]);
     free(e->lifted);
     free(e->lifted_key);
+    for (int i = 0; i < e->n_gr; i++)
+        jg_release(e->gr_owner[i]);
+    free(e->gr_owner);
+    free(e->gr_had);
+    free(e->lifted_grad_of);
+    free(e->lmut_lifted);
+    free(e->lmut_writes);
     for (int i = 0; i < e->n_pinned; i++)
         jg_release(e->pinned[i]);
     free(e->pinned);

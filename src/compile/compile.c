@@ -193,6 +193,15 @@ static void storage_text(char *buf, size_t n, int as, int n_inputs) {
  * traced, each pinned call input still the captured tensor. */
 static bool captures_match(const jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs,
                            char *why, size_t n) {
+    for (int j = 0; j < e->n_gr; j++)
+        if ((jg_grad(e->gr_owner[j]) != NULL) != e->gr_had[j]) {
+            char d[64] = "";
+            if (why)
+                jg_describe(e->gr_owner[j], d, sizeof d);
+            WHY("captured tensor %s .grad is %s != %s", d, e->gr_had[j] ? "None" : "set",
+                e->gr_had[j] ? "set" : "None");
+            return false;
+        }
     for (int i = 0; i < e->n_lifted; i++) {
         const jg_tensor *t = e->lifted[i];
         const jg_capture_key *c = &e->lifted_key[i];
@@ -499,6 +508,27 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
         return jg_errorf("out of memory in jg_compile");
     for (int i = 0; i < e->n_lifted; i++)
         capture_key(&e->lifted_key[i], e->lifted[i], n, inputs, i, e->lifted);
+    jg_tensor **grads;
+    e->n_gr = jg_trace_take_grad_reads(&e->gr_owner, &grads);
+    int rc = 0;
+    if (e->n_gr &&
+        (!(e->gr_had = malloc(sizeof(bool) * (size_t)e->n_gr)) ||
+         (e->n_lifted && !(e->lifted_grad_of = malloc(sizeof(int) * (size_t)e->n_lifted)))))
+        rc = jg_errorf("out of memory in jg_compile");
+    for (int i = 0; i < e->n_lifted && e->lifted_grad_of && rc == 0; i++) {
+        e->lifted_grad_of[i] = -1;
+        for (int j = 0; j < e->n_gr; j++)
+            if (grads[j] && grads[j] == e->lifted[i])
+                e->lifted_grad_of[i] = j;
+    }
+    for (int j = 0; j < e->n_gr; j++) {
+        if (e->gr_had)
+            e->gr_had[j] = grads[j] != NULL;
+        jg_release(grads[j]);
+    }
+    free(grads);
+    if (rc < 0)
+        return -1;
     for (int d = 0; d < e->n_distinct; d++) {
         int i = e->call_input_of[d];
         if (!jg_trace_bound_used(i))
@@ -650,7 +680,12 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
     jg_rng_rollback(rng);
     int breaks = jg_trace_breaks();
-    if (breaks) {
+    if (breaks && jg_trace_break_retry()) {
+        /* (also under fullgraph: what to trace does not exist yet) */
+        e->eager = e->retry = true;
+        if (!(e->break_reason = strdup(jg_trace_break_reason())))
+            rc = jg_errorf("out of memory in jg_compile");
+    } else if (breaks) {
         if (c->fullgraph) {
             jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in one graph: "
                       "%s",
@@ -696,9 +731,22 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         for (int m = 0; m < e->n_mut && rc == 0; m++) /* written inputs' new values */
             if ((vals[n_out + m] = jg_trace_value(sym[e->mut_input[m]])) < 0)
                 rc = -1;
-        if (rc == 0)
-            rc = jg_graph_set_outputs(g, n_out + e->n_mut, vals);
-        if (rc == 0)
+        char why[300];
+        if (rc == 0 && (rc = jg_lifted_mutations_find(e, k, inputs, n_out, outs, vals,
+                                                      n_out + e->n_mut, why, sizeof why)) > 0) {
+            rc = 0;
+            if (c->fullgraph)
+                rc = jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in "
+                               "one graph: %s",
+                               why);
+            else if (!(e->break_reason = strdup(why)))
+                rc = jg_errorf("out of memory in jg_compile");
+            else
+                e->eager = true;
+        }
+        if (rc == 0 && !e->eager)
+            rc = jg_graph_set_outputs(g, n_out + e->n_mut + e->n_lmut, vals);
+        if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }
     jg_scope_pop();
@@ -743,6 +791,20 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
 }
 
 /* ---------------------------------------------------------------- calls */
+
+/* A lifted tensor that was some captured tensor's .grad: the program reads
+ * that .grad again at every call (zero_grad(set_to_none) and the next
+ * backward leave a new tensor there). */
+static void refresh_grads(jg_entry *e) {
+    for (int i = 0; i < e->n_lifted && e->lifted_grad_of; i++) {
+        int j = e->lifted_grad_of[i];
+        jg_tensor *g = j >= 0 ? e->gr_owner[j]->grad : NULL;
+        if (g && g != e->lifted[i]) {
+            jg_release(e->lifted[i]);
+            e->lifted[i] = jg_retain(g);
+        }
+    }
+}
 
 static int run_eager(jg_compiled *c, const void *args, int n, jg_tensor *const *inputs,
                      jg_tensor **outputs) {
@@ -795,6 +857,8 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         return jg_errorf("out of memory in jg_compiled_call");
     jg_call_key key;
     make_key(&key, in, args, args_size, n_inputs, inputs);
+    for (int i = 0; i < c->n_entries; i++)
+        refresh_grads(c->entries[i]);
     jg_entry *e = NULL;
     char why[1024] = "";
     for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
@@ -835,6 +899,13 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
             free(in);
         if (!e)
             return -1;
+        if (e->retry) { /* eager this time, traced again next time */
+            if (c->log & LOG_RECOMPILES)
+                fprintf(stderr, "jitgrad: runs eagerly once: %s\n", e->break_reason);
+            jg_entry_release(e);
+            c->fallbacks++;
+            return run_eager(c, args, n_inputs, inputs, outputs);
+        }
         c->entries[c->n_entries++] = e;
         if (e->eager)
             fprintf(stderr,
@@ -850,11 +921,11 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         c->fallbacks++;
         return run_eager(c, args, n_inputs, inputs, outputs);
     }
-    int n_out = e->n_mut ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
-                         : jg_entry_run(e, inputs, outputs);
+    int n_out = e->n_mut || e->n_lmut ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
+                                      : jg_entry_run(e, inputs, outputs);
     /* (verify reruns the program on copies of the inputs, which a program
      * writing its inputs has already changed) */
-    if (n_out >= 0 && c->verify && !e->n_mut &&
+    if (n_out >= 0 && c->verify && !e->n_mut && !e->n_lmut &&
         jg_compile_verify(c->fn, c->user, args, n_inputs, inputs, n_out, outputs) < 0) {
         for (int j = 0; j < n_out; j++) /* out of the caller's scope, then freed */
             jg_release(jg_keep(outputs[j]));

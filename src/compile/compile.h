@@ -72,6 +72,8 @@ typedef struct jg_entry {
     jg_call_key key; /* owns in[] and args */
     /* a graph break: calls matching this key run eagerly */
     bool eager;
+    /* ... for this call only: the entry is not kept (jg_trace_note_retry_break) */
+    bool retry;
     char *break_reason;
     jg_graph *fwd_ad; /* traced forward, read by autodiff (NULL: no backward) */
     jg_graph *fwd;    /* what runs */
@@ -84,6 +86,14 @@ typedef struct jg_entry {
     jg_tensor **lifted;  /* captured tensors, graph inputs after the distinct ones (retained) */
     jg_capture_key *lifted_key;
     int n_lifted;
+    /* captured tensors whose .grad the program read (retained): guarded to
+     * have a .grad or none as when traced; a lifted tensor that was such a
+     * .grad (lifted_grad_of[k] >= 0: of gr_owner[that]) is read from the
+     * owner's .grad at every call, as the program would read it */
+    jg_tensor **gr_owner;
+    bool *gr_had;
+    int n_gr;
+    int *lifted_grad_of;
     /* call inputs the program also reached through its scope: the guard is
      * that the call passes that very tensor there again (retained) */
     jg_tensor **pinned;
@@ -116,6 +126,12 @@ typedef struct jg_entry {
     int *mut_input;       /* per mutation output: the call input written */
     uint64_t *mut_writes; /* ... and how many in-place writes it received */
     int *out_input;       /* per program output: the written call input it is, or -1 */
+    /* captured tensors the program writes in place (an optimizer's update of
+     * parameters and state): their new values are the graph outputs after
+     * the n_mut above, written back after each call */
+    int n_lmut;
+    int *lmut_lifted;      /* per such output: the lifted tensor written */
+    uint64_t *lmut_writes; /* ... and how many in-place writes it received */
     /* per program output that the program made as a view of a graph input:
      * that input (else -1) and the view steps from it (ops/viewtrack.h) */
     int *out_view_in;
@@ -138,7 +154,15 @@ int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo);
  * graph cannot see the write through the other one), 0, or -1 + error. */
 int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
                       int n_out, jg_tensor *const *outs, char *why, size_t why_size);
-/* jg_entry_run for an entry that writes inputs: checks them as eager would,
+/* After tracing, before the frame ends: finds the lifted tensors the
+ * program wrote in place, records them in e and appends their new values to
+ * vals (which holds n_vals).  1 with `why` when such a write cannot be
+ * compiled (the tensor shares storage with an input or another captured
+ * tensor, or is returned), 0, or -1 + error. */
+int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, int n_out,
+                             jg_tensor *const *outs, int *vals, int n_vals, char *why,
+                             size_t why_size);
+/* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);

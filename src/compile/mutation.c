@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "compile/compile.h"
 #include "ops/viewtrack.h"
+#include "trace/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,9 +62,62 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
     return 0;
 }
 
+int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, int n_out,
+                             jg_tensor *const *outs, int *vals, int n_vals, char *why,
+                             size_t why_size) {
+    jg_tensor *const *lifted;
+    int n_lifted = jg_trace_n_lifted(&lifted), n = 0;
+    for (int i = 0; i < n_lifted; i++) {
+        int v, w = jg_trace_lifted_written(i, &v);
+        if (!w)
+            continue;
+        jg_tensor *t = lifted[i];
+        char d[64];
+        jg_describe(t, d, sizeof d);
+        /* the graph reads every tensor as it was at the call: a write
+         * through one alias would not be seen through another */
+        for (int j = 0; j < k->n_inputs; j++)
+            if (jg_same_storage(inputs[j], t)) {
+                snprintf(why, why_size,
+                         "the program writes captured tensor %s in place, which shares storage "
+                         "with input %d",
+                         d, j);
+                return 1;
+            }
+        for (int j = 0; j < n_lifted; j++)
+            if (j != i && jg_same_storage(lifted[j], t)) {
+                snprintf(why, why_size,
+                         "the program writes captured tensor %s in place, which shares storage "
+                         "with another captured tensor",
+                         d);
+                return 1;
+            }
+        for (int j = 0; j < n_out; j++)
+            if (outs[j] == t) {
+                snprintf(why, why_size,
+                         "the program returns captured tensor %s, which it writes in place", d);
+                return 1;
+            }
+        if (n_vals + n == JG_MAX_OUTPUTS) {
+            snprintf(why, why_size,
+                     "the program returns and writes in place more than %d tensors in all",
+                     JG_MAX_OUTPUTS);
+            return 1;
+        }
+        if ((!e->lmut_lifted && !(e->lmut_lifted = malloc(sizeof(int) * (size_t)n_lifted))) ||
+            (!e->lmut_writes && !(e->lmut_writes = malloc(sizeof(uint64_t) * (size_t)n_lifted))))
+            return jg_errorf("out of memory in jg_compile");
+        e->lmut_lifted[n] = i;
+        e->lmut_writes[n] = (uint64_t)w;
+        vals[n_vals + n++] = v;
+    }
+    e->n_lmut = n;
+    return 0;
+}
+
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                           jg_tensor **outputs) {
-    int n_user = e->n_prog_out - e->n_mut;
+    int n_user = e->n_prog_out - e->n_mut - e->n_lmut;
     for (int m = 0; m < e->n_mut; m++) { /* eager's checks, before anything runs */
         jg_tensor *x = inputs[e->mut_input[m]];
         if (jg_view_sync(x) < 0)
@@ -106,6 +160,13 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     jg_tensor *outs[JG_MAX_OUTPUTS];
     if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
         rc = -1;
+    for (int m = 0; m < e->n_lmut && rc == 0; m++) {
+        /* written without history (trace/trace.c refuses others): the
+         * values, and one version bump per write, as eager's */
+        jg_tensor *t = e->lifted[e->lmut_lifted[m]];
+        jg_copy_data(t, outs[n_user + e->n_mut + m]);
+        t->storage->version += e->lmut_writes[m];
+    }
     for (int m = 0; m < e->n_mut && rc == 0; m++) {
         /* the new value's history is the compiled call's: x moves onto it
          * (a view: its base's region is replaced), as an in-place op's result */
@@ -120,7 +181,8 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
             x->storage->version += e->mut_writes[m] - 1; /* eager bumps once per write */
     }
     for (int j = 0; j < n_user && rc == 0; j++)
-        outputs[j] = jg_retain(e->out_input[j] >= 0 ? inputs[e->out_input[j]] : outs[j]);
+        outputs[j] =
+            jg_retain(e->out_input && e->out_input[j] >= 0 ? inputs[e->out_input[j]] : outs[j]);
     jg_scope_pop();
     if (ins != small)
         free(ins);

@@ -203,6 +203,19 @@ typedef struct jg_core_hooks {
      * lifts outside tensors into graph inputs and writes them back): random
      * draws are graph ops there. */
     bool (*lifting)(void);
+    /* An in-place op is about to write tensor t, captured from outside the
+     * program being traced (other: its other operand, or NULL): a symbolic
+     * stand-in holding t's current value in the program's graph (a new
+     * reference) to run the op on, or NULL with the reason in why when the
+     * write cannot be traced (a graph break).  After the op wrote the
+     * stand-in, captured_write_end makes its value t's value in the graph
+     * (jg_compile writes it back into t after each call). */
+    jg_tensor *(*captured_write_begin)(jg_tensor *t, const jg_tensor *other, char *why,
+                                       size_t why_size);
+    int (*captured_write_end)(jg_tensor *t, jg_tensor *stand_in);
+    /* The program being traced read the .grad (NULL: none) of tensor t,
+     * captured from outside it (jg_compile reads it again at every call). */
+    void (*on_grad_read)(jg_tensor *t, jg_tensor *grad);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

@@ -25,6 +25,12 @@ static int kind(jg_dtype d) {
     "unsupported operation: some elements of the input tensor and the written-to tensor refer to " \
     "a single memory location. Please clone() the tensor before performing the operation."
 
+static int untraceable(const char *why) {
+    if (jg_hooks.on_untraceable)
+        jg_hooks.on_untraceable(why);
+    return jg_errorf("%s", why);
+}
+
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
@@ -36,9 +42,7 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
                  "%s() on a tensor captured from outside the program: in-place operations "
                  "involving captured tensors cannot be traced yet",
                  fn);
-        if (jg_hooks.on_untraceable)
-            jg_hooks.on_untraceable(why);
-        return jg_errorf("%s", why);
+        return untraceable(why);
     }
     if (jg_view_sync(self) < 0 || jg_view_sync(other) < 0)
         return -1;
@@ -216,8 +220,38 @@ int jg_inplace_commit(jg_tensor *self, jg_tensor *r) {
 static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                        jg_tensor *other);
 
+static int copy_run(jg_tensor *dst, jg_tensor *src);
+
+/* An in-place op (copy: jg_copy_) writing a tensor captured from outside
+ * the program being traced: it is traced on a stand-in holding the
+ * tensor's value in the graph, whose new value then becomes the tensor's
+ * (a mutation jg_compile writes back after every call; nothing is written
+ * now).  Writes that cannot be traced that way are graph breaks. */
+static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                            jg_tensor *other, bool copy) {
+    char why[300] = "";
+    jg_tensor *s = jg_hooks.captured_write_begin
+                       ? jg_hooks.captured_write_begin(self, other, why, sizeof why)
+                       : NULL;
+    if (!s) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s() on a tensor captured from outside the program: %s", fn,
+                 why[0] ? why
+                        : "in-place operations involving captured tensors cannot be "
+                          "traced yet");
+        return untraceable(msg);
+    }
+    jg_scope_track(s);
+    if (check_target(fn, s, other) < 0)
+        return -1;
+    int rc = copy ? copy_run(s, other) : inplace_run(fn, op, a, s, other);
+    return rc < 0 ? -1 : jg_hooks.captured_write_end(self, s);
+}
+
 static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                    jg_tensor *other) {
+    if (self && jg_trace_captured(self))
+        return inplace_captured(fn, op, a, self, other, false);
     if (check_target(fn, self, other) < 0)
         return -1;
     if (self->sym)
@@ -335,7 +369,6 @@ int jg_zero_(jg_tensor *a) {
     return inplace("jg_zero_", JG_OP_ZERO, NULL, a, NULL);
 }
 
-static int copy_run(jg_tensor *dst, jg_tensor *src);
 /* r's values, with a history that also gives dst's old history a zero
  * gradient (PyTorch's CopyBackwards: dst keeps requiring grad and its old
  * history stays reachable): a slice_scatter over all of dst. */
@@ -356,6 +389,8 @@ static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
 }
 
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
+    if (dst && jg_trace_captured(dst))
+        return inplace_captured("jg_copy_", JG_OP_CLONE, NULL, dst, src, true);
     if (check_target("jg_copy_", dst, src) < 0)
         return -1;
     if (dst->sym)

@@ -225,6 +225,20 @@ static int init_state(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *
     return 0;
 }
 
+/* Whether a step would create state (init_state, or SGD's momentum buffer). */
+static bool state_missing(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor **state) {
+    for (int i = 0; state_names[kind][i]; i++) {
+        const char *name = state_names[kind][i];
+        if (state[i] || (!strcmp(name, "max_exp_avg_sq") && !h->amsgrad) ||
+            (kind == JG_OPTIM_RMSPROP && !strcmp(name, "momentum_buffer") && !(h->momentum > 0)) ||
+            (kind == JG_OPTIM_RMSPROP && !strcmp(name, "grad_avg") && !h->centered) ||
+            (kind == JG_OPTIM_SGD && h->momentum == 0))
+            continue;
+        return true;
+    }
+    return false;
+}
+
 static int sgd(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *d_p, jg_tensor **state) {
     if (h->weight_decay != 0)
         d_p = add_alpha(d_p, param, h->weight_decay);
@@ -339,14 +353,16 @@ static int check_param(const char *what, jg_tensor *param) {
 
 int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *param,
                     jg_tensor *grad, jg_tensor **state) {
-    if (jg_tracing()) {
-        /* A step writes captured tensors in place and creates state that
-         * outlives the program: a graph break before anything is touched,
-         * so that no traced tensor leaks into the state and the eager run
-         * does the whole step. */
-        static const char why[] = "an optimizer step inside a compiled program cannot be traced "
-                                  "(it updates parameters and state in place); step outside it";
-        jg_trace_note_break("%s", why);
+    if (jg_tracing() && state && state_missing(kind, h, state)) {
+        /* The first step creates state that outlives the program: a tensor
+         * made while tracing must not reach it.  The call runs eagerly
+         * (which creates the state) and the next call is traced again; the
+         * update itself is in-place ops on captured tensors, traced as
+         * mutations the compiled call writes back. */
+        static const char why[] = "an optimizer step inside a compiled program creates its state "
+                                  "(the first step): this call runs eagerly, the next one is "
+                                  "traced";
+        jg_trace_note_retry_break("%s", why);
         return jg_set_error("%s", why);
     }
     if (check_hparams(kind, h) < 0 || check_param("jg_optim_update", param) < 0)
@@ -630,7 +646,8 @@ int jg_optim_zero_grad(jg_optim *opt, bool set_to_none) {
             if (!grad)
                 continue;
             if (set_to_none) {
-                jg_clear_grad(p);
+                if (jg_set_grad(p, NULL) < 0) /* (refused while a program is traced) */
+                    return -1;
                 continue;
             }
             /* PyTorch detaches a grad with history first (requires_grad_(False)

@@ -20,6 +20,9 @@ typedef struct {
      * storage version: an in-place op on it afterwards makes a new copy */
     bool snapshot;
     uint64_t version;
+    /* a lifted tensor the program wrote in place: value is its new value,
+     * writes how many in-place ops wrote it (jg_trace_lifted_written) */
+    int writes;
 } const_entry;
 
 typedef struct frame {
@@ -32,7 +35,12 @@ typedef struct frame {
     jg_tensor **lifted;
     int n_lifted, cap_lifted;
     int breaks;
+    bool retry; /* a break that holds for this call only (jg_trace_note_retry_break) */
     char reason[512];
+    /* captured tensors whose .grad the program read (retained), and the
+     * .grad it saw (retained; NULL: none) */
+    jg_tensor **gr_owner, **gr_grad;
+    int n_gr, cap_gr;
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
 } frame;
@@ -84,6 +92,12 @@ void jg_trace_end(void) {
         if (f->consts[i].snapshot)
             jg_release(f->consts[i].t);
     free(f->consts);
+    for (int i = 0; i < f->n_gr; i++) {
+        jg_release(f->gr_owner[i]);
+        jg_release(f->gr_grad[i]);
+    }
+    free(f->gr_owner);
+    free(f->gr_grad);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -130,7 +144,7 @@ static int add_const_entry(frame *f, const_entry e) {
 int jg_trace_bind(jg_tensor *t, int value, int input) {
     frame *f = top();
     JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
-    return add_const_entry(f, (const_entry){t, value, input, false, false, 0});
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0});
 }
 
 int jg_trace_bound_used(int input) {
@@ -223,6 +237,15 @@ int jg_trace_value(jg_tensor *t) {
         if (f->consts[i].t == t)
             hit = &f->consts[i];
     if (hit && (!hit->snapshot || hit->version == t->storage->version)) {
+        if (hit->writes && t->requires_grad && jg_grad_mode) {
+            /* eager's later uses differentiate into the tensor itself; the
+             * graph's new value has no history */
+            char d[64];
+            jg_describe(t, d, sizeof d);
+            jg_trace_note_break("captured tensor %s is used with grad mode on after the program "
+                                "wrote it in place",
+                                d);
+        }
         hit->used = true;
         return hit->value;
     }
@@ -260,7 +283,7 @@ int jg_trace_value(jg_tensor *t) {
             return -1;
         /* the entry holds t, so its address is not reused for another
          * tensor while the frame is open */
-        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version};
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0};
         if (hit) {
             jg_release(hit->t);
             *hit = e;
@@ -274,9 +297,133 @@ int jg_trace_value(jg_tensor *t) {
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0}) < 0)
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0}) < 0)
         return -1;
     return v;
+}
+
+static const_entry *find_entry(frame *f, const jg_tensor *t) {
+    for (int i = 0; i < f->n_consts; i++)
+        if (f->consts[i].t == t)
+            return &f->consts[i];
+    return NULL;
+}
+
+/* In-place writes of captured tensors (ops/inplace.c): only into a lifted
+ * tensor of jg_compile's frame, when eager would record no history for the
+ * write (jg_compile refuses one sharing storage with another input); its
+ * value in the graph is then the op's result. */
+static jg_tensor *captured_write_begin(jg_tensor *t, const jg_tensor *other, char *why, size_t n) {
+    frame *f = top();
+    if (!f || !(f->flags & JG_TRACE_LIFT) || jg_trace_capture != f->id) {
+        snprintf(why, n, "in-place operations involving captured tensors cannot be traced here");
+        return NULL;
+    }
+    if (jg_grad_mode && (t->requires_grad || (other && other->requires_grad))) {
+        snprintf(why, n,
+                 "with grad mode on the write would record history (or fail on a leaf); "
+                 "in-place updates of captured tensors are traced without grad");
+        return NULL;
+    }
+    int v = jg_trace_value(t);
+    if (v < 0) {
+        snprintf(why, n, "%s", jg_last_error());
+        return NULL;
+    }
+    const_entry *hit = find_entry(f, t);
+    bool lifted = false;
+    for (int i = 0; i < f->n_lifted && !lifted; i++)
+        lifted = f->lifted[i] == t;
+    if (!hit || !lifted) {
+        snprintf(why, n, "the program writes a call input it reached through its scope");
+        return NULL;
+    }
+    jg_tensor *s = make_sym(f, v);
+    if (s) {
+        memcpy(s->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+        s->requires_grad = false;
+    } else {
+        snprintf(why, n, "%s", jg_last_error());
+    }
+    return s;
+}
+
+static int captured_write_end(jg_tensor *t, jg_tensor *s) {
+    frame *f = top();
+    const_entry *hit = f ? find_entry(f, t) : NULL;
+    JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
+    hit->value = s->sym->value;
+    hit->writes++;
+    return 0;
+}
+
+int jg_trace_lifted_written(int k, int *value) {
+    frame *f = top();
+    JG_ASSERT(f && k >= 0 && k < f->n_lifted);
+    const_entry *hit = find_entry(f, f->lifted[k]);
+    JG_ASSERT(hit);
+    *value = hit->value;
+    return hit->writes;
+}
+
+static void on_grad_read(jg_tensor *t, jg_tensor *grad) {
+    frame *f = top();
+    if (!f || !(f->flags & JG_TRACE_LIFT) || jg_trace_capture != f->id)
+        return;
+    for (int i = 0; i < f->n_gr; i++)
+        if (f->gr_owner[i] == t)
+            return;
+    if (f->n_gr == f->cap_gr) {
+        int cap = f->cap_gr ? f->cap_gr * 2 : 8;
+        jg_tensor **o = realloc(f->gr_owner, (size_t)cap * sizeof *o);
+        if (o)
+            f->gr_owner = o;
+        jg_tensor **g = o ? realloc(f->gr_grad, (size_t)cap * sizeof *g) : NULL;
+        if (g)
+            f->gr_grad = g;
+        if (!o || !g) {
+            jg_trace_note_break("out of memory while tracing");
+            return;
+        }
+        f->cap_gr = cap;
+    }
+    f->gr_owner[f->n_gr] = jg_retain(t);
+    f->gr_grad[f->n_gr++] = grad ? jg_retain(grad) : NULL;
+}
+
+int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *owners = f->gr_owner;
+    *grads = f->gr_grad;
+    int n = f->n_gr;
+    f->gr_owner = f->gr_grad = NULL;
+    f->n_gr = f->cap_gr = 0;
+    return n;
+}
+
+int jg_trace_n_lifted(jg_tensor *const **lifted) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *lifted = f->lifted;
+    return f->n_lifted;
+}
+
+void jg_trace_note_retry_break(const char *fmt, ...) {
+    frame *f = top();
+    if (!f)
+        return;
+    if (!f->breaks++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->reason, sizeof f->reason, fmt, ap);
+        va_end(ap);
+        f->retry = true;
+    }
+}
+
+bool jg_trace_break_retry(void) {
+    return n_frames && top()->retry;
 }
 
 /* ---- hooks ---- */
@@ -369,6 +516,9 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.enter_graph = enter_graph;
     jg_hooks.leave_graph = leave_graph;
     jg_hooks.lifting = lifting;
+    jg_hooks.captured_write_begin = captured_write_begin;
+    jg_hooks.captured_write_end = captured_write_end;
+    jg_hooks.on_grad_read = on_grad_read;
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */

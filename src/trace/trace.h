@@ -65,6 +65,13 @@ const char *jg_trace_break_reason(void);
 /* Records a break in the innermost frame (for callers like jg_apply's hook). */
 void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A break that holds for this call only: the program changes state that
+ * decides what it does (an optimizer creating its state on the first step),
+ * so jg_compile runs the call eagerly without caching an entry and traces
+ * the next call again.  Whether the first break was one: */
+void jg_trace_note_retry_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool jg_trace_break_retry(void);
+
 /* Binds concrete tensor t (borrowed; it must outlive the frame) to value v of
  * the innermost graph: jg_compile's call inputs, so a program that reaches an
  * input through its scope as well uses the input's placeholder.  input is
@@ -85,6 +92,16 @@ uint32_t jg_trace_capture_all(void);
  * order (they follow the placeholders made before them).  The array and the
  * references move to the caller (free() the array, jg_release each). */
 int jg_trace_take_lifted(jg_tensor ***lifted);
+
+/* The captured tensors whose .grad the program read (jg_grad), and the
+ * .grad each had then (NULL: none).  Arrays and references move to the
+ * caller. */
+int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads);
+/* The lifted tensors of the innermost frame so far (borrowed), and how many. */
+int jg_trace_n_lifted(jg_tensor *const **lifted);
+/* How many in-place ops wrote lifted tensor k (ops/inplace.c), and its value
+ * in the graph now (*value: its placeholder when none did). */
+int jg_trace_lifted_written(int k, int *value);
 
 /* Runs subgraph g again in the current context: every node goes back through
  * the public entry points (jg_op_call, jg_apply), so inside a trace it is
