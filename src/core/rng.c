@@ -5,23 +5,33 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct jg_generator {
-    uint64_t state, initial;
-    jg_tensor *state_t; /* jg_rng_state_tensor: over state, made on first use */
+    uint64_t own, initial;
+    /* the state: own, or once jg_rng_state_tensor made state_t, that
+     * tensor's element (so a compiled program holding the tensor never
+     * reads freed memory, even after the generator or its thread is gone) */
+    uint64_t *state;
+    jg_tensor *state_t;
 };
 
 /* The global generator (jg_manual_seed) and the one this thread draws from
  * (NULL: the global one; jg_generator_use). */
-static _Thread_local jg_generator global_gen = {0x853c49e6748fea9bULL, 0x853c49e6748fea9bULL, NULL};
+static _Thread_local jg_generator global_gen = {0x853c49e6748fea9bULL, 0x853c49e6748fea9bULL, NULL,
+                                                NULL};
 static _Thread_local jg_generator *cur_gen;
 
+static uint64_t *gen_state(jg_generator *g) {
+    return g->state ? g->state : &g->own;
+}
+
 static uint64_t *state_ptr(void) {
-    return cur_gen ? &cur_gen->state : &global_gen.state;
+    return gen_state(cur_gen ? cur_gen : &global_gen);
 }
 
 void jg_manual_seed(uint64_t seed) {
-    global_gen.state = global_gen.initial = seed;
+    *gen_state(&global_gen) = global_gen.initial = seed;
 }
 
 uint64_t jg_rng_state(void) {
@@ -55,7 +65,7 @@ static void journal_note(jg_generator *g) {
         journal = j;
         cap_journal = cap;
     }
-    journal[n_journal++] = (rng_mark){g, g->state};
+    journal[n_journal++] = (rng_mark){g, *gen_state(g)};
 }
 
 int jg_rng_checkpoint(void) {
@@ -68,7 +78,7 @@ int jg_rng_checkpoint(void) {
 void jg_rng_rollback(int mark) {
     for (int i = n_journal - 1; i >= mark; i--)
         if (journal[i].g)
-            journal[i].g->state = journal[i].state;
+            *gen_state(journal[i].g) = journal[i].state;
     n_journal = mark;
     if (--n_open == 0) {
         free(journal);
@@ -87,8 +97,8 @@ uint64_t jg_rng_take(uint64_t n) {
     jg_generator *g = cur_gen ? cur_gen : &global_gen;
     if (n_open)
         journal_note(g);
-    uint64_t s = g->state;
-    g->state = s + n * JG_RNG_GAMMA;
+    uint64_t *st = gen_state(g), s = *st;
+    *st = s + n * JG_RNG_GAMMA;
     return s;
 }
 
@@ -97,6 +107,8 @@ static uint64_t next_u64(void) {
 }
 
 static void free_state_tensor(void) {
+    global_gen.own = *gen_state(&global_gen);
+    global_gen.state = NULL;
     jg_release(global_gen.state_t);
     global_gen.state_t = NULL;
 }
@@ -106,7 +118,16 @@ jg_tensor *jg_rng_state_tensor(void) {
     if (!g->state_t) {
         if (g == &global_gen && !jg_at_thread_exit(free_state_tensor))
             return jg_errorf_null("out of memory");
-        g->state_t = jg_tensor_from_blob(JG_I64, 0, NULL, NULL, &g->state, NULL, NULL);
+        int64_t v;
+        uint64_t u = g->own;
+        memcpy(&v, &u, sizeof v);
+        jg_tensor *t = jg_tensor_alloc(JG_I64, 0, NULL); /* the generator's reference */
+        if (!t)
+            return NULL;
+        memcpy(jg_tensor_ptr(t), &v, sizeof v);
+        t->storage->trace_id = 0; /* from outside any program, even if made while one is traced */
+        g->state_t = t;
+        g->state = (uint64_t *)(void *)jg_tensor_ptr(t);
     }
     return g->state_t;
 }
@@ -115,7 +136,8 @@ jg_generator *jg_generator_new(uint64_t seed) {
     jg_generator *g = malloc(sizeof *g);
     if (!g)
         return jg_errorf_null("out of memory");
-    g->state = g->initial = seed;
+    g->own = g->initial = seed;
+    g->state = NULL;
     g->state_t = NULL;
     return g;
 }
@@ -132,7 +154,7 @@ void jg_generator_free(jg_generator *g) {
 }
 
 void jg_generator_manual_seed(jg_generator *g, uint64_t seed) {
-    g->state = g->initial = seed;
+    *gen_state(g) = g->initial = seed;
 }
 
 uint64_t jg_generator_initial_seed(const jg_generator *g) {
@@ -140,11 +162,11 @@ uint64_t jg_generator_initial_seed(const jg_generator *g) {
 }
 
 uint64_t jg_generator_get_state(const jg_generator *g) {
-    return g->state;
+    return g->state ? *g->state : g->own;
 }
 
 void jg_generator_set_state(jg_generator *g, uint64_t state) {
-    g->state = state;
+    *gen_state(g) = state;
 }
 
 jg_generator *jg_generator_use(jg_generator *g) {
@@ -156,7 +178,6 @@ jg_generator *jg_generator_use(jg_generator *g) {
 uint64_t jg_rng_next(void) {
     return next_u64();
 }
-
 
 static int check(const char *fn, jg_dtype dtype, int ndim, const int64_t *shape) {
     if (dtype != JG_F32 && dtype != JG_F64)
