@@ -1,25 +1,37 @@
 /* Random numbers: SplitMix64 as a counter-based generator, so a seed fixes
  * the sequence on every machine; normals by Box-Muller. */
 #include "core/tensor.h"
+#include "core/thread.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct jg_generator {
-    uint64_t state, initial;
+    uint64_t own, initial;
+    /* the state: own, or once jg_rng_state_tensor made state_t, that
+     * tensor's element (so a compiled program holding the tensor never
+     * reads freed memory, even after the generator or its thread is gone) */
+    uint64_t *state;
+    jg_tensor *state_t;
 };
 
 /* The global generator (jg_manual_seed) and the one this thread draws from
  * (NULL: the global one; jg_generator_use). */
-static _Thread_local jg_generator global_gen = {0x853c49e6748fea9bULL, 0x853c49e6748fea9bULL};
+static _Thread_local jg_generator global_gen = {0x853c49e6748fea9bULL, 0x853c49e6748fea9bULL, NULL,
+                                                NULL};
 static _Thread_local jg_generator *cur_gen;
 
+static uint64_t *gen_state(jg_generator *g) {
+    return g->state ? g->state : &g->own;
+}
+
 static uint64_t *state_ptr(void) {
-    return cur_gen ? &cur_gen->state : &global_gen.state;
+    return gen_state(cur_gen ? cur_gen : &global_gen);
 }
 
 void jg_manual_seed(uint64_t seed) {
-    global_gen.state = global_gen.initial = seed;
+    *gen_state(&global_gen) = global_gen.initial = seed;
 }
 
 uint64_t jg_rng_state(void) {
@@ -53,7 +65,7 @@ static void journal_note(jg_generator *g) {
         journal = j;
         cap_journal = cap;
     }
-    journal[n_journal++] = (rng_mark){g, g->state};
+    journal[n_journal++] = (rng_mark){g, *gen_state(g)};
 }
 
 int jg_rng_checkpoint(void) {
@@ -66,7 +78,7 @@ int jg_rng_checkpoint(void) {
 void jg_rng_rollback(int mark) {
     for (int i = n_journal - 1; i >= mark; i--)
         if (journal[i].g)
-            journal[i].g->state = journal[i].state;
+            *gen_state(journal[i].g) = journal[i].state;
     n_journal = mark;
     if (--n_open == 0) {
         free(journal);
@@ -75,22 +87,58 @@ void jg_rng_rollback(int mark) {
     }
 }
 
-static uint64_t next_u64(void) {
-    jg_generator *g = cur_gen ? cur_gen : &global_gen;
-    if (n_open)
-        journal_note(g);
-    uint64_t *st = &g->state;
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ULL);
+uint64_t jg_rng_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+uint64_t jg_rng_take(uint64_t n) {
+    jg_generator *g = cur_gen ? cur_gen : &global_gen;
+    if (n_open)
+        journal_note(g);
+    uint64_t *st = gen_state(g), s = *st;
+    *st = s + n * JG_RNG_GAMMA;
+    return s;
+}
+
+static uint64_t next_u64(void) {
+    return jg_rng_mix(jg_rng_take(1) + JG_RNG_GAMMA);
+}
+
+static void free_state_tensor(void) {
+    global_gen.own = *gen_state(&global_gen);
+    global_gen.state = NULL;
+    jg_release(global_gen.state_t);
+    global_gen.state_t = NULL;
+}
+
+jg_tensor *jg_rng_state_tensor(void) {
+    jg_generator *g = cur_gen ? cur_gen : &global_gen;
+    if (!g->state_t) {
+        if (g == &global_gen && !jg_at_thread_exit(free_state_tensor))
+            return jg_errorf_null("out of memory");
+        int64_t v;
+        uint64_t u = g->own;
+        memcpy(&v, &u, sizeof v);
+        jg_tensor *t = jg_tensor_alloc(JG_I64, 0, NULL); /* the generator's reference */
+        if (!t)
+            return NULL;
+        memcpy(jg_tensor_ptr(t), &v, sizeof v);
+        t->storage->trace_id = 0; /* from outside any program, even if made while one is traced */
+        g->state_t = t;
+        g->state = (uint64_t *)(void *)jg_tensor_ptr(t);
+    }
+    return g->state_t;
 }
 
 jg_generator *jg_generator_new(uint64_t seed) {
     jg_generator *g = malloc(sizeof *g);
     if (!g)
         return jg_errorf_null("out of memory");
-    g->state = g->initial = seed;
+    g->own = g->initial = seed;
+    g->state = NULL;
+    g->state_t = NULL;
     return g;
 }
 
@@ -100,11 +148,13 @@ void jg_generator_free(jg_generator *g) {
     for (int i = 0; i < n_journal; i++) /* a rollback must not write it */
         if (journal[i].g == g)
             journal[i].g = NULL;
+    if (g)
+        jg_release(g->state_t);
     free(g);
 }
 
 void jg_generator_manual_seed(jg_generator *g, uint64_t seed) {
-    g->state = g->initial = seed;
+    *gen_state(g) = g->initial = seed;
 }
 
 uint64_t jg_generator_initial_seed(const jg_generator *g) {
@@ -112,11 +162,11 @@ uint64_t jg_generator_initial_seed(const jg_generator *g) {
 }
 
 uint64_t jg_generator_get_state(const jg_generator *g) {
-    return g->state;
+    return g->state ? *g->state : g->own;
 }
 
 void jg_generator_set_state(jg_generator *g, uint64_t state) {
-    g->state = state;
+    *gen_state(g) = state;
 }
 
 jg_generator *jg_generator_use(jg_generator *g) {
@@ -127,11 +177,6 @@ jg_generator *jg_generator_use(jg_generator *g) {
 
 uint64_t jg_rng_next(void) {
     return next_u64();
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double next_uniform(void) {
-    return (double)(next_u64() >> 11) * 0x1.0p-53;
 }
 
 static int check(const char *fn, jg_dtype dtype, int ndim, const int64_t *shape) {
@@ -155,38 +200,39 @@ static void store(jg_tensor *t, int64_t i, double v) {
         ((double *)t->storage->data)[i] = v;
 }
 
-jg_tensor *jg_rand(jg_dtype dtype, int ndim, const int64_t *shape) {
-    if (check("jg_rand", dtype, ndim, shape) < 0)
-        return NULL;
-    if (jg_trace_capture && jg_hooks.on_untraceable)
-        jg_hooks.on_untraceable("jg_rand() draws new random numbers at every call, and a graph has "
-                                "no random ops (its values would be fixed at trace time)");
-    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
-    if (!t)
-        return NULL;
+uint64_t jg_rng_fill_uniform(jg_tensor *t, uint64_t s) {
     for (int64_t i = 0; i < t->numel; i++)
-        store(t, i, next_uniform());
-    return jg_scope_track(t);
+        store(t, i, (double)(jg_rng_mix(s + (uint64_t)(i + 1) * JG_RNG_GAMMA) >> 11) * 0x1.0p-53);
+    return (uint64_t)t->numel;
 }
 
-jg_tensor *jg_randn(jg_dtype dtype, int ndim, const int64_t *shape) {
-    if (check("jg_randn", dtype, ndim, shape) < 0)
-        return NULL;
-    if (jg_trace_capture && jg_hooks.on_untraceable)
-        jg_hooks.on_untraceable(
-            "jg_randn() draws new random numbers at every call, and a graph has "
-            "no random ops (its values would be fixed at trace time)");
-    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
-    if (!t)
-        return NULL;
+/* Box-Muller on draws 2j+1, 2j+2 for elements 2j, 2j+1 */
+uint64_t jg_rng_fill_normal(jg_tensor *t, uint64_t s) {
     const double two_pi = 6.283185307179586476925286766559;
     for (int64_t i = 0; i < t->numel; i += 2) {
-        double u1 = 1.0 - next_uniform(); /* (0, 1]: log is finite */
-        double u2 = next_uniform();
-        double r = sqrt(-2.0 * log(u1));
+        double u1 = (double)(jg_rng_mix(s + (uint64_t)(i + 1) * JG_RNG_GAMMA) >> 11) * 0x1.0p-53;
+        double u2 = (double)(jg_rng_mix(s + (uint64_t)(i + 2) * JG_RNG_GAMMA) >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(1.0 - u1)); /* 1 - u1 in (0, 1]: log is finite */
         store(t, i, r * cos(two_pi * u2));
         if (i + 1 < t->numel)
             store(t, i + 1, r * sin(two_pi * u2));
     }
+    return (uint64_t)((t->numel + 1) / 2 * 2);
+}
+
+/* jg_rand and jg_randn (ops/random.c) draw through these (eager) or record
+ * the graph ops computing the same from the state (traced). */
+jg_tensor *jg_rng_draw(bool normal, jg_dtype dtype, int ndim, const int64_t *shape) {
+    if (check(normal ? "jg_randn" : "jg_rand", dtype, ndim, shape) < 0)
+        return NULL;
+    jg_tensor *t = jg_tensor_alloc(dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    uint64_t n = normal ? (uint64_t)((t->numel + 1) / 2 * 2) : (uint64_t)t->numel;
+    uint64_t s = jg_rng_take(n);
+    if (normal)
+        jg_rng_fill_normal(t, s);
+    else
+        jg_rng_fill_uniform(t, s);
     return jg_scope_track(t);
 }

@@ -199,6 +199,10 @@ typedef struct jg_core_hooks {
      * frame traces it. */
     bool (*enter_graph)(uint64_t graph, uint64_t *save);
     void (*leave_graph)(uint64_t save);
+    /* Whether the innermost trace frame is a compiled program's own (it
+     * lifts outside tensors into graph inputs and writes them back): random
+     * draws are graph ops there. */
+    bool (*lifting)(void);
     /* An in-place op is about to write tensor t, captured from outside the
      * program being traced (other: its other operand, or NULL): a symbolic
      * stand-in holding t's current value in the program's graph (a new
@@ -235,6 +239,25 @@ int jg_rng_checkpoint(void);
 void jg_rng_rollback(int mark);
 /* The generator's next 64 random bits (advances the state). */
 uint64_t jg_rng_next(void);
+/* Counter-based draws: draw k (from 1) of a generator at state s is
+ * jg_rng_mix(s + k * JG_RNG_GAMMA), and n draws leave the state at
+ * s + n * JG_RNG_GAMMA, so a range of draws can be computed from the state
+ * alone (the graph ops rng_uniform / rng_normal, ops/random.c). */
+#define JG_RNG_GAMMA 0x9e3779b97f4a7c15ULL
+uint64_t jg_rng_mix(uint64_t z);
+/* Takes n draws from the current generator (journaled like jg_rng_next):
+ * returns the state before them. */
+uint64_t jg_rng_take(uint64_t n);
+/* Fills t (f32 or f64, contiguous) as jg_rand / jg_randn do from state s;
+ * the draws that takes. */
+uint64_t jg_rng_fill_uniform(jg_tensor *t, uint64_t s);
+uint64_t jg_rng_fill_normal(jg_tensor *t, uint64_t s);
+/* A 0-d int64 tensor over the current generator's state (borrowed; lives as
+ * long as the generator): what a compiled program reads and writes back to
+ * draw random numbers inside its graph. */
+jg_tensor *jg_rng_state_tensor(void);
+/* jg_rand (normal false) / jg_randn computed now, whatever the trace. */
+jg_tensor *jg_rng_draw(bool normal, jg_dtype dtype, int ndim, const int64_t *shape);
 
 /* Whether JITGRAD_LOG names `topic` (or "all"). */
 bool jg_log_topic(const char *topic);

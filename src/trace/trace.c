@@ -595,6 +595,11 @@ static void leave_graph(uint64_t save) {
     jg_trace_capture = (uint32_t)save;
 }
 
+static bool lifting(void) {
+    frame *f = top();
+    return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id;
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }
@@ -603,6 +608,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.on_untraceable = on_untraceable;
     jg_hooks.enter_graph = enter_graph;
     jg_hooks.leave_graph = leave_graph;
+    jg_hooks.lifting = lifting;
     jg_hooks.captured_write_begin = captured_write_begin;
     jg_hooks.captured_write_end = captured_write_end;
     jg_hooks.on_grad_read = on_grad_read;
