@@ -460,9 +460,10 @@ static void add_scaled_chunk(void *vc, int64_t lo, int64_t hi) {
 }
 
 bool jg_add_scaled_dense_(jg_tensor *x, const jg_tensor *y, double alpha) {
-    if (x->dtype != y->dtype || (x->dtype != JG_F32 && x->dtype != JG_F64) || x->sym || y->sym ||
-        x->view || y->view || !x->storage || !y->storage || !jg_same_shape(x, y) || !jg_dense(x) ||
-        !jg_dense(y))
+    /* (not while a program is traced: the write must be recorded there) */
+    if (jg_trace_capture || x->dtype != y->dtype || (x->dtype != JG_F32 && x->dtype != JG_F64) ||
+        x->sym || y->sym || x->view || y->view || !x->storage || !y->storage ||
+        !jg_same_shape(x, y) || !jg_dense(x) || !jg_dense(y))
         return false;
     size_t es = jg_dtype_size(x->dtype);
     add_scaled_split c = {jg_tensor_ptr(x), jg_tensor_ptr(y), alpha, x->dtype == JG_F64};
