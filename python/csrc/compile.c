@@ -397,11 +397,8 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
             jg_tensor *t = jgp_t(o);
             return jgp_buf_put(w->b, &t, sizeof t);
         }
-        if (w->n_tensors++ == w->target && !w->found[0]) {
-            char path[SCOPE_PATH * 96 + 1];
-            format_path(w, path, sizeof path);
-            snprintf(w->found, sizeof w->found, "%s", path);
-        }
+        if (w->n_tensors++ == w->target && !w->found[0])
+            format_path(w, w->found, sizeof w->found);
         return 0;
     }
     if (depth <= 0 || PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBytes_Check(o))

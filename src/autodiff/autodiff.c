@@ -106,14 +106,17 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
          * backward for fewer outputs may materialize zeros for all of them,
          * and must read only values the full backward reads (those are what
          * the forward saves) */
-        if (!(hist[k] = fwd_value(s, n->out[nco + k], true)))
+        /* (roots and targets only: their values are never read, so an
+         * in-place change since the call is no error here; what the user's
+         * forward saved is checked by its own eager node, as in eager) */
+        if (!(hist[k] = fwd_value(s, n->out[nco + k], false)))
             return -1;
     }
     for (int k = 0; k < ns; k++) {
         /* lifted slots (tensors the forward reached through an object) get
          * no gradient through the call, as in eager mode */
         needs[k] = k < info->n_args && s->f->vals[jg_gnode_slot_value(n, k)].requires_grad;
-        if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k], true)))
+        if (needs[k] && !(leaves[k] = fwd_value(s, n->out[2 * nco + k], false)))
             return -1;
     }
     if (jg_trace_opaque_backward(c, needs, nco, g, hist, leaves, raw, filled) < 0)
