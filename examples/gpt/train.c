@@ -8,7 +8,7 @@
  *
  * Flags as train.py: --data --steps --batch --block --layers --heads
  * --width --lr --attn builtin|custom --compile none|default|interp|c
- * --threads --seed --init FILE --save FILE --quiet, and --exact (losses as
+ * --threads --seed --init FILE --save FILE --sample N --quiet, and --exact (losses as
  * %.9g, which tells float32 values apart, instead of %.6f).  Data: the bytes
  * of --data masked to 7 bits, the first 90% for training; batches from the
  * SplitMix64 generator of train.py.  The forward pass and the loss run
@@ -130,8 +130,8 @@ static jg_tensor *block_fwd(const gpt *m, const block *bk, jg_tensor *x) {
     return jg_add(x, linear_fwd(&bk->mlp_proj, h));
 }
 
-/* GPT.forward(idx, targets): the mean cross entropy of the next bytes */
-static jg_tensor *gpt_loss(const gpt *m, jg_tensor *idx, jg_tensor *targets) {
+/* GPT.forward(idx): the logits [b, t, vocab] */
+static jg_tensor *gpt_logits(const gpt *m, jg_tensor *idx) {
     int64_t t = jg_shape(idx)[1];
     jg_tensor *pos = jg_tensor_new(JG_I64, 1, &t, NULL);
     if (!pos)
@@ -145,12 +145,58 @@ static jg_tensor *gpt_loss(const gpt *m, jg_tensor *idx, jg_tensor *targets) {
     if (!x)
         return NULL;
     linear head = {m->wte, NULL}; /* lm_head, tied to wte */
-    jg_tensor *logits = linear_fwd(&head, lnorm_fwd(&m->ln_f, x));
+    return linear_fwd(&head, lnorm_fwd(&m->ln_f, x));
+}
+
+/* GPT.forward(idx, targets): the mean cross entropy of the next bytes */
+static jg_tensor *gpt_loss(const gpt *m, jg_tensor *idx, jg_tensor *targets) {
+    jg_tensor *logits = gpt_logits(m, idx);
     if (!logits)
         return NULL;
     jg_loss_options o = {JG_REDUCTION_MEAN, -100, NULL, 0.0};
     return jg_cross_entropy_opts(jg_view(logits, 2, (int64_t[]){-1, jg_shape(logits)[2]}),
                                  jg_view(targets, 1, (int64_t[]){-1}), &o);
+}
+
+/* train.py's --sample: n bytes drawn one at a time after a newline, the
+ * context cut to the last block_size bytes, from a generator seeded with
+ * --seed (so both programs draw the same bytes from the same weights). */
+static int gpt_sample(const gpt *m, int n, uint64_t seed) {
+    unsigned char *out = malloc((size_t)n + 2);
+    int64_t *ctx = malloc(sizeof(int64_t) * ((size_t)n + 1));
+    if (!out || !ctx) {
+        free(out);
+        free(ctx);
+        return jg_set_error("out of memory");
+    }
+    jg_manual_seed(seed);
+    bool was = jg_set_grad_enabled(false);
+    int64_t len = 1, rc = 0;
+    ctx[0] = '\n';
+    for (int i = 0; i < n && rc == 0; i++) {
+        jg_scope_push();
+        int64_t t = len < m->c.block ? len : m->c.block;
+        jg_tensor *idx = jg_tensor_new(JG_I64, 2, (int64_t[]){1, t}, ctx + len - t);
+        jg_tensor *logits = idx ? gpt_logits(m, idx) : NULL;
+        jg_tensor *last = /* logits[:, -1, :] */
+            logits ? jg_view(jg_slice(logits, 1, t - 1, t), 2, (int64_t[]){1, -1}) : NULL;
+        jg_tensor *next = last ? jg_multinomial(jg_softmax(last, -1), 1, false) : NULL;
+        if (next)
+            ctx[len++] = (int64_t)jg_item(next);
+        else
+            rc = -1;
+        jg_scope_pop();
+    }
+    jg_set_grad_enabled(was);
+    if (rc == 0) {
+        for (int64_t i = 1; i < len; i++) /* bytes(...).decode("ascii", errors="replace") */
+            out[i - 1] = ctx[i] < 128 ? (unsigned char)ctx[i] : '?';
+        out[len - 1] = '\n';
+        fwrite(out, 1, (size_t)len, stdout);
+    }
+    free(out);
+    free(ctx);
+    return (int)rc;
 }
 
 static int program(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -362,7 +408,7 @@ static int next_batch(const unsigned char *data, int64_t n, int batch, int block
 
 typedef struct opts {
     const char *data, *attn, *compile, *init, *save;
-    int steps, batch, block, layers, heads, width, threads, quiet, exact;
+    int steps, batch, block, layers, heads, width, threads, quiet, exact, sample;
     double lr;
     long long seed;
 } opts;
@@ -372,27 +418,22 @@ static void usage(const char *prog) {
             "usage: %s [--data FILE] [--steps N] [--batch N] [--block T] [--layers N] "
             "[--heads N] [--width C] [--lr LR] [--attn builtin|custom] "
             "[--compile none|default|interp|c] [--threads N] [--seed S] [--init FILE] "
-            "[--save FILE] [--quiet] [--exact]\n",
+            "[--save FILE] [--sample N] [--quiet] [--exact]\n",
             prog);
 }
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){"/usr/share/common-licenses/GPL-3",
-                "builtin",
-                "default",
-                NULL,
-                NULL,
-                200,
-                4,
-                64,
-                4,
-                4,
-                128,
-                0,
-                0,
-                0,
-                1e-4,
-                1337};
+    *o = (opts){.data = "/usr/share/common-licenses/GPL-3",
+                .attn = "builtin",
+                .compile = "default",
+                .steps = 200,
+                .batch = 4,
+                .block = 64,
+                .layers = 4,
+                .heads = 4,
+                .width = 128,
+                .lr = 1e-4,
+                .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quiet")) {
@@ -436,6 +477,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->lr = atof(v);
         else if (!strcmp(a, "--seed"))
             o->seed = atoll(v);
+        else if (!strcmp(a, "--sample"))
+            o->sample = atoi(v);
         else {
             usage(argv[0]);
             return -1;
@@ -584,6 +627,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "compiled: %d graph(s), %d call(s) ran eagerly\n",
                 jg_compiled_entries(comp), jg_compiled_fallbacks(comp));
     if (o.save && gpt_save(&m, o.save) < 0)
+        goto fail;
+    if (o.sample > 0 && gpt_sample(&m, o.sample, (uint64_t)o.seed) < 0)
         goto fail;
     rc = 0;
 fail:

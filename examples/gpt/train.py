@@ -138,6 +138,7 @@ def main(argv=None):
         torch.save(model.state_dict(), args.save)
     if args.sample:
         model.eval()
+        torch.manual_seed(args.seed)  # a fresh generator: train.c draws the same bytes
         idx = torch.tensor([[ord("\n")]], dtype=torch.long)
         with torch.no_grad():
             for _ in range(args.sample):

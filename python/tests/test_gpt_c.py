@@ -97,3 +97,21 @@ def test_gpt_c_bad_init(train_c, tmp_path):
     r = subprocess.run([train_c] + SMALL + ["--init", other], capture_output=True, text=True)
     assert r.returncode == 1
     assert "size mismatch for wte.weight" in r.stderr
+
+
+def sample_text(out):
+    """The bytes printed after the summary line (--sample)."""
+    lines = out.splitlines()
+    i = next(i for i, l in enumerate(lines) if "final loss" in l)
+    return "\n".join(lines[i + 1:])
+
+
+def test_gpt_c_sample_equals_python(train_c, init, tmp_path):
+    """--sample N: from the same trained weights both programs draw the
+    same N bytes (sampling reseeds the generator with --seed)."""
+    py = run([sys.executable, TRAIN_PY], init, str(tmp_path / "py.pt"), "--compile", "none",
+             "--sample", "40")
+    c = run([train_c], init, str(tmp_path / "c.pt"), "--compile", "none", "--sample", "40")
+    got, want = sample_text(c.stdout), sample_text(py.stdout)
+    assert len(want) >= 40 and want.isascii(), want
+    assert got == want
