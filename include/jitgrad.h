@@ -146,6 +146,19 @@ bool jg_is_grad_enabled(void);
 int jg_set_num_threads(int n);
 int jg_get_num_threads(void);
 
+/* ---- memory ---- */
+/* Bytes of tensor data jitgrad holds now, and the most it held since the
+ * start or the last jg_reset_peak_memory_stats, over all threads: every
+ * storage jitgrad allocates for tensors (eager results, saved tensors,
+ * gradients, a compiled program's buffers), at its requested size.  Not
+ * counted: tensors of 64 bytes or less (their data lives in the tensor's own
+ * struct), memory given by the caller (jg_tensor_from_blob, NumPy), and
+ * OpenBLAS's or the allocator's own overhead.  Like PyTorch's
+ * torch.cuda.memory_allocated / max_memory_allocated, for the CPU. */
+int64_t jg_memory_allocated(void);
+int64_t jg_max_memory_allocated(void);
+void jg_reset_peak_memory_stats(void); /* peak := current */
+
 /* ---- ops (all broadcast like NumPy) ---- */
 jg_tensor *jg_add(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_sub(jg_tensor *a, jg_tensor *b);

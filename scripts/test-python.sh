@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Python extension against the CMake build and runs its pytest
 # suite, in a venv under the build directory (reused between runs).
-#   scripts/test-python.sh [pytest args]
+#   scripts/test-python.sh [pytest args] [test_x.py ...]   (files under python/tests:
+#                                                    only those; none: the whole suite)
 #   scripts/test-python.sh --run script.py [args]   (the same venv, runs a script
 #                                                    from the repository root)
 #   env: JITGRAD_BUILD_DIR (default build/), JITGRAD_PYTHON (default /usr/bin/python3)
@@ -36,4 +37,14 @@ if [ "${1:-}" = --run ]; then
     exec "$venv/bin/python" "$@"
 fi
 cd "$root/python/tests"
+# Test files or folders among the arguments (test_x.py, test_x.py::name):
+# run those; otherwise the whole suite.
+for a in "$@"; do
+    case "$a" in
+    -*) ;;
+    *) if [ -e "${a%%::*}" ]; then
+        exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+    fi ;;
+    esac
+done
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .

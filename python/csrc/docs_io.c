@@ -46,6 +46,15 @@ static const doc_entry docs[] = {
                         "any count.  Values above 256 are capped."},
     {"get_num_threads", "get_num_threads() -> int\n\nThe number of threads large kernels use "
                         "(default: the cores the process may run on, or JITGRAD_NUM_THREADS)."},
+    {"memory_allocated", "memory_allocated() -> int\n\nBytes of tensor data jitgrad holds now, "
+                         "over all threads (tensors of 64 bytes or less and memory shared "
+                         "with NumPy are not counted); torch.cuda.memory_allocated's "
+                         "counterpart for the CPU."},
+    {"max_memory_allocated", "max_memory_allocated() -> int\n\nThe most bytes of tensor data "
+                             "jitgrad held since the start or the last "
+                             "reset_peak_memory_stats()."},
+    {"reset_peak_memory_stats", "reset_peak_memory_stats()\n\nSets the peak that "
+                                "max_memory_allocated() reports to the bytes held now."},
     {"is_grad_enabled", "is_grad_enabled() -> bool\n\nWhether operations record history "
                         "(see no_grad, enable_grad, set_grad_enabled)."},
     {"where", "where(condition, input, other) " T

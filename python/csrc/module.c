@@ -638,6 +638,25 @@ static PyObject *f_get_num_threads(PyObject *m, PyObject *unused) {
     return PyLong_FromLong(jg_get_num_threads());
 }
 
+static PyObject *f_memory_allocated(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(jg_memory_allocated());
+}
+
+static PyObject *f_max_memory_allocated(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromLongLong(jg_max_memory_allocated());
+}
+
+static PyObject *f_reset_peak_memory_stats(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    jg_reset_peak_memory_stats();
+    Py_RETURN_NONE;
+}
+
 #define KW (METH_VARARGS | METH_KEYWORDS)
 #define CF(f) ((PyCFunction)(void (*)(void))(f))
 
@@ -657,6 +676,9 @@ static PyMethodDef module_functions[] = {
     {"manual_seed", f_manual_seed, METH_O, NULL},
     {"set_num_threads", f_set_num_threads, METH_O, NULL},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, NULL},
+    {"memory_allocated", f_memory_allocated, METH_NOARGS, NULL},
+    {"max_memory_allocated", f_max_memory_allocated, METH_NOARGS, NULL},
+    {"reset_peak_memory_stats", f_reset_peak_memory_stats, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,6 +34,9 @@ from ._C import (  # noqa: F401
     is_grad_enabled,
     set_num_threads,
     get_num_threads,
+    memory_allocated,
+    max_memory_allocated,
+    reset_peak_memory_stats,
 )
 
 float = float32  # noqa: A001  (PyTorch's aliases)

@@ -5,6 +5,7 @@
 #include "core/thread.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,32 @@ static jg_storage *storage_pool_get(size_t total) {
     return NULL;
 }
 
+/* jg_memory_allocated's counters: relaxed atomics (a compiled call may run
+ * on another thread), the peak raised only when the count passes it. */
+static _Atomic int64_t mem_now, mem_peak;
+
+static inline void mem_add(size_t nbytes) {
+    int64_t now = atomic_fetch_add_explicit(&mem_now, (int64_t)nbytes, memory_order_relaxed) +
+                  (int64_t)nbytes;
+    int64_t peak = atomic_load_explicit(&mem_peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(
+                             &mem_peak, &peak, now, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+int64_t jg_memory_allocated(void) {
+    return atomic_load_explicit(&mem_now, memory_order_relaxed);
+}
+
+int64_t jg_max_memory_allocated(void) {
+    return atomic_load_explicit(&mem_peak, memory_order_relaxed);
+}
+
+void jg_reset_peak_memory_stats(void) {
+    atomic_store_explicit(&mem_peak, atomic_load_explicit(&mem_now, memory_order_relaxed),
+                          memory_order_relaxed);
+}
+
 static jg_storage *storage_new(size_t nbytes) {
     size_t total = storage_total(nbytes);
     jg_storage *s = storage_pool_get(total);
@@ -145,6 +172,7 @@ static jg_storage *storage_new(size_t nbytes) {
     s->data = (char *)s + JG_STORAGE_HDR;
     s->kind = JG_STORAGE_BLOCK;
     s->trace_id = jg_trace_capture;
+    mem_add(nbytes);
     return s;
 }
 
@@ -169,6 +197,7 @@ static void storage_release(jg_storage *s) {
         return;
     switch (s->kind) {
     case JG_STORAGE_BLOCK:
+        atomic_fetch_sub_explicit(&mem_now, (int64_t)s->nbytes, memory_order_relaxed);
         if (!storage_pool_put(s))
             free(s);
         break;
