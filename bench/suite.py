@@ -22,6 +22,9 @@ then ratio tables (markdown) and a machine-readable results file.
                c (torch.compile of the model), builtin and custom attention,
                against the FLOP bound (6 x params x tokens + attention, at
                the sgemm rate of item 3 measured in the same run)
+  7. gpt_stats bench/gpt_stats.py: the same step on jitgrad at 1 thread,
+               tokens/s, peak tensor bytes, graphs traced and calls run
+               eagerly over 100 steps, with a fixed and a changing batch size
 
 Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (PyTorch's
 interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
@@ -268,6 +271,20 @@ def main():
                     if m:
                         gpt[(lib, comp, attn, n)] = float(m.group(1))
 
+    # ---- (7) the GPT step from the inside (bench/gpt_stats.py, 1 thread):
+    # tokens/s, peak bytes, graphs and eager calls over 100 steps, and with a
+    # batch size that changes every 10th step
+    gpt_stats = []
+    stats_py = os.path.join(ROOT, "bench", "gpt_stats.py")
+    for vary in ([], ["--vary"]):
+        cmd = [JG_PY, stats_py, "--steps", "12" if QUICK else "100"] + vary
+        if vary:
+            cmd += ["--modes", "interp,c,step-c"]
+        out = run(f"gpt_stats {' '.join(vary)}", cmd, env=thread_env(1))
+        for line in out.splitlines():
+            if line.startswith("gpt_stats "):
+                gpt_stats.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
+
     # ---- tables
     res = {"meta": meta, "kernels": [], "fused": [], "mlp": [], "latency": latency,
            "eager_ops": [], "thread_control": {f"{k[0]}@{k[1]}": v for k, v in thread_note.items()}}
@@ -389,6 +406,18 @@ def main():
                              "-", bound, None, Ratio(1)])
         out.append(table(["threads", "implementation", "attention", "ms/step", "/ torch",
                           "/ bound"], rows))
+
+    if gpt_stats:
+        res["gpt_stats"] = gpt_stats
+        out.append(f"\n## GPT step on jitgrad (bench/gpt_stats.py, 1 thread, "
+                   f"{gpt_stats[0]['steps']} steps; peak: tensor bytes above the steady "
+                   f"state, jitgrad.max_memory_allocated)\n")
+        rows = [[{"step-c": "whole step compiled (c)"}.get(e["mode"], e["mode"]),
+                  "every 10th batch smaller" if e["vary"] == "1" else "fixed",
+                  float(e["ms"]), float(e["tokens_per_s"]), float(e["peak_MB"]),
+                  int(e["graphs"]), int(e["eager_calls"])] for e in gpt_stats]
+        out.append(table(["mode", "batch size", "ms/step", "tokens/s", "peak MB", "graphs",
+                          "eager calls"], rows))
 
     for prog, text in older_text.items():
         if text.strip():
