@@ -77,8 +77,8 @@ def test_compiled_step_matches_eager(jg, backend, opt_name, kw):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("opt_name,kw", [CASES[1], CASES[3], CASES[5]], ids=["Adam", "AdamW", "Adagrad"])
 def test_compiled_step_f64_and_loaded_count(jg, backend, opt_name, kw):
-    # f64 parameters take the double scalars unrounded; a count of 1234
-    # makes every bit of pow's result matter
+    # f64 parameters take the double scalars unrounded; a loaded count of
+    # 1234 puts beta2 ** step far from 1 and 1 - beta1 ** step near 1
     for dtype, count in ((jg.float64, None), (jg.float32, 1234), (jg.float64, 1234)):
         ref, _, _ = whole_step(jg, opt_name, kw, dtype=dtype, count=count)
         got, _, c = whole_step(jg, opt_name, kw, backend, dtype=dtype, count=count)

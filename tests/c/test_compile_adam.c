@@ -142,8 +142,8 @@ static void test_compile_adam(void **state) {
     run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
 }
 
-/* a count far from 1: the bias corrections are close to 1 and pow's
- * rounding shows in every bit of them */
+/* a loaded count of 1234: beta1 ** step is tiny, beta2 ** step far from 1
+ * (another range of pow's arguments than steps 1 to 20) */
 static void test_compile_adam_loaded_count(void **state) {
     (void)state;
     jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAM);
