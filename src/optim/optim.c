@@ -6,6 +6,9 @@
  * PyTorch's to rounding: PyTorch's CPU kernels evaluate `a + alpha * b` (add
  * with alpha, addcmul) with a fused multiply-add where the CPU has one,
  * jitgrad never fuses.
+ * Inside a compiled program the step count cannot be read (a graph break):
+ * the numbers PyTorch computes from it in double become graph ops on 0-d
+ * f64 tensors (scal below), so a whole training step is one graph.
  * A jg_optim is parameter groups plus per-parameter state on top of it. */
 #include <math.h>
 #include <stdlib.h>
@@ -187,12 +190,67 @@ static int addcdiv_(jg_tensor *x, jg_tensor *a, jg_tensor *b, double v) {
     return t ? jg_add_(x, t) : -1;
 }
 
-/* state_steps[i] += 1; returns the new count (PyTorch's step_t.item()). */
-static double bump_step(jg_tensor *step) {
+/* state_steps[i] += 1 */
+static int bump_step(jg_tensor *step) {
     jg_tensor *one = jg_scalar(jg_dtype_of(step), 1.0);
-    if (!one || jg_add_(step, one) < 0)
-        return NAN;
-    return jg_item(step);
+    return one ? jg_add_(step, one) : -1;
+}
+
+/* A number that depends on the step count (bias corrections, Adagrad's
+ * clr).  Eager: a double computed from step.item(), as PyTorch's Python
+ * floats.  While tracing, reading the count would break the graph: t is a
+ * 0-d f64 tensor computed by graph ops from the count tensor instead, the
+ * same libm functions (pow, sqrt) and operations in the same order, so it
+ * holds the same double at run time. */
+typedef struct {
+    double v;
+    jg_tensor *t; /* NULL: v holds it */
+} scal;
+
+static jg_tensor *f64(double v) {
+    return jg_scalar(JG_F64, v);
+}
+
+/* The count as a double (step_t.item()), as a number or as a tensor. */
+static int step_count(jg_tensor *step, scal *out) {
+    out->v = 0;
+    if (jg_tracing()) {
+        out->t = jg_to_dtype(step, JG_F64);
+        return out->t ? 0 : -1;
+    }
+    /* a NaN count (a loaded state) is no error: PyTorch's update then
+     * makes the parameter NaN (jg_item cannot fail: one float element) */
+    out->t = NULL;
+    out->v = jg_item(step);
+    return 0;
+}
+
+static scal neg_s(scal s) {
+    return s.t ? (scal){0, jg_neg(s.t)} : (scal){-s.v, NULL};
+}
+
+/* x * s for a Python scalar s: the kernel converts s to x's dtype first
+ * (MUL_SCALAR's a * (T)s); a tensor s is converted the same way. */
+static jg_tensor *mul_s(jg_tensor *x, scal s) {
+    if (!s.t)
+        return jg_mul_scalar(x, s.v);
+    return x ? jg_mul(x, jg_to_dtype(s.t, jg_dtype_of(x))) : NULL;
+}
+
+/* x / s: div_scalar's reciprocal in x's dtype, then the product */
+static jg_tensor *div_s(jg_tensor *x, scal s) {
+    if (!s.t)
+        return div_scalar(x, s.v);
+    if (!x)
+        return NULL;
+    jg_dtype d = jg_dtype_of(x);
+    return jg_mul(x, jg_div(jg_scalar(d, 1.0), jg_to_dtype(s.t, d)));
+}
+
+/* addcdiv_ with a step-dependent value */
+static int addcdiv_s_(jg_tensor *x, jg_tensor *a, jg_tensor *b, scal v) {
+    jg_tensor *t = jg_div(mul_s(a, v), b);
+    return t ? jg_add_(x, t) : -1;
 }
 
 static jg_tensor *new_state(jg_tensor *like, double value) {
@@ -262,11 +320,29 @@ static int sgd(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *d_p, jg_t
     return d_p ? add_alpha_(param, d_p, -h->lr) : -1;
 }
 
+/* Adam's step_size = lr / (1 - beta1 ** step) and
+ * bias_correction2_sqrt = sqrt(1 - beta2 ** step) */
+static int adam_scalars(const jg_optim_hparams *h, scal step, scal *step_size,
+                        scal *bias_correction2_sqrt) {
+    if (!step.t) {
+        double bias_correction1 = 1 - pow(h->beta1, step.v);
+        double bias_correction2 = 1 - pow(h->beta2, step.v);
+        *step_size = (scal){h->lr / bias_correction1, NULL};
+        *bias_correction2_sqrt = (scal){sqrt(bias_correction2), NULL};
+        return 0;
+    }
+    jg_tensor *bias_correction1 = jg_sub(f64(1), jg_pow(f64(h->beta1), step.t));
+    jg_tensor *bias_correction2 = jg_sub(f64(1), jg_pow(f64(h->beta2), step.t));
+    *step_size = (scal){0, jg_div(f64(h->lr), bias_correction1)};
+    *bias_correction2_sqrt = (scal){0, jg_sqrt(bias_correction2)};
+    return step_size->t && bias_correction2_sqrt->t ? 0 : -1;
+}
+
 static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
                 jg_tensor **state) {
     jg_tensor *exp_avg = state[1], *exp_avg_sq = state[2];
-    double step = bump_step(state[0]);
-    if (isnan(step))
+    scal step;
+    if (bump_step(state[0]) < 0 || step_count(state[0], &step) < 0)
         return -1;
     if (decoupled) {
         if (jg_mul_scalar_(param, 1 - h->lr * h->weight_decay) < 0)
@@ -278,10 +354,9 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
         add_alpha_(exp_avg, grad, 1 - h->beta1) < 0 || jg_mul_scalar_(exp_avg_sq, h->beta2) < 0 ||
         addcmul_(exp_avg_sq, grad, grad, 1 - h->beta2) < 0)
         return -1;
-    double bias_correction1 = 1 - pow(h->beta1, step);
-    double bias_correction2 = 1 - pow(h->beta2, step);
-    double step_size = h->lr / bias_correction1;
-    double bias_correction2_sqrt = sqrt(bias_correction2);
+    scal step_size, bias_correction2_sqrt;
+    if (adam_scalars(h, step, &step_size, &bias_correction2_sqrt) < 0)
+        return -1;
     jg_tensor *sq = exp_avg_sq;
     if (h->amsgrad) {
         /* torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq):
@@ -292,30 +367,39 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
             return -1;
         sq = m;
     }
-    jg_tensor *denom = div_scalar(jg_sqrt(sq), bias_correction2_sqrt);
+    jg_tensor *denom = div_s(jg_sqrt(sq), bias_correction2_sqrt);
     denom = jg_add_scalar(denom, h->eps);
-    return denom ? addcdiv_(param, exp_avg, denom, -step_size) : -1;
+    return denom ? addcdiv_s_(param, exp_avg, denom, neg_s(step_size)) : -1;
 }
 
 static int adagrad(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
                    jg_tensor **state) {
     jg_tensor *state_sum = state[1];
-    double step = bump_step(state[0]);
-    if (isnan(step))
+    scal step;
+    if (bump_step(state[0]) < 0 || step_count(state[0], &step) < 0)
         return -1;
     if (h->weight_decay != 0)
         grad = add_alpha(grad, param, h->weight_decay);
-    double clr = h->lr / (1 + (step - 1) * h->lr_decay);
+    /* clr = lr / (1 + (step - 1) * lr_decay) */
+    scal clr = {0, NULL};
+    if (step.t) {
+        clr.t =
+            jg_div(f64(h->lr), jg_add(f64(1), jg_mul(jg_sub(step.t, f64(1)), f64(h->lr_decay))));
+        if (!clr.t)
+            return -1;
+    } else {
+        clr.v = h->lr / (1 + (step.v - 1) * h->lr_decay);
+    }
     if (!grad || addcmul_(state_sum, grad, grad, 1) < 0)
         return -1;
     jg_tensor *std = jg_add_scalar(jg_sqrt(state_sum), h->eps);
-    return std ? addcdiv_(param, grad, std, -clr) : -1;
+    return std ? addcdiv_s_(param, grad, std, neg_s(clr)) : -1;
 }
 
 static int rmsprop(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
                    jg_tensor **state) {
     jg_tensor *square_avg = state[1];
-    if (isnan(bump_step(state[0])))
+    if (bump_step(state[0]) < 0) /* PyTorch counts; the update does not read it */
         return -1;
     if (h->weight_decay != 0)
         grad = add_alpha(grad, param, h->weight_decay);

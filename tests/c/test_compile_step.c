@@ -148,13 +148,6 @@ static void test_compile_step_sgd_momentum(void **state) {
     }
 }
 
-/* Adam reads its step count (a graph break): every call runs eagerly, with
- * eager's results */
-static void test_compile_step_adam_breaks(void **state) {
-    (void)state;
-    run_case(JG_OPTIM_ADAM, 0, true, "interp", 1, 20);
-}
-
 /* zero_grad(set_to_none) inside a program: recorded, applied after every
  * call (not only while traced) */
 static void test_compile_step_set_to_none(void **state) {
@@ -241,8 +234,9 @@ static void test_compile_step_whole(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_compile_step_sgd),         TU_TEST(test_compile_step_sgd_momentum),
-        TU_TEST(test_compile_step_adam_breaks), TU_TEST(test_compile_step_set_to_none),
+        TU_TEST(test_compile_step_sgd),
+        TU_TEST(test_compile_step_sgd_momentum),
+        TU_TEST(test_compile_step_set_to_none),
         TU_TEST(test_compile_step_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

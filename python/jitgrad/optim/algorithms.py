@@ -200,7 +200,8 @@ class Adagrad(Optimizer):
 
 
 class RMSprop(Optimizer):
-    """RMSprop (torch.optim.RMSprop); state 'step' is an int as in PyTorch 1.13."""
+    """RMSprop (torch.optim.RMSprop).  state_dict() saves 'step' as an int,
+    as PyTorch 1.13 does; opt.state holds the count in a tensor."""
 
     _kind = "rmsprop"
     _state_names = ("step", "square_avg", "momentum_buffer", "grad_avg")
@@ -241,6 +242,17 @@ class RMSprop(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def _store_state(self, state, values):
-        super()._store_state(state, values)
-        state["step"] = int(values[0].item())
+    def state_dict(self):
+        """As Optimizer.state_dict, with each 'step' an int: PyTorch 1.13
+        saves RMSprop's count as one.  (opt.state keeps it in a 0-d float32
+        tensor, as Adam's, so that a compiled step can count.)"""
+        sd = super().state_dict()
+        sd["state"] = {
+            k: (
+                {**v, "step": int(v["step"].item())}
+                if isinstance(v.get("step"), jitgrad.Tensor)
+                else v
+            )
+            for k, v in sd["state"].items()
+        }
+        return sd

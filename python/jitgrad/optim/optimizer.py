@@ -57,6 +57,12 @@ def _copy_value(value):
     return value
 
 
+def _count_tensor(value):
+    """A step count saved as a number (RMSprop's, older PyTorch's Adam) as
+    the 0-d float32 tensor the updates count in."""
+    return jitgrad.tensor(float(value), dtype=jitgrad.float32)
+
+
 class Optimizer:
     """Base class for all optimizers (torch.optim.Optimizer).
 
@@ -181,10 +187,12 @@ class Optimizer:
     # ---- state: PyTorch's per-parameter dict <-> the C library's list
     def _state_list(self, state):
         values = [state.get(n) for n in self._state_names]
-        # a step count saved as a number (RMSprop's, older PyTorch's Adam)
+        # a step count set as a number: the count lives in a tensor from now
+        # on (loaded state dicts are converted when loaded, outside any
+        # compiled program: one made here while tracing would not persist)
         if values and self._state_names[0] == "step" and values[0] is not None:
             if not isinstance(values[0], jitgrad.Tensor):
-                values[0] = jitgrad.tensor(float(values[0]))
+                values[0] = state["step"] = _count_tensor(values[0])
         return values
 
     def _store_state(self, state, values):
@@ -265,6 +273,8 @@ class Optimizer:
         }
 
         def cast(param, value, key=None):
+            if key == "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                return _count_tensor(value)
             if isinstance(value, jitgrad.Tensor):
                 if key != "step" and param.is_floating_point():
                     value = value.to(param.dtype)

@@ -1,0 +1,240 @@
+/* Adam, AdamW, Adagrad and RMSprop steps inside a compiled program: the
+ * step-dependent numbers (bias corrections, Adagrad's clr) are graph ops on
+ * the count tensor, so a whole training step (forward, jg_backward,
+ * jg_optim_step, zero_grad) is one graph.  The first call creates the
+ * optimizer state and runs eagerly; the other 19 replay the graph, with
+ * losses, parameters and state bitwise equal to the eager loop, on both
+ * backends, for f32 and f64 parameters. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    jg_tensor *w, *b;
+    jg_optim *opt;
+} model;
+
+static void model_init(model *m, jg_dtype dtype, jg_optim_kind kind, const jg_optim_hparams *h) {
+    jg_manual_seed(5);
+    m->w = jg_keep(jg_randn(dtype, 2, TU_SHAPE(4, 3)));
+    m->b = jg_keep(jg_randn(dtype, 1, TU_SHAPE(3)));
+    jg_set_requires_grad(m->w, true);
+    jg_set_requires_grad(m->b, true);
+    jg_tensor *ps[2] = {m->w, m->b};
+    m->opt = jg_optim_new(kind, ps, 2, h);
+    assert_non_null(m->opt);
+}
+
+static void model_free(model *m) {
+    jg_optim_free(m->opt);
+    jg_release(m->w), jg_release(m->b);
+}
+
+static int p_step(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    model *m = user;
+    jg_tensor *y = jg_add(jg_matmul(in[0], m->w), m->b);
+    jg_tensor *loss = jg_mse_loss(jg_tanh(y), in[1], JG_REDUCTION_MEAN);
+    if (!loss || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
+        jg_optim_zero_grad(m->opt, true) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+/* 20 steps, eagerly (c NULL) or through c; the losses' bytes into losses */
+static void train(model *m, jg_compiled *c, jg_dtype dtype, double *losses) {
+    jg_manual_seed(9);
+    jg_tensor *x = jg_keep(jg_randn(dtype, 2, TU_SHAPE(8, 4)));
+    jg_tensor *y = jg_keep(jg_randn(dtype, 2, TU_SHAPE(8, 3)));
+    for (int s = 0; s < 20; s++) {
+        jg_scope_push();
+        jg_tensor *in[2] = {x, y}, *loss = NULL;
+        if (c)
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &loss), 1);
+        else
+            assert_int_equal(p_step(m, NULL, 2, in, &loss), 1);
+        losses[s] = jg_item(loss);
+        jg_scope_pop();
+    }
+    jg_release(x), jg_release(y);
+}
+
+static void same_bits(jg_tensor *a, jg_tensor *b) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(jg_dtype_of(a), jg_dtype_of(b));
+    assert_int_equal(jg_numel(a), jg_numel(b));
+    size_t n = (size_t)jg_numel(a) * (jg_dtype_of(a) == JG_F64 ? 8 : 4);
+    char *x = malloc(n), *y = malloc(n);
+    assert_int_equal(jg_copy_to(a, x, n), 0);
+    assert_int_equal(jg_copy_to(b, y, n), 0);
+    assert_memory_equal(x, y, n);
+    free(x), free(y);
+}
+
+static void check_same(model *a, model *b) {
+    jg_tensor *pa[2] = {a->w, a->b}, *pb[2] = {b->w, b->b};
+    jg_optim_kind kind = jg_optim_kind_of(a->opt);
+    for (int i = 0; i < 2; i++) {
+        same_bits(pa[i], pb[i]);
+        for (int k = 0; jg_optim_state_name(kind, k); k++) {
+            const char *name = jg_optim_state_name(kind, k);
+            jg_tensor *sa = jg_optim_state(a->opt, 0, i, name),
+                      *sb = jg_optim_state(b->opt, 0, i, name);
+            assert_true((sa == NULL) == (sb == NULL));
+            if (sa)
+                same_bits(sa, sb);
+        }
+    }
+    jg_tensor *step = jg_optim_state(b->opt, 0, 0, "step");
+    assert_non_null(step);
+    assert_true(jg_item(step) >= 20);
+}
+
+/* first_step: the count the training starts from (a loaded state) */
+static void run_case(jg_optim_kind kind, const jg_optim_hparams *h, jg_dtype dtype,
+                     double first_step) {
+    for (int be = 0; be < 2; be++) {
+        const char *backend = be ? "c" : "interp";
+        if (!jg_compile_backend_available(backend))
+            continue;
+        model e = {0}, k = {0};
+        model_init(&e, dtype, kind, h);
+        model_init(&k, dtype, kind, h);
+        if (first_step > 0)
+            for (int i = 0; i < 2; i++) {
+                jg_tensor *s = jg_scalar(JG_F32, first_step);
+                assert_int_equal(jg_optim_set_state(e.opt, 0, i, "step", s), 0);
+                assert_int_equal(jg_optim_set_state(k.opt, 0, i, "step", s), 0);
+            }
+        double le[20], lk[20];
+        train(&e, NULL, dtype, le);
+        jg_compile_options o = {.backend = backend, .fullgraph = true};
+        jg_compiled *c = jg_compile(p_step, &k, &o);
+        assert_non_null(c);
+        train(&k, c, dtype, lk);
+        assert_memory_equal(le, lk, sizeof le);
+        check_same(&e, &k);
+        /* the first call creates the state (eagerly), the others replay one
+         * graph: no break on the step count */
+        assert_int_equal(jg_compiled_fallbacks(c), 1);
+        assert_int_equal(jg_compiled_entries(c), 1);
+        jg_compiled_free(c);
+        model_free(&e);
+        model_free(&k);
+    }
+}
+
+static void test_compile_adam(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAM);
+    h.lr = 0.05;
+    run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
+    run_case(JG_OPTIM_ADAM, &h, JG_F64, 0);
+    /* weight decay on the gradient, amsgrad's maximum, maximize */
+    h.weight_decay = 0.1;
+    h.amsgrad = true;
+    h.maximize = true;
+    h.beta1 = 0.8;
+    run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
+}
+
+/* a loaded count of 1234: beta1 ** step is tiny, beta2 ** step far from 1
+ * (another range of pow's arguments than steps 1 to 20) */
+static void test_compile_adam_loaded_count(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAM);
+    h.lr = 0.05;
+    h.beta2 = 0.9999;
+    run_case(JG_OPTIM_ADAM, &h, JG_F32, 1234);
+    run_case(JG_OPTIM_ADAM, &h, JG_F64, 1234);
+}
+
+static void test_compile_adamw(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAMW);
+    h.lr = 0.05;
+    run_case(JG_OPTIM_ADAMW, &h, JG_F32, 0);
+    h.amsgrad = true;
+    h.weight_decay = 0.1;
+    run_case(JG_OPTIM_ADAMW, &h, JG_F32, 0);
+    run_case(JG_OPTIM_ADAMW, &h, JG_F64, 0);
+}
+
+static void test_compile_adagrad(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAGRAD);
+    h.lr = 0.1;
+    run_case(JG_OPTIM_ADAGRAD, &h, JG_F32, 0);
+    /* clr = lr / (1 + (step - 1) * lr_decay) varies with the count */
+    h.lr_decay = 0.05;
+    h.weight_decay = 0.1;
+    h.initial_accumulator_value = 0.2;
+    run_case(JG_OPTIM_ADAGRAD, &h, JG_F32, 0);
+    run_case(JG_OPTIM_ADAGRAD, &h, JG_F64, 0);
+}
+
+static void test_compile_rmsprop(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_RMSPROP);
+    run_case(JG_OPTIM_RMSPROP, &h, JG_F32, 0);
+    h.centered = true;
+    h.momentum = 0.5;
+    h.weight_decay = 0.01;
+    run_case(JG_OPTIM_RMSPROP, &h, JG_F32, 0);
+    run_case(JG_OPTIM_RMSPROP, &h, JG_F64, 0);
+}
+
+/* Eager steps are unchanged: the count is read as a number (the first
+ * step's bias corrections are exact: 1 - beta1 ** 1). */
+static void test_eager_adam_first_step(void **state) {
+    (void)state;
+    jg_tensor *p = jg_keep(tu_tensor(JG_F64, 1, TU_SHAPE(1), TU_VALS(1.0)));
+    jg_set_requires_grad(p, true);
+    jg_optim *opt = jg_optim_adam(&p, 1, 0.1, 0.9, 0.999, 0, 0);
+    assert_int_equal(jg_set_grad(p, tu_tensor(JG_F64, 1, TU_SHAPE(1), TU_VALS(2.0))), 0);
+    assert_int_equal(jg_optim_step(opt), 0);
+    /* exp_avg 0.2, exp_avg_sq 0.004: 1 - 0.1 * (0.2 / 0.1) / (sqrt(0.004) / sqrt(0.001)) */
+    double m = (1 - 0.9) * 2.0, v = (1 - 0.999) * 4.0;
+    double want = 1.0 + (m * -(0.1 / (1 - 0.9))) / (sqrt(v) * (1.0 / sqrt(1 - 0.999)) + 0);
+    double got = jg_item(p);
+    assert_memory_equal(&got, &want, sizeof got);
+    assert_true(jg_item(jg_optim_state(opt, 0, 0, "step")) == 1);
+    jg_optim_free(opt);
+    jg_release(p);
+}
+
+/* Regression: a NaN step count (a loaded state) failed the step with no
+ * message; PyTorch's update runs and the parameter becomes NaN. */
+static void test_nan_step_count(void **state) {
+    (void)state;
+    jg_optim_kind kinds[2] = {JG_OPTIM_ADAM, JG_OPTIM_ADAGRAD};
+    for (int i = 0; i < 2; i++) {
+        jg_tensor *p = jg_keep(jg_full(JG_F32, 1, TU_SHAPE(1), 1.0));
+        jg_set_requires_grad(p, true);
+        jg_optim_hparams h = jg_optim_defaults(kinds[i]);
+        h.lr_decay = 0.1;
+        jg_optim *opt = jg_optim_new(kinds[i], &p, 1, &h);
+        assert_int_equal(jg_set_grad(p, jg_full(JG_F32, 1, TU_SHAPE(1), 2.0)), 0);
+        assert_int_equal(jg_optim_step(opt), 0);
+        assert_int_equal(jg_optim_set_state(opt, 0, 0, "step", jg_scalar(JG_F32, NAN)), 0);
+        assert_int_equal(jg_optim_step(opt), 0);
+        assert_true(isnan(jg_item(p)));
+        assert_true(isnan(jg_item(jg_optim_state(opt, 0, 0, "step"))));
+        jg_optim_free(opt);
+        jg_release(p);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_compile_adam),    TU_TEST(test_compile_adam_loaded_count),
+        TU_TEST(test_compile_adamw),   TU_TEST(test_compile_adagrad),
+        TU_TEST(test_compile_rmsprop), TU_TEST(test_eager_adam_first_step),
+        TU_TEST(test_nan_step_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
