@@ -257,7 +257,14 @@ static int walk_step(scope_walk *w, PyObject *o, int depth, PyObject *names, con
                      PyObject *arg) {
     if (w->n_path < SCOPE_PATH && !w->b) {
         const char *a = "";
-        PyObject *r = arg ? (PyUnicode_Check(arg) ? Py_NewRef(arg) : PyObject_Repr(arg)) : NULL;
+        char desc[80];
+        PyObject *r = NULL;
+        if (arg && jgp_is_tensor(arg)) { /* a dict keyed by tensors (an optimizer's state) */
+            jg_describe(jgp_t(arg), desc, sizeof desc);
+            r = PyUnicode_FromFormat("<tensor %s>", desc);
+        } else if (arg) {
+            r = PyUnicode_Check(arg) ? Py_NewRef(arg) : PyObject_Repr(arg);
+        }
         if (r)
             a = PyUnicode_AsUTF8(r);
         if (!a) {
@@ -293,15 +300,41 @@ static void format_path(const scope_walk *w, char *path, size_t n) {
     }
 }
 
-/* Describe mode: records attribute k of the object being visited (its path
- * and the attribute's name) with the repr of its scalar value v. */
-static int note_attr(scope_walk *w, PyObject *k, PyObject *v) {
+static bool is_scalar(PyObject *v) {
+    return v == Py_None || PyBool_Check(v) || PyLong_Check(v) || PyFloat_Check(v) ||
+           PyUnicode_Check(v);
+}
+
+/* Describe mode: records the scalar v found at the path being visited plus
+ * a suffix (an attribute's ".name", a dict's "['key']", a list's "[i]"),
+ * with its repr. */
+static int note_scalar(scope_walk *w, PyObject *suffix, PyObject *v) {
     char path[SCOPE_PATH * 96 + 1];
     format_path(w, path, sizeof path);
-    PyObject *name = PyUnicode_FromFormat("%s.%U", path, k), *r = PyObject_Repr(v);
+    PyObject *name = PyUnicode_FromFormat("%s%U", path, suffix), *r = PyObject_Repr(v);
     int rc = name && r ? PyDict_SetItem(w->attrs, name, r) : -1;
     Py_XDECREF(name);
     Py_XDECREF(r);
+    return rc;
+}
+
+/* A scalar element (list index, dict key or attribute name k, value v):
+ * its value is baked into a trace, so it joins the key (with k, which
+ * places it), and describe mode records it. */
+static int note_element(scope_walk *w, PyObject *k, PyObject *v, const char *fmt) {
+    int rc = 0;
+    if (w->budget-- <= 0)
+        return 0;
+    if (w->v &&
+        ((rc = jgp_serialize(k, w->v, NULL)) < 0 || (rc = jgp_serialize(v, w->v, NULL)) < 0))
+        return -1;
+    if (w->attrs) {
+        PyObject *r = PyUnicode_Check(k) && fmt[0] == '.' ? Py_NewRef(k) : PyObject_Repr(k);
+        PyObject *suffix = r ? PyUnicode_FromFormat(fmt, PyUnicode_AsUTF8(r)) : NULL;
+        rc = suffix ? note_scalar(w, suffix, v) : -1;
+        Py_XDECREF(suffix);
+        Py_XDECREF(r);
+    }
     return rc;
 }
 
@@ -311,19 +344,15 @@ static int walk_dict_values(scope_walk *w, PyObject *d, int depth, const char *f
     while (PyDict_Next(d, &pos, &k, &v)) {
         Py_INCREF(k); /* a key's repr (describe mode) is Python code */
         Py_INCREF(v);
-        /* an object's attributes: their names and scalar values are baked
-         * into a trace, so they are part of the key (an attribute changed,
-         * a new object at a recycled address) */
+        /* an object's attributes: their names are part of the key (an
+         * attribute added or removed); scalars (attributes, dict entries)
+         * are baked into a trace, so their values are too (an attribute
+         * changed, an optimizer's group['lr'] set by a schedule) */
         int rc = 0;
-        bool scalar = v == Py_None || PyBool_Check(v) || PyLong_Check(v) || PyFloat_Check(v) ||
-                      PyUnicode_Check(v);
-        if (attrs && w->v && PyUnicode_Check(k)) {
+        if (attrs && w->v && PyUnicode_Check(k) && !is_scalar(v))
             rc = jgp_serialize(k, w->v, NULL);
-            if (rc == 0 && scalar)
-                rc = jgp_serialize(v, w->v, NULL);
-        }
-        if (attrs && w->attrs && scalar && PyUnicode_Check(k))
-            rc = note_attr(w, k, v);
+        else if (is_scalar(v) && (attrs ? PyUnicode_Check(k) : is_scalar(k)))
+            rc = note_element(w, k, v, fmt);
         if (rc == 0)
             rc = walk_step(w, v, depth, NULL, fmt, k);
         Py_DECREF(k);
@@ -428,7 +457,9 @@ static int walk_value(scope_walk *w, PyObject *o, int depth, PyObject *names) {
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
             PyObject *idx = PyLong_FromSsize_t(i), *v = PySequence_Fast_GET_ITEM(o, i);
             Py_INCREF(v);
-            int rc = idx ? walk_step(w, v, depth, NULL, "[%s]", idx) : -1;
+            int rc = !idx           ? -1
+                     : is_scalar(v) ? note_element(w, idx, v, "[%s]")
+                                    : walk_step(w, v, depth, NULL, "[%s]", idx);
             Py_DECREF(v);
             Py_XDECREF(idx);
             if (rc < 0)

@@ -102,9 +102,9 @@ def test_rmsprop_count_is_a_tensor_saved_as_an_int(jg):
     assert opt.state[p]["step"].dtype == jg.float32 and opt.state[p]["step"].item() == 20.0
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a program's key holds the scalar attributes "
-                   "of objects but not dict values, so a new group['lr'] (an LR schedule) is not "
-                   "seen and the replays keep the traced lr (SGD too)")
+# regression: the key held objects' scalar attributes but not dict values,
+# so a new group['lr'] (an LR schedule) was not seen and replays kept the
+# traced lr
 @pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
 def test_lr_changed_between_compiled_steps(jg, opt_name):
     def run(backend):

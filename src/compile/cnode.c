@@ -65,6 +65,12 @@ void jg_entry_release(jg_entry *e) {
     free(e->gr_owner);
     free(e->gr_had);
     free(e->lifted_grad_of);
+    for (int i = 0; i < e->n_vg; i++) {
+        jg_release(e->vg_t[i]);
+        free(e->vg_bytes[i]);
+    }
+    free(e->vg_t);
+    free(e->vg_bytes);
     for (int i = 0; i < e->n_gset; i++)
         jg_release(e->gset_owner[i]);
     free(e->gset_owner);

@@ -202,6 +202,16 @@ static bool captures_match(const jg_entry *e, const jg_call_key *k, jg_tensor *c
                 e->gr_had[j] ? "set" : "None");
             return false;
         }
+    for (int j = 0; j < e->n_vg; j++) {
+        const jg_tensor *t = e->vg_t[j];
+        if (memcmp(jg_tensor_ptr(t), e->vg_bytes[j], (size_t)t->numel * jg_dtype_size(t->dtype))) {
+            char d[64] = "";
+            if (why)
+                jg_describe(t, d, sizeof d);
+            WHY("the values of %s the graph was traced with changed", d);
+            return false;
+        }
+    }
     for (int i = 0; i < e->n_lifted; i++) {
         const jg_tensor *t = e->lifted[i];
         const jg_capture_key *c = &e->lifted_key[i];
@@ -514,6 +524,7 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
         return jg_errorf("out of memory in jg_compile");
     for (int i = 0; i < e->n_lifted; i++)
         capture_key(&e->lifted_key[i], e->lifted[i], n, inputs, i, e->lifted);
+    e->n_vg = jg_trace_take_value_guards(&e->vg_t, &e->vg_bytes);
     jg_tensor **grads;
     e->n_gr = jg_trace_take_grad_reads(&e->gr_owner, &grads);
     int rc = 0;

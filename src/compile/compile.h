@@ -95,6 +95,12 @@ typedef struct jg_entry {
     bool *gr_had;
     int n_gr;
     int *lifted_grad_of;
+    /* tensors whose values the graph relies on (jg_trace_guard_value,
+     * retained) and their bytes then: the entry matches only while they hold
+     * those bytes */
+    jg_tensor **vg_t;
+    void **vg_bytes;
+    int n_vg;
     /* call inputs the program also reached through its scope: the guard is
      * that the call passes that very tensor there again (retained) */
     jg_tensor **pinned;

@@ -16,6 +16,7 @@
 
 #include <jitgrad.h>
 
+#include "core/tensor.h"
 #include "ops/optable.h"
 #include "trace/trace.h"
 
@@ -30,7 +31,32 @@ typedef struct {
     jg_optim_hparams h;
     optim_param *params;
     int n;
+    /* h's fields as f64 [HP_FIELDS], kept equal to h: a step traced by
+     * jg_compile bakes them into its graph, and guards on this tensor's
+     * values (a new lr traces again instead of replaying the old one) */
+    jg_tensor *hp;
 } optim_group;
+
+enum { HP_FIELDS = 14 };
+
+static void pack_hparams(const jg_optim_hparams *h, jg_tensor *hp) {
+    double *d = (double *)(void *)jg_tensor_ptr(hp); /* (never a graph input) */
+    const double v[HP_FIELDS] = {h->lr,
+                                 h->momentum,
+                                 h->dampening,
+                                 h->nesterov,
+                                 h->beta1,
+                                 h->beta2,
+                                 h->amsgrad,
+                                 h->eps,
+                                 h->weight_decay,
+                                 h->lr_decay,
+                                 h->initial_accumulator_value,
+                                 h->alpha,
+                                 h->centered,
+                                 h->maximize};
+    memcpy(d, v, sizeof v);
+}
 
 struct jg_optim {
     jg_optim_kind kind;
@@ -554,9 +580,15 @@ int jg_optim_add_param_group(jg_optim *opt, jg_tensor *const *params, int n,
     optim_param *ps = calloc((size_t)n, sizeof *ps);
     if (!ps)
         return jg_set_error("jg_optim: out of memory");
+    jg_tensor *hp = jg_keep(jg_full(JG_F64, 1, (const int64_t[]){HP_FIELDS}, 0.0));
+    if (!hp) {
+        free(ps);
+        return -1;
+    }
+    pack_hparams(h, hp);
     for (int i = 0; i < n; i++)
         ps[i].param = jg_retain(params[i]);
-    groups[opt->n_groups] = (optim_group){*h, ps, n};
+    groups[opt->n_groups] = (optim_group){*h, ps, n, hp};
     return opt->n_groups++;
 }
 
@@ -644,6 +676,7 @@ void jg_optim_free(jg_optim *opt) {
                     jg_release(p->state[s]);
         }
         free(opt->groups[g].params);
+        jg_release(opt->groups[g].hp);
     }
     free(opt->groups);
     free(opt);
@@ -692,6 +725,7 @@ int jg_optim_set_hparams(jg_optim *opt, int group, const jg_optim_hparams *hpara
     if (check_group(opt, group) < 0 || check_hparams(opt->kind, hparams) < 0)
         return -1;
     opt->groups[group].h = *hparams;
+    pack_hparams(hparams, opt->groups[group].hp);
     return 0;
 }
 
@@ -714,6 +748,8 @@ int jg_optim_step(jg_optim *opt) {
         return jg_set_error("jg_optim_step: optimizer is NULL");
     for (int g = 0; g < opt->n_groups; g++) {
         optim_group *grp = &opt->groups[g];
+        if (jg_tracing() && jg_trace_guard_value(grp->hp) < 0)
+            return -1;
         for (int i = 0; i < grp->n; i++) {
             jg_tensor *grad = jg_grad(grp->params[i].param);
             if (grad && jg_optim_update(opt->kind, &grp->h, grp->params[i].param, grad,

@@ -45,6 +45,12 @@ typedef struct frame {
      * assignment of None): the .grad it sees now (retained; NULL: none) */
     jg_tensor **gs_owner, **gs_grad;
     int n_gs, cap_gs;
+    /* concrete tensors whose values the trace relied on (retained), and a
+     * copy of their bytes then: the entry is kept only for calls where
+     * they hold the same bytes (jg_trace_guard_value) */
+    jg_tensor **vg_t;
+    void **vg_bytes;
+    int n_vg, cap_vg;
     bool backward_done;          /* a traced backward without retain_graph ran */
     int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
@@ -104,6 +110,12 @@ void jg_trace_end(void) {
     }
     free(f->gr_owner);
     free(f->gr_grad);
+    for (int i = 0; i < f->n_vg; i++) {
+        jg_release(f->vg_t[i]);
+        free(f->vg_bytes[i]);
+    }
+    free(f->vg_t);
+    free(f->vg_bytes);
     for (int i = 0; i < f->n_gs; i++) {
         jg_release(f->gs_owner[i]);
         jg_release(f->gs_grad[i]);
@@ -408,6 +420,49 @@ static void note_grad_read(frame *f, jg_tensor *t, jg_tensor *grad) {
 static frame *lift_frame(void) {
     frame *f = top();
     return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id ? f : NULL;
+}
+
+int jg_trace_guard_value(jg_tensor *t) {
+    frame *f = lift_frame();
+    if (!f)
+        return 0;
+    if (!t || t->sym || !jg_is_contiguous(t))
+        return jg_errorf("internal error: a value guard needs a contiguous concrete tensor");
+    for (int i = 0; i < f->n_vg; i++)
+        if (f->vg_t[i] == t)
+            return 0;
+    size_t n = (size_t)t->numel * jg_dtype_size(t->dtype);
+    if (f->n_vg == f->cap_vg) {
+        int cap = f->cap_vg ? f->cap_vg * 2 : 4;
+        jg_tensor **ts = realloc(f->vg_t, (size_t)cap * sizeof *ts);
+        if (ts)
+            f->vg_t = ts;
+        void **bs = ts ? realloc(f->vg_bytes, (size_t)cap * sizeof *bs) : NULL;
+        if (bs)
+            f->vg_bytes = bs;
+        if (!ts || !bs)
+            return jg_errorf("out of memory while tracing");
+        f->cap_vg = cap;
+    }
+    void *copy = malloc(n ? n : 1);
+    if (!copy)
+        return jg_errorf("out of memory while tracing");
+    memcpy(copy, jg_tensor_ptr(t), n);
+    f->vg_t[f->n_vg] = jg_retain(t);
+    f->vg_bytes[f->n_vg++] = copy;
+    return 0;
+}
+
+int jg_trace_take_value_guards(jg_tensor ***ts, void ***bytes) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *ts = f->vg_t;
+    *bytes = f->vg_bytes;
+    int n = f->n_vg;
+    f->vg_t = NULL;
+    f->vg_bytes = NULL;
+    f->n_vg = f->cap_vg = 0;
+    return n;
 }
 
 static bool on_grad_read(jg_tensor *t, jg_tensor *grad, jg_tensor **as_traced) {

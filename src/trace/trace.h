@@ -97,6 +97,15 @@ int jg_trace_take_lifted(jg_tensor ***lifted);
  * .grad each had then (NULL: none).  Arrays and references move to the
  * caller. */
 int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads);
+/* While jg_compile traces: the program's graph relies on the current values
+ * of concrete tensor t (small, contiguous; e.g. an optimizer's
+ * hyperparameters, baked into the graph as constants), so the entry is used
+ * only for calls where t holds the same bytes; other values trace again.
+ * 0 (also when nothing is traced), or -1. */
+int jg_trace_guard_value(jg_tensor *t);
+/* Those guards: the tensors (retained) and a copy of their bytes at trace
+ * time (malloc'd); the arrays and references move to the caller. */
+int jg_trace_take_value_guards(jg_tensor ***ts, void ***bytes);
 /* jg_compile's frame (innermost, capturing) records that captured tensor
  * t's .grad is now grad (NULL: none; a symbolic tensor of the frame's graph,
  * or t's own concrete .grad): what jg_grad(t) returns for the rest of the

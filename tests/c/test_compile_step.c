@@ -232,12 +232,61 @@ static void test_compile_step_whole(void **state) {
     }
 }
 
+/* jg_optim_set_lr / jg_optim_set_hparams between calls (a schedule): the
+ * next call uses the new values, as eager does (regression: the traced lr
+ * was a constant of the graph). */
+static void test_compile_step_set_lr(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        for (int kind = 0; kind < 2; kind++) {
+            jg_optim_kind k = kind ? JG_OPTIM_ADAM : JG_OPTIM_SGD;
+            mlp e = {0}, m = {0};
+            mlp_init(&e, k, 0);
+            mlp_init(&m, k, 0);
+            jg_compiled *c =
+                jg_compile(p_opt_step, &m, &(jg_compile_options){.backend = backends[b]});
+            jg_manual_seed(11);
+            jg_tensor *x = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(16, 4)));
+            for (int s = 0; s < 8; s++) {
+                jg_scope_push();
+                mlp *both[2] = {&e, &m};
+                for (int i = 0; i < 2; i++) {
+                    jg_tensor *loss = jg_sum(jg_tanh(forward(both[i], x)));
+                    assert_int_equal(jg_backward(loss, NULL, 0), 0);
+                    jg_tensor *none[1];
+                    if (i)
+                        assert_int_equal(jg_compiled_call(c, NULL, 0, 0, NULL, none), 0);
+                    else
+                        assert_int_equal(p_opt_step(&e, NULL, 0, NULL, none), 0);
+                    assert_int_equal(jg_optim_zero_grad(both[i]->opt, true), 0);
+                    if (s % 3 == 2)
+                        assert_int_equal(jg_optim_set_lr(both[i]->opt, 0, 0.5 / (s + 1)), 0);
+                    if (s == 4) {
+                        jg_optim_hparams h;
+                        assert_int_equal(jg_optim_get_hparams(both[i]->opt, 0, &h), 0);
+                        h.weight_decay = 0.1;
+                        assert_int_equal(jg_optim_set_hparams(both[i]->opt, 0, &h), 0);
+                    }
+                }
+                TU_SAME(m.w1, e.w1);
+                TU_SAME(m.b2, e.b2);
+                jg_scope_pop();
+            }
+            jg_release(x);
+            jg_compiled_free(c);
+            mlp_free(&e);
+            mlp_free(&m);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_compile_step_sgd),
-        TU_TEST(test_compile_step_sgd_momentum),
-        TU_TEST(test_compile_step_set_to_none),
-        TU_TEST(test_compile_step_whole),
+        TU_TEST(test_compile_step_sgd),         TU_TEST(test_compile_step_sgd_momentum),
+        TU_TEST(test_compile_step_set_to_none), TU_TEST(test_compile_step_whole),
+        TU_TEST(test_compile_step_set_lr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
