@@ -829,7 +829,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
  * calls opaque, so its callbacks run at run time exactly as in eager mode. */
 static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
                              jg_tensor **outs) {
-    const jg_function *opaque[16];
+    const jg_function **opaque = NULL;
     int n_opaque = 0;
     for (;;) {
         const jg_function *failed = NULL, *const * prev;
@@ -837,11 +837,17 @@ static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *co
         jg_trace_custom_force_opaque(opaque, n_opaque, &prev, &n_prev);
         jg_entry *e = trace_entry_once(c, k, inputs, outs, &failed);
         jg_trace_custom_force_opaque(prev, n_prev, NULL, NULL);
-        bool again = !e && failed && n_opaque < 16;
+        bool again = !e && failed;
         for (int i = 0; i < n_opaque && again; i++)
             again = opaque[i] != failed;
-        if (!again)
-            return e;
+        /* (each function at most once: the loop ends) */
+        const jg_function **more =
+            again ? realloc(opaque, sizeof *opaque * (size_t)(n_opaque + 1)) : NULL;
+        if (!more) {
+            free(opaque);
+            return again ? jg_errorf_null("out of memory in jg_compile") : e;
+        }
+        opaque = more;
         opaque[n_opaque++] = failed;
     }
 }

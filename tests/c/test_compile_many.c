@@ -262,6 +262,66 @@ static void test_compile_many_grad_sets_match_eager(void **state) {
             run_leaves(true, backends[b]);
 }
 
+/* ------------------------------------- many custom functions made opaque */
+
+enum { N_FN = 20 };
+
+/* (2x, 3x) with materialize_grads off; backward needs both gradients */
+static int two_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_ctx_set_materialize_grads(ctx, false);
+    out[0] = jg_mul_scalar(in[0], 2.0);
+    out[1] = jg_mul_scalar(in[0], 3.0);
+    return out[0] && out[1] ? 2 : -1;
+}
+
+static int two_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)ctx, (void)n_out, (void)n_in;
+    if (!g[1])
+        return jg_set_error("TwoBackward: the second gradient is missing");
+    din[0] = jg_add(jg_mul_scalar(g[0], 2.0), jg_mul_scalar(g[1], 3.0));
+    return din[0] ? 1 : -1;
+}
+
+/* sum over N_FN distinct functions of the first output: no call's backward
+ * can be traced (its second gradient never arrives), so each function in
+ * turn is made opaque and the program traced again */
+static int p_many_fns(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    const jg_function *fns = user;
+    jg_tensor *sum = NULL;
+    for (int i = 0; i < N_FN; i++) {
+        jg_tensor *o[2];
+        if (jg_apply(&fns[i], 1, in, NULL, 0, o) != 2)
+            return -1;
+        sum = sum ? jg_add(sum, o[0]) : o[0];
+    }
+    return (out[0] = jg_sum(sum)) ? 1 : -1;
+}
+
+/* the forward compiles (equal to eager) and the backward fails as eager's */
+static void test_compile_many_opaque_functions(void **state) {
+    (void)state;
+    jg_function fns[N_FN];
+    for (int i = 0; i < N_FN; i++)
+        fns[i] = (jg_function){"Two", two_forward, two_backward, NULL};
+    jg_tensor *x = jg_randn(JG_F32, 1, TU_SHAPE(3)), *eo[1], *co[1];
+    jg_set_requires_grad(x, true);
+    assert_int_equal(p_many_fns(fns, NULL, 1, &x, eo), 1);
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(p_many_fns, fns, &o);
+        if (jg_compiled_call(c, NULL, 0, 1, &x, co) != 1)
+            fail_msg("%s: forward failed: %s", backends[b], jg_last_error());
+        TU_SAME(eo[0], co[0]);
+        assert_int_equal(jg_backward(co[0], NULL, 0), -1);
+        TU_ERROR("TwoBackward: the second gradient is missing");
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_many_outputs_match_eager),
@@ -269,6 +329,7 @@ int main(void) {
         TU_TEST(test_compile_many_inputs_written_match_eager),
         TU_TEST(test_compile_many_leaves_backward_match_eager),
         TU_TEST(test_compile_many_grad_sets_match_eager),
+        TU_TEST(test_compile_many_opaque_functions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
