@@ -145,3 +145,13 @@ def test_custom_function_reaching_too_many_tensors_names_the_bound(jg):
     # without fullgraph: eager, with eager's result
     got = jg.compile(f, backend="interp")(x)
     assert got.numpy().tobytes() == f(x).numpy().tobytes()
+
+
+def test_returned_tensor_room_has_a_clear_bound(jg):
+    # the outputs array is sized before the function runs: 4096 tensors
+    # fit, one more is a clear error (no overflow)
+    x = jg.randn(2)
+    got = jg.compile(lambda x: [x * 2] * 4096, backend="interp", fullgraph=True)(x)
+    assert len(got) == 4096 and got[4095].tolist() == (x * 2).tolist()
+    with pytest.raises(RuntimeError, match="a compiled function returns at most 4096 tensors"):
+        jg.compile(lambda x: [x * 2] * 4097, backend="interp", fullgraph=True)(x)

@@ -870,8 +870,8 @@ static void refresh_grads(jg_entry *e) {
 
 static int run_eager(jg_compiled *c, const void *args, int n, jg_tensor *const *inputs,
                      jg_tensor **outputs) {
-    jg_tensor **outs =
-        outputs; /* (the program fills the caller's array, as when called directly) */
+    /* the program fills the caller's array, as when called directly */
+    jg_tensor **outs = outputs;
     jg_scope_push();
     int n_out = c->fn(c->user, args, n, inputs, outs);
     int rc = n_out < 0 ? -1 : check_outputs(n_out, outs);
