@@ -126,10 +126,15 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
     bool *init = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *init);
     if (!init)
         return jg_errorf("out of memory building a backward graph");
+    /* bits 0..62 name the groups that start from a held gradient (bit 63 is
+     * JG_SUM_IN_GRAPH itself); sum_mode sums in the graph only when no
+     * later group holds one */
     int g = 0;
     for (int h = 0; h < e->n_edges; h++)
-        if (multi_head(e, h))
-            init[h] = (v->sum >> g++) & 1;
+        if (multi_head(e, h)) {
+            init[h] = g < 63 && ((v->sum >> g) & 1);
+            g++;
+        }
     int n_init = jg_autodiff_sum_contribs(v->g, e->fwd_ad, e->edge_input, init);
     int *in_src =
         n_init < 0 ? NULL : realloc(v->in_src, sizeof(int) * (size_t)(v->n_in + n_init + 1));

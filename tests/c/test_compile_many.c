@@ -262,6 +262,59 @@ static void test_compile_many_grad_sets_match_eager(void **state) {
             run_leaves(true, backends[b]);
 }
 
+/* ------------------------- many inputs with several gradient contributions */
+
+enum { N_TWICE = 70 };
+
+/* sum_i sum(sin(p[i]) * x) + sum(p[i] * x): every p[i] gets two
+ * contributions through the call's node, summed inside the backward graph
+ * (one group per input, more groups than a 64-bit mask has bits) */
+static int p_twice(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *loss = NULL;
+    for (int i = 0; i < N_TWICE; i++) {
+        jg_tensor *t =
+            jg_add(jg_sum(jg_mul(jg_sin(in[1 + i]), in[0])), jg_sum(jg_mul(in[1 + i], in[0])));
+        loss = loss ? jg_add(loss, t) : t;
+    }
+    return (out[0] = loss) ? 1 : -1;
+}
+
+static void test_compile_many_summed_contributions_match_eager(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *c = jg_compile(p_twice, NULL, &o);
+        assert_non_null(c);
+        jg_tensor *ein[1 + N_TWICE], *kin[1 + N_TWICE];
+        jg_manual_seed(9);
+        for (int i = 0; i < N_TWICE; i++) {
+            ein[1 + i] = jg_randn(JG_F32, 1, TU_SHAPE(5));
+            kin[1 + i] = jg_clone(ein[1 + i]);
+            jg_set_requires_grad(ein[1 + i], true);
+            jg_set_requires_grad(kin[1 + i], true);
+        }
+        for (int call = 0; call < CALLS; call++) {
+            jg_scope_push();
+            ein[0] = kin[0] = jg_randn(JG_F32, 1, TU_SHAPE(5));
+            jg_tensor *eo[1], *co[1];
+            assert_int_equal(p_twice(NULL, NULL, 1 + N_TWICE, ein, eo), 1);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1 + N_TWICE, kin, co), 1);
+            TU_SAME(eo[0], co[0]);
+            /* (from the second call on, the engine holds .grad already) */
+            assert_int_equal(jg_backward(eo[0], NULL, 0), 0);
+            assert_int_equal(jg_backward(co[0], NULL, 0), 0);
+            for (int i = 0; i < N_TWICE; i++)
+                TU_SAME(jg_grad(ein[1 + i]), jg_grad(kin[1 + i]));
+            jg_scope_pop();
+        }
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        jg_compiled_free(c);
+    }
+}
+
 /* ------------------------------------- many custom functions made opaque */
 
 enum { N_FN = 20 };
@@ -329,6 +382,7 @@ int main(void) {
         TU_TEST(test_compile_many_inputs_written_match_eager),
         TU_TEST(test_compile_many_leaves_backward_match_eager),
         TU_TEST(test_compile_many_grad_sets_match_eager),
+        TU_TEST(test_compile_many_summed_contributions_match_eager),
         TU_TEST(test_compile_many_opaque_functions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
