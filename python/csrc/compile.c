@@ -28,7 +28,6 @@ typedef struct JGCompiled {
     char backend[16];
     int fullgraph;
     bool log_recompiles;
-    int most_returned;    /* the most tensors a call returned (see RETURNED_ROOM) */
     bool warned_budget;   /* the scope walk ran out of objects once (warned) */
     PyObject *scopes;     /* JITGRAD_LOG=recompiles: scope fingerprints seen (a set) */
     PyObject *last_scope; /* and the last call's (bytes) */
@@ -60,8 +59,8 @@ typedef struct compiled_call {
 
 /* How many tensors a compiled Python function may return: the library's
  * program writes its outputs into an array its caller sizes before the
- * function has run, so the call makes room for this many (and for twice
- * the most returned before, should that be more).  Past it, a clear error. */
+ * function has run, so each call makes room for this many (32 KiB of
+ * pointers); past it, a clear error rather than an overflow. */
 enum { RETURNED_ROOM = 4096 };
 
 static compiled_call *current;
@@ -819,7 +818,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     key = PyBytes_FromStringAndSize(bytes.data, (Py_ssize_t)bytes.len);
     if (!key)
         goto done;
-    int room = self->most_returned > RETURNED_ROOM / 2 ? 2 * self->most_returned : RETURNED_ROOM;
+    int room = RETURNED_ROOM;
     if (!(outs = PyMem_Malloc(sizeof *outs * (size_t)room))) {
         PyErr_NoMemory();
         goto done;
@@ -839,8 +838,6 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         jgp_raise();
         goto done;
     }
-    if (n > self->most_returned)
-        self->most_returned = n;
     bool ok = (wrapped = PyMem_Calloc((size_t)n + 1, sizeof *wrapped)) != NULL;
     if (!ok) {
         for (int i = 0; i < n; i++) /* out of the scope, then freed */
