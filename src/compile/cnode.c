@@ -115,26 +115,22 @@ static bool multi_head(const jg_entry *e, int h) {
     return false;
 }
 
-bool jg_entry_sums_in_graph(const jg_entry *e) {
+int jg_entry_count_groups(const jg_entry *e) {
+    int n = 0;
     for (int h = 0; h < e->n_edges; h++)
-        if (multi_head(e, h))
-            return true;
-    return false;
+        n += multi_head(e, h);
+    return n;
 }
 
 int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
     bool *init = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *init);
     if (!init)
         return jg_errorf("out of memory building a backward graph");
-    /* bits 0..62 name the groups that start from a held gradient (bit 63 is
-     * JG_SUM_IN_GRAPH itself); sum_mode sums in the graph only when no
-     * later group holds one */
+    const unsigned char *held = v->mask + e->n_node_out; /* per group */
     int g = 0;
     for (int h = 0; h < e->n_edges; h++)
-        if (multi_head(e, h)) {
-            init[h] = g < 63 && ((v->sum >> g) & 1);
-            g++;
-        }
+        if (multi_head(e, h))
+            init[h] = held[g++];
     int n_init = jg_autodiff_sum_contribs(v->g, e->fwd_ad, e->edge_input, init);
     int *in_src =
         n_init < 0 ? NULL : realloc(v->in_src, sizeof(int) * (size_t)(v->n_in + n_init + 1));
@@ -151,9 +147,9 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
 }
 
 jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64_t sum) {
-    size_t nm = (size_t)e->n_node_out;
+    size_t nm = (size_t)e->n_node_out, nk = nm + (size_t)e->n_groups; /* the key's length */
     for (int i = 0; i < e->n_bwd; i++)
-        if (!memcmp(e->bwd[i].mask, mask, nm) && e->bwd[i].sum == sum)
+        if (!memcmp(e->bwd[i].mask, mask, nk) && e->bwd[i].sum == sum)
             return &e->bwd[i];
     if (e->n_bwd == e->cap_bwd) {
         int cap = e->cap_bwd ? e->cap_bwd * 2 : 2;
@@ -166,14 +162,14 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64
     /* seeds, seed_out (the node output of each seed), reach, and the
      * variant's copy of the mask: one allocation but the last */
     int *seeds = malloc(sizeof(int) * 3 * (nm ? nm : 1)), n_seeds = 0, n_reach = 0;
-    unsigned char *own = malloc(nm ? nm : 1);
+    unsigned char *own = malloc(nk ? nk : 1);
     if (!seeds || !own) {
         free(seeds);
         free(own);
         return jg_errorf_null("out of memory building a backward graph");
     }
     int *seed_out = seeds + nm, *reach = seed_out + nm;
-    memcpy(own, mask, nm);
+    memcpy(own, mask, nk);
     for (int k = 0; k < e->n_node_out; k++) {
         if (mask[k] == JG_BWD_GRAD) {
             seed_out[n_seeds] = k;
@@ -628,10 +624,12 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
  * graph with the engine's result: every input's edges add into one
  * accumulator of their own (as they do unless two inputs' gradients meet in
  * one node), and a gradient it already holds, the sum starts from (taken
- * from the engine into take[h]; bit g of the result).  0: let the engine add
- * them one by one. */
-static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, jg_tensor ***acc) {
-    uint64_t sum = JG_SUM_IN_GRAPH;
+ * from the engine: held_out[g] for the g-th input with several
+ * contributions).  JG_SUM_IN_GRAPH, or 0: let the engine add them one by
+ * one (held_out all 0). */
+static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, jg_tensor ***acc,
+                         unsigned char *held_out) {
+    memset(held_out, 0, (size_t)e->n_groups);
     bool any = false;
     for (int k = 0; k < e->n_edges; k++)
         if (jg_engine_edge_acc(n, k, &tgt[k], &acc[k]) < 0)
@@ -648,14 +646,16 @@ static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, 
         if (held) {
             jg_meta m;
             jg_meta_of(held, &m);
-            if (g >= 63 || held->requires_grad ||
-                !jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta))
+            if (held->requires_grad ||
+                !jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta)) {
+                memset(held_out, 0, (size_t)e->n_groups);
                 return 0;
-            sum |= 1ull << g;
+            }
+            held_out[g] = 1;
         }
         g++;
     }
-    return any ? sum : 0;
+    return any ? JG_SUM_IN_GRAPH : 0;
 }
 
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
@@ -666,8 +666,9 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
      * backward runs anyway (as eager runs it) */
     if (create_graph)
         return cnode_apply_create_graph(c, gout, reached);
+    /* the variant's key: per node output, then per input group (sum_mode) */
     unsigned char mask_small[64], *mask = mask_small;
-    if (e->n_node_out > 64 && !(mask = malloc((size_t)e->n_node_out)))
+    if (e->n_node_out + e->n_groups > 64 && !(mask = malloc((size_t)(e->n_node_out + e->n_groups))))
         return jg_errorf("out of memory in backward");
     bool any = false;
     for (int k = 0; k < e->n_node_out; k++) {
@@ -689,7 +690,7 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             free(mask);
         return jg_errorf("out of memory in backward");
     }
-    uint64_t sum = sum_mode(n, e, tgt, acc);
+    uint64_t sum = sum_mode(n, e, tgt, acc, mask + e->n_node_out);
     jg_bwd_variant *v = jg_entry_backward(e, mask, sum);
     if (mask != mask_small)
         free(mask);

@@ -445,12 +445,14 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->saved_val = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_src = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_check = malloc(sizeof(bool) * (size_t)(n_save ? n_save : 1));
-    /* the full backward: every node output received a gradient */
-    unsigned char *all = malloc((size_t)e->n_node_out);
-    jg_bwd_variant v = {all, r.bwd, NULL, r.n_in, r.in_src, 0};
     e->n_edges = r.n_contrib;
     e->edge_input = r.contrib_input;
     r.contrib_input = NULL;
+    e->n_groups = jg_entry_count_groups(e);
+    /* the full backward: every node output received a gradient, the engine
+     * holds nothing for any input yet */
+    unsigned char *all = calloc((size_t)(e->n_node_out + e->n_groups), 1);
+    jg_bwd_variant v = {all, r.bwd, NULL, r.n_in, r.in_src, 0};
     if (!outs || !all || !e->saved_val || !e->saved_src || !e->saved_check) {
         free(outs);
         free(all);
@@ -487,7 +489,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->n_bwd = e->cap_bwd = 1;
     /* the variant a plain backward uses: each input's contributions summed
      * in the graph, the engine holding nothing for them yet */
-    if (jg_entry_sums_in_graph(e)) {
+    if (e->n_groups) {
         e->bwd[0].sum = JG_SUM_IN_GRAPH;
         if (jg_entry_sum_in_graph(e, &e->bwd[0]) < 0) {
             free(outs);

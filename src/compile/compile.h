@@ -53,7 +53,9 @@ typedef struct jg_call_key {
 typedef struct jg_bwd_variant {
     /* per node output k (n_node_out of them): JG_BWD_GRAD, it received a
      * gradient; JG_BWD_REACHED, it was reached without one (only when the
-     * graph has custom calls); else 0 (owned) */
+     * graph has custom calls); else 0.  Then per input with several
+     * contributions (n_groups of them, in edge order): 1 when its sum in the
+     * graph starts from the gradient the engine held for it (owned) */
     unsigned char *mask;
     jg_graph *g;
     void *plan; /* of the entry's backend */
@@ -61,10 +63,10 @@ typedef struct jg_bwd_variant {
     int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k;
                     <= -1 - n_node_out: -1 - n_node_out - h, the gradient the engine
                     held for the input of edge h before the call added to it */
-    /* 0: one output per contribution, the engine sums them; else
-     * JG_SUM_IN_GRAPH | bit g: the contributions of each input are summed in
-     * the graph, the g-th input with several contributions starting from the
-     * gradient the engine held for it (jg_autodiff_sum_contribs) */
+    /* 0: one output per contribution, the engine sums them; or
+     * JG_SUM_IN_GRAPH: the contributions of each input are summed in the
+     * graph (jg_autodiff_sum_contribs), from a held gradient as the mask's
+     * tail says */
     uint64_t sum;
 } jg_bwd_variant;
 #define JG_SUM_IN_GRAPH (1ull << 63)
@@ -126,6 +128,7 @@ typedef struct jg_entry {
      * autodiff.h), to that input's tensor */
     int n_edges;
     int *edge_input;
+    int n_groups; /* inputs with several edges (a backward variant's mask tail) */
     jg_bwd_variant *bwd;
     int n_bwd, cap_bwd;
     /* inputs the program writes in place (compile/mutation.c): their new
@@ -200,7 +203,8 @@ int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r);
  * go, nodes recomputing them come first, saved values they read and g did
  * not are appended as inputs.  0 or -1 + error. */
 int jg_entry_remat_apply(const jg_entry *e, jg_graph *g, int **in_src, bool **checked, int *n_in);
-bool jg_entry_sums_in_graph(const jg_entry *e);
+/* The number of inputs with several edges (e->n_groups). */
+int jg_entry_count_groups(const jg_entry *e);
 /* Rewrites v->g (fresh from autodiff) to sum each input's contributions as
  * v->sum says, adding the inputs it reads to v->in_src. */
 int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v);
