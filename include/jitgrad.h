@@ -308,6 +308,8 @@ typedef struct jg_compile_options {
 } jg_compile_options;
 
 jg_compiled *jg_compile(jg_program_fn fn, void *user, const jg_compile_options *opts);
+/* outputs: room for as many outputs as the program returns (it writes them
+ * there, as when called directly); no other bound */
 int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_inputs,
                      jg_tensor *const *inputs, jg_tensor **outputs);
 void jg_compiled_free(jg_compiled *c);

@@ -54,7 +54,14 @@ typedef struct compiled_call {
     PyObject *args, *kwargs;
     PyObject *key_bytes;
     struct compiled_call *prev;
+    int room; /* the outputs array's length (jg_program_fn's contract: the caller sizes it) */
 } compiled_call;
+
+/* How many tensors a compiled Python function may return: the library's
+ * program writes its outputs into an array its caller sizes before the
+ * function has run, so each call makes room for this many (32 KiB of
+ * pointers); past it, a clear error rather than an overflow. */
+enum { RETURNED_ROOM = 4096 };
 
 static compiled_call *current;
 
@@ -65,12 +72,11 @@ static compiled_call *current;
  * taken for one. */
 static PyObject *tensor_mark, *seq_mark, *dict_mark;
 
-static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n) {
+static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room) {
     if (jgp_is_tensor(o)) {
-        if (*n == JG_MAX_OUTPUTS) {
+        if (*n == room) {
             PyErr_Format(PyExc_RuntimeError,
-                         "jitgrad.compile: a compiled function returns at most %d tensors",
-                         JG_MAX_OUTPUTS);
+                         "jitgrad.compile: a compiled function returns at most %d tensors", room);
             return NULL;
         }
         outputs[(*n)++] = jgp_t(o);
@@ -84,7 +90,7 @@ static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n) {
         Py_ssize_t m = PyTuple_GET_SIZE(items);
         PyObject *kids = PyTuple_New(m);
         for (Py_ssize_t i = 0; kids && i < m; i++) {
-            PyObject *c = out_template(PyTuple_GET_ITEM(items, i), outputs, n);
+            PyObject *c = out_template(PyTuple_GET_ITEM(items, i), outputs, n, room);
             if (!c)
                 Py_CLEAR(kids);
             else
@@ -99,7 +105,7 @@ static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n) {
         PyObject *kids = PyList_New(0), *key, *val;
         Py_ssize_t pos = 0;
         while (kids && PyDict_Next(o, &pos, &key, &val)) {
-            PyObject *c = out_template(val, outputs, n);
+            PyObject *c = out_template(val, outputs, n, room);
             PyObject *kv = c ? PyTuple_Pack(2, key, c) : NULL;
             Py_XDECREF(c);
             if (!kv || PyList_Append(kids, kv) < 0)
@@ -664,7 +670,7 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     if (!res)
         goto fail;
     int n = 0;
-    tmpl = out_template(res, outputs, &n);
+    tmpl = out_template(res, outputs, &n, call->room);
     if (!tmpl)
         goto fail;
     PyObject *key = Py_BuildValue("(Oi)", call->key_bytes, n);
@@ -791,7 +797,8 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         kwargs = NULL;
     PyObject *tensors = PyList_New(0), *result = NULL, *key = NULL;
     jgp_buf bytes = {0};
-    jg_tensor **inputs = NULL;
+    jg_tensor **inputs = NULL, **outs = NULL;
+    PyObject **wrapped = NULL;
     if (!tensors || jgp_serialize(args, &bytes, tensors) < 0 ||
         (kwargs && jgp_serialize(kwargs, &bytes, tensors) < 0))
         goto done;
@@ -842,12 +849,16 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     key = PyBytes_FromStringAndSize(bytes.data, (Py_ssize_t)bytes.len);
     if (!key)
         goto done;
-    compiled_call call = {self, args, kwargs, key, current};
+    int room = RETURNED_ROOM;
+    if (!(outs = PyMem_Malloc(sizeof *outs * (size_t)room))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    compiled_call call = {self, args, kwargs, key, current, room};
     current = &call;
     PyObject *prev_classes = jgp_trace_classes, *prev_objects = jgp_call_objects;
     jgp_trace_classes = self->classes;
     jgp_call_objects = self->objects;
-    jg_tensor *outs[JG_MAX_OUTPUTS];
     jgp_enter();
     int n = jg_compiled_call(self->c, bytes.data, bytes.len, (int)n_in, inputs, outs);
     jgp_leave(n >= 0);
@@ -858,8 +869,13 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         jgp_raise();
         goto done;
     }
-    PyObject *wrapped[JG_MAX_OUTPUTS];
-    bool ok = true;
+    bool ok = (wrapped = PyMem_Calloc((size_t)n + 1, sizeof *wrapped)) != NULL;
+    if (!ok) {
+        for (int i = 0; i < n; i++) /* out of the scope, then freed */
+            jg_release(jg_keep(outs[i]));
+        PyErr_NoMemory();
+        goto done;
+    }
     for (int i = 0; i < n; i++) {
         /* an input returned (e.g. one written in place) is that same object */
         Py_ssize_t k = 0;
@@ -888,6 +904,8 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < n; i++)
         Py_XDECREF(wrapped[i]);
 done:
+    PyMem_Free(wrapped);
+    PyMem_Free(outs);
     jgp_buf_free(&bytes);
     PyMem_Free(inputs);
     Py_XDECREF(tensors);

@@ -215,9 +215,9 @@ def test_buffer_update_in_program_is_written_back(jg):
 
 
 class Block:
-    """A small transformer block: pre-norm attention and GELU MLP, residuals
-    (no biases or norm weights: a program writes at most 16 tensors and
-    returns, JG_MAX_OUTPUTS)."""
+    """A small transformer block: pre-norm attention and GELU MLP, residuals,
+    no biases or norm weights (test_compile_many.py trains models with
+    them)."""
 
     def __init__(self, T, d=8):
         nn = T.nn

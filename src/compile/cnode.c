@@ -44,6 +44,7 @@ static void variant_free(const jg_entry *e, jg_bwd_variant *v) {
     e->backend->plan_free(v->plan);
     jg_graph_free(v->g);
     free(v->in_src);
+    free(v->mask);
 }
 
 void jg_entry_release(jg_entry *e) {
@@ -93,11 +94,13 @@ void jg_entry_release(jg_entry *e) {
     free(e->mut_input);
     free(e->mut_writes);
     free(e->out_input);
-    for (int j = 0; e->out_view_steps && j < JG_MAX_OUTPUTS; j++)
+    for (int j = 0; e->out_view_steps && j < e->n_out_view; j++)
         free(e->out_view_steps[j]);
     free(e->out_view_steps);
     free(e->out_view_in);
     free(e->out_view_n);
+    free(e->out_relayout);
+    free(e->out_stride);
     free(e->key.in);
     free((void *)e->key.args);
     free(e->break_reason);
@@ -118,21 +121,22 @@ static bool multi_head(const jg_entry *e, int h) {
     return false;
 }
 
-bool jg_entry_sums_in_graph(const jg_entry *e) {
+int jg_entry_count_groups(const jg_entry *e) {
+    int n = 0;
     for (int h = 0; h < e->n_edges; h++)
-        if (multi_head(e, h))
-            return true;
-    return false;
+        n += multi_head(e, h);
+    return n;
 }
 
 int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
     bool *init = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *init);
     if (!init)
         return jg_errorf("out of memory building a backward graph");
+    const unsigned char *held = v->mask + e->n_node_out; /* per group */
     int g = 0;
     for (int h = 0; h < e->n_edges; h++)
         if (multi_head(e, h))
-            init[h] = (v->sum >> g++) & 1;
+            init[h] = held[g++];
     int n_init = jg_autodiff_sum_contribs(v->g, e->fwd_ad, e->edge_input, init);
     int *in_src =
         n_init < 0 ? NULL : realloc(v->in_src, sizeof(int) * (size_t)(v->n_in + n_init + 1));
@@ -140,7 +144,7 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
         v->in_src = in_src;
         for (int h = 0; h < e->n_edges; h++)
             if (init[h])
-                v->in_src[v->n_in++] = -1 - JG_MAX_OUTPUTS - h;
+                v->in_src[v->n_in++] = -1 - e->n_node_out - h;
     }
     free(init);
     if (n_init >= 0 && !in_src)
@@ -148,9 +152,10 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
     return n_init < 0 ? -1 : 0;
 }
 
-jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum) {
+jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64_t sum) {
+    size_t nm = (size_t)e->n_node_out, nk = nm + (size_t)e->n_groups; /* the key's length */
     for (int i = 0; i < e->n_bwd; i++)
-        if (e->bwd[i].mask == mask && e->bwd[i].sum == sum)
+        if (!memcmp(e->bwd[i].mask, mask, nk) && e->bwd[i].sum == sum)
             return &e->bwd[i];
     if (e->n_bwd == e->cap_bwd) {
         int cap = e->cap_bwd ? e->cap_bwd * 2 : 2;
@@ -160,25 +165,38 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum) {
         e->bwd = b;
         e->cap_bwd = cap;
     }
-    int seeds[JG_MAX_OUTPUTS], n_seeds = 0, seed_out[JG_MAX_OUTPUTS];
-    int reach[JG_MAX_OUTPUTS], n_reach = 0;
+    /* seeds, seed_out (the node output of each seed), reach, and the
+     * variant's copy of the mask: one allocation but the last */
+    int *seeds = malloc(sizeof(int) * 3 * (nm ? nm : 1)), n_seeds = 0, n_reach = 0;
+    unsigned char *own = malloc(nk ? nk : 1);
+    if (!seeds || !own) {
+        free(seeds);
+        free(own);
+        return jg_errorf_null("out of memory building a backward graph");
+    }
+    int *seed_out = seeds + nm, *reach = seed_out + nm;
+    memcpy(own, mask, nk);
     for (int k = 0; k < e->n_node_out; k++) {
-        if (mask & (1u << k)) {
+        if (mask[k] == JG_BWD_GRAD) {
             seed_out[n_seeds] = k;
             seeds[n_seeds++] = e->node_out_val[k];
-        } else if (mask & (1u << (JG_MAX_OUTPUTS + k))) {
+        } else if (mask[k] == JG_BWD_REACHED) {
             reach[n_reach++] = e->node_out_val[k];
         }
     }
     jg_autodiff_result r;
-    if (jg_autodiff(e->fwd_ad, n_seeds, seeds, n_reach, reach, &r) < 0)
+    if (jg_autodiff(e->fwd_ad, n_seeds, seeds, n_reach, reach, &r) < 0) {
+        free(seeds);
+        free(own);
         return NULL;
+    }
     JG_ASSERT(r.n_contrib == e->n_edges);
-    jg_bwd_variant v = {mask, r.bwd, NULL, r.n_in, r.in_src, sum};
+    jg_bwd_variant v = {own, r.bwd, NULL, r.n_in, r.in_src, sum};
     r.bwd = NULL;
     r.in_src = NULL;
     jg_autodiff_result_free(&r);
     if (jg_entry_remat_apply(e, v.g, &v.in_src, NULL, &v.n_in) < 0) {
+        free(seeds);
         variant_free(e, &v);
         return NULL;
     }
@@ -194,13 +212,15 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum) {
         if (i == e->n_saved) {
             /* cannot happen: a partial backward reads a subset of what the
              * full one reads */
+            free(seeds);
             variant_free(e, &v);
-            return jg_errorf_null("internal error: backward graph for output mask %#x reads "
-                                  "forward value %d, which the forward does not save",
-                                  mask, src);
+            return jg_errorf_null("internal error: a partial backward graph reads forward value "
+                                  "%d, which the forward does not save",
+                                  src);
         }
         v.in_src[k] = i;
     }
+    free(seeds);
     if (sum && jg_entry_sum_in_graph(e, &v) < 0) {
         variant_free(e, &v);
         return NULL;
@@ -431,17 +451,24 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     int ng = e->n_graph_inputs, nf = f->n_outputs, nu = 0;
     /* outputs of this backward: with a gradient, or reached (a custom call
      * behind it runs on zeros, as in eager) */
-    bool in_run[JG_MAX_OUTPUTS] = {0}, any = false;
+    bool *in_run = calloc((size_t)e->n_node_out + 1, sizeof *in_run), any = false;
+    if (!in_run)
+        return jg_errorf("out of memory in backward");
     for (int k = 0; k < e->n_node_out; k++)
         any |= in_run[k] = gout[k] || (reached[k] && e->has_custom);
-    if (!any)
+    if (!any) {
+        free(in_run);
         return 1;
+    }
     for (int i = 0; i < f->n_nodes; i++)
         nu += jg_gnode_n_slots(&f->nodes[i]);
     size_t words = (size_t)ng + (size_t)nu + (size_t)nf;
-    jg_tensor **in = calloc(words ? words : 1, sizeof *in);
-    if (!in)
+    /* (+ n_node_out: the outputs of this backward, at the end) */
+    jg_tensor **in = calloc(words + (size_t)e->n_node_out + 1, sizeof *in);
+    if (!in) {
+        free(in_run);
         return jg_errorf("out of memory in backward");
+    }
     jg_tensor **uses = in + ng, **fo = uses + nu;
     jg_scope_push();
     int rc = 0;
@@ -564,7 +591,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
         rc = restore_saved(c, vals, in, stale, n_stand, stand);
     for (int j = 0; j < n_stand && rc == 0; j++)
         ((use_node *)stand[j]->grad_fn)->through = true;
-    jg_tensor *outs[JG_MAX_OUTPUTS];
+    jg_tensor **outs = fo + nf;
     for (int k = 0; k < e->n_node_out; k++)
         outs[k] = in_run[k] ? fo[e->node_out_prog[k]] : NULL;
     /* every node of the rerun: also those no output leads to (a value a
@@ -595,6 +622,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     free(stand);
     free(stale);
     free(in);
+    free(in_run);
     return rc < 0 ? -1 : JG_NODE_SPLICED;
 }
 
@@ -602,10 +630,12 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
  * graph with the engine's result: every input's edges add into one
  * accumulator of their own (as they do unless two inputs' gradients meet in
  * one node), and a gradient it already holds, the sum starts from (taken
- * from the engine into take[h]; bit g of the result).  0: let the engine add
- * them one by one. */
-static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, jg_tensor ***acc) {
-    uint64_t sum = JG_SUM_IN_GRAPH;
+ * from the engine: held_out[g] for the g-th input with several
+ * contributions).  JG_SUM_IN_GRAPH, or 0: let the engine add them one by
+ * one (held_out all 0). */
+static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, jg_tensor ***acc,
+                         unsigned char *held_out) {
+    memset(held_out, 0, (size_t)e->n_groups);
     bool any = false;
     for (int k = 0; k < e->n_edges; k++)
         if (jg_engine_edge_acc(n, k, &tgt[k], &acc[k]) < 0)
@@ -622,14 +652,16 @@ static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, 
         if (held) {
             jg_meta m;
             jg_meta_of(held, &m);
-            if (g >= 63 || held->requires_grad ||
-                !jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta))
+            if (held->requires_grad ||
+                !jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta)) {
+                memset(held_out, 0, (size_t)e->n_groups);
                 return 0;
-            sum |= 1ull << g;
+            }
+            held_out[g] = 1;
         }
         g++;
     }
-    return any ? sum : 0;
+    return any ? JG_SUM_IN_GRAPH : 0;
 }
 
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
@@ -640,24 +672,34 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
      * backward runs anyway (as eager runs it) */
     if (create_graph)
         return cnode_apply_create_graph(c, gout, reached);
-    unsigned mask = 0;
-    for (int k = 0; k < e->n_node_out; k++)
-        if (gout[k])
-            mask |= 1u << k;
-        else if (reached[k] && e->has_custom)
-            mask |= 1u << (JG_MAX_OUTPUTS + k);
-    if (!mask)
+    /* the variant's key: per node output, then per input group (sum_mode) */
+    unsigned char mask_small[64], *mask = mask_small;
+    if (e->n_node_out + e->n_groups > 64 && !(mask = malloc((size_t)(e->n_node_out + e->n_groups))))
+        return jg_errorf("out of memory in backward");
+    bool any = false;
+    for (int k = 0; k < e->n_node_out; k++) {
+        mask[k] = gout[k] ? JG_BWD_GRAD : reached[k] && e->has_custom ? JG_BWD_REACHED : 0;
+        any |= mask[k] != 0;
+    }
+    if (!any) {
+        if (mask != mask_small)
+            free(mask);
         return 1; /* nothing arrived and nothing runs regardless: not run */
+    }
     const void *tgt_small[32], **tgt = tgt_small;
     jg_tensor **acc_small[32], ***acc = acc_small;
     if (e->n_edges > 32 && (!(tgt = malloc(sizeof *tgt * (size_t)e->n_edges)) ||
                             !(acc = malloc(sizeof *acc * (size_t)e->n_edges)))) {
         if (tgt != tgt_small)
             free(tgt);
+        if (mask != mask_small)
+            free(mask);
         return jg_errorf("out of memory in backward");
     }
-    uint64_t sum = sum_mode(n, e, tgt, acc);
+    uint64_t sum = sum_mode(n, e, tgt, acc, mask + e->n_node_out);
     jg_bwd_variant *v = jg_entry_backward(e, mask, sum);
+    if (mask != mask_small)
+        free(mask);
     if (!v) {
         if (tgt != tgt_small)
             free(tgt);
@@ -676,8 +718,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     int rc = 0;
     for (int k = 0; k < v->n_in && rc == 0; k++) {
         int src = v->in_src[k];
-        if (src <= -1 - JG_MAX_OUTPUTS)
-            bin[k] = *acc[-1 - JG_MAX_OUTPUTS - src];
+        if (src <= -1 - e->n_node_out)
+            bin[k] = *acc[-1 - e->n_node_out - src];
         else if (src < 0)
             bin[k] = gout[-1 - src];
         else if (!(bin[k] = jg_saved_unpack(&c->saved[src], n, false)))
@@ -690,8 +732,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
         /* the sums include what the engine held: it starts again from them */
         for (int k = 0; k < v->n_in; k++)
-            if (v->in_src[k] <= -1 - JG_MAX_OUTPUTS) {
-                jg_tensor **a = acc[-1 - JG_MAX_OUTPUTS - v->in_src[k]];
+            if (v->in_src[k] <= -1 - e->n_node_out) {
+                jg_tensor **a = acc[-1 - e->n_node_out - v->in_src[k]];
                 jg_release(*a);
                 *a = NULL;
             }
@@ -737,11 +779,16 @@ static const char *cnode_name(const jg_node *n) {
 static void cnode_edges_reached(const jg_node *n, jg_tensor *const *gout, const bool *reached,
                                 bool *edge_reached) {
     const jg_entry *e = ((const compiled_node *)n)->e;
-    int from[JG_MAX_OUTPUTS], n_from = 0;
-    for (int k = 0; k < e->n_node_out; k++)
+    int from_small[64] = {0}, *from = from_small, n_from = 0;
+    if (e->n_node_out > 64 && !(from = malloc(sizeof(int) * (size_t)e->n_node_out)))
+        n_from = -1; /* out of memory: every edge, below */
+    for (int k = 0; k < e->n_node_out && n_from >= 0; k++)
         if (gout[k] || reached[k])
             from[n_from++] = e->node_out_val[k];
-    if (jg_autodiff_edges_reached(e->fwd_ad, n_from, from, edge_reached) < 0) {
+    int rc = n_from < 0 ? -1 : jg_autodiff_edges_reached(e->fwd_ad, n_from, from, edge_reached);
+    if (from != from_small)
+        free(from);
+    if (rc < 0) {
         jg_clear_error();
         for (int k = 0; k < n->n_next; k++)
             edge_reached[k] = true; /* out of memory: every edge, as before */
@@ -758,7 +805,10 @@ static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_dest
  * caller's next ops (contiguous(), view(), the layout of further results,
  * and with them the order autograd sums gradients in) act as after eager. */
 static int relayout_outputs(const jg_entry *e, jg_tensor *const *gt, int ng, jg_tensor **fo) {
-    for (int j = 0; j < e->n_prog_out; j++) {
+    /* (out_relayout covers the program's own outputs, not the new values of
+     * written tensors after them) */
+    int n_user = e->n_prog_out - e->n_mut - e->n_lmut - e->n_gset_out;
+    for (int j = 0; j < n_user; j++) {
         jg_tensor *t = fo[j];
         if (!e->out_relayout[j] || t->is_view || !jg_dense(t))
             continue;
@@ -840,15 +890,20 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             for (int k = 0; k < e->n_graph_inputs; k++)
                 jg_saved_init(&c->saved[e->n_saved + k], gt[k]);
             c->base.has_saved = e->n_saved > 0;
-            jg_tensor *outs[JG_MAX_OUTPUTS];
-            for (int k = 0; k < e->n_node_out; k++)
+            jg_tensor *outs_small[16], **outs = outs_small;
+            if (e->n_node_out > 16 && !(outs = malloc(sizeof *outs * (size_t)e->n_node_out)))
+                rc = jg_errorf("out of memory running a compiled function");
+            for (int k = 0; k < e->n_node_out && rc == 0; k++)
                 outs[k] = fo[e->node_out_prog[k]];
-            jg_node_set_outputs(&c->base, e->n_node_out, outs);
+            if (rc == 0)
+                jg_node_set_outputs(&c->base, e->n_node_out, outs);
+            if (outs != outs_small)
+                free(outs);
             jg_node_release(&c->base); /* the outputs hold it */
         }
     }
     /* outputs that view an input are tracked views of it, as in eager */
-    for (int j = 0; rc == 0 && e->out_view_in && j < e->n_prog_out; j++)
+    for (int j = 0; rc == 0 && e->out_view_in && j < e->n_out_view; j++)
         if (e->out_view_in[j] >= 0)
             rc = e->out_view_n[j] ? jg_view_track_steps(gt[e->out_view_in[j]], fo[j],
                                                         e->out_view_steps[j], e->out_view_n[j])

@@ -360,9 +360,8 @@ static bool key_match(const jg_entry *e, const jg_call_key *k, jg_tensor *const 
 
 static int check_outputs(int n_out, jg_tensor *const *outs) {
     /* no outputs is fine: a program may only write its inputs (a training step) */
-    if (n_out < 0 || n_out > JG_MAX_OUTPUTS)
-        return jg_errorf("jg_compiled_call: the program returned %d outputs (at most %d)", n_out,
-                         JG_MAX_OUTPUTS);
+    if (n_out < 0)
+        return jg_errorf("jg_compiled_call: the program returned %d outputs", n_out);
     for (int j = 0; j < n_out; j++)
         if (!outs[j])
             return jg_errorf("jg_compiled_call: the program returned NULL for output %d", j);
@@ -413,8 +412,9 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->n_prog_out = g->n_outputs;
     /* the node's outputs: distinct program outputs computed by nodes that
      * require grad (inputs and constants pass through as themselves) */
-    if (!(e->node_out_val = malloc(sizeof(int) * JG_MAX_OUTPUTS)) ||
-        !(e->node_out_prog = malloc(sizeof(int) * JG_MAX_OUTPUTS)))
+    size_t n_node_max = (size_t)(g->n_outputs ? g->n_outputs : 1);
+    if (!(e->node_out_val = malloc(sizeof(int) * n_node_max)) ||
+        !(e->node_out_prog = malloc(sizeof(int) * n_node_max)))
         return jg_errorf("out of memory in jg_compile");
     for (int j = 0; j < g->n_outputs; j++) {
         int v = g->outputs[j];
@@ -435,10 +435,8 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     for (int i = 0; i < g->n_nodes; i++)
         e->has_custom |= g->nodes[i].kind == JG_GN_CUSTOM;
     jg_autodiff_result r;
-    int seeds[JG_MAX_OUTPUTS];
-    for (int k = 0; k < e->n_node_out; k++)
-        seeds[k] = e->node_out_val[k];
-    if (jg_autodiff(g, e->n_node_out, seeds, 0, NULL, &r) < 0) {
+    /* (the seeds: every node output, node_out_val's order) */
+    if (jg_autodiff(g, e->n_node_out, e->node_out_val, 0, NULL, &r) < 0) {
         *failed = r.failed_fn;
         return -1;
     }
@@ -457,15 +455,21 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->saved_val = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_src = malloc(sizeof(int) * (size_t)(n_save ? n_save : 1));
     e->saved_check = malloc(sizeof(bool) * (size_t)(n_save ? n_save : 1));
-    jg_bwd_variant v = {(1u << e->n_node_out) - 1, r.bwd, NULL, r.n_in, r.in_src, 0};
     e->n_edges = r.n_contrib;
     e->edge_input = r.contrib_input;
     r.contrib_input = NULL;
-    if (!outs || !e->saved_val || !e->saved_src || !e->saved_check) {
+    e->n_groups = jg_entry_count_groups(e);
+    /* the full backward: every node output received a gradient, the engine
+     * holds nothing for any input yet */
+    unsigned char *all = calloc((size_t)(e->n_node_out + e->n_groups), 1);
+    jg_bwd_variant v = {all, r.bwd, NULL, r.n_in, r.in_src, 0};
+    if (!outs || !all || !e->saved_val || !e->saved_src || !e->saved_check) {
         free(outs);
+        free(all);
         jg_autodiff_result_free(&r);
         return jg_errorf("out of memory in jg_compile");
     }
+    memset(all, JG_BWD_GRAD, (size_t)e->n_node_out);
     memcpy(outs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
     int n_fout = g->n_outputs;
     for (int k = 0; k < r.n_in; k++) {
@@ -487,6 +491,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     r.in_checked = NULL;
     if (!(e->bwd = malloc(sizeof *e->bwd))) {
         free(outs);
+        free(all);
         jg_autodiff_result_free(&r);
         return jg_errorf("out of memory in jg_compile");
     }
@@ -494,7 +499,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->n_bwd = e->cap_bwd = 1;
     /* the variant a plain backward uses: each input's contributions summed
      * in the graph, the engine holding nothing for them yet */
-    if (jg_entry_sums_in_graph(e)) {
+    if (e->n_groups) {
         e->bwd[0].sum = JG_SUM_IN_GRAPH;
         if (jg_entry_sum_in_graph(e, &e->bwd[0]) < 0) {
             free(outs);
@@ -634,12 +639,13 @@ static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const in
             ops[b] = o, attrs[b] = t;
         }
         if (!e->out_view_in) {
-            e->out_view_in = malloc(sizeof(int) * JG_MAX_OUTPUTS);
-            e->out_view_n = calloc(JG_MAX_OUTPUTS, sizeof(int));
-            e->out_view_steps = calloc(JG_MAX_OUTPUTS, sizeof(void *));
+            e->out_view_in = malloc(sizeof(int) * (size_t)n_out);
+            e->out_view_n = calloc((size_t)n_out, sizeof(int));
+            e->out_view_steps = calloc((size_t)n_out, sizeof(void *));
             if (!e->out_view_in || !e->out_view_n || !e->out_view_steps)
                 return jg_errorf("out of memory in jg_compile");
-            for (int m = 0; m < JG_MAX_OUTPUTS; m++)
+            e->n_out_view = n_out;
+            for (int m = 0; m < n_out; m++)
                 e->out_view_in[m] = -1;
         }
         if (n && jg_view_steps_make(n, ops, attrs, &e->out_view_steps[j]) < 0)
@@ -660,8 +666,10 @@ static bool lifted_written(void) {
     return false;
 }
 
+/* outs: the caller's outputs array, which the program writes as when called
+ * directly (so it holds as many outputs as the program returns) */
 static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
-                                  const jg_function **failed) {
+                                  jg_tensor **outs, const jg_function **failed) {
     int n = k->n_inputs;
     jg_entry *e = calloc(1, sizeof *e);
     if (!e)
@@ -718,7 +726,6 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             orig[i] = sym[i]->sym->value;
         }
     }
-    jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
     /* the trace has no side effects: randomness it drew (a graph break) is
      * drawn again by the eager run */
     int rng = jg_rng_checkpoint();
@@ -769,8 +776,14 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
                 e->eager = true;
         }
     }
+    int *vals = NULL; /* the graph's outputs: grown by the mutation finders */
     if (rc == 0 && !e->eager) {
-        int vals[JG_MAX_OUTPUTS];
+        /* relayout info per graph output; the extra outputs (new values of
+         * written tensors) need none: calloc'd for all of them below */
+        if (!(vals = malloc(sizeof(int) * (size_t)(n_out + e->n_mut + 1))) ||
+            !(e->out_relayout = calloc((size_t)(n_out + 1), sizeof *e->out_relayout)) ||
+            !(e->out_stride = calloc((size_t)(n_out + 1), sizeof *e->out_stride)))
+            rc = jg_errorf("out of memory in jg_compile");
         for (int j = 0; j < n_out && rc == 0; j++)
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
@@ -784,7 +797,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             if ((vals[n_out + m] = jg_trace_value(sym[e->mut_input[m]])) < 0)
                 rc = -1;
         char why[300];
-        if (rc == 0 && (rc = jg_lifted_mutations_find(e, k, inputs, n_out, outs, vals,
+        if (rc == 0 && (rc = jg_lifted_mutations_find(e, k, inputs, n_out, outs, &vals,
                                                       n_out + e->n_mut, why, sizeof why)) > 0) {
             rc = 0;
             if (c->fullgraph)
@@ -796,23 +809,14 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             else
                 e->eager = true;
         }
-        if (rc == 0 && !e->eager &&
-            (rc = jg_grad_sets_find(e, vals, n_out + e->n_mut + e->n_lmut, why, sizeof why)) > 0) {
-            rc = 0;
-            if (c->fullgraph)
-                rc = jg_errorf("jg_compiled_call(fullgraph): the program cannot be captured in "
-                               "one graph: %s",
-                               why);
-            else if (!(e->break_reason = strdup(why)))
-                rc = jg_errorf("out of memory in jg_compile");
-            else
-                e->eager = true;
-        }
+        if (rc == 0 && !e->eager)
+            rc = jg_grad_sets_find(e, &vals, n_out + e->n_mut + e->n_lmut);
         if (rc == 0 && !e->eager)
             rc = jg_graph_set_outputs(g, n_out + e->n_mut + e->n_lmut + e->n_gset_out, vals);
         if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }
+    free(vals);
     jg_scope_pop();
     jg_trace_end();
     free(sym);
@@ -836,20 +840,27 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
  * gradient missing) must not fail the forward: eager mode would fail only
  * when backward runs.  The program is traced again with that function's
  * calls opaque, so its callbacks run at run time exactly as in eager mode. */
-static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs) {
-    const jg_function *opaque[16];
+static jg_entry *trace_entry(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
+                             jg_tensor **outs) {
+    const jg_function **opaque = NULL;
     int n_opaque = 0;
     for (;;) {
         const jg_function *failed = NULL, *const * prev;
         int n_prev;
         jg_trace_custom_force_opaque(opaque, n_opaque, &prev, &n_prev);
-        jg_entry *e = trace_entry_once(c, k, inputs, &failed);
+        jg_entry *e = trace_entry_once(c, k, inputs, outs, &failed);
         jg_trace_custom_force_opaque(prev, n_prev, NULL, NULL);
-        bool again = !e && failed && n_opaque < 16;
+        bool again = !e && failed;
         for (int i = 0; i < n_opaque && again; i++)
             again = opaque[i] != failed;
-        if (!again)
-            return e;
+        /* (each function at most once: the loop ends) */
+        const jg_function **more =
+            again ? realloc(opaque, sizeof *opaque * (size_t)(n_opaque + 1)) : NULL;
+        if (!more) {
+            free(opaque);
+            return again ? jg_errorf_null("out of memory in jg_compile") : e;
+        }
+        opaque = more;
         opaque[n_opaque++] = failed;
     }
 }
@@ -872,7 +883,8 @@ static void refresh_grads(jg_entry *e) {
 
 static int run_eager(jg_compiled *c, const void *args, int n, jg_tensor *const *inputs,
                      jg_tensor **outputs) {
-    jg_tensor *outs[JG_MAX_OUTPUTS] = {0};
+    /* the program fills the caller's array, as when called directly */
+    jg_tensor **outs = outputs;
     jg_scope_push();
     int n_out = c->fn(c->user, args, n, inputs, outs);
     int rc = n_out < 0 ? -1 : check_outputs(n_out, outs);
@@ -958,7 +970,7 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
             c->entries = es;
             c->cap_entries = cap;
         }
-        e = trace_entry(c, &key, inputs);
+        e = trace_entry(c, &key, inputs, outputs);
         if (in != small)
             free(in);
         if (!e)

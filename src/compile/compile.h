@@ -51,21 +51,26 @@ typedef struct jg_call_key {
 } jg_call_key;
 
 typedef struct jg_bwd_variant {
-    unsigned mask; /* bit k: node output k received a gradient; bit JG_MAX_OUTPUTS + k: it
-                      was reached without one (only when the graph has custom calls) */
+    /* per node output k (n_node_out of them): JG_BWD_GRAD, it received a
+     * gradient; JG_BWD_REACHED, it was reached without one (only when the
+     * graph has custom calls); else 0.  Then per input with several
+     * contributions (n_groups of them, in edge order): 1 when its sum in the
+     * graph starts from the gradient the engine held for it (owned) */
+    unsigned char *mask;
     jg_graph *g;
     void *plan; /* of the entry's backend */
     int n_in;
     int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k;
-                    <= -1 - JG_MAX_OUTPUTS: -1 - JG_MAX_OUTPUTS - h, the gradient the engine
+                    <= -1 - n_node_out: -1 - n_node_out - h, the gradient the engine
                     held for the input of edge h before the call added to it */
-    /* 0: one output per contribution, the engine sums them; else
-     * JG_SUM_IN_GRAPH | bit g: the contributions of each input are summed in
-     * the graph, the g-th input with several contributions starting from the
-     * gradient the engine held for it (jg_autodiff_sum_contribs) */
+    /* 0: one output per contribution, the engine sums them; or
+     * JG_SUM_IN_GRAPH: the contributions of each input are summed in the
+     * graph (jg_autodiff_sum_contribs), from a held gradient as the mask's
+     * tail says */
     uint64_t sum;
 } jg_bwd_variant;
 #define JG_SUM_IN_GRAPH (1ull << 63)
+enum { JG_BWD_GRAD = 1, JG_BWD_REACHED = 2 };
 
 typedef struct jg_entry {
     int refcount;
@@ -109,8 +114,8 @@ typedef struct jg_entry {
     int n_prog_out;
     /* program outputs eager gives a non-row-major layout (an elementwise
      * result of strided operands): the compiled call hands them out in it */
-    bool out_relayout[JG_MAX_OUTPUTS];
-    int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS];
+    bool *out_relayout;                 /* per graph output (NULL: none) */
+    int64_t (*out_stride)[JG_MAX_DIMS]; /* ... its layout */
     /* values the backward graphs read: the forward value id and where its
      * tensor comes from at run time (>= 0: forward output; < 0: -1 - graph
      * input) */
@@ -129,6 +134,7 @@ typedef struct jg_entry {
      * autodiff.h), to that input's tensor */
     int n_edges;
     int *edge_input;
+    int n_groups; /* inputs with several edges (a backward variant's mask tail) */
     jg_bwd_variant *bwd;
     int n_bwd, cap_bwd;
     /* inputs the program writes in place (compile/mutation.c): their new
@@ -155,6 +161,7 @@ typedef struct jg_entry {
     int *out_view_in;
     void **out_view_steps;
     int *out_view_n;
+    int n_out_view; /* the length of the three above */
 } jg_entry;
 
 void jg_entry_release(jg_entry *e);
@@ -176,20 +183,21 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
  * program wrote in place, records them in e and appends their new values to
  * vals (which holds n_vals).  1 with `why` when such a write cannot be
  * compiled (the tensor shares storage with an input or another captured
- * tensor, or is returned), 0, or -1 + error. */
+ * tensor, or is returned), 0, or -1 + error.  *vals (malloc'd) grows as
+ * needed. */
 int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, int n_out,
-                             jg_tensor *const *outs, int *vals, int n_vals, char *why,
+                             jg_tensor *const *outs, int **vals, int n_vals, char *why,
                              size_t why_size);
 /* After the lifted mutations: the captured tensors whose .grad the program
- * set, their new .grad values appended to vals (holding n_vals).  1 with
- * `why` (too many outputs), 0, or -1 + error. */
-int jg_grad_sets_find(jg_entry *e, int *vals, int n_vals, char *why, size_t why_size);
+ * set, their new .grad values appended to *vals (holding n_vals; malloc'd,
+ * grown as needed).  0, or -1 + error. */
+int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals);
 /* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs, jg_tensor **outputs);
 /* The backward variant for a mask, built on first use. */
-jg_bwd_variant *jg_entry_backward(jg_entry *e, unsigned mask, uint64_t sum);
+jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64_t sum);
 /* Whether some input has several contributions (edges): then backward
  * variants sum them in the graph when the engine allows (v->sum). */
 enum { JG_REMAT_RECOMPUTE = 1, JG_REMAT_LEAF = 2 };
@@ -201,7 +209,8 @@ int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r);
  * go, nodes recomputing them come first, saved values they read and g did
  * not are appended as inputs.  0 or -1 + error. */
 int jg_entry_remat_apply(const jg_entry *e, jg_graph *g, int **in_src, bool **checked, int *n_in);
-bool jg_entry_sums_in_graph(const jg_entry *e);
+/* The number of inputs with several edges (e->n_groups). */
+int jg_entry_count_groups(const jg_entry *e);
 /* Rewrites v->g (fresh from autodiff) to sum each input's contributions as
  * v->sum says, adding the inputs it reads to v->in_src. */
 int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v);

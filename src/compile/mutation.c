@@ -16,11 +16,16 @@
 
 int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
                       int n_out, jg_tensor *const *outs, char *why, size_t why_size) {
-    int n = k->n_inputs, mut[JG_MAX_OUTPUTS], n_mut = 0;
+    int n = k->n_inputs, n_mut = 0;
+    int *mut = malloc(sizeof(int) * (size_t)(e->n_distinct ? e->n_distinct : 1));
+    if (!mut)
+        return jg_errorf("out of memory in jg_compile");
     for (int d = 0; d < e->n_distinct; d++) {
         int i = e->call_input_of[d];
-        if (jg_view_sync(sym[i]) < 0)
+        if (jg_view_sync(sym[i]) < 0) {
+            free(mut);
             return -1;
+        }
         if (sym[i]->sym->value == orig[i])
             continue;
         /* another input viewing the same memory would not see the write
@@ -32,24 +37,22 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
                 snprintf(why, why_size,
                          "an in-place op writes input %d, which shares storage with input %d", i,
                          j);
+                free(mut);
                 return 1;
             }
         }
-        if (n_out + n_mut == JG_MAX_OUTPUTS)
-            return jg_errorf("jg_compiled_call: the program returns %d outputs and writes more "
-                             "inputs in place; at most %d in all",
-                             n_out, JG_MAX_OUTPUTS);
-        mut[n_mut++] = i;
+        mut[n_mut++] = i; /* (each distinct input once) */
     }
-    if (!n_mut)
+    if (!n_mut) {
+        free(mut);
         return 0;
-    if (!(e->mut_input = malloc(sizeof(int) * (size_t)n_mut)) ||
-        !(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
+    }
+    e->mut_input = mut; /* (n_distinct long) */
+    if (!(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
         !(e->out_input = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1))))
         return jg_errorf("out of memory in jg_compile");
     e->n_mut = n_mut;
     for (int m = 0; m < n_mut; m++) {
-        e->mut_input[m] = mut[m];
         e->mut_writes[m] = jg_version(sym[mut[m]]);
     }
     /* the program returning a written input returns that tensor itself */
@@ -63,7 +66,7 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
 }
 
 int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *inputs, int n_out,
-                             jg_tensor *const *outs, int *vals, int n_vals, char *why,
+                             jg_tensor *const *outs, int **vals, int n_vals, char *why,
                              size_t why_size) {
     jg_tensor *const *lifted;
     int n_lifted = jg_trace_n_lifted(&lifted), n = 0;
@@ -98,27 +101,29 @@ int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const
                          "the program returns captured tensor %s, which it writes in place", d);
                 return 1;
             }
-        if (n_vals + n == JG_MAX_OUTPUTS) {
-            snprintf(why, why_size,
-                     "the program returns and writes in place more than %d tensors in all",
-                     JG_MAX_OUTPUTS);
-            return 1;
-        }
+        /* (at most one new value per lifted tensor: room for all at once) */
+        int *grown = n ? *vals : realloc(*vals, sizeof(int) * (size_t)(n_vals + n_lifted));
+        if (!grown)
+            return jg_errorf("out of memory in jg_compile");
+        *vals = grown;
         if ((!e->lmut_lifted && !(e->lmut_lifted = malloc(sizeof(int) * (size_t)n_lifted))) ||
             (!e->lmut_writes && !(e->lmut_writes = malloc(sizeof(uint64_t) * (size_t)n_lifted))))
             return jg_errorf("out of memory in jg_compile");
         e->lmut_lifted[n] = i;
         e->lmut_writes[n] = (uint64_t)w;
-        vals[n_vals + n++] = v;
+        (*vals)[n_vals + n++] = v;
     }
     e->n_lmut = n;
     return 0;
 }
 
-int jg_grad_sets_find(jg_entry *e, int *vals, int n_vals, char *why, size_t why_size) {
+int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals) {
     jg_tensor **owners, **grads;
     int n = jg_trace_take_grad_sets(&owners, &grads), rc = 0;
-    if (n && (!(e->gset_owner = calloc((size_t)n, sizeof *e->gset_owner)) ||
+    int *grown = n ? realloc(*vals, sizeof(int) * (size_t)(n_vals + n)) : *vals;
+    if (grown)
+        *vals = grown;
+    if (n && (!grown || !(e->gset_owner = calloc((size_t)n, sizeof *e->gset_owner)) ||
               !(e->gset_out = malloc(sizeof(int) * (size_t)n))))
         rc = jg_errorf("out of memory in jg_compile");
     for (int i = 0; i < n && rc == 0; i++) {
@@ -127,13 +132,7 @@ int jg_grad_sets_find(jg_entry *e, int *vals, int n_vals, char *why, size_t why_
         e->gset_out[i] = -1;
         if (!grads[i])
             continue;
-        if (n_vals + e->n_gset_out == JG_MAX_OUTPUTS) {
-            snprintf(why, why_size,
-                     "the program returns, writes in place and sets .grad of more than %d "
-                     "tensors in all",
-                     JG_MAX_OUTPUTS);
-            rc = 1;
-        } else if ((vals[n_vals + e->n_gset_out] = jg_trace_value(grads[i])) < 0) {
+        if (((*vals)[n_vals + e->n_gset_out] = jg_trace_value(grads[i])) < 0) {
             rc = -1;
         } else {
             e->gset_out[i] = e->n_gset_out++;
@@ -190,7 +189,9 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                 if (inputs[i] == x)
                     ins[i] = s;
         }
-    jg_tensor *outs[JG_MAX_OUTPUTS];
+    jg_tensor *small_o[16], **outs = small_o;
+    if (e->n_prog_out > 16 && !(outs = malloc(sizeof *outs * (size_t)e->n_prog_out)))
+        rc = jg_errorf("out of memory in jg_compiled_call");
     if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
         rc = -1;
     for (int m = 0; m < e->n_lmut && rc == 0; m++) {
@@ -239,6 +240,8 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     jg_scope_pop();
     if (ins != small)
         free(ins);
+    if (outs != small_o)
+        free(outs);
     if (rc < 0)
         return -1;
     for (int j = 0; j < n_user; j++)

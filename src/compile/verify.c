@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 int jg_debug_corrupt_backward;
 
@@ -38,13 +39,21 @@ static double max_diff(jg_tensor *a, jg_tensor *b, int64_t *at, double *va, doub
 
 int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
                       jg_tensor *const *inputs, int n_out, jg_tensor *const *outs) {
+    /* per input: copies, ci_rg, ei_rg, gc, ge; per output: eo, co_rg,
+     * eo_rg, ones (one zeroed block) */
+    size_t ni_words = (size_t)n + 1, no_words = (size_t)n_out + 1;
+    jg_tensor **block = calloc(5 * ni_words + 4 * no_words, sizeof *block);
+    int *idx = malloc(sizeof(int) * ni_words);
+    if (!block || !idx) {
+        free(block);
+        free(idx);
+        return jg_errorf("out of memory in verify");
+    }
+    jg_tensor **copies = block, **ci_rg = copies + ni_words, **ei_rg = ci_rg + ni_words;
+    jg_tensor **gc = ei_rg + ni_words, **ge = gc + ni_words, **eo = ge + ni_words;
+    jg_tensor **co_rg = eo + no_words, **eo_rg = co_rg + no_words, **ones = eo_rg + no_words;
     jg_scope_push();
     int rc = 0;
-    jg_tensor *copies[64], *eo[JG_MAX_OUTPUTS] = {0};
-    if (n > 64) {
-        jg_scope_pop();
-        return jg_errorf("verify: at most 64 inputs");
-    }
     /* copies keep the aliasing pattern: the same tensor twice -> one copy */
     bool prev = jg_set_grad_enabled(false);
     for (int i = 0; i < n && rc == 0; i++) {
@@ -71,9 +80,7 @@ int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
                            "element %lld (compiled %.9g, eager %.9g)",
                            k, d, (long long)at, va, vb);
     /* gradients of sum(outputs) with respect to every input that requires grad */
-    jg_tensor *co_rg[JG_MAX_OUTPUTS], *eo_rg[JG_MAX_OUTPUTS], *ones[JG_MAX_OUTPUTS];
-    jg_tensor *ci_rg[64], *ei_rg[64], *gc[64] = {0}, *ge[64] = {0};
-    int no = 0, ni = 0, idx[64];
+    int no = 0, ni = 0;
     for (int k = 0; k < n_out && rc == 0; k++)
         if (outs[k]->requires_grad && eo[k]->requires_grad) {
             co_rg[no] = outs[k];
@@ -107,6 +114,8 @@ int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", jg_last_error());
     jg_scope_pop();
+    free(block);
+    free(idx);
     if (rc < 0)
         jg_errorf("%s", msg);
     return rc;

@@ -65,6 +65,13 @@ static int foreign_error(const jg_function *fn, const char *callback) {
                      fn_name(fn), callback);
 }
 
+/* A custom call's slots are bounded (MAX_SLOTS): the error names the bound. */
+static int slots_error(const jg_function *fn) {
+    return jg_errorf("%s.forward uses more than %d traced tensors (its tensor arguments and those "
+                     "it reaches through other arguments or captures); at most %d can be traced",
+                     fn_name(fn), MAX_SLOTS, MAX_SLOTS);
+}
+
 static int foreign_break(const jg_function *fn, const char *callback) {
     foreign_error(fn, callback);
     jg_trace_note_break("%s", jg_last_error());
@@ -79,6 +86,7 @@ static int foreign_break(const jg_function *fn, const char *callback) {
 typedef struct {
     const jg_function *fn;
     bool hit;   /* a lift failed (the error is set) */
+    bool full;  /* ... because the call has MAX_SLOTS slots already */
     int n_args; /* the call's tensor arguments: lifted slots come after them */
     int n;
     jg_tensor *outer[MAX_SLOTS]; /* retained */
@@ -91,8 +99,8 @@ static int lift_foreign(void *user, jg_tensor *t) {
         if (u->outer[j]->sym->graph == t->sym->graph && u->outer[j]->sym->value == t->sym->value)
             return u->ph[j]->sym->value;
     if (u->n_args + u->n >= MAX_SLOTS) {
-        u->hit = true;
-        return foreign_error(u->fn, "forward");
+        u->hit = u->full = true;
+        return slots_error(u->fn);
     }
     jg_meta m;
     jg_meta_of(t, &m);
@@ -449,6 +457,11 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
     if (n_out < 0 && !why[0] && !force) {
         jg_ctx_free(ctx);
         drop_child(G, F);
+        if (lifted->full) {
+            slots_error(fn);
+            jg_trace_note_break("%s", jg_last_error());
+            return -1;
+        }
         return lifted->hit ? foreign_break(fn, "forward") : -1;
     }
     /* every output of the node: the call's, then the values saved for

@@ -44,6 +44,8 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
          * read by graph autodiff, never by other nodes) */
         const jg_gcustom *c = n->custom;
         const jg_custom_info *info = c->user;
+        /* (a traced call has at most 64 slots: trace/custom.c refuses more) */
+        JG_ASSERT(c->n_slots <= 64);
         for (int s = 0; s < c->n_slots; s++)
             in[s] = use && use[s] ? use[s] : v[jg_gnode_slot_value(n, s)];
         /* lifted slots go along: the callback rebuilds the objects that
