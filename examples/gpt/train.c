@@ -11,9 +11,9 @@
  * --threads --seed --init FILE --save FILE --sample N --quiet, and --exact (losses as
  * %.9g, which tells float32 values apart, instead of %.6f).  Data: the bytes
  * of --data masked to 7 bits, the first 90% for training; batches from the
- * SplitMix64 generator of train.py.  The forward pass and the loss run
- * under jg_compile (backward and the optimizer step run eagerly: the
- * compiled call's backward is the compiled backward graph). */
+ * SplitMix64 generator of train.py.  --compile compiles the whole step
+ * (the loss, zero_grad, jg_backward, the AdamW step) as one program with
+ * jg_compile; --compile-scope model only the forward pass and the loss. */
 #include <jitgrad.h>
 #include <math.h>
 #include <stdio.h>
@@ -203,6 +203,23 @@ static int program(void *user, const void *args, int n, jg_tensor *const *in, jg
     (void)args, (void)n;
     out[0] = gpt_loss(user, in[0], in[1]);
     return out[0] ? 1 : -1;
+}
+
+/* train.py's train_step: the loss, zero_grad(set_to_none), backward, AdamW */
+typedef struct trainer {
+    gpt *m;
+    jg_optim *opt;
+} trainer;
+
+static int step_program(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)args, (void)n;
+    trainer *t = user;
+    out[0] = gpt_loss(t->m, in[0], in[1]);
+    if (!out[0] || jg_optim_zero_grad(t->opt, true) < 0 || jg_backward(out[0], NULL, 0) < 0 ||
+        jg_optim_step(t->opt) < 0)
+        return -1;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- parameters */
@@ -407,7 +424,7 @@ static int next_batch(const unsigned char *data, int64_t n, int batch, int block
 /* ---------------------------------------------------------------- main */
 
 typedef struct opts {
-    const char *data, *attn, *compile, *init, *save;
+    const char *data, *attn, *compile, *scope, *init, *save;
     int steps, batch, block, layers, heads, width, threads, quiet, exact, sample;
     double lr;
     long long seed;
@@ -417,7 +434,8 @@ static void usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--data FILE] [--steps N] [--batch N] [--block T] [--layers N] "
             "[--heads N] [--width C] [--lr LR] [--attn builtin|custom] "
-            "[--compile none|default|interp|c] [--threads N] [--seed S] [--init FILE] "
+            "[--compile none|default|interp|c] [--compile-scope step|model] [--threads N] "
+            "[--seed S] [--init FILE] "
             "[--save FILE] [--sample N] [--quiet] [--exact]\n",
             prog);
 }
@@ -426,6 +444,7 @@ static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.data = "/usr/share/common-licenses/GPL-3",
                 .attn = "builtin",
                 .compile = "default",
+                .scope = "step",
                 .steps = 200,
                 .batch = 4,
                 .block = 64,
@@ -455,6 +474,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->attn = v;
         else if (!strcmp(a, "--compile"))
             o->compile = v;
+        else if (!strcmp(a, "--compile-scope"))
+            o->scope = v;
         else if (!strcmp(a, "--init"))
             o->init = v;
         else if (!strcmp(a, "--save"))
@@ -491,6 +512,10 @@ static int parse(int argc, char **argv, opts *o) {
     if (strcmp(o->compile, "none") && strcmp(o->compile, "default") &&
         strcmp(o->compile, "interp") && strcmp(o->compile, "c")) {
         fprintf(stderr, "--compile: none, default, interp or c, not '%s'\n", o->compile);
+        return -1;
+    }
+    if (strcmp(o->scope, "step") && strcmp(o->scope, "model")) {
+        fprintf(stderr, "--compile-scope: step or model, not '%s'\n", o->scope);
         return -1;
     }
     if (o->steps < 0 || o->batch < 1 || o->block < 1 || o->layers < 1 || o->layers > 64 ||
@@ -563,9 +588,11 @@ int main(int argc, char **argv) {
         params[i] = *ps[i].p;
     if (!(opt = jg_optim_adamw(params, np, o.lr, 0.9, 0.999, 1e-8, 0.0)))
         goto fail;
+    trainer tr = {&m, opt};
     if (strcmp(o.compile, "none")) {
         jg_compile_options co = {strcmp(o.compile, "default") ? o.compile : NULL, false, false};
-        if (!(comp = jg_compile(program, &m, &co)))
+        bool whole = !strcmp(o.scope, "step");
+        if (!(comp = whole ? jg_compile(step_program, &tr, &co) : jg_compile(program, &m, &co)))
             goto fail;
     }
     int64_t n_all;
@@ -580,12 +607,16 @@ int main(int argc, char **argv) {
         jg_tensor *x, *y, *loss = NULL;
         int ok = next_batch(data, n_train, o.batch, o.block, &rng, &x, &y) == 0;
         double t0 = now();
-        if (ok && comp)
+        if (ok && comp && !strcmp(o.scope, "step")) {
             ok = jg_compiled_call(comp, NULL, 0, 2, (jg_tensor *[]){x, y}, &loss) == 1;
-        else if (ok)
-            ok = (loss = gpt_loss(&m, x, y)) != NULL;
-        ok = ok && jg_optim_zero_grad(opt, true) == 0 && jg_backward(loss, NULL, 0) == 0 &&
-             jg_optim_step(opt) == 0;
+        } else {
+            if (ok && comp)
+                ok = jg_compiled_call(comp, NULL, 0, 2, (jg_tensor *[]){x, y}, &loss) == 1;
+            else if (ok)
+                ok = (loss = gpt_loss(&m, x, y)) != NULL;
+            ok = ok && jg_optim_zero_grad(opt, true) == 0 && jg_backward(loss, NULL, 0) == 0 &&
+                 jg_optim_step(opt) == 0;
+        }
         if (ok)
             last = jg_item(loss);
         times[step] = now() - t0;

@@ -4,6 +4,10 @@
     python3 examples/gpt/train.py --torch            # PyTorch (no compile in 1.13)
     python3 examples/gpt/train.py --attn custom      # custom Function, k in two slots
 
+--compile none|default|interp|c compiles the whole training step (forward,
+loss.backward(), AdamW's step, zero_grad) as one graph; --compile-scope
+model compiles only the model's forward.
+
 Data: the bytes of --data (default /usr/share/common-licenses/GPL-3), each
 masked to 7 bits (vocabulary 128), the first 90% for training.  Batches are
 drawn by a SplitMix64 generator seeded with --seed (train.c has the same), so
@@ -41,6 +45,9 @@ def parse(argv=None):
     p.add_argument("--attn", choices=["builtin", "custom"], default="builtin")
     p.add_argument("--compile", choices=["none", "default", "interp", "c"], default="default",
                    help="torch.compile backend (skipped where the library has no compile)")
+    p.add_argument("--compile-scope", choices=["step", "model"], default="step",
+                   help="compile the whole training step (forward, backward, AdamW, zero_grad) "
+                        "or only the model")
     p.add_argument("--threads", type=int, default=0, help="0: the library's default")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--init", help="state_dict to start from")
@@ -102,9 +109,20 @@ def main(argv=None):
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     run = model
-    if args.compile != "none" and hasattr(torch, "compile"):
-        backend = None if args.compile == "default" else args.compile
+    compiled = args.compile != "none" and hasattr(torch, "compile")
+    backend = None if args.compile == "default" else args.compile
+    if compiled and args.compile_scope == "model":
         run = torch.compile(model, backend=backend)
+
+    def train_step(x, y):
+        _, loss = run(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if compiled and args.compile_scope == "step":
+        train_step = torch.compile(train_step, backend=backend)
     train, val = load_data(args.data, cfg.vocab_size)
     it = batches(train, args.batch, args.block, SplitMix64(args.seed))
     losses, times = [], []
@@ -114,10 +132,7 @@ def main(argv=None):
         x = torch.tensor(xs, dtype=torch.long)
         y = torch.tensor(ys, dtype=torch.long)
         t0 = time.perf_counter()
-        _, loss = run(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(x, y)
         lv = loss.item()
         times.append(time.perf_counter() - t0)
         losses.append(lv)

@@ -54,11 +54,14 @@ def test_gpt_eager_follows_torch(init, attn):
     assert got[-1] < got[0]
 
 
+@pytest.mark.parametrize("scope", ["step", "model"])
 @pytest.mark.parametrize("attn", ["builtin", "custom"])
 @pytest.mark.parametrize("backend", backends())
-def test_gpt_compiled_equals_eager_bitwise(init, attn, backend):
+def test_gpt_compiled_equals_eager_bitwise(init, attn, backend, scope):
+    """--compile-scope step: forward, backward, AdamW and zero_grad as one
+    graph; model: compile(model)."""
     eager, pe = run(init, "--attn", attn, "--compile", "none")
-    comp, pc = run(init, "--attn", attn, "--compile", backend)
+    comp, pc = run(init, "--attn", attn, "--compile", backend, "--compile-scope", scope)
     assert comp == eager
     assert pe.keys() == pc.keys()
     for k in pe:
