@@ -19,7 +19,7 @@ then ratio tables (markdown) and a machine-readable results file.
                when it exists
   6. gpt       examples/gpt/train.py (GPT-2-style, default config): median
                ms per training step for PyTorch and jitgrad eager / interp /
-               c (torch.compile of the model), builtin and custom attention,
+               c (the whole step compiled as one graph), builtin and custom attention,
                against the FLOP bound (6 x params x tokens + attention, at
                the sgemm rate of item 3 measured in the same run)
   7. gpt_stats bench/gpt_stats.py: the same step on jitgrad at 1 thread,
