@@ -142,7 +142,7 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
  * run of the same graph), a leaf's hooks in registration order.  A hook
  * returning -1 (after setting an error) fails the backward: no .grad changes.
  * A post-accumulate hook (PyTorch's register_post_accumulate_grad_hook)
- * runs after the leaf's .grad was written.  Neither runs for
+ * runs after the leaf's .grad was written.  None of them runs for
  * jg_autograd_grad.  Registering returns a handle (> 0) or -1 (t is not a
  * leaf, or does not require grad).  free_user (may be NULL) runs on removal
  * or when t dies. */
@@ -152,6 +152,12 @@ int jg_register_grad_ready_hook(jg_tensor *t, jg_grad_ready_fn fn, void *user,
                                 void (*free_user)(void *));
 int jg_register_post_accumulate_grad_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
                                           void (*free_user)(void *));
+/* An expected hook runs when a backward starts (before any node runs) if it
+ * will compute a gradient for t: a hook that must act at the end of every
+ * such backward, even one that fails before t's gradient is final, queues
+ * its callback here. */
+int jg_register_grad_expected_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
+                                   void (*free_user)(void *));
 int jg_remove_grad_hook(jg_tensor *t, int handle); /* 0, or -1 if no such hook */
 /* Only while a backward runs (from its hooks or callbacks): replaces the
  * gradient that will be committed to leaf t (grad NULL: none), for a leaf

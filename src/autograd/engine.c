@@ -849,6 +849,15 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     rs->hooks_on = !n_capture && jg_grad_hooks_any();
     if (rs->hooks_on && (rc = count_hooked(rs, 0)) < 0)
         goto out;
+    /* expected hooks: the leaves this backward will compute a gradient for */
+    for (int i = 0; rs->hooks_on && i < rs->n_leaves && rc == 0; i++) {
+        jg_tensor *leaf = rs->leaves[i].leaf;
+        if (rs->leaves[i].pending > 0 && leaf->requires_grad &&
+            jg_grad_hooks_has(leaf, JG_HOOK_EXPECTED))
+            rc = jg_grad_hooks_run(leaf, JG_HOOK_EXPECTED, NULL);
+    }
+    if (rc < 0)
+        goto out;
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;

@@ -12,7 +12,7 @@
 
 typedef struct grad_hook {
     int id;
-    int kind; /* JG_HOOK_READY or JG_HOOK_POST */
+    int kind; /* JG_HOOK_READY, _POST or _EXPECTED */
     jg_grad_ready_fn ready;
     jg_post_accumulate_fn post;
     void *user;
@@ -127,6 +127,12 @@ int jg_register_post_accumulate_grad_hook(jg_tensor *t, jg_post_accumulate_fn fn
                                           void (*free_user)(void *)) {
     grad_hook p = {0, JG_HOOK_POST, NULL, fn, user, free_user, NULL};
     return add_hook(t, &p, "jg_register_post_accumulate_grad_hook");
+}
+
+int jg_register_grad_expected_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
+                                   void (*free_user)(void *)) {
+    grad_hook p = {0, JG_HOOK_EXPECTED, NULL, fn, user, free_user, NULL};
+    return add_hook(t, &p, "jg_register_grad_expected_hook");
 }
 
 int jg_remove_grad_hook(jg_tensor *t, int handle) {

@@ -5,7 +5,7 @@
 #include <jitgrad.h>
 #include <stdbool.h>
 
-enum { JG_HOOK_READY = 1, JG_HOOK_POST = 2 };
+enum { JG_HOOK_READY = 1, JG_HOOK_POST = 2, JG_HOOK_EXPECTED = 3 };
 
 /* Whether any tensor has hooks (the engine skips its bookkeeping if not). */
 bool jg_grad_hooks_any(void);

@@ -220,11 +220,58 @@ static void test_registration_errors(void **state) {
     TU_CHECK(r.seen[0], 1, TU_SHAPE(2), TU_VALS(3, 3), 0);
 }
 
+typedef struct {
+    int expected, ready_seen_at_expected;
+    record *r;
+} exp_rec;
+
+static int expected(void *user, jg_tensor *leaf_t) {
+    exp_rec *e = user;
+    (void)leaf_t;
+    e->expected++;
+    e->ready_seen_at_expected = e->r->n;
+    return jg_backward_queue_callback(cb, e->r);
+}
+
+/* Expected hooks run before any node, only for leaves the backward reaches,
+ * and what they queue runs even when the backward fails before any
+ * gradient is final. */
+static void test_expected_hook(void **state) {
+    (void)state;
+    jg_tensor *w1 = leaf(2, TU_VALS(0.5, -1)), *w2 = leaf(2, TU_VALS(3, 4));
+    record r = {0};
+    exp_rec e = {0, -1, &r};
+    hook_arg a1 = {&r, 1};
+    jg_register_grad_ready_hook(w1, ready, &a1, NULL);
+    assert_true(jg_register_grad_expected_hook(w1, expected, &e, NULL) > 0);
+    assert_int_equal(jg_backward(loss_of(w1, w2), NULL, 0), 0);
+    assert_int_equal(e.expected, 1);
+    assert_int_equal(e.ready_seen_at_expected, 0);
+    assert_int_equal(r.n_cb, 1);
+    /* a backward that does not reach w1 */
+    assert_int_equal(jg_backward(jg_sum(w2), NULL, 0), 0);
+    assert_int_equal(e.expected, 1);
+    /* failing before w1's gradient is final: the callback learns it */
+    jg_tensor *l, *s = jg_sum(jg_mul(w1, w2));
+    assert_int_equal(jg_apply(&Fail, 1, &s, NULL, 0, &l), 1);
+    r.n = r.n_cb = 0;
+    assert_int_equal(jg_backward(l, NULL, 0), -1);
+    TU_ERROR("boom in backward");
+    assert_int_equal(e.expected, 2);
+    assert_int_equal(r.n, 0);
+    assert_int_equal(r.n_cb, 1);
+    assert_int_equal(r.cb_status[0], -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_ready_order_and_value),        TU_TEST(test_hook_failure_changes_nothing),
-        TU_TEST(test_callback_and_set_grad),        TU_TEST(test_failure_after_hooks),
-        TU_TEST(test_post_accumulate_and_lifetime), TU_TEST(test_registration_errors),
+        TU_TEST(test_ready_order_and_value),
+        TU_TEST(test_hook_failure_changes_nothing),
+        TU_TEST(test_callback_and_set_grad),
+        TU_TEST(test_failure_after_hooks),
+        TU_TEST(test_post_accumulate_and_lifetime),
+        TU_TEST(test_registration_errors),
+        TU_TEST(test_expected_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
