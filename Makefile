@@ -39,7 +39,7 @@ DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
 DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
 
 .PHONY: all build asan deps-build deps-test test test-c test-memcheck test-asan install-check \
-	test-python test-fuzz fuzz demo demo-gpt demo-dist bench bench-chart install format format-check clean
+	test-python test-fuzz fuzz demo demo-gpt demo-dist bench-dist bench bench-chart install format format-check clean
 
 all: build
 
@@ -126,6 +126,10 @@ demo-dist: deps-test build
 	bash scripts/test-python.sh --run -c 'import jitgrad.distributed as d; assert d.is_available()'
 	OMPI_MCA_btl=self,vader $(MPIRUN) $(MPIRUN_FLAGS) $(BUILD)/python-venv/bin/python \
 		examples/dist/train_ddp.py
+
+# Step time of data-parallel training at 1 and 2 processes (docs/performance.md).
+bench-dist: deps-test build
+	bash bench/dist/run.sh
 
 # The flagship example: a GPT-2-style byte model trained compiled (docs/gpt.md).
 GPT_ARGS ?= --steps 200 --sample 300
