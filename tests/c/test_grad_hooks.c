@@ -40,6 +40,7 @@ static int ready(void *user, jg_tensor *leaf_t, jg_tensor *grad) {
     record *r = a->r;
     r->order[r->n] = a->id;
     r->committed_at_hook[r->n] = jg_grad(leaf_t) != NULL;
+    jg_release(r->seen[r->n]); /* (slots are reused across backwards) */
     r->seen[r->n] = jg_keep(jg_clone(grad));
     r->n++;
     if (r->queue_cb && r->n == 1 && jg_backward_queue_callback(cb, r) < 0)
@@ -47,6 +48,13 @@ static int ready(void *user, jg_tensor *leaf_t, jg_tensor *grad) {
     if (r->replace && jg_backward_set_grad(leaf_t, jg_mul_scalar(grad, 10)) < 0)
         return -1;
     return 0;
+}
+
+static void record_free(record *r) {
+    for (int i = 0; i < 8; i++) {
+        jg_release(r->seen[i]);
+        r->seen[i] = NULL;
+    }
 }
 
 static int failing_ready(void *user, jg_tensor *leaf_t, jg_tensor *grad) {
@@ -87,13 +95,14 @@ static void test_ready_order_and_value(void **state) {
         jg_autograd_grad(1, (jg_tensor *[]){loss_of(w1, w2)}, NULL, 1, (jg_tensor *[]){w1}, 0, res),
         0);
     assert_int_equal(r.n, 0);
+    record_free(&r);
 }
 
 static void test_hook_failure_changes_nothing(void **state) {
     (void)state;
     jg_tensor *w1 = leaf(2, TU_VALS(0.5, -1)), *w2 = leaf(2, TU_VALS(3, 4));
     assert_int_equal(jg_backward(loss_of(w1, w2), NULL, 0), 0);
-    jg_tensor *g1 = jg_keep(jg_clone(jg_grad(w1))), *g2 = jg_keep(jg_clone(jg_grad(w2)));
+    jg_tensor *g1 = jg_clone(jg_grad(w1)), *g2 = jg_clone(jg_grad(w2));
     int h = jg_register_grad_ready_hook(w1, failing_ready, NULL, NULL);
     assert_true(h > 0);
     assert_int_equal(jg_backward(loss_of(w1, w2), NULL, 0), -1);
@@ -120,7 +129,8 @@ static void test_callback_and_set_grad(void **state) {
     TU_SAME(jg_grad(w2), jg_mul_scalar(r.seen[0], 10));
     TU_SAME(jg_grad(w1), jg_mul_scalar(r.seen[1], 10));
     /* a failing callback fails the backward: nothing committed */
-    jg_tensor *g1 = jg_keep(jg_clone(jg_grad(w1)));
+    jg_tensor *g1 = jg_clone(jg_grad(w1));
+    record_free(&r);
     r = (record){.queue_cb = true, .cb_fails = true};
     assert_int_equal(jg_backward(loss_of(w1, w2), NULL, 0), -1);
     TU_ERROR("callback refused");
@@ -129,6 +139,7 @@ static void test_callback_and_set_grad(void **state) {
     assert_int_equal(jg_backward_queue_callback(cb, &r), -1);
     TU_ERROR("no backward with hooks is running");
     assert_int_equal(jg_backward_set_grad(w1, NULL), -1);
+    record_free(&r);
 }
 
 static int fail_fwd(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -159,6 +170,7 @@ static void test_failure_after_hooks(void **state) {
     assert_int_equal(r.cb_status[0], -1);
     assert_null(jg_grad(w1));
     assert_null(jg_grad(w2));
+    record_free(&r);
 }
 
 typedef struct {
@@ -218,6 +230,7 @@ static void test_registration_errors(void **state) {
     assert_int_equal(jg_backward(w, jg_full(JG_F32, 1, TU_SHAPE(2), 3), 0), 0);
     assert_int_equal(r.n, 1);
     TU_CHECK(r.seen[0], 1, TU_SHAPE(2), TU_VALS(3, 3), 0);
+    record_free(&r);
 }
 
 typedef struct {
@@ -261,6 +274,7 @@ static void test_expected_hook(void **state) {
     assert_int_equal(r.n, 0);
     assert_int_equal(r.n_cb, 1);
     assert_int_equal(r.cb_status[0], -1);
+    record_free(&r);
 }
 
 int main(void) {
