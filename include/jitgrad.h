@@ -142,7 +142,8 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
  * run of the same graph), a leaf's hooks in registration order.  A hook
  * returning -1 (after setting an error) fails the backward: no .grad changes.
  * A post-accumulate hook (PyTorch's register_post_accumulate_grad_hook)
- * runs after the leaf's .grad was written.  None of them runs for
+ * runs after the leaf's .grad was written.  Hooks and callbacks run with
+ * grad mode off (on with JG_CREATE_GRAPH), as PyTorch's.  None of them runs for
  * jg_autograd_grad.  Registering returns a handle (> 0) or -1 (t is not a
  * leaf, or does not require grad).  free_user (may be NULL) runs on removal
  * or when t dies. */

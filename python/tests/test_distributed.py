@@ -96,6 +96,17 @@ def test_post_accumulate_grad_hook():
         (w * w).sum().backward()
 
 
+def test_post_accumulate_grad_hook_sgd_in_the_hook():
+    # PyTorch's documented use: an optimizer step inside the hook (hooks run
+    # in no_grad mode, so the in-place update of a leaf is allowed)
+    v = jitgrad.tensor([0.0, 0.0, 0.0], requires_grad=True)
+    lr = 0.01
+    h = v.register_post_accumulate_grad_hook(lambda p: p.add_(p.grad, alpha=-lr))
+    v.backward(jitgrad.tensor([1.0, 2.0, 3.0]))
+    assert v.tolist() == jitgrad.tensor([-0.01, -0.02, -0.03]).tolist()
+    h.remove()
+
+
 def test_post_accumulate_grad_hook_once_with_the_sum():
     # PyTorch 2.x semantics (hook(tensor) once per backward, after .grad is
     # written); 1.13 lacks the hook, so the expected values are written out

@@ -112,8 +112,9 @@ typedef struct {
     int cap_stack;
     int n_capture; /* this run's captured tensors (for splice) */
     jg_tensor *const *capture;
-    bool hooks_on;  /* some tensor has gradient hooks and this run writes .grad */
-    queued_cb *cbs; /* jg_backward_queue_callback's */
+    bool hooks_on;     /* some tensor has gradient hooks and this run writes .grad */
+    bool create_graph; /* hooks run in this grad mode (PyTorch: no_grad unless create_graph) */
+    queued_cb *cbs;    /* jg_backward_queue_callback's */
     int n_cbs, cap_cbs;
 } run_state;
 
@@ -608,7 +609,9 @@ static int leaf_ready(run_state *rs, int li) {
         return 0;
     /* (a hook may add leaves to the run: no pointer into leaves[] is held) */
     jg_retain(g);
+    bool prev = jg_set_grad_enabled(rs->create_graph);
     int rc = jg_grad_hooks_run(leaf, JG_HOOK_READY, g);
+    jg_set_grad_enabled(prev);
     jg_release(g);
     return rc;
 }
@@ -847,15 +850,21 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     rs->capture = capture;
     mark_needed(rs, 0);
     rs->hooks_on = !n_capture && jg_grad_hooks_any();
+    rs->create_graph = create_graph;
+    bool hooks_prev_mode = jg_is_grad_enabled();
     if (rs->hooks_on && (rc = count_hooked(rs, 0)) < 0)
         goto out;
     /* expected hooks: the leaves this backward will compute a gradient for */
+    if (rs->hooks_on)
+        jg_set_grad_enabled(create_graph);
     for (int i = 0; rs->hooks_on && i < rs->n_leaves && rc == 0; i++) {
         jg_tensor *leaf = rs->leaves[i].leaf;
         if (rs->leaves[i].pending > 0 && leaf->requires_grad &&
             jg_grad_hooks_has(leaf, JG_HOOK_EXPECTED))
             rc = jg_grad_hooks_run(leaf, JG_HOOK_EXPECTED, NULL);
     }
+    if (rs->hooks_on)
+        jg_set_grad_enabled(hooks_prev_mode);
     if (rc < 0)
         goto out;
     /* seed the roots' gradients */
@@ -948,8 +957,11 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             for (int i = 0; i < rs->n_leaves && rc == 0; i++)
                 if (rs->leaves[i].leaf->has_grad_hooks)
                     rc = leaf_ready(rs, i);
-            if (rc == 0)
+            if (rc == 0) {
+                bool prev = jg_set_grad_enabled(create_graph);
                 rc = run_callbacks(rs, 0);
+                jg_set_grad_enabled(prev);
+            }
             if (rc < 0)
                 goto out;
         }
@@ -960,12 +972,14 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             if (rs->leaves[i].grad && rs->leaves[i].leaf->requires_grad)
                 rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph);
         /* post-accumulate hooks: .grad holds this backward's sum now */
+        bool prev = jg_set_grad_enabled(create_graph);
         for (int i = 0; i < rs->n_leaves && rc == 0 && rs->hooks_on; i++) {
             jg_tensor *leaf = rs->leaves[i].leaf;
             if (rs->leaves[i].grad && leaf->requires_grad && leaf->has_grad_hooks &&
                 jg_grad_hooks_has(leaf, JG_HOOK_POST))
                 rc = jg_grad_hooks_run(leaf, JG_HOOK_POST, NULL);
         }
+        jg_set_grad_enabled(prev);
     }
     if (rc == 0 && !retain)
         for (int i = 0; i < rs->n_nodes; i++)
