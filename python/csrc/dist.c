@@ -42,7 +42,7 @@ static int py_post_hook(void *user, jg_tensor *leaf) {
     bool none = r == Py_None;
     Py_DECREF(r);
     if (!none) {
-        PyErr_SetString(PyExc_RuntimeError, "post accumulate grad hooks cannot return a value");
+        PyErr_SetString(PyExc_RuntimeError, "Tensor post accumulate grad hooks should return None.");
         return jgp_callback_fail();
     }
     return 0;

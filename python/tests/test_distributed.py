@@ -101,10 +101,17 @@ def test_post_accumulate_grad_hook_sgd_in_the_hook():
     # in no_grad mode, so the in-place update of a leaf is allowed)
     v = jitgrad.tensor([0.0, 0.0, 0.0], requires_grad=True)
     lr = 0.01
-    h = v.register_post_accumulate_grad_hook(lambda p: p.add_(p.grad, alpha=-lr))
+    def sgd(p):
+        p.add_(p.grad, alpha=-lr)
+
+    h = v.register_post_accumulate_grad_hook(sgd)
     v.backward(jitgrad.tensor([1.0, 2.0, 3.0]))
     assert v.tolist() == jitgrad.tensor([-0.01, -0.02, -0.03]).tolist()
     h.remove()
+    # a hook must return None (PyTorch's check and message)
+    v.register_post_accumulate_grad_hook(lambda p: p.add_(p.grad, alpha=-lr))
+    with pytest.raises(RuntimeError, match="should return None"):
+        v.backward(jitgrad.tensor([1.0, 2.0, 3.0]))
 
 
 def test_post_accumulate_grad_hook_once_with_the_sum():
