@@ -42,7 +42,8 @@ static int py_post_hook(void *user, jg_tensor *leaf) {
     bool none = r == Py_None;
     Py_DECREF(r);
     if (!none) {
-        PyErr_SetString(PyExc_RuntimeError, "Tensor post accumulate grad hooks should return None.");
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Tensor post accumulate grad hooks should return None.");
         return jgp_callback_fail();
     }
     return 0;
