@@ -7,6 +7,8 @@
 #                        (docs/fuzzing.md); make test runs a fixed-seed test-fuzz
 #   make demo            build and run the demo (examples/seed.c, else examples/mlp.c)
 #   make demo-gpt        train examples/gpt (Python, compiled) for 200 steps and sample
+#   make demo-dist       train the example model data-parallel on 2 processes (mpirun; C,
+#                        then Python) and check the parameters equal the 1-process run
 #   make bench           build and run the benchmark suite (bench/run.sh);
 #                        BENCH_QUICK=1 for a smoke run; make bench-chart
 #                        draws docs/performance.png from its results
@@ -37,7 +39,7 @@ DEMO_SRC = $(firstword $(wildcard examples/seed.c) $(wildcard examples/mlp.c))
 DEMO_BIN = $(BUILD)/examples/$(basename $(notdir $(DEMO_SRC)))
 
 .PHONY: all build asan deps-build deps-test test test-c test-memcheck test-asan install-check \
-	test-python test-fuzz fuzz demo demo-gpt bench bench-chart install format format-check clean
+	test-python test-fuzz fuzz demo demo-gpt demo-dist bench-dist bench bench-chart install format format-check clean
 
 all: build
 
@@ -112,6 +114,22 @@ FUZZ_TEST_DISABLE ?=
 test-fuzz: build
 	bash scripts/fuzz.sh run -n $(FUZZ_TEST_N) --seed $(FUZZ_TEST_SEED) --jobs $(JOBS) \
 		--c-every 3 $(if $(strip $(FUZZ_TEST_DISABLE)),--disable $(FUZZ_TEST_DISABLE))
+
+# Data-parallel training over MPI (docs/distributed.md): 2 processes, as root
+# or not, more processes than cores allowed.
+MPIRUN ?= mpirun
+MPIRUN_FLAGS ?= --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 2
+demo-dist: deps-test build
+	@test -x $(BUILD)/examples/mlp_ddp || { echo "demo-dist: MPI was not found when $(BUILD) was \
+	configured (scripts/deps.sh test installs it; then rm $(BUILD)/CMakeCache.txt)" >&2; exit 1; }
+	OMPI_MCA_btl=self,vader $(MPIRUN) $(MPIRUN_FLAGS) $(BUILD)/examples/mlp_ddp
+	bash scripts/test-python.sh --run -c 'import jitgrad.distributed as d; assert d.is_available()'
+	OMPI_MCA_btl=self,vader $(MPIRUN) $(MPIRUN_FLAGS) $(BUILD)/python-venv/bin/python \
+		examples/dist/train_ddp.py
+
+# Step time of data-parallel training at 1 and 2 processes (docs/performance.md).
+bench-dist: deps-test build
+	bash bench/dist/run.sh
 
 # The flagship example: a GPT-2-style byte model trained compiled (docs/gpt.md).
 GPT_ARGS ?= --steps 200 --sample 300

@@ -133,6 +133,44 @@ int jg_backward(jg_tensor *root, jg_tensor *grad /* NULL: root is a scalar */, u
 #define JG_ALLOW_UNUSED 4u
 int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const *grad_outputs,
                      int n_inputs, jg_tensor *const *inputs, unsigned flags, jg_tensor **results);
+
+/* ---- gradient hooks on leaves (what data-parallel training builds on) ----
+ * A grad-ready hook runs during jg_backward once the leaf's gradient is
+ * final (every contribution of this backward summed), before any .grad is
+ * written: grad is that would-be gradient (BORROWED, read only).  Hooks run
+ * in the order gradients become final (the engine's order, the same on every
+ * run of the same graph), a leaf's hooks in registration order.  A hook
+ * returning -1 (after setting an error) fails the backward: no .grad changes.
+ * A post-accumulate hook (PyTorch's register_post_accumulate_grad_hook)
+ * runs after the leaf's .grad was written.  Hooks and callbacks run with
+ * grad mode off (on with JG_CREATE_GRAPH), as PyTorch's.  None of them runs for
+ * jg_autograd_grad.  Registering returns a handle (> 0) or -1 (t is not a
+ * leaf, or does not require grad).  free_user (may be NULL) runs on removal
+ * or when t dies. */
+typedef int (*jg_grad_ready_fn)(void *user, jg_tensor *leaf, jg_tensor *grad);
+typedef int (*jg_post_accumulate_fn)(void *user, jg_tensor *leaf);
+int jg_register_grad_ready_hook(jg_tensor *t, jg_grad_ready_fn fn, void *user,
+                                void (*free_user)(void *));
+int jg_register_post_accumulate_grad_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
+                                          void (*free_user)(void *));
+/* An expected hook runs when a backward starts (before any node runs) if it
+ * will compute a gradient for t: a hook that must act at the end of every
+ * such backward, even one that fails before t's gradient is final, queues
+ * its callback here. */
+int jg_register_grad_expected_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
+                                   void (*free_user)(void *));
+int jg_remove_grad_hook(jg_tensor *t, int handle); /* 0, or -1 if no such hook */
+/* Only while a backward runs (from its hooks or callbacks): replaces the
+ * gradient that will be committed to leaf t (grad NULL: none), for a leaf
+ * whose gradient is final or that got none.  0 or -1. */
+int jg_backward_set_grad(jg_tensor *t, jg_tensor *grad);
+/* Only from a hook of a running backward: fn runs once when that backward
+ * has computed every gradient and run every grad-ready hook, before the
+ * commit (status 0; returning -1 fails the backward), or when it fails
+ * (status -1, after the error is set; the return value is ignored and the
+ * error text kept).  Callbacks run in the order they were queued. */
+typedef int (*jg_backward_callback_fn)(void *user, int status);
+int jg_backward_queue_callback(jg_backward_callback_fn fn, void *user);
 bool jg_set_grad_enabled(bool on); /* returns the previous mode */
 bool jg_is_grad_enabled(void);
 

@@ -22,12 +22,26 @@ if not os.path.exists(lib):
 
 sources = sorted(os.path.relpath(p, here) for p in glob(os.path.join(here, "csrc", "*.c")))
 
+# jitgrad.distributed: libjitgrad_dist and MPI are linked in when the CMake
+# build found MPI (it then writes mpi-flags.txt); otherwise the extension is
+# built without them and jitgrad.distributed.is_available() is False.
+dist_lib = os.path.join(build_dir, "libjitgrad_dist.a")
+mpi_flags = os.path.join(build_dir, "mpi-flags.txt")
+dist_macros, dist_incs, dist_link = [], [], []
+if os.path.exists(dist_lib) and os.path.exists(mpi_flags):
+    with open(mpi_flags) as f:
+        kv = dict(line.strip().split("=", 1) for line in f if "=" in line)
+    dist_macros = [("JITGRAD_HAVE_MPI", "1")]
+    dist_incs = [d for d in kv.get("include", "").split(";") if d and "NOTFOUND" not in d]
+    dist_link = [dist_lib] + [x for x in kv.get("libs", "").split(";") if x]
+
 setup(
     ext_modules=[
         Extension(
             "jitgrad._C",
             sources=sources,
-            include_dirs=[include, os.path.join(here, "csrc")],
+            include_dirs=[include, os.path.join(here, "csrc")] + dist_incs,
+            define_macros=dist_macros,
             extra_compile_args=[
                 "-std=c11",
                 "-Wall",
@@ -41,7 +55,8 @@ setup(
                 "-ffp-contract=off",
                 "-fno-strict-aliasing",
             ],
-            extra_link_args=[
+            extra_link_args=dist_link
+            + [
                 "-Wl,--whole-archive",
                 lib,
                 "-Wl,--no-whole-archive",
@@ -50,7 +65,7 @@ setup(
                 "-ldl",
                 "-lpthread",
             ],
-            depends=[lib] + glob(os.path.join(here, "csrc", "*.h")),
+            depends=[lib] + dist_link[:1] + glob(os.path.join(here, "csrc", "*.h")),
         )
     ],
 )

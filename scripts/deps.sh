@@ -11,7 +11,8 @@ set -euo pipefail
 
 set_name=${1:-build}
 build_pkgs=(gcc libc6-dev make cmake pkg-config libopenblas-dev libcmocka-dev)
-test_pkgs=(clang-format valgrind python3-dev python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel)
+test_pkgs=(clang-format valgrind python3-dev python3-numpy python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
+    libopenmpi-dev openmpi-bin) # (MPI: the data-parallel tests, docs/distributed.md)
 optional_pkgs=(python3-torch)
 
 case "$set_name" in

@@ -127,4 +127,7 @@ extern PyMethodDef jgp_module_opsshape_functions[];
 /* ---- nn: ops_nn.c ---- */
 extern PyMethodDef jgp_module_nn_functions[];
 
+/* ---- dist.c: gradient hooks, jitgrad.distributed ---- */
+extern PyMethodDef jgp_module_dist_functions[];
+
 #endif

@@ -297,6 +297,35 @@ Tensor.baddbmm = lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
     self, batch1, batch2, beta=beta, alpha=alpha)
 # ---- end word-lm ----
 
+from . import distributed  # noqa: E402,F401
+
+
+class _RemovableHandle:
+    """What register_post_accumulate_grad_hook returns: remove() unhooks."""
+
+    def __init__(self, tensor, hook_id):
+        self._tensor, self.id = tensor, hook_id
+
+    def remove(self):
+        if self._tensor is not None:
+            _C._remove_grad_hook(self._tensor, self.id)
+            self._tensor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    """hook(tensor) runs after a backward accumulated tensor's gradient into
+    .grad (a leaf that requires grad); it must return None.  Returns a
+    handle whose remove() unregisters it."""
+    return _RemovableHandle(self, _C._register_post_accumulate_grad_hook(self, hook))
+
+
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
 

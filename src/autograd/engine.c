@@ -4,6 +4,7 @@
  * each slot's gradient along its edge, and only at the end touches .grad:
  * a backward that fails leaves every .grad exactly as it was. */
 #include "autograd/engine.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "core/thread.h"
 
@@ -84,7 +85,14 @@ typedef struct {
 typedef struct {
     jg_tensor *leaf;
     jg_tensor *grad; /* pending contribution */
+    int pending;     /* grad-ready hooks: edges of nodes still to run that lead here */
+    bool fired;      /* its gradient is final (its grad-ready hooks ran) */
 } leaf_info;
+
+typedef struct {
+    jg_backward_callback_fn fn;
+    void *user;
+} queued_cb;
 
 typedef struct {
     node_info *nodes;
@@ -104,6 +112,10 @@ typedef struct {
     int cap_stack;
     int n_capture; /* this run's captured tensors (for splice) */
     jg_tensor *const *capture;
+    bool hooks_on;     /* some tensor has gradient hooks and this run writes .grad */
+    bool create_graph; /* hooks run in this grad mode (PyTorch: no_grad unless create_graph) */
+    queued_cb *cbs;    /* jg_backward_queue_callback's */
+    int n_cbs, cap_cbs;
 } run_state;
 
 static __attribute__((noinline)) int grow_slow(void **p, int *cap, int need, size_t elem,
@@ -197,7 +209,7 @@ static int leaf_slot(run_state *rs, jg_tensor *leaf) {
         return -1;
     if (map_put(&rs->leaf_idx, leaf, rs->n_leaves) < 0)
         return -1;
-    rs->leaves[rs->n_leaves] = (leaf_info){leaf, NULL};
+    rs->leaves[rs->n_leaves] = (leaf_info){leaf, NULL, 0, false};
     return rs->n_leaves++;
 }
 
@@ -244,6 +256,7 @@ static void run_free_arrays(run_state *rs) {
     free(rs->leaves);
     free(rs->heap);
     free(rs->stack);
+    free(rs->cbs);
     map_free(&rs->leaf_idx);
     free(rs);
 }
@@ -286,7 +299,8 @@ static void run_release(run_state *rs) {
         run_free_arrays(rs);
         return;
     }
-    rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = 0;
+    rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = rs->n_cbs = 0;
+    rs->hooks_on = false;
     map_clear(&rs->leaf_idx);
     spare_state = rs;
 }
@@ -438,6 +452,9 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
         jg_edge e = gin[k] ? resolve_edge(n->next[k]) : (jg_edge){0};
         if ((li[k] = !e.fn && e.leaf ? leaf_slot(rs, e.leaf) : -1) < -1)
             rc = -1;
+        else if (li[k] >= 0 && rs->leaves[li[k]].fired)
+            rc = jg_errorf("internal error: a gradient reached a leaf after its gradient-ready "
+                           "hooks ran");
     }
     for (int k = 0; k < n->n_next && rc == 0; k++) {
         jg_edge e = resolve_edge(n->next[k]);
@@ -554,6 +571,129 @@ int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor *
         if (li >= 0)
             *acc = &rs->leaves[li].grad;
     }
+    return 0;
+}
+
+/* ---- gradient hooks (autograd/hooks.c) ---- */
+
+/* The run that jg_backward_set_grad / jg_backward_queue_callback act on. */
+static _Thread_local run_state *current_run;
+
+/* Counts, for each leaf with hooks, the edges of needed nodes [from, n_nodes)
+ * that lead to it: its gradient is final once they all ran. */
+static int count_hooked(run_state *rs, int from) {
+    for (int i = from; i < rs->n_nodes; i++) {
+        const jg_node *n = rs->nodes[i].node;
+        if (!rs->nodes[i].needed)
+            continue;
+        for (int k = 0; k < n->n_next; k++) {
+            jg_edge e = resolve_edge(n->next[k]);
+            if (!e.fn && e.leaf && e.leaf->has_grad_hooks) {
+                int li = leaf_slot(rs, e.leaf);
+                if (li < 0)
+                    return -1;
+                rs->leaves[li].pending++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Leaf li's gradient is final: its grad-ready hooks see it. */
+static int leaf_ready(run_state *rs, int li) {
+    if (rs->leaves[li].fired)
+        return 0;
+    rs->leaves[li].fired = true;
+    jg_tensor *leaf = rs->leaves[li].leaf, *g = rs->leaves[li].grad;
+    if (!g || !leaf->requires_grad || !leaf->has_grad_hooks)
+        return 0;
+    /* (a hook may add leaves to the run: no pointer into leaves[] is held) */
+    jg_retain(g);
+    bool prev = jg_set_grad_enabled(rs->create_graph);
+    int rc = jg_grad_hooks_run(leaf, JG_HOOK_READY, g);
+    jg_set_grad_enabled(prev);
+    jg_release(g);
+    return rc;
+}
+
+/* Node idx ran (or was passed over): the leaves its edges lead to have one
+ * contribution fewer to wait for. */
+static int node_done(run_state *rs, int idx) {
+    const jg_node *n = rs->nodes[idx].node;
+    for (int k = 0; k < n->n_next; k++) {
+        jg_edge e = resolve_edge(n->next[k]);
+        if (e.fn || !e.leaf || !e.leaf->has_grad_hooks)
+            continue;
+        int li = map_get(&rs->leaf_idx, e.leaf);
+        if (li >= 0 && rs->leaves[li].pending > 0 && --rs->leaves[li].pending == 0 &&
+            leaf_ready(rs, li) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Runs the queued callbacks once (status 0: may fail the run; status -1:
+ * the run failed, the error text is kept). */
+static int run_callbacks(run_state *rs, int status) {
+    int rc = 0;
+    for (int i = 0; i < rs->n_cbs; i++) {
+        queued_cb cb = rs->cbs[i];
+        if (status < 0) {
+            char *keep = strdup(jg_last_error());
+            cb.fn(cb.user, -1);
+            if (keep) {
+                jg_errorf("%s", keep);
+                free(keep);
+            }
+        } else if (rc == 0) {
+            rc = cb.fn(cb.user, 0) < 0 ? -1 : 0;
+        } else {
+            /* an earlier callback failed: the rest learn of it */
+            char *keep = strdup(jg_last_error());
+            cb.fn(cb.user, -1);
+            if (keep) {
+                jg_errorf("%s", keep);
+                free(keep);
+            }
+        }
+    }
+    rs->n_cbs = 0;
+    return rc;
+}
+
+int jg_backward_queue_callback(jg_backward_callback_fn fn, void *user) {
+    run_state *rs = current_run;
+    if (!fn)
+        return jg_errorf("jg_backward_queue_callback: fn is NULL");
+    if (!rs || !rs->hooks_on)
+        return jg_errorf("jg_backward_queue_callback: no backward with hooks is running");
+    if (grow((void **)&rs->cbs, &rs->cap_cbs, rs->n_cbs + 1, sizeof *rs->cbs, 4) < 0)
+        return jg_errorf("out of memory in jg_backward_queue_callback");
+    rs->cbs[rs->n_cbs++] = (queued_cb){fn, user};
+    return 0;
+}
+
+int jg_backward_set_grad(jg_tensor *t, jg_tensor *grad) {
+    run_state *rs = current_run;
+    if (!rs || !rs->hooks_on)
+        return jg_errorf("jg_backward_set_grad: no backward with hooks is running");
+    if (!t || t->grad_fn)
+        return jg_errorf("jg_backward_set_grad: not a leaf");
+    if (grad && (grad->sym || grad->dtype != t->dtype || grad->ndim != t->ndim ||
+                 memcmp(grad->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))) {
+        char gs[160], ts[160];
+        jg_describe(grad, gs, sizeof gs);
+        jg_describe(t, ts, sizeof ts);
+        return jg_errorf("jg_backward_set_grad: gradient %s does not match the leaf %s", gs, ts);
+    }
+    int li = leaf_slot(rs, t);
+    if (li < 0)
+        return -1;
+    if (rs->leaves[li].pending > 0)
+        return jg_errorf("jg_backward_set_grad: the leaf's gradient is not final yet");
+    rs->leaves[li].fired = true;
+    jg_release(rs->leaves[li].grad);
+    rs->leaves[li].grad = jg_retain(grad);
     return 0;
 }
 
@@ -701,12 +841,32 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     run_state *rs = run_acquire();
     if (!rs)
         return jg_errorf("out of memory in backward");
+    run_state *prev_run = current_run;
+    current_run = rs;
     int rc = discover(rs, n_roots, roots);
     if (rc < 0)
         goto out;
     rs->n_capture = n_capture;
     rs->capture = capture;
     mark_needed(rs, 0);
+    rs->hooks_on = !n_capture && jg_grad_hooks_any();
+    rs->create_graph = create_graph;
+    bool hooks_prev_mode = jg_is_grad_enabled();
+    if (rs->hooks_on && (rc = count_hooked(rs, 0)) < 0)
+        goto out;
+    /* expected hooks: the leaves this backward will compute a gradient for */
+    if (rs->hooks_on)
+        jg_set_grad_enabled(create_graph);
+    for (int i = 0; rs->hooks_on && i < rs->n_leaves && rc == 0; i++) {
+        jg_tensor *leaf = rs->leaves[i].leaf;
+        if (rs->leaves[i].pending > 0 && leaf->requires_grad &&
+            jg_grad_hooks_has(leaf, JG_HOOK_EXPECTED))
+            rc = jg_grad_hooks_run(leaf, JG_HOOK_EXPECTED, NULL);
+    }
+    if (rs->hooks_on)
+        jg_set_grad_enabled(hooks_prev_mode);
+    if (rc < 0)
+        goto out;
     /* seed the roots' gradients */
     for (int r = 0; r < n_roots && rc == 0; r++) {
         jg_tensor *t = roots[r], *g;
@@ -765,7 +925,12 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
                     captured[c] = jg_retain(buf[nr]);
             }
         }
+        int before = rs->n_nodes;
         rc = run_node(rs, i, create_graph);
+        if (rc == 0 && rs->hooks_on && rs->n_nodes > before)
+            rc = count_hooked(rs, before); /* a splice added nodes */
+        if (rc == 0 && rs->hooks_on)
+            rc = node_done(rs, i);
         if (rc < 0)
             break;
         const int *nx = rs->next_idx + rs->nodes[i].next;
@@ -787,12 +952,34 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
                 captured[c] = jg_retain(rs->leaves[li].grad);
         }
     } else {
+        if (rs->hooks_on) {
+            /* leaves no counted edge led to (a root that is a leaf) */
+            for (int i = 0; i < rs->n_leaves && rc == 0; i++)
+                if (rs->leaves[i].leaf->has_grad_hooks)
+                    rc = leaf_ready(rs, i);
+            if (rc == 0) {
+                bool prev = jg_set_grad_enabled(create_graph);
+                rc = run_callbacks(rs, 0);
+                jg_set_grad_enabled(prev);
+            }
+            if (rc < 0)
+                goto out;
+        }
         /* commit: everything succeeded, now .grad may change */
         /* (PyTorch's AccumulateGrad skips a leaf that no longer requires
          * grad: requires_grad_(False) after the graph was built) */
         for (int i = 0; i < rs->n_leaves && rc == 0; i++)
             if (rs->leaves[i].grad && rs->leaves[i].leaf->requires_grad)
                 rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph);
+        /* post-accumulate hooks: .grad holds this backward's sum now */
+        bool prev = jg_set_grad_enabled(create_graph);
+        for (int i = 0; i < rs->n_leaves && rc == 0 && rs->hooks_on; i++) {
+            jg_tensor *leaf = rs->leaves[i].leaf;
+            if (rs->leaves[i].grad && leaf->requires_grad && leaf->has_grad_hooks &&
+                jg_grad_hooks_has(leaf, JG_HOOK_POST))
+                rc = jg_grad_hooks_run(leaf, JG_HOOK_POST, NULL);
+        }
+        jg_set_grad_enabled(prev);
     }
     if (rc == 0 && !retain)
         for (int i = 0; i < rs->n_nodes; i++)
@@ -801,6 +988,9 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
                 rs->nodes[i].node->saved_released = true;
             }
 out:
+    if (rc < 0 && rs->n_cbs)
+        run_callbacks(rs, -1);
+    current_run = prev_run;
     if (rc < 0)
         for (int c = 0; c < n_capture; c++) {
             jg_release(captured[c]);

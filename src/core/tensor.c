@@ -263,6 +263,8 @@ static void tensor_destroy(jg_tensor *t) {
     } else {
         storage_release(s);
     }
+    if (t->has_grad_hooks)
+        jg_hooks.grad_hooks_free(t);
     if (t->grad && --t->grad->refcount == 0)
         push_dead(t->grad, false);
     if (t->grad_fn && --((node_head *)t->grad_fn)->refcount == 0)
@@ -509,6 +511,7 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->requires_grad = false;
     t->is_view = false;
     t->no_grad_view = false;
+    t->has_grad_hooks = false;
     t->offset = 0;
     t->view = NULL;
     t->refcount = 1;

@@ -68,7 +68,8 @@ struct jg_tensor {
      * requires grad too, but while it has no grad_fn the gradients that
      * reach it are dropped (no edge leads to it), as in PyTorch */
     bool no_grad_view;
-    int64_t offset; /* in elements */
+    bool has_grad_hooks; /* autograd/hooks.c holds hooks for it */
+    int64_t offset;      /* in elements */
     int64_t numel;
     jg_view_info *view; /* NULL unless a tracked differentiable view */
     /* kind JG_STORAGE_INLINE when storage points here; a traced tensor has
@@ -225,6 +226,8 @@ typedef struct jg_core_hooks {
      * program is traced: 0 (the backward was traced), -1 + error, or 1 when
      * it cannot be traced (a graph break). */
     int (*trace_backward)(jg_tensor *root, jg_tensor *grad, unsigned flags);
+    /* A tensor with has_grad_hooks dies: drop its hooks (autograd layer). */
+    void (*grad_hooks_free)(jg_tensor *t);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

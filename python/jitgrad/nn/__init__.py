@@ -44,3 +44,4 @@ from .transformer import (  # noqa: F401
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from . import parallel  # noqa: F401,E402

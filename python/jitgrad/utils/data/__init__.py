@@ -6,6 +6,7 @@ from .dataloader import DataLoader, default_collate, default_convert  # noqa: F4
 from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split  # noqa: F401
 from .sampler import (  # noqa: F401
     BatchSampler,
+    DistributedSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
