@@ -72,3 +72,20 @@ def test_recompile_log_names_the_entry(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert "param_groups[0]['lr'] changed: 0.1 -> 0.05" in r.stderr, r.stderr
+
+
+def test_program_appending_to_a_list_runs_its_side_effect_every_call(jg):
+    """A program that appends a number to a list it reaches changes its own
+    key: the next call traces again and so runs the Python code (the list
+    grows at every call, as in eager), instead of replaying a graph that
+    skips the append."""
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * 2
+
+    cf = jg.compile(f, backend="interp")
+    for i in range(4):
+        assert cf(jg.ones(2)).tolist() == [2.0, 2.0]
+        assert len(calls) == i + 1
