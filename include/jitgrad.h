@@ -301,6 +301,15 @@ void jg_compiled_free(jg_compiled *c);
 char *jg_compiled_graph(const jg_compiled *c, int entry);
 int jg_compiled_entries(const jg_compiled *c);
 int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
+/* Dynamic sizes (PyTorch's dynamic=): JG_DYNAMIC_AUTO (the default: input
+ * dims whose size changed between two traces, all from one size to one
+ * other, stop being traced per size where the graph allows), JG_DYNAMIC_ON
+ * (also from the first call: the program is traced once more with the first
+ * input dim of size >= 2, and every input dim of that size, one larger) or
+ * JG_DYNAMIC_OFF (every new size traces).  Before the first call; 0 or -1 +
+ * error.  See docs/compiler.md, "Dynamic shapes". */
+enum { JG_DYNAMIC_OFF = -1, JG_DYNAMIC_AUTO = 0, JG_DYNAMIC_ON = 1 };
+int jg_compiled_set_dynamic(jg_compiled *c, int mode);
 /* Whether jg_compile can use this backend here ("interp": always; "c": a C
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);

@@ -78,6 +78,9 @@ typedef struct jg_entry {
     char *break_reason;
     jg_graph *fwd_ad; /* traced forward, read by autodiff (NULL: no backward) */
     jg_graph *fwd;    /* what runs */
+    /* the graph as traced, before the pipeline (NULL unless dynamic sizes
+     * may use it: compile/dynamic.h) */
+    jg_graph *traced;
     const jg_backend *backend;
     void *fplan;
     int n_graph_inputs;  /* distinct call inputs, then lifted tensors */
