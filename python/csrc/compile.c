@@ -18,6 +18,8 @@
 #pragma weak jg_compiled_graph
 #pragma weak jg_compiled_entries
 #pragma weak jg_compiled_fallbacks
+#pragma weak jg_compiled_set_dynamic
+#pragma weak jg_sizes_note
 
 typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
@@ -696,13 +698,23 @@ static void compiled_dealloc(PyObject *o) {
 }
 
 static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", NULL};
-    PyObject *fn;
+    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", "dynamic", NULL};
+    PyObject *fn, *dynamic = Py_None;
     const char *backend = "interp";
     int fullgraph = 0, verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|spp:Compiled", kwlist, &fn, &backend, &fullgraph,
-                                     &verify))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sppO:Compiled", kwlist, &fn, &backend, &fullgraph,
+                                     &verify, &dynamic))
         return NULL;
+    /* PyTorch's dynamic=: None automatic, True from the first call, False never */
+    if (dynamic != Py_None && !PyBool_Check(dynamic)) {
+        PyErr_Format(PyExc_TypeError,
+                     "jitgrad.compile: dynamic must be None, True or False, not %s",
+                     Py_TYPE(dynamic)->tp_name);
+        return NULL;
+    }
+    int dyn_mode = dynamic == Py_None   ? JG_DYNAMIC_AUTO
+                   : dynamic == Py_True ? JG_DYNAMIC_ON
+                                        : JG_DYNAMIC_OFF;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "compile(): fn must be callable");
         return NULL;
@@ -741,6 +753,11 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (!self->c && auto_backend) { /* "inductor": the fastest that works */
         opts.backend = "interp";
         self->c = jg_compile(program_cb, self, &opts);
+    }
+    if (self->c && dyn_mode && jg_compiled_set_dynamic &&
+        jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
+        jg_compiled_free(self->c);
+        self->c = NULL;
     }
     if (!self->c) {
         Py_DECREF(self);
@@ -923,7 +940,54 @@ static PyTypeObject JGCompiled_Type = {
     .tp_getset = compiled_getset,
 };
 
+/* ---- sizes of traced tensors (jitgrad/_symint.py) ---- */
+
+static PyObject *size_class; /* jitgrad.SymInt once registered */
+
+PyObject *jgp_size(const jg_tensor *t, int64_t v) {
+    PyObject *i = PyLong_FromLongLong(v);
+    if (!i || !size_class || !jg_is_traced(t))
+        return i;
+    PyObject *r = PyObject_CallOneArg(size_class, i);
+    Py_DECREF(i);
+    return r;
+}
+
+void jgp_size_opaque(const jg_tensor *t, int64_t v) {
+    if (jg_sizes_note && jg_is_traced(t))
+        jg_sizes_note(JG_SIZES_OPAQUE, v, 0);
+}
+
+static PyObject *m_set_size_class(PyObject *mod, PyObject *cls) {
+    (void)mod;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyLong_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_set_size_class: expected a subclass of int");
+        return NULL;
+    }
+    Py_XSETREF(size_class, Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_sizes_note(PyObject *mod, PyObject *args) {
+    (void)mod;
+    int op;
+    long long a, b;
+    if (!PyArg_ParseTuple(args, "iLL:_sizes_note", &op, &a, &b))
+        return NULL;
+    if (jg_sizes_note)
+        jg_sizes_note(op, a, b);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef size_functions[] = {
+    {"_set_size_class", m_set_size_class, METH_O, NULL},
+    {"_sizes_note", m_sizes_note, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 int jgp_compile_init(PyObject *module) {
+    if (PyModule_AddFunctions(module, size_functions) < 0)
+        return -1;
     if (PyType_Ready(&JGCompiled_Type) < 0)
         return -1;
     tensor_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);

@@ -123,8 +123,8 @@ int jg_compiled_set_dynamic(jg_compiled *c, int mode) {
     if (!c)
         return jg_errorf("jg_compiled_set_dynamic: compiled function is NULL");
     if (mode < JG_DYNAMIC_OFF || mode > JG_DYNAMIC_ON)
-        return jg_errorf("jg_compiled_set_dynamic: mode %d is not JG_DYNAMIC_OFF (-1), "
-                         "JG_DYNAMIC_AUTO (0) or JG_DYNAMIC_ON (1)",
+        return jg_errorf("jg_compiled_set_dynamic: mode %d is not JG_DYNAMIC_OFF (0), "
+                         "JG_DYNAMIC_AUTO (1) or JG_DYNAMIC_ON (2)",
                          mode);
     if (c->n_entries)
         return jg_errorf("jg_compiled_set_dynamic: the program was already traced (%d entries); "
@@ -742,7 +742,9 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
     /* the trace has no side effects: randomness it drew (a graph break) is
      * drawn again by the eager run */
     int rng = jg_rng_checkpoint();
+    jg_sizes_record *prev_sizes = jg_sizes_record_begin(&e->sizes);
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
+    jg_sizes_record_end(prev_sizes);
     jg_rng_rollback(rng);
     int breaks = jg_trace_breaks();
     if (breaks && jg_trace_break_retry()) {
@@ -841,7 +843,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         jg_graph_free(g);
         return e;
     }
-    if (rc == 0 && c->dynamic >= 0 && plain_ops(g))
+    if (rc == 0 && c->dynamic != JG_DYNAMIC_OFF && plain_ops(g))
         e->traced = jg_graph_clone(g); /* (NULL when out of memory: no dynamic sizes) */
     if (rc == 0)
         rc = build(c, e, g, failed);
@@ -981,19 +983,21 @@ static void dyn_add(jg_compiled *c, jg_dyn *d) {
  * sizes of some input dims (PyTorch's "automatic dynamic"), a template
  * serves those dims from now on. */
 static bool dyn_after_trace(jg_compiled *c, jg_entry *e) {
+    char why[400], first[400] = ""; /* the newest entry's reason is logged */
     for (int i = c->n_entries - 1; i >= 0; i--) {
         if (c->entries[i] == e)
             continue;
         jg_dyn *d;
-        char why[400];
         int r = jg_dyn_make(c->entries[i], e, &d, why, sizeof why);
-        if (r > 0)
+        if (r > 0) {
             dyn_add(c, d);
-        else if (r < 0 && (c->log & LOG_RECOMPILES))
-            fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, why);
-        if (r)
-            return r > 0;
+            return true;
+        }
+        if (r < 0 && !first[0])
+            snprintf(first, sizeof first, "%s", why);
     }
+    if (first[0] && (c->log & LOG_RECOMPILES))
+        fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, first);
     return false;
 }
 
@@ -1146,7 +1150,7 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                     e->index, e->break_reason);
         if (c->log & LOG_GRAPHS)
             log_graphs(e);
-        if (!e->eager && e->traced && !dyn_after_trace(c, e) && c->dynamic > 0)
+        if (!e->eager && e->traced && !dyn_after_trace(c, e) && c->dynamic == JG_DYNAMIC_ON)
             dyn_probe(c, e, inputs);
     } else if (in != small) {
         free(in);

@@ -3,6 +3,7 @@
 #include "compile/dynamic.h"
 
 #include "core/strbuf.h"
+#include "trace/trace.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -22,10 +23,12 @@ struct jg_dyn {
     int n_dims;
     int *dim_in, *dim_d; /* the (call input, dim) pairs of the symbol */
     /* per slot of base->traced: the value is k * s (k != 0) or fixed (0) */
-    int64_t *shape_k; /* n_vals * JG_MAX_DIMS */
-    int64_t *attr_k;  /* n_nodes * (JG_MAX_DIMS + 4) */
-    int64_t *s_k;     /* n_nodes */
-    int64_t *const_k; /* n_consts (one-element constants) */
+    int64_t *shape_k;  /* n_vals * JG_MAX_DIMS */
+    int64_t *attr_k;   /* n_nodes * (JG_MAX_DIMS + 4) */
+    int64_t *s_k;      /* n_nodes */
+    int64_t *const_k;  /* n_consts (one-element constants) */
+    bool *const_fill;  /* n_consts: a constant of one value whose shape is k * s */
+    int64_t *lifted_k; /* n_lifted: a one-element tensor made while traced (a VJP's count) */
     jg_entry *inst[DYN_INSTANCES];
     int64_t inst_s[DYN_INSTANCES];
     uint64_t inst_used[DYN_INSTANCES];
@@ -61,6 +64,105 @@ static bool fit_f64(double v1, double v2, int64_t n1, int64_t n2, int64_t *k) {
     return (double)(*k * n2) == v2 && (double)(*k * n1) == v1;
 }
 
+/* ------------------------------------------------------ size comparisons */
+
+static _Thread_local jg_sizes_record *recording;
+
+jg_sizes_record *jg_sizes_record_begin(jg_sizes_record *r) {
+    jg_sizes_record *prev = recording;
+    recording = r;
+    return prev;
+}
+
+void jg_sizes_record_end(jg_sizes_record *prev) {
+    recording = prev;
+}
+
+void jg_sizes_note(int op, int64_t a, int64_t b) {
+    jg_sizes_record *r = recording;
+    if (!r || !jg_tracing())
+        return;
+    if (op < JG_SIZES_EQ || op > JG_SIZES_OPAQUE)
+        op = JG_SIZES_OPAQUE;
+    if (r->n == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 8;
+        struct jg_size_use *u = realloc(r->use, sizeof *u * (size_t)cap);
+        if (!u) {
+            r->n = -1; /* (marks the record unusable) */
+            return;
+        }
+        r->use = u;
+        r->cap = cap;
+    }
+    if (r->n >= 0)
+        r->use[r->n++] = (struct jg_size_use){op, a, b};
+}
+
+/* Value v1 at n1, v2 at n2 as k * s + c (one of them 0). */
+static bool fit_affine(int64_t v1, int64_t v2, int64_t n1, int64_t n2, int64_t *k, int64_t *c) {
+    *c = 0;
+    if (!fit_i64(v1, v2, n1, n2, k))
+        return false;
+    if (!*k)
+        *c = v2;
+    return true;
+}
+
+static const char *const cmp_name[] = {"==", "!=", "<", "<=", ">", ">="};
+
+/* Whether (lhs - rhs) = d satisfies op (an ordering; d's sign is enough). */
+static bool holds(int op, int64_t d) {
+    switch (op) {
+    case JG_SIZES_LT:
+        return d < 0;
+    case JG_SIZES_LE:
+        return d <= 0;
+    case JG_SIZES_GT:
+        return d > 0;
+    default:
+        return d >= 0;
+    }
+}
+
+/* Every comparison of sizes the program made has one result for every size
+ * s >= 2: its two sides, fitted as k * s or fixed, differ by f(s) = a * s
+ * + b; with a != 0, f is monotonic, so an ordering holds alike at s = 2 and
+ * for large s (f's sign there is a's), and an equality never holds as long
+ * as f(2) already has a's sign. */
+static int check_sizes(const jg_dyn *d, const jg_sizes_record *ra, const jg_sizes_record *rb,
+                       char *why, size_t why_size) {
+    if (ra->n < 0 || rb->n < 0)
+        return WHY("out of memory");
+    if (ra->n != rb->n)
+        return WHY("the program compared sizes a different number of times");
+    for (int i = 0; i < rb->n; i++) {
+        const struct jg_size_use *x = &ra->use[i], *y = &rb->use[i];
+        if (x->op != y->op)
+            return WHY("the program compared sizes differently");
+        if (y->op == JG_SIZES_OPAQUE) {
+            if (x->a != y->a)
+                return WHY("the program used a size that changed (%" PRId64 " -> %" PRId64
+                           ") in a way the library cannot follow (len(), float(), /)",
+                           x->a, y->a);
+            continue;
+        }
+        int64_t ka, ca, kb, cb;
+        if (!fit_affine(x->a, y->a, d->n_other, d->n_base, &ka, &ca) ||
+            !fit_affine(x->b, y->b, d->n_other, d->n_base, &kb, &cb))
+            return WHY("the program compared sizes that are not proportional to the dims (%" PRId64
+                       " %s %" PRId64 ", then %" PRId64 " %s %" PRId64 ")",
+                       x->a, cmp_name[x->op], x->b, y->a, cmp_name[y->op], y->b);
+        int64_t a = ka - kb, at2 = 2 * a + (ca - cb);
+        bool fixed = a == 0 || (y->op <= JG_SIZES_NE ? at2 != 0 && (at2 > 0) == (a > 0)
+                                                     : holds(y->op, at2) == holds(y->op, a));
+        if (!fixed)
+            return WHY("the program compared sizes with a result that depends on the size (%" PRId64
+                       " %s %" PRId64 ", then %" PRId64 " %s %" PRId64 ")",
+                       x->a, cmp_name[x->op], x->b, y->a, cmp_name[y->op], y->b);
+    }
+    return 0;
+}
+
 static bool contiguous_key(const jg_in_key *in) {
     int64_t st[JG_MAX_DIMS] = {0};
     jg_contiguous_strides(in->meta.ndim, in->meta.shape, st);
@@ -77,6 +179,52 @@ static bool same_ptrs(jg_tensor *const *a, jg_tensor *const *b, int n) {
     return n <= 0 || (a && b && !memcmp(a, b, sizeof(jg_tensor *) * (size_t)n));
 }
 
+static bool same_values(jg_tensor *x, jg_tensor *y) {
+    if (x->dtype != y->dtype || x->ndim != y->ndim ||
+        memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim))
+        return false;
+    size_t bytes = (size_t)jg_numel(x) * jg_dtype_size(x->dtype);
+    void *bx = malloc(bytes ? bytes : 1), *by = malloc(bytes ? bytes : 1);
+    bool same = bx && by && jg_copy_to(x, bx, bytes) == 0 && jg_copy_to(y, by, bytes) == 0 &&
+                !memcmp(bx, by, bytes);
+    free(bx);
+    free(by);
+    jg_clear_error();
+    return same;
+}
+
+/* Whether every element of t has one value (as double: *v). */
+static bool uniform(jg_tensor *t, double *v) {
+    int64_t n = jg_numel(t);
+    size_t es = jg_dtype_size(t->dtype), bytes = (size_t)n * es;
+    unsigned char *b = n ? malloc(bytes) : NULL;
+    bool ok = b && jg_copy_to(t, b, bytes) == 0;
+    for (int64_t i = 1; ok && i < n; i++)
+        ok = !memcmp(b, b + (size_t)i * es, es);
+    if (ok) { /* (exact in double for every dtype a fill is made in) */
+        switch (t->dtype) {
+        case JG_F32:
+            *v = *(const float *)b;
+            break;
+        case JG_F64:
+            *v = *(const double *)b;
+            break;
+        case JG_I64:
+            *v = (double)*(const int64_t *)b;
+            ok = *(const int64_t *)b == (int64_t)*v;
+            break;
+        case JG_I32:
+            *v = *(const int32_t *)b;
+            break;
+        default:
+            *v = *(const bool *)b;
+        }
+    }
+    free(b);
+    jg_clear_error();
+    return ok;
+}
+
 /* Number of program outputs (the traced graph's outputs before the
  * mutations' new values). */
 static int prog_outputs(const jg_entry *e) {
@@ -89,7 +237,7 @@ static bool same_trace_state(const jg_entry *a, const jg_entry *b) {
     if (a->n_distinct != b->n_distinct || !same_ints(a->graph_input_of, b->graph_input_of, n) ||
         !same_ints(a->call_input_of, b->call_input_of, a->n_distinct))
         return false;
-    if (a->n_lifted != b->n_lifted || !same_ptrs(a->lifted, b->lifted, a->n_lifted))
+    if (a->n_lifted != b->n_lifted)
         return false;
     for (int i = 0; i < a->n_lifted; i++) {
         const jg_capture_key *x = &a->lifted_key[i], *y = &b->lifted_key[i];
@@ -119,6 +267,25 @@ static bool same_trace_state(const jg_entry *a, const jg_entry *b) {
     return true;
 }
 
+/* Captured tensors that are other tensors in the two traces: ones the
+ * library made while tracing (backward's seed, mean's count in a traced
+ * backward).  Same values: the base keeps reading its own, and so do its
+ * instances; one element k * s: each instance gets its own. */
+static int fit_lifted(jg_dyn *d, const jg_entry *a, const jg_entry *b, char *why, size_t why_size) {
+    if (!(d->lifted_k = calloc((size_t)(b->n_lifted ? b->n_lifted : 1), sizeof(int64_t))))
+        return WHY("out of memory");
+    for (int i = 0; i < b->n_lifted; i++) {
+        jg_tensor *x = a->lifted[i], *y = b->lifted[i];
+        if (x == y || same_values(x, y))
+            continue;
+        if (jg_numel(y) != 1 || y->dtype == JG_BOOL || x->dtype != y->dtype ||
+            !fit_f64(jg_item(x), jg_item(y), d->n_other, d->n_base, &d->lifted_k[i]) ||
+            !d->lifted_k[i])
+            return WHY("the two traces captured different tensors (lifted%d)", i);
+    }
+    return 0;
+}
+
 /* Fits every integer of b's traced graph (at n2) against a's (at n1). */
 static int fit_graphs(jg_dyn *d, const jg_graph *ga, const jg_graph *gb, char *why,
                       size_t why_size) {
@@ -133,7 +300,8 @@ static int fit_graphs(jg_dyn *d, const jg_graph *ga, const jg_graph *gb, char *w
     d->attr_k = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1) * N_ATTR, sizeof(int64_t));
     d->s_k = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(int64_t));
     d->const_k = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int64_t));
-    if (!d->shape_k || !d->attr_k || !d->s_k || !d->const_k)
+    d->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
+    if (!d->shape_k || !d->attr_k || !d->s_k || !d->const_k || !d->const_fill)
         return WHY("out of memory");
     for (int v = 0; v < gb->n_vals; v++) {
         const jg_value *x = &ga->vals[v], *y = &gb->vals[v];
@@ -172,9 +340,17 @@ static int fit_graphs(jg_dyn *d, const jg_graph *ga, const jg_graph *gb, char *w
         jg_tensor *x = ga->consts[i], *y = gb->consts[i];
         if (x == y)
             continue;
-        if (x->dtype != y->dtype || x->ndim != y->ndim ||
-            memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim))
-            return WHY("a tensor the program made has a shape that depends on the dims");
+        if (x->dtype != y->dtype || x->ndim != y->ndim)
+            return WHY("the two traces made different constants");
+        if (memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim)) {
+            /* (its shape is its value's, fitted above) a fill such as a
+             * VJP's zeros: each instance makes its own */
+            double vx, vy;
+            if (!uniform(x, &vx) || !uniform(y, &vy) || memcmp(&vx, &vy, sizeof vx))
+                return WHY("a tensor the program made has a shape that depends on the dims");
+            d->const_fill[i] = true;
+            continue;
+        }
         int64_t numel = jg_numel(x);
         if (numel == 1 && x->dtype != JG_BOOL) {
             if (!fit_f64(jg_item(x), jg_item(y), n1, n2, &d->const_k[i]))
@@ -183,16 +359,8 @@ static int fit_graphs(jg_dyn *d, const jg_graph *ga, const jg_graph *gb, char *w
                            jg_item(x), jg_item(y));
             continue;
         }
-        size_t bytes = (size_t)numel * jg_dtype_size(x->dtype);
-        void *bx = malloc(bytes ? bytes : 1), *by = malloc(bytes ? bytes : 1);
-        bool same = bx && by && jg_copy_to(x, bx, bytes) == 0 && jg_copy_to(y, by, bytes) == 0 &&
-                    !memcmp(bx, by, bytes);
-        free(bx);
-        free(by);
-        if (!same) {
-            jg_clear_error();
+        if (!same_values(x, y))
             return WHY("a tensor the program made has values that depend on the dims");
-        }
     }
     return 0;
 }
@@ -233,6 +401,9 @@ int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_
         return WHY("sizes 0 and 1 are specialized");
     if (!older->traced || !newer->traced)
         return WHY("the program calls custom functions (not supported with dynamic sizes)");
+    jg_dyn probe = {.n_base = n2, .n_other = n1};
+    if (check_sizes(&probe, &older->sizes, &newer->sizes, why, why_size) < 0)
+        return -1;
     if (!same_trace_state(older, newer))
         return WHY("the two traces captured or wrote different tensors");
     for (int j = 0; j < prog_outputs(newer); j++)
@@ -256,7 +427,8 @@ int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_
                 d->dim_in[d->n_dims] = i;
                 d->dim_d[d->n_dims++] = k;
             }
-    if (fit_graphs(d, older->traced, newer->traced, why, why_size) < 0) {
+    if (fit_lifted(d, older, newer, why, why_size) < 0 ||
+        fit_graphs(d, older->traced, newer->traced, why, why_size) < 0) {
         jg_dyn_free(d);
         return -1;
     }
@@ -413,10 +585,16 @@ static jg_graph *substitute(const jg_dyn *d, int64_t s, bool consts) {
     int rc = 0;
     jg_scope_push();
     for (int i = 0; i < g->n_consts && rc == 0 && consts; i++) {
-        if (!d->const_k[i])
+        if (!d->const_k[i] && !d->const_fill[i])
             continue;
         jg_tensor *old = g->consts[i];
-        jg_tensor *t = jg_full(old->dtype, old->ndim, old->shape, (double)(d->const_k[i] * s));
+        const jg_meta *m = &g->vals[g->const_vals[i]].meta; /* (substituted above) */
+        double fill;
+        jg_tensor *t =
+            d->const_fill[i] && uniform(old, &fill) ? jg_full(old->dtype, m->ndim, m->shape, fill)
+            : d->const_fill[i]
+                ? NULL
+                : jg_full(old->dtype, old->ndim, old->shape, (double)(d->const_k[i] * s));
         if (!t)
             rc = -1;
         else {
@@ -449,6 +627,22 @@ jg_entry *jg_dyn_instance(jg_dyn *d, int64_t s, const jg_call_key *k, jg_dyn_bui
         return NULL;
     }
     jg_entry *e = copy_trace_state(d->base, k);
+    for (int i = 0; e && i < e->n_lifted; i++) {
+        if (!d->lifted_k[i])
+            continue;
+        jg_tensor *old = e->lifted[i];
+        jg_scope_push();
+        jg_tensor *t = jg_full(old->dtype, old->ndim, old->shape, (double)(d->lifted_k[i] * s));
+        if (t) {
+            e->lifted[i] = jg_retain(t);
+            jg_release(old);
+        }
+        jg_scope_pop();
+        if (!t) {
+            jg_entry_release(e);
+            e = NULL;
+        }
+    }
     if (!e) {
         jg_graph_free(g);
         snprintf(why, why_size, "out of memory");
@@ -549,5 +743,7 @@ void jg_dyn_free(jg_dyn *d) {
     free(d->attr_k);
     free(d->s_k);
     free(d->const_k);
+    free(d->const_fill);
+    free(d->lifted_k);
     free(d);
 }
