@@ -206,3 +206,28 @@ def test_recompile_log_says_why_dims_stay_static():
     """)
     assert ("jitgrad: input sizes of entry 1 stay static: the program used a size that changed "
             "(32 -> 8) in a way the library cannot follow (len(), float(), /)") in log, log
+
+
+def test_custom_functions_stay_static(jg):
+    class Sq(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    cf = jg.compile(lambda x: Sq.apply(x).sum(dim=1), backend="interp")
+    jg.manual_seed(6)
+    for b in [8, 5, 3, 7]:
+        x = jg.randn(b, 2, requires_grad=True)
+        want = Sq.apply(x).sum(dim=1)
+        got = cf(x)
+        assert got.detach().numpy().tobytes() == want.detach().numpy().tobytes()
+        (gw,) = jg.autograd.grad(want.sum(), [x])
+        (gg,) = jg.autograd.grad(got.sum(), [x])
+        assert gg.numpy().tobytes() == gw.numpy().tobytes()
+    assert cf._jitgrad_compiled.entries() == 4  # custom calls: not dynamic (yet)
