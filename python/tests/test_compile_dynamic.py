@@ -195,6 +195,15 @@ def test_recompile_log_names_the_dynamic_dim():
     """)
     assert "jitgrad: dim 0 of input 0 went dynamic (64 -> 17)" in log, log
     assert sum(line.startswith("jitgrad: recompiling") for line in log) == 1, log
+    _, log = run_logged("""
+        import jitgrad as torch
+        lin = torch.nn.Linear(3, 2)
+        f = torch.compile(lambda x: lin(x).relu(), backend="interp", dynamic=True)
+        for b in [64, 17, 33]:
+            f(torch.ones(b, 3))
+    """)
+    assert "jitgrad: dim 0 of input 0 went dynamic (64, traced again at 65)" in log, log
+    assert not any(line.startswith("jitgrad: recompiling") for line in log), log
 
 
 def test_recompile_log_says_why_dims_stay_static():

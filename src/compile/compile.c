@@ -1050,9 +1050,10 @@ static void dyn_probe(jg_compiled *c, jg_entry *e, jg_tensor *const *inputs) {
     jg_dyn *d;
     char why[400];
     int r = p->eager || p->retry ? 0 : jg_dyn_make(p, e, &d, why, sizeof why);
-    if (r > 0)
+    if (r > 0) {
+        jg_dyn_set_probed(d);
         dyn_add(c, d);
-    else if (r < 0 && (c->log & LOG_RECOMPILES))
+    } else if (r < 0 && (c->log & LOG_RECOMPILES))
         fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, why);
     jg_entry_release(p);
 }

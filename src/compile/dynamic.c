@@ -20,6 +20,7 @@ enum { DYN_INSTANCES = 8 };
 struct jg_dyn {
     jg_entry *base; /* retained; its trace state is what instances copy */
     int64_t n_base, n_other;
+    bool probed; /* n_other was traced by dynamic=True's probe, not called */
     int n_dims;
     int *dim_in, *dim_d; /* the (call input, dim) pairs of the symbol */
     /* per slot of base->traced: the value is k * s (k != 0) or fixed (0) */
@@ -444,9 +445,16 @@ void jg_dyn_describe(const jg_dyn *d, char *buf, size_t n) {
     for (int i = 0; i < d->n_dims && len < n; i++)
         len += (size_t)snprintf(buf + len, n - len, "%sdim %d of input %d", i ? ", " : "",
                                 d->dim_d[i], d->dim_in[i]);
-    if (len < n)
+    if (len < n && d->probed)
+        snprintf(buf + len, n - len, " went dynamic (%" PRId64 ", traced again at %" PRId64 ")",
+                 d->n_base, d->n_other);
+    else if (len < n)
         snprintf(buf + len, n - len, " went dynamic (%" PRId64 " -> %" PRId64 ")", d->n_other,
                  d->n_base);
+}
+
+void jg_dyn_set_probed(jg_dyn *d) {
+    d->probed = true;
 }
 
 jg_entry *jg_dyn_base(const jg_dyn *d) {

@@ -28,6 +28,8 @@ typedef int (*jg_dyn_build_fn)(void *ctx, jg_entry *e, jg_graph *g);
 int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_t why_size);
 /* "dim 0 of input 0 went dynamic (64 -> 17)" */
 void jg_dyn_describe(const jg_dyn *d, char *buf, size_t n);
+/* The older trace was dynamic=True's probe: "(64, traced again at 65)". */
+void jg_dyn_set_probed(jg_dyn *d);
 /* Whether call key k has d's dynamic dims all of one size s >= 2 (inputs
  * holding them contiguous); then base_in (k->n_inputs entries) is k's
  * inputs with the base trace's sizes and strides, for the other guards. */
