@@ -118,6 +118,30 @@ static void test_dynamic_auto(void **state) {
             run_sizes(backends[b], JG_DYNAMIC_AUTO, 2);
 }
 
+/* more sizes than a dynamic entry keeps built (8): the least recently used
+ * are dropped and rebuilt from the template, never traced again */
+static void test_dynamic_many_sizes(void **state) {
+    (void)state;
+    mlp m = {0};
+    mlp_init(&m);
+    jg_compiled *c = jg_compile(p_loss, &m, NULL);
+    assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+    jg_manual_seed(8);
+    for (int i = 0; i < 30; i++) {
+        jg_scope_push();
+        jg_tensor *x, *y, *in[2], *out[1], *le = NULL;
+        batch(2 + (i * 7) % 13, &x, &y); /* 2, 9, 3, 10, ... 14, then again */
+        in[0] = x, in[1] = y;
+        assert_int_equal(p_loss(&m, NULL, 2, in, &le), 1);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, out), 1);
+        TU_SAME(le, out[0]);
+        jg_scope_pop();
+    }
+    assert_int_equal(jg_compiled_entries(c), 2);
+    jg_compiled_free(c);
+    mlp_free(&m);
+}
+
 static void test_dynamic_off_and_on(void **state) {
     (void)state;
     run_sizes("interp", JG_DYNAMIC_OFF, 4); /* 64, 17, 33, 5 (OFF: the default in C) */
@@ -288,13 +312,10 @@ static void test_dynamic_bad_input(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_dynamic_auto),
-        TU_TEST(test_dynamic_off_and_on),
-        TU_TEST(test_dynamic_epoch),
-        TU_TEST(test_dynamic_reshape_scalar),
-        TU_TEST(test_dynamic_branch_stays_static),
-        TU_TEST(test_dynamic_size_one),
-        TU_TEST(test_dynamic_bad_input),
+        TU_TEST(test_dynamic_auto),           TU_TEST(test_dynamic_off_and_on),
+        TU_TEST(test_dynamic_many_sizes),     TU_TEST(test_dynamic_epoch),
+        TU_TEST(test_dynamic_reshape_scalar), TU_TEST(test_dynamic_branch_stays_static),
+        TU_TEST(test_dynamic_size_one),       TU_TEST(test_dynamic_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
