@@ -329,6 +329,12 @@ enum {
     JG_SIZES_OPAQUE
 };
 void jg_sizes_note(int op, int64_t a, int64_t b);
+/* Names call inputs in JITGRAD_LOG lines ("dim 0 of x went dynamic"): fn
+ * writes input i's name into buf (n bytes) and returns 0, or -1 for the
+ * default ("input 2"); called during a jg_compiled_call only.  0 or -1 +
+ * error. */
+typedef int (*jg_input_name_fn)(void *user, int input, char *buf, size_t n);
+int jg_compiled_set_input_namer(jg_compiled *c, jg_input_name_fn fn, void *user);
 /* Whether jg_compile can use this backend here ("interp": always; "c": a C
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);

@@ -20,6 +20,7 @@
 #pragma weak jg_compiled_fallbacks
 #pragma weak jg_compiled_set_dynamic
 #pragma weak jg_sizes_note
+#pragma weak jg_compiled_set_input_namer
 
 typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
@@ -658,6 +659,74 @@ fail:
     return jgp_callback_fail();
 }
 
+/* The path of tensor number *want in o, walked in rebuild's order, after
+ * prefix p: "x", "xs[1]", "batch['ids']".  1 when found (*want reached
+ * -1), else 0 (*want counts down). */
+static int tensor_path(PyObject *o, int *want, char *buf, size_t n) {
+    if (jgp_is_tensor(o))
+        return (*want)-- == 0;
+    size_t len = strlen(buf);
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
+            snprintf(buf + len, n - len, "[%zd]", i);
+            if (tensor_path(PySequence_Fast_GET_ITEM(o, i), want, buf, n))
+                return 1;
+        }
+    } else if (PyDict_Check(o)) {
+        PyObject *key, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &key, &v)) {
+            PyObject *r = PyObject_Repr(key);
+            const char *ks = r ? PyUnicode_AsUTF8(r) : NULL;
+            snprintf(buf + len, n - len, "[%s]", ks ? ks : "?");
+            Py_XDECREF(r);
+            if (!ks)
+                PyErr_Clear();
+            if (tensor_path(v, want, buf, n))
+                return 1;
+        }
+    }
+    buf[len] = 0;
+    return 0;
+}
+
+/* jg_input_name_fn: input i of the current call by the program's parameter
+ * names ("x", "args[2]", "batch['ids']") */
+static int input_name(void *user, int input, char *buf, size_t n) {
+    compiled_call *call = current;
+    if (!call || call->self != user || !PyTuple_Check(call->args))
+        return -1;
+    PyObject *code = PyObject_GetAttrString(call->self->fn, "__code__");
+    if (!code)
+        PyErr_Clear();
+    int argc = code && PyCode_Check(code) ? ((PyCodeObject *)code)->co_argcount : 0;
+    PyObject *names = code && PyCode_Check(code) ? PyCode_GetVarnames((PyCodeObject *)code) : NULL;
+    if (code && !names)
+        PyErr_Clear();
+    int want = input, found = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call->args) && !found; i++) {
+        const char *nm = names && i < argc && i < PyTuple_GET_SIZE(names)
+                             ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i))
+                             : NULL;
+        if (nm)
+            snprintf(buf, n, "%s", nm);
+        else
+            snprintf(buf, n, "args[%zd]", i);
+        found = tensor_path(PyTuple_GET_ITEM(call->args, i), &want, buf, n);
+    }
+    PyObject *key, *v;
+    Py_ssize_t pos = 0;
+    while (!found && call->kwargs && PyDict_Next(call->kwargs, &pos, &key, &v)) {
+        const char *nm = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        snprintf(buf, n, "%s", nm ? nm : "kwargs[?]");
+        found = tensor_path(v, &want, buf, n);
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(code);
+    PyErr_Clear();
+    return found ? 0 : -1;
+}
+
 static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     JGCompiled *self = (JGCompiled *)o;
     Py_VISIT(self->fn);
@@ -754,6 +823,8 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         opts.backend = "interp";
         self->c = jg_compile(program_cb, self, &opts);
     }
+    if (self->c && jg_compiled_set_input_namer)
+        jg_compiled_set_input_namer(self->c, input_name, self);
     if (self->c && dyn_mode && jg_compiled_set_dynamic &&
         jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
         jg_compiled_free(self->c);

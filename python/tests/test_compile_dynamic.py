@@ -193,7 +193,7 @@ def test_recompile_log_names_the_dynamic_dim():
         for b in [64, 64, 17, 33]:
             f(torch.ones(b, 3))
     """)
-    assert "jitgrad: dim 0 of input 0 went dynamic (64 -> 17)" in log, log
+    assert "jitgrad: dim 0 of x went dynamic (64 -> 17)" in log, log
     assert sum(line.startswith("jitgrad: recompiling") for line in log) == 1, log
     _, log = run_logged("""
         import jitgrad as torch
@@ -202,8 +202,15 @@ def test_recompile_log_names_the_dynamic_dim():
         for b in [64, 17, 33]:
             f(torch.ones(b, 3))
     """)
-    assert "jitgrad: dim 0 of input 0 went dynamic (64, traced again at 65)" in log, log
+    assert "jitgrad: dim 0 of x went dynamic (64, traced again at 65)" in log, log
     assert not any(line.startswith("jitgrad: recompiling") for line in log), log
+    _, log = run_logged("""
+        import jitgrad as torch
+        f = torch.compile(lambda scale, batch: batch["x"] * 2 + batch["y"], backend="interp")
+        for b in [8, 5]:
+            f(2, {"x": torch.ones(b, 3), "y": torch.ones(b, 3)})
+    """)
+    assert ("jitgrad: dim 0 of batch['x'], dim 0 of batch['y'] went dynamic (8 -> 5)" in log), log
 
 
 def test_recompile_log_says_why_dims_stay_static():

@@ -25,10 +25,12 @@ struct jg_compiled {
     jg_entry **entries;
     int n_entries, cap_entries;
     int fallbacks;
-    int cache_limit;   /* entries traced at most (PyTorch's cache_size_limit); <= 0: none */
-    bool limit_warned; /* (the warning is printed once) */
-    int dynamic;       /* JG_DYNAMIC_* (jg_compiled_set_dynamic) */
-    jg_dyn **dyn;      /* templates serving dynamic sizes (compile/dynamic.h) */
+    int cache_limit;        /* entries traced at most (PyTorch's cache_size_limit); <= 0: none */
+    bool limit_warned;      /* (the warning is printed once) */
+    int dynamic;            /* JG_DYNAMIC_* (jg_compiled_set_dynamic) */
+    jg_input_name_fn namer; /* (jg_compiled_set_input_namer) */
+    void *namer_user;
+    jg_dyn **dyn; /* templates serving dynamic sizes (compile/dynamic.h) */
     int n_dyn;
 };
 
@@ -131,6 +133,14 @@ int jg_compiled_set_dynamic(jg_compiled *c, int mode) {
                          "set it before the first call",
                          c->n_entries);
     c->dynamic = mode;
+    return 0;
+}
+
+int jg_compiled_set_input_namer(jg_compiled *c, jg_input_name_fn fn, void *user) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_input_namer: compiled function is NULL");
+    c->namer = fn;
+    c->namer_user = user;
     return 0;
 }
 
@@ -946,7 +956,7 @@ static jg_entry *dyn_lookup(jg_compiled *c, const jg_call_key *k, jg_tensor *con
             break;
         if (c->log & LOG_RECOMPILES) {
             char d[300];
-            jg_dyn_describe(c->dyn[i], d, sizeof d);
+            jg_dyn_describe(c->dyn[i], c->namer, c->namer_user, d, sizeof d);
             fprintf(stderr, "jitgrad: dynamic sizes dropped (%s): %s\n", d, why);
         }
         drop_dyn(c, i);
@@ -967,7 +977,7 @@ static void dyn_add(jg_compiled *c, jg_dyn *d) {
     c->dyn = ds;
     c->dyn[c->n_dyn++] = d;
     char text[300];
-    jg_dyn_describe(d, text, sizeof text);
+    jg_dyn_describe(d, c->namer, c->namer_user, text, sizeof text);
     if (c->log & LOG_RECOMPILES)
         fprintf(stderr, "jitgrad: %s\n", text);
     char *g = c->log & LOG_GRAPHS ? jg_dyn_graph(d) : NULL;

@@ -439,12 +439,16 @@ int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_
     return 1;
 }
 
-void jg_dyn_describe(const jg_dyn *d, char *buf, size_t n) {
+void jg_dyn_describe(const jg_dyn *d, jg_input_name_fn name, void *user, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = 0;
-    for (int i = 0; i < d->n_dims && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%sdim %d of input %d", i ? ", " : "",
-                                d->dim_d[i], d->dim_in[i]);
+    for (int i = 0; i < d->n_dims && len < n; i++) {
+        char in[128];
+        if (!name || name(user, d->dim_in[i], in, sizeof in) < 0)
+            snprintf(in, sizeof in, "input %d", d->dim_in[i]);
+        len +=
+            (size_t)snprintf(buf + len, n - len, "%sdim %d of %s", i ? ", " : "", d->dim_d[i], in);
+    }
     if (len < n && d->probed)
         snprintf(buf + len, n - len, " went dynamic (%" PRId64 ", traced again at %" PRId64 ")",
                  d->n_base, d->n_other);

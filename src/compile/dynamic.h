@@ -26,8 +26,9 @@ typedef int (*jg_dyn_build_fn)(void *ctx, jg_entry *e, jg_graph *g);
  * 1: made (*out); 0: the two keys differ in more than sizes (nothing to
  * say); -1: they differ only in sizes, but the dims stay static (why). */
 int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_t why_size);
-/* "dim 0 of input 0 went dynamic (64 -> 17)" */
-void jg_dyn_describe(const jg_dyn *d, char *buf, size_t n);
+/* "dim 0 of input 0 went dynamic (64 -> 17)" (name may be NULL: "input
+ * N"; else it names input N, see jg_compiled_set_input_namer) */
+void jg_dyn_describe(const jg_dyn *d, jg_input_name_fn name, void *user, char *buf, size_t n);
 /* The older trace was dynamic=True's probe: "(64, traced again at 65)". */
 void jg_dyn_set_probed(jg_dyn *d);
 /* Whether call key k has d's dynamic dims all of one size s >= 2 (inputs

@@ -299,6 +299,8 @@ static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
     TU_ERROR("compiled function is NULL");
+    assert_int_equal(jg_compiled_set_input_namer(NULL, NULL, NULL), -1);
+    TU_ERROR("jg_compiled_set_input_namer: compiled function is NULL");
     jg_compiled *c = jg_compile(p_bcast, NULL, NULL);
     assert_int_equal(jg_compiled_set_dynamic(c, 3), -1);
     TU_ERROR("mode 3 is not JG_DYNAMIC_OFF (0), JG_DYNAMIC_AUTO (1) or JG_DYNAMIC_ON (2)");
