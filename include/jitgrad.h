@@ -354,6 +354,40 @@ void jg_compiled_free(jg_compiled *c);
 char *jg_compiled_graph(const jg_compiled *c, int entry);
 int jg_compiled_entries(const jg_compiled *c);
 int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
+/* Dynamic sizes (PyTorch's dynamic=): JG_DYNAMIC_OFF (the default in C:
+ * every new input size traces), JG_DYNAMIC_AUTO (input dims whose size
+ * changed between two traces, all from one size to one other, stop being
+ * traced per size where the graph allows; Python's default) or
+ * JG_DYNAMIC_ON (also from the first call: the program is traced once more
+ * with the first input dim of size >= 2, and every input dim of that size,
+ * one larger).  The library sees what the program does with a size only
+ * through jg_sizes_note: a C program that decides anything from a traced
+ * tensor's jg_shape() must report it there, or keep JG_DYNAMIC_OFF.  Before
+ * the first call; 0 or -1 + error.  See docs/compiler.md, "Dynamic shapes". */
+enum { JG_DYNAMIC_OFF = 0, JG_DYNAMIC_AUTO = 1, JG_DYNAMIC_ON = 2 };
+int jg_compiled_set_dynamic(jg_compiled *c, int mode);
+/* While a program is traced: it compared sizes (or integers computed from
+ * them) a and b with op JG_SIZES_EQ ... JG_SIZES_GE and went on by the
+ * result, or (JG_SIZES_OPAQUE) used size a in a way the library cannot
+ * follow.  Dims stay dynamic only where every such comparison has the same
+ * result for every size; otherwise they are traced per size.  Outside a
+ * trace it does nothing. */
+enum {
+    JG_SIZES_EQ,
+    JG_SIZES_NE,
+    JG_SIZES_LT,
+    JG_SIZES_LE,
+    JG_SIZES_GT,
+    JG_SIZES_GE,
+    JG_SIZES_OPAQUE
+};
+void jg_sizes_note(int op, int64_t a, int64_t b);
+/* Names call inputs in JITGRAD_LOG lines ("dim 0 of x went dynamic"): fn
+ * writes input i's name into buf (n bytes) and returns 0, or -1 for the
+ * default ("input 2"); called during a jg_compiled_call only.  0 or -1 +
+ * error. */
+typedef int (*jg_input_name_fn)(void *user, int input, char *buf, size_t n);
+int jg_compiled_set_input_namer(jg_compiled *c, jg_input_name_fn fn, void *user);
 /* Whether jg_compile can use this backend here ("interp": always; "c": a C
  * compiler works and the cache directory is writable). */
 bool jg_compile_backend_available(const char *backend);

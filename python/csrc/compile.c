@@ -18,6 +18,9 @@
 #pragma weak jg_compiled_graph
 #pragma weak jg_compiled_entries
 #pragma weak jg_compiled_fallbacks
+#pragma weak jg_compiled_set_dynamic
+#pragma weak jg_sizes_note
+#pragma weak jg_compiled_set_input_namer
 
 typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
@@ -693,6 +696,74 @@ fail:
     return jgp_callback_fail();
 }
 
+/* The path of tensor number *want in o, walked in rebuild's order, after
+ * prefix p: "x", "xs[1]", "batch['ids']".  1 when found (*want reached
+ * -1), else 0 (*want counts down). */
+static int tensor_path(PyObject *o, int *want, char *buf, size_t n) {
+    if (jgp_is_tensor(o))
+        return (*want)-- == 0;
+    size_t len = strlen(buf);
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) {
+            snprintf(buf + len, n - len, "[%zd]", i);
+            if (tensor_path(PySequence_Fast_GET_ITEM(o, i), want, buf, n))
+                return 1;
+        }
+    } else if (PyDict_Check(o)) {
+        PyObject *key, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &key, &v)) {
+            PyObject *r = PyObject_Repr(key);
+            const char *ks = r ? PyUnicode_AsUTF8(r) : NULL;
+            snprintf(buf + len, n - len, "[%s]", ks ? ks : "?");
+            Py_XDECREF(r);
+            if (!ks)
+                PyErr_Clear();
+            if (tensor_path(v, want, buf, n))
+                return 1;
+        }
+    }
+    buf[len] = 0;
+    return 0;
+}
+
+/* jg_input_name_fn: input i of the current call by the program's parameter
+ * names ("x", "args[2]", "batch['ids']") */
+static int input_name(void *user, int input, char *buf, size_t n) {
+    compiled_call *call = current;
+    if (!call || call->self != user || !PyTuple_Check(call->args))
+        return -1;
+    PyObject *code = PyObject_GetAttrString(call->self->fn, "__code__");
+    if (!code)
+        PyErr_Clear();
+    int argc = code && PyCode_Check(code) ? ((PyCodeObject *)code)->co_argcount : 0;
+    PyObject *names = code && PyCode_Check(code) ? PyCode_GetVarnames((PyCodeObject *)code) : NULL;
+    if (code && !names)
+        PyErr_Clear();
+    int want = input, found = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call->args) && !found; i++) {
+        const char *nm = names && i < argc && i < PyTuple_GET_SIZE(names)
+                             ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i))
+                             : NULL;
+        if (nm)
+            snprintf(buf, n, "%s", nm);
+        else
+            snprintf(buf, n, "args[%zd]", i);
+        found = tensor_path(PyTuple_GET_ITEM(call->args, i), &want, buf, n);
+    }
+    PyObject *key, *v;
+    Py_ssize_t pos = 0;
+    while (!found && call->kwargs && PyDict_Next(call->kwargs, &pos, &key, &v)) {
+        const char *nm = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        snprintf(buf, n, "%s", nm ? nm : "kwargs[?]");
+        found = tensor_path(v, &want, buf, n);
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(code);
+    PyErr_Clear();
+    return found ? 0 : -1;
+}
+
 static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     JGCompiled *self = (JGCompiled *)o;
     Py_VISIT(self->fn);
@@ -733,13 +804,23 @@ static void compiled_dealloc(PyObject *o) {
 }
 
 static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", NULL};
-    PyObject *fn;
+    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", "dynamic", NULL};
+    PyObject *fn, *dynamic = Py_None;
     const char *backend = "interp";
     int fullgraph = 0, verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|spp:Compiled", kwlist, &fn, &backend, &fullgraph,
-                                     &verify))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sppO:Compiled", kwlist, &fn, &backend, &fullgraph,
+                                     &verify, &dynamic))
         return NULL;
+    /* PyTorch's dynamic=: None automatic, True from the first call, False never */
+    if (dynamic != Py_None && !PyBool_Check(dynamic)) {
+        PyErr_Format(PyExc_TypeError,
+                     "jitgrad.compile: dynamic must be None, True or False, not %s",
+                     Py_TYPE(dynamic)->tp_name);
+        return NULL;
+    }
+    int dyn_mode = dynamic == Py_None   ? JG_DYNAMIC_AUTO
+                   : dynamic == Py_True ? JG_DYNAMIC_ON
+                                        : JG_DYNAMIC_OFF;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "compile(): fn must be callable");
         return NULL;
@@ -778,6 +859,13 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (!self->c && auto_backend) { /* "inductor": the fastest that works */
         opts.backend = "interp";
         self->c = jg_compile(program_cb, self, &opts);
+    }
+    if (self->c && jg_compiled_set_input_namer)
+        jg_compiled_set_input_namer(self->c, input_name, self);
+    if (self->c && dyn_mode && jg_compiled_set_dynamic &&
+        jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
+        jg_compiled_free(self->c);
+        self->c = NULL;
     }
     if (!self->c) {
         Py_DECREF(self);
@@ -972,7 +1060,54 @@ static PyTypeObject JGCompiled_Type = {
     .tp_getset = compiled_getset,
 };
 
+/* ---- sizes of traced tensors (jitgrad/_symint.py) ---- */
+
+static PyObject *size_class; /* jitgrad.SymInt once registered */
+
+PyObject *jgp_size(const jg_tensor *t, int64_t v) {
+    PyObject *i = PyLong_FromLongLong(v);
+    if (!i || !size_class || !jg_is_traced(t))
+        return i;
+    PyObject *r = PyObject_CallOneArg(size_class, i);
+    Py_DECREF(i);
+    return r;
+}
+
+void jgp_size_opaque(const jg_tensor *t, int64_t v) {
+    if (jg_sizes_note && jg_is_traced(t))
+        jg_sizes_note(JG_SIZES_OPAQUE, v, 0);
+}
+
+static PyObject *m_set_size_class(PyObject *mod, PyObject *cls) {
+    (void)mod;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyLong_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_set_size_class: expected a subclass of int");
+        return NULL;
+    }
+    Py_XSETREF(size_class, Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_sizes_note(PyObject *mod, PyObject *args) {
+    (void)mod;
+    int op;
+    long long a, b;
+    if (!PyArg_ParseTuple(args, "iLL:_sizes_note", &op, &a, &b))
+        return NULL;
+    if (jg_sizes_note)
+        jg_sizes_note(op, a, b);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef size_functions[] = {
+    {"_set_size_class", m_set_size_class, METH_O, NULL},
+    {"_sizes_note", m_sizes_note, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 int jgp_compile_init(PyObject *module) {
+    if (PyModule_AddFunctions(module, size_functions) < 0)
+        return -1;
     if (PyType_Ready(&JGCompiled_Type) < 0)
         return -1;
     tensor_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);

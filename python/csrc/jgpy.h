@@ -109,6 +109,13 @@ PyObject *jgp_find_object(PyObject *key);
 
 /* ---- compile.c ---- */
 int jgp_compile_init(PyObject *module);
+/* A size of a traced tensor as Python sees it: jitgrad's SymInt (an int
+ * that reports comparisons to jg_sizes_note, see _symint.py), else an int.
+ * New reference. */
+PyObject *jgp_size(const jg_tensor *t, int64_t v);
+/* Size v of t reaches Python as a plain int (len()): reported as a use
+ * the library cannot follow. */
+void jgp_size_opaque(const jg_tensor *t, int64_t v);
 
 /* ---- module.c ---- */
 extern PyObject *jgp_numpy; /* the numpy module, imported lazily; may be NULL */

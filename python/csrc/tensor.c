@@ -188,7 +188,7 @@ static PyObject *shape_tuple(const jg_tensor *t) {
     if (!tup)
         return NULL;
     for (int i = 0; i < nd; i++) {
-        PyObject *v = PyLong_FromLongLong(s[i]);
+        PyObject *v = jgp_size(t, s[i]);
         if (!v) {
             Py_DECREF(tup);
             return NULL;
@@ -388,7 +388,7 @@ static PyObject *m_dim(PyObject *self, PyObject *unused) {
 
 static PyObject *m_numel(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyLong_FromLongLong(jg_numel(jgp_t(self)));
+    return jgp_size(jgp_t(self), jg_numel(jgp_t(self)));
 }
 
 static PyObject *m_size(PyObject *self, PyObject *args) {
@@ -407,7 +407,7 @@ static PyObject *m_size(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_IndexError, "dimension specified as 0 but tensor has no dimensions");
         return NULL;
     }
-    return PyLong_FromLongLong(jg_shape(t)[d]);
+    return jgp_size(t, jg_shape(t)[d]);
 }
 
 static PyObject *m_stride(PyObject *self, PyObject *args) {
@@ -611,6 +611,7 @@ static Py_ssize_t m_len(PyObject *self) {
         PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
         return -1;
     }
+    jgp_size_opaque(t, jg_shape(t)[0]); /* (an int the library cannot follow) */
     return (Py_ssize_t)jg_shape(t)[0];
 }
 

@@ -347,6 +347,8 @@ _BACKENDS = {
 }
 
 
+from . import _symint  # noqa: E402,F401  (sizes of traced tensors)
+
 _MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 
 
@@ -367,8 +369,12 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     "aot_eager" -> "interp").  mode: None or one of PyTorch's ("default",
     "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"; all run
     as "default" today), not together with options; an unknown mode is an
-    error.  dynamic is accepted and ignored.  A program traced for 8 distinct
-    guard sets (JITGRAD_CACHE_SIZE_LIMIT) runs further new ones eagerly.
+    error.  dynamic: None (automatic: tensor dims whose size changed between
+    two traces, all from one size to one other, are not traced again per
+    size where the graph allows, see docs/compiler.md "Dynamic shapes"),
+    True (so from the first call) or False (every new size traces).  A
+    program traced for 8 distinct guard sets (JITGRAD_CACHE_SIZE_LIMIT) runs
+    further new ones eagerly.
     An nn.Module gives an OptimizedModule (PyTorch 2's): a Module around it
     (`_orig_mod`) whose calls run the module's __call__ compiled.
     """
@@ -393,11 +399,14 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     if isinstance(fn, nn.Module):
         from ._compile_module import OptimizedModule
         return OptimizedModule(fn, lambda f: compile(f, fullgraph=fullgraph, backend=backend,
-                                                     verify=verify))
+                                                     dynamic=dynamic, verify=verify))
     b = _BACKENDS[backend]
     if b == "auto" and _shutil.which("cc") is None and _shutil.which("gcc") is None:
         b = "interp"
-    compiled = _C.Compiled(fn, b, _builtins.bool(fullgraph), _builtins.bool(verify))
+    if dynamic is not None and not isinstance(dynamic, _builtins.bool):
+        raise TypeError(f"jitgrad.compile: dynamic must be None, True or False, not "
+                        f"{type(dynamic).__name__}")
+    compiled = _C.Compiled(fn, b, _builtins.bool(fullgraph), _builtins.bool(verify), dynamic)
 
     @_functools.wraps(fn)
     def compiled_fn(*args, **kwargs):

@@ -25,19 +25,28 @@ def test_mode_and_options_together_is_an_error(jg):
         jg.compile(lambda x: x, mode="default", options={})
 
 
+# (dynamic=False: every size is an entry; with dynamic sizes they are not)
 PROGRAM = r'''
 import jitgrad as T
-f = T.compile(lambda x: x * 2 + 1, backend="interp")
+f = T.compile(lambda x: x * 2 + 1, backend="interp", dynamic=DYNAMIC)
 for n in range(1, 12):
     assert f(T.ones(n)).tolist() == [3.0] * n
-print("fallbacks", f._jitgrad_compiled.fallbacks())
+print("fallbacks", f._jitgrad_compiled.fallbacks(), "entries", f._jitgrad_compiled.entries())
 '''
 
 
-def run(env_extra):
+def run(env_extra, dynamic=False):
     env = dict(os.environ, **env_extra)
-    return subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", PROGRAM.replace("DYNAMIC", repr(dynamic))],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_dynamic_sizes_stay_under_the_limit():
+    # 1 and 2 are traced (1 is specialized), 3 makes the size dynamic
+    r = run({}, dynamic=None)
+    assert r.returncode == 0, r.stderr
+    assert "fallbacks 0 entries 3" in r.stdout
+    assert "cache size limit" not in r.stderr
 
 
 def test_cache_size_limit_default_8():

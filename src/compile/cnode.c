@@ -57,6 +57,8 @@ void jg_entry_release(jg_entry *e) {
     if (e->fwd != e->fwd_ad)
         jg_graph_free(e->fwd);
     jg_graph_free(e->fwd_ad);
+    jg_graph_free(e->traced);
+    free(e->sizes.use);
     for (int i = 0; i < e->n_lifted; i++)
         jg_release(e->lifted[i]);
     free(e->lifted);

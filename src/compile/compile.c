@@ -3,6 +3,7 @@
 #include "autodiff/autodiff.h"
 #include "backend/cgen.h"
 #include "compile/compile.h"
+#include "compile/dynamic.h"
 #include "ops/viewtrack.h"
 #include "passes/passes.h"
 #include "trace/custom.h"
@@ -24,8 +25,13 @@ struct jg_compiled {
     jg_entry **entries;
     int n_entries, cap_entries;
     int fallbacks;
-    int cache_limit;   /* entries traced at most (PyTorch's cache_size_limit); <= 0: none */
-    bool limit_warned; /* (the warning is printed once) */
+    int cache_limit;        /* entries traced at most (PyTorch's cache_size_limit); <= 0: none */
+    bool limit_warned;      /* (the warning is printed once) */
+    int dynamic;            /* JG_DYNAMIC_* (jg_compiled_set_dynamic) */
+    jg_input_name_fn namer; /* (jg_compiled_set_input_namer) */
+    void *namer_user;
+    jg_dyn **dyn; /* templates serving dynamic sizes (compile/dynamic.h) */
+    int n_dyn;
 };
 
 /* JITGRAD_CACHE_SIZE_LIMIT, default 8 as PyTorch's; 0 turns the limit off. */
@@ -105,11 +111,37 @@ void jg_compiled_free(jg_compiled *c) {
     for (int i = 0; i < c->n_entries; i++)
         jg_entry_release(c->entries[i]);
     free(c->entries);
+    for (int i = 0; i < c->n_dyn; i++)
+        jg_dyn_free(c->dyn[i]);
+    free(c->dyn);
     free(c);
 }
 
 int jg_compiled_entries(const jg_compiled *c) {
     return c ? c->n_entries : 0;
+}
+
+int jg_compiled_set_dynamic(jg_compiled *c, int mode) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_dynamic: compiled function is NULL");
+    if (mode < JG_DYNAMIC_OFF || mode > JG_DYNAMIC_ON)
+        return jg_errorf("jg_compiled_set_dynamic: mode %d is not JG_DYNAMIC_OFF (0), "
+                         "JG_DYNAMIC_AUTO (1) or JG_DYNAMIC_ON (2)",
+                         mode);
+    if (c->n_entries)
+        return jg_errorf("jg_compiled_set_dynamic: the program was already traced (%d entries); "
+                         "set it before the first call",
+                         c->n_entries);
+    c->dynamic = mode;
+    return 0;
+}
+
+int jg_compiled_set_input_namer(jg_compiled *c, jg_input_name_fn fn, void *user) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_input_namer: compiled function is NULL");
+    c->namer = fn;
+    c->namer_user = user;
+    return 0;
 }
 
 int jg_compiled_fallbacks(const jg_compiled *c) {
@@ -666,6 +698,15 @@ static bool lifted_written(void) {
     return false;
 }
 
+/* A graph of op nodes only: custom calls keep records (and callbacks'
+ * state) that a template's instances cannot share. */
+static bool plain_ops(const jg_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind != JG_GN_OP)
+            return false;
+    return g->n_children == 0;
+}
+
 /* outs: the caller's outputs array, which the program writes as when called
  * directly (so it holds as many outputs as the program returns) */
 static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs,
@@ -729,7 +770,9 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
     /* the trace has no side effects: randomness it drew (a graph break) is
      * drawn again by the eager run */
     int rng = jg_rng_checkpoint();
+    jg_sizes_record *prev_sizes = jg_sizes_record_begin(&e->sizes);
     int n_out = rc < 0 ? -1 : c->fn(c->user, k->args, n, sym, outs);
+    jg_sizes_record_end(prev_sizes);
     jg_rng_rollback(rng);
     int breaks = jg_trace_breaks();
     if (breaks && jg_trace_break_retry()) {
@@ -825,6 +868,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         jg_graph_free(g);
         return e;
     }
+    if (rc == 0 && c->dynamic != JG_DYNAMIC_OFF && plain_ops(g))
+        e->traced = jg_graph_clone(g); /* (NULL when out of memory: no dynamic sizes) */
     if (rc == 0)
         rc = build(c, e, g, failed);
     else
@@ -899,6 +944,157 @@ static int run_eager(jg_compiled *c, const void *args, int n, jg_tensor *const *
     return n_out;
 }
 
+/* ------------------------------------------------------- dynamic sizes */
+
+static int build_cb(void *ctx, jg_entry *e, jg_graph *g) {
+    const jg_function *failed = NULL;
+    return build(ctx, e, g, &failed);
+}
+
+static void drop_dyn(jg_compiled *c, int i) {
+    jg_dyn_free(c->dyn[i]);
+    memmove(&c->dyn[i], &c->dyn[i + 1], sizeof *c->dyn * (size_t)(c->n_dyn - i - 1));
+    c->n_dyn--;
+}
+
+/* The entry of a template that admits the call: its instance for the
+ * call's size.  A template whose graph does not hold for that size is
+ * dropped (its dims are specialized again) and the call traces. */
+static jg_entry *dyn_lookup(jg_compiled *c, const jg_call_key *k, jg_tensor *const *inputs) {
+    int n = k->n_inputs;
+    jg_in_key small[16], *base_in = n > 16 ? malloc(sizeof *base_in * (size_t)n) : small;
+    if (!base_in)
+        return NULL; /* (the call traces) */
+    jg_entry *e = NULL;
+    for (int i = c->n_dyn - 1; i >= 0 && !e; i--) {
+        int64_t s;
+        if (!jg_dyn_rekey(c->dyn[i], k, base_in, &s))
+            continue;
+        jg_call_key bk = *k;
+        bk.in = base_in;
+        if (!key_match(jg_dyn_base(c->dyn[i]), &bk, inputs, NULL, 0))
+            continue;
+        char why[600];
+        if ((e = jg_dyn_instance(c->dyn[i], s, k, build_cb, c, why, sizeof why)))
+            break;
+        if (c->log & LOG_RECOMPILES) {
+            char d[300];
+            jg_dyn_describe(c->dyn[i], c->namer, c->namer_user, d, sizeof d);
+            fprintf(stderr, "jitgrad: dynamic sizes dropped (%s): %s\n", d, why);
+        }
+        drop_dyn(c, i);
+    }
+    if (base_in != small)
+        free(base_in);
+    if (e)
+        refresh_grads(e);
+    return e;
+}
+
+static void dyn_add(jg_compiled *c, jg_dyn *d) {
+    jg_dyn **ds = realloc(c->dyn, sizeof *ds * (size_t)(c->n_dyn + 1));
+    if (!ds) { /* (no dynamic sizes: calls keep tracing per size) */
+        jg_dyn_free(d);
+        return;
+    }
+    c->dyn = ds;
+    c->dyn[c->n_dyn++] = d;
+    char text[300];
+    jg_dyn_describe(d, c->namer, c->namer_user, text, sizeof text);
+    if (c->log & LOG_RECOMPILES)
+        fprintf(stderr, "jitgrad: %s\n", text);
+    char *g = c->log & LOG_GRAPHS ? jg_dyn_graph(d) : NULL;
+    if (g)
+        fprintf(stderr, "jitgrad: entry %d serves every size s0 of those dims:\n%s",
+                jg_dyn_base(d)->index, g);
+    else
+        jg_clear_error();
+    free(g);
+}
+
+/* After a new trace e: when it differs from an earlier one only in the
+ * sizes of some input dims (PyTorch's "automatic dynamic"), a template
+ * serves those dims from now on. */
+static bool dyn_after_trace(jg_compiled *c, jg_entry *e) {
+    char why[400], first[400] = ""; /* the newest entry's reason is logged */
+    for (int i = c->n_entries - 1; i >= 0; i--) {
+        if (c->entries[i] == e)
+            continue;
+        jg_dyn *d;
+        int r = jg_dyn_make(c->entries[i], e, &d, why, sizeof why);
+        if (r > 0) {
+            dyn_add(c, d);
+            return true;
+        }
+        if (r < 0 && !first[0])
+            snprintf(first, sizeof first, "%s", why);
+    }
+    if (first[0] && (c->log & LOG_RECOMPILES))
+        fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, first);
+    return false;
+}
+
+/* dynamic=1: the first trace e is followed by one more at another size of
+ * the first input dim of size >= 2 (and of every input dim of that size),
+ * so a template exists from the first call.  The program failing at that
+ * size (it needs the size) leaves the dims static. */
+static void dyn_probe(jg_compiled *c, jg_entry *e, jg_tensor *const *inputs) {
+    const jg_call_key *k = &e->key;
+    int n = k->n_inputs;
+    int64_t v = 0;
+    for (int i = 0; i < n && !v; i++)
+        for (int d = 0; d < k->in[i].meta.ndim && !v; d++)
+            if (k->in[i].meta.shape[d] >= 2)
+                v = k->in[i].meta.shape[d];
+    jg_in_key *in = v ? malloc(sizeof *in * (size_t)n) : NULL;
+    if (!in)
+        return;
+    memcpy(in, k->in, sizeof *in * (size_t)n);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        jg_meta *m = &in[i].meta;
+        bool changed = false;
+        for (int d = 0; d < m->ndim; d++)
+            if (m->shape[d] == v) {
+                m->shape[d] = v + 1;
+                changed = true;
+            }
+        int64_t st[JG_MAX_DIMS] = {0};
+        jg_contiguous_strides(k->in[i].meta.ndim, k->in[i].meta.shape, st);
+        ok = !changed || !memcmp(st, k->in[i].stride, sizeof st);
+        if (changed) {
+            memset(in[i].stride, 0, sizeof in[i].stride);
+            jg_contiguous_strides(m->ndim, m->shape, in[i].stride);
+        }
+    }
+    jg_call_key pk = *k;
+    pk.in = in;
+    /* the probe's outputs: the program returned e->n_prog_out when traced
+     * (room to spare for one that returns more at another size) */
+    jg_tensor **scratch = ok ? calloc((size_t)e->n_prog_out + 64, sizeof *scratch) : NULL;
+    jg_entry *p = scratch ? trace_entry(c, &pk, inputs, scratch) : NULL;
+    free(scratch);
+    free(in);
+    if (!p) {
+        if (ok && (c->log & LOG_RECOMPILES))
+            fprintf(stderr,
+                    "jitgrad: input sizes of entry %d stay static: the program failed when "
+                    "traced with size %lld for %lld: %s\n",
+                    e->index, (long long)(v + 1), (long long)v, jg_last_error());
+        jg_clear_error();
+        return;
+    }
+    jg_dyn *d;
+    char why[400];
+    int r = p->eager || p->retry ? 0 : jg_dyn_make(p, e, &d, why, sizeof why);
+    if (r > 0) {
+        jg_dyn_set_probed(d);
+        dyn_add(c, d);
+    } else if (r < 0 && (c->log & LOG_RECOMPILES))
+        fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, why);
+    jg_entry_release(p);
+}
+
 static void log_graphs(const jg_entry *e) {
     char *s = jg_compiled_graph_of(e);
     if (s)
@@ -940,6 +1136,8 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     for (int i = c->n_entries - 1; i >= 0 && !e; i--) /* the newest entry's reason is logged */
         if (key_match(c->entries[i], &key, inputs, i == c->n_entries - 1 ? why : NULL, sizeof why))
             e = c->entries[i];
+    if (!e && c->n_dyn)
+        e = dyn_lookup(c, &key, inputs);
     if (!e && c->cache_limit > 0 && c->n_entries >= c->cache_limit) {
         /* retracing for every new shape or value would cost more than it
          * gains: such calls run eagerly, as PyTorch's past its limit */
@@ -990,6 +1188,8 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                     e->index, e->break_reason);
         if (c->log & LOG_GRAPHS)
             log_graphs(e);
+        if (!e->eager && e->traced && !dyn_after_trace(c, e) && c->dynamic == JG_DYNAMIC_ON)
+            dyn_probe(c, e, inputs);
     } else if (in != small) {
         free(in);
     }

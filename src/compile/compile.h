@@ -72,6 +72,19 @@ typedef struct jg_bwd_variant {
 #define JG_SUM_IN_GRAPH (1ull << 63)
 enum { JG_BWD_GRAD = 1, JG_BWD_REACHED = 2 };
 
+/* What a traced program did with sizes (jg_sizes_note), in order. */
+typedef struct jg_sizes_record {
+    int n, cap;
+    struct jg_size_use {
+        int op;
+        int64_t a, b;
+    } * use;
+} jg_sizes_record;
+/* Starts recording into r (until jg_sizes_record_end(the returned previous
+ * recorder)). */
+jg_sizes_record *jg_sizes_record_begin(jg_sizes_record *r);
+void jg_sizes_record_end(jg_sizes_record *prev);
+
 typedef struct jg_entry {
     int refcount;
     int index;
@@ -83,6 +96,10 @@ typedef struct jg_entry {
     char *break_reason;
     jg_graph *fwd_ad; /* traced forward, read by autodiff (NULL: no backward) */
     jg_graph *fwd;    /* what runs */
+    /* the graph as traced, before the pipeline (NULL unless dynamic sizes
+     * may use it: compile/dynamic.h) */
+    jg_graph *traced;
+    jg_sizes_record sizes; /* the trace's comparisons of sizes (dynamic.c) */
     const jg_backend *backend;
     void *fplan;
     int n_graph_inputs;  /* distinct call inputs, then lifted tensors */

@@ -282,11 +282,50 @@ static void test_compile_step_set_lr(void **state) {
     }
 }
 
+/* Dynamic batch sizes and a schedule together: the whole step compiled
+ * with JG_DYNAMIC_AUTO, the batch size changing and the lr set every few
+ * steps; every step bitwise eager (an instance built for a new size must
+ * keep the hyperparameter guard of the trace it comes from). */
+static void test_compile_step_dynamic_set_lr(void **state) {
+    (void)state;
+    static const int64_t batch[] = {16, 16, 7, 16, 9, 5, 16, 7, 12, 3, 16, 9};
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        mlp e = {0}, k = {0};
+        mlp_init(&e, JG_OPTIM_ADAM, 0);
+        mlp_init(&k, JG_OPTIM_ADAM, 0);
+        jg_compiled *c =
+            jg_compile(p_whole_step, &k, &(jg_compile_options){.backend = backends[b]});
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        jg_manual_seed(11);
+        for (int s = 0; s < 12; s++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(batch[s], 4));
+            jg_tensor *y = jg_randn(JG_F32, 2, TU_SHAPE(batch[s], 2));
+            jg_tensor *in[2] = {x, y}, *le = NULL, *lk = NULL;
+            assert_int_equal(p_whole_step(&e, NULL, 2, in, &le), 1);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &lk), 1);
+            TU_SAME(lk, le);
+            TU_SAME(k.w1, e.w1);
+            TU_SAME(k.b2, e.b2);
+            if (s % 4 == 3) {
+                assert_int_equal(jg_optim_set_lr(e.opt, 0, 0.3 / (s + 1)), 0);
+                assert_int_equal(jg_optim_set_lr(k.opt, 0, 0.3 / (s + 1)), 0);
+            }
+            jg_scope_pop();
+        }
+        jg_compiled_free(c);
+        mlp_free(&e);
+        mlp_free(&k);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_step_sgd),         TU_TEST(test_compile_step_sgd_momentum),
         TU_TEST(test_compile_step_set_to_none), TU_TEST(test_compile_step_whole),
-        TU_TEST(test_compile_step_set_lr),
+        TU_TEST(test_compile_step_set_lr),      TU_TEST(test_compile_step_dynamic_set_lr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
