@@ -241,6 +241,16 @@ JG_EW_INLINE float jg_ew_expf_normal(float x) {
     return jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)jg_ew_f32bits(kf) << 23)));
 }
 
+/* jg_ew_expf_normal(x), keeping the largest |x| (its f32 bits) in *big: the
+ * generated loops' first pass over a block (backend/cgen.c, exp_guard),
+ * redone with jg_ew_expf when *big ends over JG_EW_EXPF_NORMAL_MAX.  *big is
+ * a local of the loop, a max reduction once this is inlined. */
+JG_EW_INLINE float jg_ew_expf_track(uint32_t *big, float x) {
+    const uint32_t au = (uint32_t)jg_ew_f32bits(x) & 0x7fffffffu;
+    *big = au > *big ? au : *big;
+    return jg_ew_expf_normal(x);
+}
+
 /* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,
  * +-0 -inf; r is the value for every other (positive finite) x. */
 JG_EW_INLINE double jg_ew_log_special(double x, double r) {
