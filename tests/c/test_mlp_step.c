@@ -66,12 +66,11 @@ static void test_sgd_update_strided_grad(void **state) {
 
 /* Products large enough to be split over the pool (and small ones), with
  * transposed operands, batched, f32 and f64: the same bits at 1 to 4
- * threads.  The split follows the thread count (none at 1 thread, n blocks
- * at n), so this checks that OpenBLAS's gemm on blocks of C's rows or
- * columns gives the bits of the whole product, also with ragged tails (m, n
- * not multiples of the kernels' tiles) and with k over several panels.
- * 64x784 @ 784x256 gave different bits with OpenBLAS's own 1 and 2
- * threads. */
+ * threads, also with ragged tails (m, n not multiples of the kernels'
+ * tiles) and with k over several panels.  64x784 @ 784x256 gave different
+ * bits with OpenBLAS's own 1 and 2 threads; a split that followed the
+ * thread count gave different bits on OpenBLAS's AVX2 kernels (ctest runs
+ * this file again as test_mlp_step_haswell, with OPENBLAS_CORETYPE=Haswell). */
 /* Under valgrind (scripts/memcheck.sh sets JITGRAD_MEMCHECK) the same code
  * paths on less work: what memcheck looks for (uninitialised reads) does
  * not depend on the sizes, and full sizes take many minutes there. */
