@@ -366,8 +366,8 @@ static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
     sb_add(b, ") */\n");
 }
 
-/* A long-latency node (jitgrad's f32 tanh: a chain of some 40 dependent
- * double operations; libm's f64 tanh; sqrt, whose errno check keeps gcc
+/* A long-latency node (jitgrad's f32 tanh: a chain of some 30 dependent
+ * operations and a division; libm's f64 tanh; sqrt, whose errno check keeps gcc
  * from vectorizing its loop) gets a pass over the block of its own. */
 static bool heavy(const jg_gnode *n) {
     return n->op == JG_OP_TANH || n->op == JG_OP_SQRT;
