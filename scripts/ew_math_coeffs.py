@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the polynomial coefficients of src/ops/ew_math.h (erf, f32 exp).
+"""Prints the polynomial coefficients of src/ops/ew_math.h (erf, f32 exp,
+f32 tanh).
 
 Run with mpmath: python3 scripts/ew_math_coeffs.py.  Coefficients are the
 exact Taylor terms or Chebyshev interpolants at 40 digits, rounded to double
@@ -62,6 +63,22 @@ def expf_fit(deg, n=300):
     return [x[j] for j in range(deg + 1)]
 
 
+def tanhf_fit(t, deg, n=400):
+    """q of tanh(a) ~ a + a z q(z), z = a^2, q of degree deg: least squares
+    in relative error of tanh at n Chebyshev nodes of [0, t]."""
+    A = mp.matrix(n, deg + 1)
+    b = mp.matrix(n, 1)
+    for i in range(n):
+        a = t * (mp.cos(mp.pi * (i + mp.mpf(1) / 2) / n) + 1) / 2
+        z = a * a
+        w = a / mp.tanh(a)  # weight of the relative error
+        for j in range(deg + 1):
+            A[i, j] = w * z ** (j + 1)
+        b[i] = w * (mp.tanh(a) / a - 1)
+    x, _ = mp.qr_solve(A, b)
+    return [x[j] for j in range(deg + 1)]
+
+
 def f32hex(x):
     import struct
     return float(struct.unpack("f", struct.pack("f", float(x)))[0]).hex()
@@ -84,3 +101,8 @@ show("erf f32 Chebyshev on [1, 4]", cheb(mp.erf, 1, 4, 23))
 # evaluates them by Horner's rule from the highest).
 print("exp f32 q, degree 4 (f32):")
 print(", ".join(f32hex(c) for c in expf_fit(4)))
+print()
+# f32 tanh: q's coefficients rounded to f32, constant term first (Horner's
+# rule from the highest in the source); |x| < 0.8.
+print("tanh f32 q, degree 6 on [0, 0.8] (f32):")
+print(", ".join(f32hex(c) for c in tanhf_fit(mp.mpf("0.8"), 6)))

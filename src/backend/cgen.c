@@ -300,9 +300,10 @@ static const char *ctype(jg_dtype d) {
 
 /* Writes expr with the identifiers a, b, s, T (the result's C type) and A
  * (operand a's C type) replaced (numbers are copied whole, so the b of 0x1b
- * is not an operand). */
+ * is not an operand).  fast (f32 nodes of a guarded loop, see exp_guard):
+ * jg_ew_exp(x) becomes jg_ew_expf_track(&jg_big, x). */
 static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, const char *rs,
-                     const char *rt, const char *rta, const char *opname) {
+                     const char *rt, const char *rta, const char *opname, bool fast) {
     const char *p = expr;
     while (*p) {
         if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
@@ -328,10 +329,14 @@ static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, 
             if (n == 1 && strchr("absTA", *p) && !r)
                 return jg_errorf("cgen: the expression of %s uses '%c', which it has no value for",
                                  opname, *p);
-            if (r)
+            if (r) {
                 sb_add(b, "%s", r);
-            else
+            } else if (fast && n == 9 && !memcmp(p, "jg_ew_exp", 9) && *q == '(') {
+                sb_add(b, "jg_ew_expf_track(&jg_big, ");
+                q++;
+            } else {
                 sb_putn(b, p, n);
+            }
             p = q;
         } else {
             sb_putn(b, p, 1);
@@ -361,8 +366,8 @@ static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
     sb_add(b, ") */\n");
 }
 
-/* A long-latency node (jitgrad's f32 tanh: a chain of some 40 dependent
- * double operations; libm's f64 tanh; sqrt, whose errno check keeps gcc
+/* A long-latency node (jitgrad's f32 tanh: a chain of some 30 dependent
+ * operations and a division; libm's f64 tanh; sqrt, whose errno check keeps gcc
  * from vectorizing its loop) gets a pass over the block of its own. */
 static bool heavy(const jg_gnode *n) {
     return n->op == JG_OP_TANH || n->op == JG_OP_SQRT;
@@ -402,7 +407,7 @@ static int emit_row(sbuf *rows, bool *row_done, const jg_graph *g, const jg_gnod
         "static JG_LOOP void jg_row_%s_%s_%s(int64_t n, const %s *restrict a, %s *restrict o) {\n"
         "    for (int64_t i = 0; i < n; i++) {\n        const %s v = a[i];\n        o[i] = (%s)(",
         info->name, T, A, A, T, A, T);
-    int rc = emit_expr(rows, info->cexpr, "v", NULL, NULL, T, A, info->name);
+    int rc = emit_expr(rows, info->cexpr, "v", NULL, NULL, T, A, info->name, false);
     sb_add(rows, ");\n    }\n}\n\n");
     return rc;
 }
@@ -450,6 +455,30 @@ static int emit_sum_block(sbuf *rows, bool *row_done, jg_dtype dt) {
            T, T, T, vl, vl / 2);
     return 0;
 }
+
+/* Whether node n computes f32 exp (exp, sigmoid, silu and the backward of
+ * silu and gelu) from f32 operands.  A loop holding one runs over blocks
+ * of BLOCK elements, as the eager exp / sigmoid / silu loops do
+ * (ops/elementwise.c): first with jg_ew_expf_normal for each such exp
+ * (jg_ew_expf_track, which also keeps the largest |x| of the block in
+ * jg_big), then, only if some |x| was over JG_EW_EXPF_NORMAL_MAX, again
+ * with jg_ew_expf.  jg_ew_expf_normal gives jg_ew_expf's bits where it is
+ * used, so every element gets the expression's bits either way.  Redoing a
+ * block is safe: a loop's outputs are fresh buffers (rt_out), never its
+ * inputs, and its block arrays are rewritten before they are read. */
+static bool exp_guard(const jg_graph *g, const jg_gnode *n) {
+    if (n->kind == JG_GN_CUSTOM || !jg_ops[n->op].cexpr ||
+        !strstr(jg_ops[n->op].cexpr, "jg_ew_exp(") || g->vals[n->out[0]].meta.dtype != JG_F32)
+        return false;
+    for (int k = 0; k < n->n_in; k++)
+        if (g->vals[n->in[k]].meta.dtype != JG_F32)
+            return false;
+    return true;
+}
+
+static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
+                         int nv, int n_seg, const int *seg, const int *def, const int *slot,
+                         const char *seen, const char *ind, bool blocked, bool guard, int pass);
 
 static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
                      int64_t N, const char *seen) {
@@ -537,13 +566,46 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
             slot[v] = k;
             slot_free[k] = lastuse[v];
         }
-    const char *ind = n_seg > 1 ? "        " : "    ";
-    if (n_seg > 1) {
+    bool guard = false;
+    for (int i = 0; i <= lastn; i++)
+        guard |= in_loop(L, gi, i) && exp_guard(g, &g->nodes[i]);
+    const bool blocked = n_seg > 1 || guard;
+    const char *ind = blocked ? "        " : "    ";
+    if (blocked) {
         sb_add(f,
                "    for (int64_t jg_b = jg_lo; jg_b < jg_hi; jg_b += %d) {\n"
                "        const int64_t jg_n = jg_hi - jg_b < %d ? jg_hi - jg_b : %d;\n",
                BLOCK, BLOCK, BLOCK);
+        if (guard)
+            sb_add(f, "        uint32_t jg_big = 0;\n");
     }
+    for (int pass = 0; pass < (guard ? 2 : 1) && rc == 0; pass++) {
+        if (pass == 1)
+            sb_add(f, "%sif (jg_big > JG_EW_EXPF_NORMAL_MAX) {\n", ind);
+        rc = emit_segments(f, rows, row_done, L, gi, lastn, nv, n_seg, seg, def, slot, seen, ind,
+                           blocked, guard, pass);
+        if (pass == 1)
+            sb_add(f, "%s}\n", ind);
+    }
+    if (blocked)
+        sb_add(f, "    }\n");
+out:
+    free(seg);
+    free(def);
+    free(lastuse);
+    free(slot);
+    free(slot_free);
+    free(slot_dt);
+    return rc;
+}
+
+/* The passes of one block of emit_loop's loop (the whole loop when it is not
+ * blocked): segment by segment, pass 1 being a guarded loop's redo. */
+static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
+                         int nv, int n_seg, const int *seg, const int *def, const int *slot,
+                         const char *seen, const char *ind, bool blocked, bool guard, int pass) {
+    const jg_graph *g = L->g;
+    int rc = 0;
     for (int s = 0; s < n_seg && rc == 0; s++) {
         int hn = -1; /* a heavy node alone in this segment, read from an array */
         for (int i = 0; i <= lastn && n_seg > 1; i++)
@@ -567,7 +629,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                    ctype(g->vals[v].meta.dtype), ctype(g->vals[u].meta.dtype), src, dst);
             continue;
         }
-        if (n_seg > 1)
+        if (blocked)
             sb_add(f,
                    "%sfor (int64_t jg_j = 0; jg_j < jg_n; jg_j++) {\n"
                    "%s    const int64_t jg_i = jg_b + jg_j;\n",
@@ -605,7 +667,8 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                 snprintf(rs, sizeof rs, "s%d", i);
             sb_add(f, "%s    const %s v%d = (%s)(", ind, T, v, T);
             rc = emit_expr(f, info->cexpr, ra, n->n_in > 1 ? rb : NULL, rs[0] ? rs : NULL, T,
-                           ctype(g->vals[n->in[0]].meta.dtype), info->name);
+                           ctype(g->vals[n->in[0]].meta.dtype), info->name,
+                           pass == 0 && guard && exp_guard(g, n));
             sb_add(f, ");\n");
         }
         for (int i = 0; i <= lastn && rc == 0; i++) {
@@ -621,15 +684,6 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
         }
         sb_add(f, "%s}\n", ind);
     }
-    if (n_seg > 1)
-        sb_add(f, "    }\n");
-out:
-    free(seg);
-    free(def);
-    free(lastuse);
-    free(slot);
-    free(slot_free);
-    free(slot_dt);
     return rc;
 }
 

@@ -12,54 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* tanh of an f32, correctly rounded for every f32 input (checked over all
- * 2^32 of them against long-double tanh, see docs/performance.md).
- *
- * Why not libm's tanhf: it is a scalar call of about 60 cycles and was a
- * third of the time of a chain of small eager ops.  This one is branch-free
- * straight-line double arithmetic, so the kernel loops vectorize, and the
- * double intermediate makes the rounding exact.
- *
- * tanh|x| = e / (e + 2) with e = expm1(2|x|); expm1(z) = 2^k (expm1(r) + 1)
- * - 1 with z = k ln2 + r, |r| <= ln2/2, and expm1(r) a degree-13 Taylor
- * polynomial in Estrin form (truncation error below 2^-58 relative).  |x|
- * is clamped to 9.5 first, where tanh already rounds to 1 in f32; NaN is
- * not clamped and stays NaN.  The sign is copied back at the end, so
- * tanh(-0) = -0.  Selects are done on integer bits with masks: a ?:
- * on doubles would make gcc branch, and branches stop vectorization. */
-static inline float jg_ew_tanhf(float xf) {
-    int32_t xu, yu;
-    memcpy(&xu, &xf, 4);
-    const int32_t au = xu & INT32_MAX;
-    const int32_t clamp = -(int32_t)((au > 0x41180000) & (au <= 0x7f800000)); /* 9.5 < |x| <= inf */
-    const int32_t cu = (0x41180000 & clamp) | (au & ~clamp);
-    float cf;
-    memcpy(&cf, &cu, 4);
-    const double z = 2.0 * (double)cf;
-    const double kd = z * 1.4426950408889634 + 0x1.8p52; /* k = round(z / ln2) in the low bits */
-    uint64_t ku;
-    memcpy(&ku, &kd, 8);
-    const double k = kd - 0x1.8p52;
-    const double r = (z - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-    const double r2 = r * r, r4 = r2 * r2;
-    const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
-    const double a2 = 1.0 / 720 + r * (1.0 / 5040), a3 = 1.0 / 40320 + r * (1.0 / 362880);
-    const double a4 = 1.0 / 3628800 + r * (1.0 / 39916800);
-    const double a5 = 1.0 / 479001600 + r * (1.0 / 6227020800.0);
-    const double b0 = a0 + r2 * a1, b1 = a2 + r2 * a3, b2 = a4 + r2 * a5;
-    const double p = r + r2 * ((b0 + r4 * b1) + (r4 * r4) * b2); /* expm1(r) */
-    const uint64_t su = (ku << 52) + ((uint64_t)1023 << 52);     /* 2^k, 0 <= k <= 28 */
-    double s;
-    memcpy(&s, &su, 8);
-    const double e = (s - 1.0) + s * p;
-    const float t = (float)(e / (e + 2.0));
-    memcpy(&yu, &t, 4);
-    yu |= xu & INT32_MIN;
-    float y;
-    memcpy(&y, &yu, 4);
-    return y;
-}
-
 /* |x| by clearing the sign bit, as fabs does (|-0| = 0, NaN keeps its
  * payload), without a libm call; int64 wraps like two's complement (|min|
  * is min, as in PyTorch). */
@@ -113,7 +65,7 @@ JG_EW_INLINE double jg_ew_seld(uint64_t m, double a, double b) {
 #define JG_EW_DNAN 0xfff8000000000000u /* the default NaN of x86 (what 0/0 gives) */
 
 /* exp(r) - 1 - r for |r| <= ln2/2: the Taylor polynomial of degree 13 in
- * Estrin form (truncation below 2^-58 relative), as in jg_ew_tanhf. */
+ * Estrin form (truncation below 2^-58 relative). */
 JG_EW_INLINE double jg_ew_expm1_13(double r) {
     const double r2 = r * r, r4 = r2 * r2;
     const double a0 = 1.0 / 2 + r * (1.0 / 6), a1 = 1.0 / 24 + r * (1.0 / 120);
@@ -239,6 +191,67 @@ JG_EW_INLINE float jg_ew_expf_normal(float x) {
     /* unsigned: defined for any x (the loops compute it before their range
      * test) */
     return jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)jg_ew_f32bits(kf) << 23)));
+}
+
+/* tanh of an f32, in f32 arithmetic (8 lanes per AVX2 vector): at most
+ * 1.043 ulp from the exact value (see docs/kernels.md;
+ * tests/c/test_ew_math.c sweeps it against long-double tanh).  With a = |x|
+ * clamped to 9.5 (tanh rounds to 1 in f32 from about 9.01; NaN is put
+ * back at the end):
+ * - a < 0.8: tanh a = a + a (z q(z)), z = a^2, q of degree 6 (a least
+ *   squares fit of (tanh(a) / a - 1) / z in relative error of tanh on
+ *   [0, 0.8], scripts/ew_math_coeffs.py), Horner's rule;
+ * - a >= 0.8: tanh a = 1 - 2 / (e + 1), e = exp(2a) from jg_ew_expf_y
+ *   (2a <= 19, so e = y 2^k is a normal f32, made exactly by adding k to
+ *   y's exponent bits).
+ * Both are computed and one is picked by a mask (a branch would stop
+ * vectorization); the sign is copied back, so tanh(-0) = -0.  Computing
+ * in double instead rounds correctly but takes 2.2x the time (1M f32,
+ * AVX2, 4 lanes and a double division), and tanh is most of the time of
+ * a chain of tanh layers. */
+#define JG_EW_TANHF_SMALL 0x3f4ccccd /* 0.8f: the f32 bits of a's bound */
+JG_EW_INLINE float jg_ew_tanhf(float xf) {
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    const uint32_t cu = (uint32_t)au < 0x41180000u ? (uint32_t)au : 0x41180000u; /* 9.5f */
+    /* Each formula gets its argument clamped to its own range (unsigned
+     * max on the bits), so that no operation sees or makes a subnormal,
+     * which costs a microcode assist per instruction (a tanh chain whose
+     * values shrink ran 2x slower): the polynomial a >= 2^-12, below which
+     * the result is a itself (picked at the end; the polynomial's a z q(z)
+     * is under half an ulp of a there, so it gives a too), and
+     * 1 - 2 / (e + 1) a >= 0.8. */
+    const float a = jg_ew_f32((int32_t)(cu > 0x39800000u ? cu : 0x39800000u));
+    const float al =
+        jg_ew_f32((int32_t)(cu > (uint32_t)JG_EW_TANHF_SMALL ? cu : (uint32_t)JG_EW_TANHF_SMALL));
+    const float z = a * a;
+    const float q =
+        -0x1.555554p-2f +
+        z * (0x1.111088p-3f +
+             z * (-0x1.b9fd64p-5f +
+                  z * (0x1.64b946p-6f +
+                       z * (-0x1.16d6acp-7f + z * (0x1.75e7d0p-9f + z * -0x1.2bc5c8p-11f)))));
+    const float ts = a + a * (z * q);
+    float kf;
+    const float y = jg_ew_expf_y(al + al, &kf);
+    const float e =
+        jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)jg_ew_f32bits(kf) << 23)));
+    const float tl = 1.0f - 2.0f / (e + 1.0f);
+    const int32_t small = JG_EW_MASK32(au < JG_EW_TANHF_SMALL);
+    const int32_t tiny = JG_EW_MASK32(au < 0x39800000); /* 2^-12 */
+    const int32_t t =
+        (au & tiny) | (((jg_ew_f32bits(ts) & small) | (jg_ew_f32bits(tl) & ~small)) & ~tiny);
+    const int32_t nan = JG_EW_MASK32(au > 0x7f800000); /* x, quieted */
+    return jg_ew_f32(((u | 0x00400000) & nan) | ((t | (u & INT32_MIN)) & ~nan));
+}
+
+/* jg_ew_expf_normal(x), keeping the largest |x| (its f32 bits) in *big: the
+ * generated loops' first pass over a block (backend/cgen.c, exp_guard),
+ * redone with jg_ew_expf when *big ends over JG_EW_EXPF_NORMAL_MAX.  *big is
+ * a local of the loop, a max reduction once this is inlined. */
+JG_EW_INLINE float jg_ew_expf_track(uint32_t *big, float x) {
+    const uint32_t au = (uint32_t)jg_ew_f32bits(x) & 0x7fffffffu;
+    *big = au > *big ? au : *big;
+    return jg_ew_expf_normal(x);
 }
 
 /* log's special values: +inf and NaN give x, x < 0 (-inf included) NaN,

@@ -190,14 +190,20 @@ static void gemm(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m,
  * not used: its result at some shapes depends on its thread count, and its
  * workers, which spin after each call, would compete with the pool's for
  * the cores.  The blocks depend only on the shape (never on the thread
- * count), so the bits are the same for any number of threads.  The split
- * dim is the one whose blocks re-read the smaller operand (columns of C
- * re-pack A, rows re-pack B).  Blocks are equal and a multiple of 16 wide:
- * 2 of at least GEMM_SPLIT_MACS multiply-adds, 4 or 8 only when each has at
- * least GEMM_BLOCK_MACS (every block costs a call and a re-pack, which a
- * single thread pays too: 2 blocks cost it about 5% at the MLP's shapes). */
+ * count), so the bits are the same for any number of threads.  (They
+ * must be: OpenBLAS's AVX2 and AVX-512 kernels give a block of C's rows or
+ * columns other bits than the whole product, at most shapes, even for
+ * blocks of 256; only its SSE3 kernels do not.  The test_mlp_step_haswell
+ * run checks the bits on the AVX2 kernels.)  The split dim is the one whose
+ * blocks re-read the smaller operand (columns of C re-pack A, rows re-pack
+ * B).  Blocks are equal and a multiple of 16 wide: 2 of at least
+ * GEMM_SPLIT_MACS multiply-adds, 4 or 8 only when each has at least
+ * GEMM_BLOCK_MACS and is GEMM_BLOCK_MIN wide (every block costs a call and
+ * a re-pack, which a single thread pays too: 8 blocks of 128 columns cost
+ * 256x1024x1024 about 5% over one call, 4 of 256 about 1%). */
 #define GEMM_SPLIT_MACS ((int64_t)1 << 21)
 #define GEMM_BLOCK_MACS ((int64_t)1 << 23)
+#define GEMM_BLOCK_MIN 256
 #define GEMM_MAX_BLOCKS 8
 
 typedef struct {
@@ -235,7 +241,7 @@ static void gemm_par(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
     int64_t dim = g.cols ? n : m, macs = m * n * k, blocks = 1;
     while (blocks < GEMM_MAX_BLOCKS &&
            macs / (blocks * 2) >= (blocks == 1 ? GEMM_SPLIT_MACS : GEMM_BLOCK_MACS) &&
-           dim / (blocks * 2) >= 16)
+           dim / (blocks * 2) >= (blocks == 1 ? 16 : GEMM_BLOCK_MIN))
         blocks *= 2;
     if (blocks == 1) {
         gemm(dt, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc);

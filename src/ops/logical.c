@@ -99,14 +99,82 @@ int jg_vjp_nondiff(VJP_ARGS) {
 
 /* ---- masked_fill(x, mask) and where(cond, x, y) ---- */
 
+/* masked_fill's dense rows (out, x and mask contiguous, out sharing no
+ * byte with the mask, and x either exactly out or sharing none with it) of
+ * 4- and 8-byte elements run as loops over restrict parameters that pick
+ * the bits of s or x by a mask made from the mask byte, which vectorize
+ * (gcc does not vectorize b ? s : x itself: its if-conversion makes x a
+ * masked load), with AVX2 clones as the elementwise kernels.  Other rows
+ * take the strided loop.  Both copy the bits of (T)s or x, so the results
+ * are the same. */
+#define MF_VECTORIZE                                                                               \
+    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
+                   target_clones("avx2", "default")))
+#define MF_SELECT(U)                                                                               \
+    static MF_VECTORIZE void mf_select_##U(int64_t n, char *restrict o, const char *restrict a,    \
+                                           const unsigned char *restrict m, U v) {                 \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            U x;                                                                                   \
+            memcpy(&x, a + i * (int64_t)sizeof(U), sizeof(U));                                     \
+            const U k = (U)0 - (U)m[i];                                                            \
+            x = (v & k) | (x & ~k);                                                                \
+            memcpy(o + i * (int64_t)sizeof(U), &x, sizeof(U));                                     \
+        }                                                                                          \
+    }                                                                                              \
+    static MF_VECTORIZE void mf_select_in_##U(int64_t n, char *restrict o,                         \
+                                              const unsigned char *restrict m, U v) {              \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            U x;                                                                                   \
+            memcpy(&x, o + i * (int64_t)sizeof(U), sizeof(U));                                     \
+            const U k = (U)0 - (U)m[i];                                                            \
+            x = (v & k) | (x & ~k);                                                                \
+            memcpy(o + i * (int64_t)sizeof(U), &x, sizeof(U));                                     \
+        }                                                                                          \
+    }
+MF_SELECT(uint32_t)
+MF_SELECT(uint64_t)
+
+static inline bool mf_apart(const char *p, int64_t np, const char *q, int64_t nq) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return a + (uintptr_t)np <= b || b + (uintptr_t)nq <= a;
+}
+
+/* The dense row of masked_fill with fill value v (its bits), if it is one. */
+static bool mf_dense(int64_t n, char **p, const int64_t *st, const void *v, size_t es) {
+    const int64_t nb = n * (int64_t)es;
+    if ((es != 4 && es != 8) || st[0] != (int64_t)es || st[1] != (int64_t)es || st[2] != 1 ||
+        !mf_apart(p[0], nb, p[2], n) || (p[0] != p[1] && !mf_apart(p[0], nb, p[1], nb)))
+        return false;
+    const unsigned char *m = (const unsigned char *)p[2];
+    if (es == 4) {
+        uint32_t u;
+        memcpy(&u, v, 4);
+        if (p[0] == p[1])
+            mf_select_in_uint32_t(n, p[0], m, u);
+        else
+            mf_select_uint32_t(n, p[0], p[1], m, u);
+    } else {
+        uint64_t u;
+        memcpy(&u, v, 8);
+        if (p[0] == p[1])
+            mf_select_in_uint64_t(n, p[0], m, u);
+        else
+            mf_select_uint64_t(n, p[0], p[1], m, u);
+    }
+    return true;
+}
+
 #define MF_ROW(TY, unused)                                                                         \
     static void masked_fill_row_##TY(void *ctx, int64_t n, char **p, const int64_t *st) {          \
         typedef jg_##TY T;                                                                         \
         const double s = *(const double *)ctx;                                                     \
+        const T v = (T)s;                                                                          \
+        if (mf_dense(n, p, st, &v, sizeof(T)))                                                     \
+            return;                                                                                \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T a = *(const T *)(p[1] + i * st[1]);                                                  \
             bool b = *(const bool *)(p[2] + i * st[2]);                                            \
-            *(T *)(p[0] + i * st[0]) = b ? (T)s : a; /* the row's cexpr */                         \
+            *(T *)(p[0] + i * st[0]) = b ? v : a; /* the row's cexpr */                            \
         }                                                                                          \
     }
 FOR_DTYPES(MF_ROW, 0)

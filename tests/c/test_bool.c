@@ -197,6 +197,37 @@ static void test_where_and_masked_fill(void **state) {
     TU_ERROR("must match the size");
 }
 
+/* masked_fill's dense rows (contiguous x, out and mask: a vectorized
+ * bit select) give the strided loop's bits: x read through a transposed
+ * view takes the strided loop.  f32 with NaN payloads, -0 and inf, f64,
+ * int64; out of place and in place (masked_fill_). */
+static void test_masked_fill_dense_same_bits(void **state) {
+    (void)state;
+    const jg_dtype dts[] = {JG_F32, JG_F64, JG_I64};
+    for (int d = 0; d < 3; d++) {
+        jg_manual_seed(7 + d);
+        jg_tensor *x = jg_randn(dts[d] == JG_I64 ? JG_F64 : dts[d], 2, TU_SHAPE(7, 301));
+        if (dts[d] == JG_F32) {
+            float *xv = jg_data(x);
+            const uint32_t specials[] = {0x7fc01234u, 0xffa00001u, 0x80000000u, 0x7f800000u};
+            for (int i = 0; i < 4; i++)
+                memcpy(&xv[i * 97 + 3], &specials[i], 4);
+        }
+        if (dts[d] == JG_I64)
+            x = jg_to_dtype(jg_mul_scalar(x, 1000.0), JG_I64);
+        jg_tensor *m = jg_gt_scalar(jg_randn(JG_F32, 1, TU_SHAPE(301)), 0.3);
+        jg_tensor *xs = jg_transpose(jg_contiguous(jg_transpose(x, 0, 1)), 0, 1); /* strided */
+        jg_tensor *want = jg_masked_fill(xs, m, -2.5);
+        jg_tensor *got = jg_masked_fill(x, m, -2.5);
+        assert_non_null(want);
+        assert_non_null(got);
+        TU_SAME(got, want);
+        jg_tensor *in = jg_clone(x);
+        assert_int_equal(jg_masked_fill_(in, m, -2.5), 0);
+        TU_SAME(in, want);
+    }
+}
+
 static jg_tensor *gc_where(void *user, int n, jg_tensor *const *in) {
     (void)n;
     jg_tensor *w = jg_where(user, in[0], in[1]);
@@ -371,6 +402,7 @@ int main(void) {
         TU_TEST(test_comparisons),
         TU_TEST(test_logical_ops),
         TU_TEST(test_where_and_masked_fill),
+        TU_TEST(test_masked_fill_dense_same_bits),
         TU_TEST(test_where_masked_fill_gradcheck),
         TU_TEST(test_any_all),
         TU_TEST(test_mask_select_rows),

@@ -8,6 +8,7 @@
 #include "backend/cgen.h"
 #include "ops/ew_math.h"
 
+#include <fenv.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -91,7 +92,7 @@ static const fn1 FNS[] = {
     {"log", jg_ew_logf, jg_ew_logd, logl, 0.501, 1.0},
     {"erf", jg_ew_erff, jg_ew_erfd, erfl, 0.501, 1.5},
     {"sigmoid", sigmoidf_, sigmoidd_, ref_sigmoid, 3.0, 3.0},
-    {"tanh", tanhf_, NULL, tanhl, 0.5, 0},
+    {"tanh", tanhf_, NULL, tanhl, 1.05, 0},
     {"sqrt", sqrtf_, NULL, sqrtl, 0.5, 0},
 };
 
@@ -278,6 +279,72 @@ static void test_expf_dense_ranges(void **state) {
     assert_true(isinf(jg_ew_expf(0x1.62e430p6f)));
 }
 
+/* f32 tanh where its error is largest or its cases meet: every f32 within
+ * 2^16 bit patterns of the switch from the polynomial to 1 - 2 / (e + 1)
+ * at 0.8, every 389th in [0, 9.5] (and its negation: tanh(-x) = -tanh(x)
+ * bit for bit), and every f32 from 8.9 to 9.6, where the result becomes 1.
+ * Within the bound; specials: +-0 keep their sign, +-inf give +-1, a NaN
+ * comes back quieted, subnormals give themselves. */
+static void test_tanhf_dense_ranges(void **state) {
+    if (!long_double_is_wide())
+        skip();
+    (void)state;
+    static const struct {
+        uint32_t from, to, step;
+    } rg[] = {{JG_EW_TANHF_SMALL - 0x10000, JG_EW_TANHF_SMALL + 0x10000, 1},
+              {0, 0x41180000u, 389},
+              {0x410e6666u, 0x4119999au, 1}};
+    double mx = 0;
+    float w = 0;
+    for (size_t r = 0; r < sizeof rg / sizeof *rg; r++)
+        for (uint32_t u = rg[r].from; u <= rg[r].to; u += rg[r].step) {
+            float x = bits_f(u), y = jg_ew_tanhf(x);
+            double e = ulpf(y, tanhl((long double)x));
+            if (e > mx)
+                mx = e, w = x;
+            if (!same_f(jg_ew_tanhf(-x), -y))
+                fail_msg("tanh(-%a) = %a, not -tanh(%a) = %a", (double)x, (double)jg_ew_tanhf(-x),
+                         (double)x, (double)-y);
+        }
+    print_message("f32 tanh dense ranges max %.4f ulp (at %a)\n", mx, (double)w);
+    if (!(mx <= 1.05))
+        fail_msg("f32 tanh: %.4f ulp at %a", mx, (double)w);
+    assert_true(same_f(jg_ew_tanhf(0.0f), 0.0f) && same_f(jg_ew_tanhf(-0.0f), -0.0f));
+    assert_true(same_f(jg_ew_tanhf(INFINITY), 1.0f) && same_f(jg_ew_tanhf(-INFINITY), -1.0f));
+    assert_true(same_f(jg_ew_tanhf(9.5f), 1.0f) && same_f(jg_ew_tanhf(-1e30f), -1.0f));
+    assert_true(same_f(jg_ew_tanhf(0x1p-149f), 0x1p-149f));
+    assert_true(same_f(jg_ew_tanhf(-0x1.8p-127f), -0x1.8p-127f));
+    assert_true(jg_ew_f32bits(jg_ew_tanhf(bits_f(0x7f800001u))) == 0x7fc00001);
+    assert_true(jg_ew_f32bits(jg_ew_tanhf(bits_f(0xffc00000u))) == (int32_t)0xffc00000u);
+}
+
+/* f32 tanh makes no subnormal on the way (each costs a microcode assist
+ * per vector instruction: a chain of tanh layers whose values shrank ran 2x
+ * slower): no operation may raise the underflow flag, for every f32 below
+ * 2^-11 in steps of 4099 (subnormals included, both signs) and around the
+ * switch at 0.8.  The results there are x itself below 2^-12. */
+static void test_tanhf_no_underflow(void **state) {
+    (void)state;
+    feclearexcept(FE_ALL_EXCEPT);
+    volatile float sink = 0.0f;
+    for (uint32_t u = 0; u < 0x3a000000u; u += 4099) {
+        for (int sgn = 0; sgn < 2; sgn++) {
+            volatile float x = bits_f(u | (sgn ? 0x80000000u : 0));
+            const float y = jg_ew_tanhf(x);
+            sink = y;
+            if (u < 0x39800000u && !same_f(y, x))
+                fail_msg("tanh(%a) = %a, want x itself", (double)x, (double)y);
+        }
+    }
+    for (uint32_t u = JG_EW_TANHF_SMALL - 4096; u < JG_EW_TANHF_SMALL + 4096; u++) {
+        volatile float x = bits_f(u);
+        sink = jg_ew_tanhf(x);
+    }
+    (void)sink;
+    if (fetestexcept(FE_UNDERFLOW))
+        fail_msg("f32 tanh raised the underflow flag (a subnormal intermediate)");
+}
+
 /* pow: every pair of special values equals glibc's powf (the C99 rules),
  * and random pairs stay within the bound. */
 static void test_powf(void **state) {
@@ -380,8 +447,14 @@ static void test_compiled_same(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_ulp_f32),           TU_TEST(test_ulp_f64), TU_TEST(test_special_values),
-        TU_TEST(test_expf_dense_ranges), TU_TEST(test_powf),    TU_TEST(test_compiled_same),
+        TU_TEST(test_ulp_f32),
+        TU_TEST(test_ulp_f64),
+        TU_TEST(test_special_values),
+        TU_TEST(test_expf_dense_ranges),
+        TU_TEST(test_tanhf_dense_ranges),
+        TU_TEST(test_tanhf_no_underflow),
+        TU_TEST(test_powf),
+        TU_TEST(test_compiled_same),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

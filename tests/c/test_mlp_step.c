@@ -65,9 +65,12 @@ static void test_sgd_update_strided_grad(void **state) {
 /* ------------------------------------------------------------- matmul */
 
 /* Products large enough to be split over the pool (and small ones), with
- * transposed operands, batched, f32 and f64: the same bits at 1, 2 and 3
- * threads.  64x784 @ 784x256 gave different bits with OpenBLAS's own 1 and
- * 2 threads. */
+ * transposed operands, batched, f32 and f64: the same bits at 1 to 4
+ * threads, also with ragged tails (m, n not multiples of the kernels'
+ * tiles) and with k over several panels.  64x784 @ 784x256 gave different
+ * bits with OpenBLAS's own 1 and 2 threads; a split that followed the
+ * thread count gave different bits on OpenBLAS's AVX2 kernels (ctest runs
+ * this file again as test_mlp_step_haswell, with OPENBLAS_CORETYPE=Haswell). */
 /* Under valgrind (scripts/memcheck.sh sets JITGRAD_MEMCHECK) the same code
  * paths on less work: what memcheck looks for (uninitialised reads) does
  * not depend on the sizes, and full sizes take many minutes there. */
@@ -78,8 +81,9 @@ static bool light(void) {
 static void test_matmul_bitwise_any_thread_count(void **state) {
     (void)state;
     static const int64_t shapes[][3] = {
-        {64, 784, 256}, {64, 256, 256}, {784, 64, 256}, {256, 64, 10},   {64, 10, 256},
-        {3, 5, 7},      {1, 300, 2000}, {2000, 300, 1}, {130, 517, 129}, {256, 512, 512},
+        {64, 784, 256}, {64, 256, 256},  {784, 64, 256},  {256, 64, 10},   {64, 10, 256},
+        {3, 5, 7},      {1, 300, 2000},  {2000, 300, 1},  {130, 517, 129}, {256, 512, 512},
+        {515, 300, 77}, {99, 1500, 333}, {1037, 61, 263},
     };
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
     int saved = jg_get_num_threads();
@@ -96,7 +100,7 @@ static void test_matmul_bitwise_any_thread_count(void **state) {
             jg_tensor *at = jg_contiguous(jg_transpose(a, 0, 1)); /* k x m */
             jg_tensor *bt = jg_contiguous(jg_transpose(b, 0, 1)); /* n x k */
             jg_tensor *ref[5] = {NULL};
-            for (int threads = 1; threads <= 3; threads++) {
+            for (int threads = 1; threads <= 4; threads++) {
                 assert_int_equal(jg_set_num_threads(threads), 0);
                 jg_tensor *r[5] = {
                     jg_matmul(a, b),
