@@ -6,6 +6,7 @@
  * of both signs, huge values and NaN; non-contiguous parameters take the
  * composed path and stay correct. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,17 +122,20 @@ static void run(const adam_case *c, bool fused, jg_tensor **out) {
 }
 
 static void check_case(const adam_case *c) {
-    print_message("kind %d amsgrad %d maximize %d wd %g %s n %lld%s\n", (int)c->kind, c->amsgrad,
-                  c->maximize, c->weight_decay, jg_dtype_name(c->dtype), (long long)c->n,
-                  c->transposed ? " transposed" : "");
     jg_scope_push();
     jg_tensor *a[5], *b[5];
     run(c, true, a);
     run(c, false, b);
     static const char *const what[5] = {"param", "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-    for (int i = 0; i < 5; i++)
-        if (a[i])
-            assert_same_bits(a[i], b[i], what[i]);
+    for (int i = 0; i < 5; i++) {
+        if (!a[i])
+            continue;
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s (kind %d amsgrad %d maximize %d wd %g %s n %lld%s)",
+                 what[i], (int)c->kind, c->amsgrad, c->maximize, c->weight_decay,
+                 jg_dtype_name(c->dtype), (long long)c->n, c->transposed ? " transposed" : "");
+        assert_same_bits(a[i], b[i], desc);
+    }
     /* (not vacuous: the update moved the first element, whose gradient is
      * random at every step) */
     double *x = malloc(sizeof(double) * (size_t)c->n), *y = malloc(sizeof(double) * (size_t)c->n);
@@ -194,6 +198,19 @@ static void test_adam_fused_noncontiguous_param(void **state) {
         }
 }
 
+/* Regression: maximize negated the gradient as `-g` in the loop, and gcc
+ * folded (-g) + p * wd into p * wd - g, which returns a NaN gradient's NaN
+ * with its sign unflipped; the composed ops negate first (neg flips the
+ * sign bit), so Adam with maximize and weight decay gave NaNs of the other
+ * sign.  The loop flips the sign bit where gcc cannot see a negation. */
+static void test_adam_fused_maximize_nan_gradient_sign(void **state) {
+    (void)state;
+    for (int dt = 0; dt < 2; dt++) {
+        adam_case c = {JG_OPTIM_ADAM, false, true, false, 0.1, dt ? JG_F64 : JG_F32, 7};
+        check_case(&c);
+    }
+}
+
 /* Chunks over the pool's threads compute each element as one thread does. */
 static void test_adam_fused_threads(void **state) {
     (void)state;
@@ -221,6 +238,7 @@ int main(void) {
         TU_TEST(test_adamw_fused_f32),
         TU_TEST(test_adamw_fused_f64),
         TU_TEST(test_adam_fused_noncontiguous_param),
+        TU_TEST(test_adam_fused_maximize_nan_gradient_sign),
         TU_TEST(test_adam_fused_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
