@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "ops/optable.h"
+#include "optim/adam_fused.h"
 #include "trace/trace.h"
 
 #define MAX_STATE JG_OPTIM_MAX_STATE
@@ -364,11 +365,50 @@ static int adam_scalars(const jg_optim_hparams *h, scal step, scal *step_size,
     return step_size->t && bias_correction2_sqrt->t ? 0 : -1;
 }
 
+/* The numbers of the eager fused update (adam_fused.c): those the
+ * composed ops below receive, the division by bias_correction2_sqrt as
+ * div_scalar's reciprocal in the tensors' dtype. */
+static jg_adam_fused_args fused_args(bool decoupled, const jg_optim_hparams *h, jg_dtype d,
+                                     double step_size, double bias_correction2_sqrt) {
+    double s = bias_correction2_sqrt;
+    return (jg_adam_fused_args){
+        .decoupled = decoupled,
+        .maximize = h->maximize,
+        .weight_decay = !decoupled && h->weight_decay != 0,
+        .decay = 1 - h->lr * h->weight_decay,
+        .wd = h->weight_decay,
+        .beta1 = h->beta1,
+        .one_minus_beta1 = 1 - h->beta1,
+        .beta2 = h->beta2,
+        .one_minus_beta2 = 1 - h->beta2,
+        .rbc2 = d == JG_F32 ? (double)(1.0f / (float)s) : 1.0 / s,
+        .eps = h->eps,
+        .neg_step_size = -step_size,
+    };
+}
+
+/* grad is the parameter's gradient as given (maximize not yet applied). */
 static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
                 jg_tensor **state) {
     jg_tensor *exp_avg = state[1], *exp_avg_sq = state[2];
+    /* (traced: the graph negates first, as it always has) */
+    bool negated = h->maximize && jg_tracing();
+    if (negated && !(grad = jg_neg(grad)))
+        return -1;
     scal step;
     if (bump_step(state[0]) < 0 || step_count(state[0], &step) < 0)
+        return -1;
+    scal step_size, bias_correction2_sqrt;
+    if (!step.t) {
+        /* eager: one pass instead of the ops below, same bits */
+        if (adam_scalars(h, step, &step_size, &bias_correction2_sqrt) < 0)
+            return -1;
+        jg_adam_fused_args a =
+            fused_args(decoupled, h, jg_dtype_of(param), step_size.v, bias_correction2_sqrt.v);
+        if (jg_adam_fused_(param, grad, exp_avg, exp_avg_sq, h->amsgrad ? state[3] : NULL, &a))
+            return 0;
+    }
+    if (h->maximize && !negated && !(grad = jg_neg(grad)))
         return -1;
     if (decoupled) {
         if (jg_mul_scalar_(param, 1 - h->lr * h->weight_decay) < 0)
@@ -380,7 +420,6 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
         add_alpha_(exp_avg, grad, 1 - h->beta1) < 0 || jg_mul_scalar_(exp_avg_sq, h->beta2) < 0 ||
         addcmul_(exp_avg_sq, grad, grad, 1 - h->beta2) < 0)
         return -1;
-    scal step_size, bias_correction2_sqrt;
     if (adam_scalars(h, step, &step_size, &bias_correction2_sqrt) < 0)
         return -1;
     jg_tensor *sq = exp_avg_sq;
@@ -504,7 +543,9 @@ int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *pa
     jg_scope_push();
     int rc = init_state(kind, h, param, state);
     if (rc == 0) {
-        if (h->maximize)
+        /* (Adam negates it itself, in its fused loop when it can) */
+        bool adam_kind = kind == JG_OPTIM_ADAM || kind == JG_OPTIM_ADAMW;
+        if (h->maximize && !adam_kind)
             grad = jg_neg(grad);
         if (!grad)
             rc = -1;

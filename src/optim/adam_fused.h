@@ -1,0 +1,36 @@
+/* The eager Adam/AdamW update in one pass (adam_fused.c). */
+#ifndef JG_OPTIM_ADAM_FUSED_H
+#define JG_OPTIM_ADAM_FUSED_H
+
+#include <stdbool.h>
+
+#include <jitgrad.h>
+
+/* The numbers of one update, as optim.c's composed ops receive them: each
+ * is converted to the tensors' dtype by the kernel, as the scalar ops do. */
+typedef struct {
+    bool decoupled;    /* AdamW: p *= decay first */
+    bool maximize;     /* the gradient negated */
+    bool weight_decay; /* Adam: g += p * wd (when wd != 0) */
+    double decay;      /* 1 - lr * weight_decay (AdamW) */
+    double wd;         /* weight_decay (Adam) */
+    double beta1, one_minus_beta1, beta2, one_minus_beta2;
+    double rbc2; /* the reciprocal of sqrt(bias_correction2), as div_scalar rounds it */
+    double eps;
+    double neg_step_size; /* -lr / bias_correction1 */
+} jg_adam_fused_args;
+
+/* Runs the update on param, exp_avg, exp_avg_sq (and max_exp_avg_sq when
+ * not NULL) with the bits of optim.c's composed ops, if every tensor is
+ * a dense, untraced f32 or f64 tensor of one shape and dtype and no two
+ * share memory; returns false (nothing written) otherwise. */
+bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_tensor *exp_avg_sq,
+                    jg_tensor *max_exp_avg_sq, const jg_adam_fused_args *args);
+
+/* Whether optim.c takes the fused path when it can (default: yes, unless
+ * the environment sets JITGRAD_OPTIM_FUSED=0); the composed path stays
+ * callable so tests can compare the two.  Returns the previous setting. */
+bool jg_adam_fused_set_enabled(bool on);
+bool jg_adam_fused_enabled(void);
+
+#endif
