@@ -108,7 +108,7 @@ static int input_index(const jg_graph *g, const jg_tensor *t) {
     return -1;
 }
 
-/* autograd.grad() inside a program jg_compile traces (create_graph off):
+/* autograd.grad() inside a program jg_compile traces:
  * graph autodiff of the graph recorded so far, the outputs its seeds
  * (grad_outputs or ones), replayed into that graph; each requested input's
  * contributions are summed inside it in the eager engine's order
@@ -120,8 +120,10 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
     jg_graph *g = jg_trace_graph();
     if (!done || !g)
         return 1; /* (the engine's graph break) */
-    if (flags & JG_CREATE_GRAPH)
-        return grad_untraceable("create_graph=True is not traced");
+    /* create_graph: the replayed backward records history in the graph, so
+     * the results can be differentiated again, in the program or through
+     * its compiled node; the graph is retained, as eager's */
+    bool create = flags & JG_CREATE_GRAPH;
     int *seeds = calloc((size_t)n_out, sizeof *seeds);
     int *in_idx = calloc((size_t)n_in, sizeof *in_idx);
     if (!seeds || !in_idx) {
@@ -187,7 +189,7 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
     if (jg_autodiff_sum_contribs(r.bwd, g, r.contrib_input, NULL) < 0)
         rc = -1;
     jg_scope_push();
-    bool prev = jg_set_grad_enabled(false);
+    bool prev = jg_set_grad_enabled(create);
     jg_tensor **in = rc == 0 ? calloc((size_t)(r.n_in ? r.n_in : 1), sizeof *in) : NULL;
     jg_tensor **out = rc == 0 ? calloc((size_t)(r.n_contrib ? r.n_contrib : 1), sizeof *out) : NULL;
     if (rc == 0 && (!in || !out))
@@ -234,7 +236,7 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
     free(seeds);
     free(in_idx);
     jg_autodiff_result_free(&r);
-    if (rc == 0 && !(flags & JG_RETAIN_GRAPH))
+    if (rc == 0 && !(flags & (JG_RETAIN_GRAPH | JG_CREATE_GRAPH)))
         *done = true;
     return rc;
 }

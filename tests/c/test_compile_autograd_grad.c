@@ -13,6 +13,7 @@ typedef struct {
     jg_tensor *w, *u; /* captured leaves (u: never used by the programs) */
     unsigned flags;   /* extra jg_autograd_grad flags */
     bool unused_none; /* p_unused: the result for u was NULL */
+    bool second;      /* p_create: also differentiates the penalty in the program */
 } ctx;
 
 /* gradient penalty: loss + sum(g*g), g = d loss / d w (a constant: no
@@ -90,6 +91,23 @@ static int p_inter(void *user, const void *args, int n, jg_tensor *const *in, jg
     return 1;
 }
 
+/* create_graph: the gradient has history in the program; the penalty is
+ * differentiated again inside it (second) or through the compiled node */
+static int p_create(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *loss = jg_sum(jg_tanh(jg_matmul(in[0], c->w)));
+    jg_tensor *g = NULL;
+    if (jg_autograd_grad(1, &loss, NULL, 1, &c->w, JG_CREATE_GRAPH, &g) < 0)
+        return -1;
+    out[0] = jg_add(loss, jg_sum(jg_mul(g, g)));
+    if (!c->second)
+        return 1;
+    if (jg_autograd_grad(1, &out[0], NULL, 1, &c->w, 0, &out[1]) < 0)
+        return -1;
+    return 2;
+}
+
 static const char *backends[] = {"interp", "c"};
 
 static void ctx_init(ctx *c) {
@@ -157,6 +175,36 @@ static void test_compile_autograd_grad_penalty(void **state) {
         TU_SAME(jg_grad(c.w), ge);
         jg_clear_grad(c.w);
         jg_release(ge);
+        jg_compiled_free(k);
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_autograd_grad_create_graph(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        c.second = true;
+        check_program(p_create, &c, 1, false, backends[b], 0);
+        c.second = false;
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *k = jg_compile(p_create, &c, &o);
+        jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *oe = NULL, *ok = NULL;
+        assert_int_equal(p_create(&c, NULL, 1, &x, &oe), 1);
+        assert_int_equal(jg_backward(oe, NULL, 0), 0);
+        jg_tensor *ge = jg_keep(jg_clone(jg_grad(c.w)));
+        jg_clear_grad(c.w);
+        assert_int_equal(jg_compiled_call(k, NULL, 0, 1, &x, &ok), 1);
+        TU_SAME(ok, oe);
+        assert_int_equal(jg_backward(ok, NULL, 0), 0);
+        TU_SAME(jg_grad(c.w), ge);
+        jg_clear_grad(c.w);
+        jg_release(ge);
+        assert_int_equal(jg_compiled_entries(k), 1);
+        assert_int_equal(jg_compiled_fallbacks(k), 0);
         jg_compiled_free(k);
         ctx_free(&c);
     }
@@ -257,6 +305,7 @@ static void test_compile_autograd_grad_intermediate_breaks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_autograd_grad_penalty),
+        TU_TEST(test_compile_autograd_grad_create_graph),
         TU_TEST(test_compile_autograd_grad_inputs),
         TU_TEST(test_compile_autograd_grad_multi),
         TU_TEST(test_compile_autograd_grad_unused),
