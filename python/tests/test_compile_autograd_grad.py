@@ -1,8 +1,9 @@
-"""autograd.grad() inside a compiled program (create_graph=False) is traced
+"""autograd.grad() inside a compiled program is traced
 into the program's graph: the results are tensors of the program, bitwise
-equal to the eager run's on both backends, and no .grad is written.
-create_graph=True and gradients w.r.t. intermediate values stay graph
-breaks (the call runs eagerly)."""
+equal to the eager run's on both backends, and no .grad is written.  With
+create_graph=True the results have history in the program (differentiated
+again inside it or through its compiled node).  Gradients w.r.t.
+intermediate values stay graph breaks (the call runs eagerly)."""
 import pytest
 
 BACKENDS = ["interp", "c"]
@@ -145,19 +146,39 @@ def test_retain_graph(jg, backend):
         jg.compile(f, backend=backend, fullgraph=True)(x)
 
 
-def test_create_graph_is_a_graph_break(jg):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_create_graph(jg, torch, backend):
     w, _ = leaves(jg)
 
     def f(x):
-        (g,) = jg.autograd.grad((x @ w).tanh().sum(), [w], create_graph=True)
-        return (g * g).sum()
+        loss = (x @ w).tanh().sum()
+        (g,) = jg.autograd.grad(loss, [w], create_graph=True)
+        pen = loss + (g * g).sum()
+        # differentiated again inside the program: the second-order term
+        return pen, jg.autograd.grad(pen, [w])[0]
 
+    check(jg, f, backend, inputs(jg), nout=2)
+
+    def h(x):
+        loss = (x @ w).tanh().sum()
+        (g,) = jg.autograd.grad(loss, [w], create_graph=True)
+        return loss + (g * g).sum()
+
+    # differentiated through the compiled node
     x = inputs(jg, 1)[0]
-    cf = jg.compile(f, backend="interp")
-    assert same(cf(x), f(x))
-    assert cf._jitgrad_compiled.fallbacks() == 1
-    with pytest.raises(RuntimeError, match="create_graph=True is not traced"):
-        jg.compile(f, backend="interp", fullgraph=True)(x)
+    h(x).backward()
+    want = w.grad.clone()
+    w.grad = None
+    ch = jg.compile(h, backend=backend, fullgraph=True)
+    ch(x).backward()
+    assert same(w.grad, want)
+    assert ch._jitgrad_compiled.fallbacks() == 0
+    # PyTorch's (the oracle)
+    tw = torch.tensor(w.tolist(), requires_grad=True)
+    tl = (torch.tensor(x.tolist()) @ tw).tanh().sum()
+    (tg,) = torch.autograd.grad(tl, [tw], create_graph=True)
+    (tl + (tg * tg).sum()).backward()
+    assert torch.allclose(torch.tensor(w.grad.tolist()), tw.grad, atol=1e-4)
 
 
 def test_intermediate_is_a_graph_break(jg):
