@@ -164,29 +164,86 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
             if (seeds[q] == seeds[r])
                 rc = grad_untraceable("the same output twice");
     }
+    bool any_inter = false;
     for (int i = 0; i < n_in && rc == 0; i++) {
         in_idx[i] = input_index(g, ins[i]);
-        if (in_idx[i] == -2)
-            rc = grad_untraceable("a gradient with respect to an intermediate value of "
-                                  "the program");
+        any_inter = any_inter || in_idx[i] == -2;
     }
     if (rc == 0 && *done)
         rc = grad_untraceable("a second backward through the same graph (the first one freed it: "
                               "retain_graph=False)");
+    /* Gradients w.r.t. intermediate values: graph autodiff derives them for
+     * graph inputs only, so a copy of the graph reads each such value from
+     * a new input instead (its uses replaced); the contributions to it are
+     * those eager adds into that value's gradient, in the same order. */
+    jg_graph *fg = g, *copy = NULL;
+    int n_wrt = 0, *wrt_val = NULL, *wrt_ph = NULL;
+    if (rc == 0 && any_inter) {
+        bool *up = calloc((size_t)g->n_vals, sizeof *up);
+        wrt_val = calloc((size_t)n_in, sizeof *wrt_val);
+        wrt_ph = calloc((size_t)n_in, sizeof *wrt_ph);
+        copy = up && wrt_val && wrt_ph ? jg_graph_clone(g) : NULL;
+        if (!copy)
+            rc = jg_errorf("out of memory tracing autograd.grad");
+        /* up: strict ancestors of the requested intermediate values (their
+         * gradients flow through those values, which the copy cuts) */
+        for (int k = g->n_nodes - 1; k >= 0 && rc == 0; k--) {
+            const jg_gnode *nd = &g->nodes[k];
+            bool hit = false;
+            for (int o = 0; o < nd->n_out && !hit; o++)
+                for (int i = 0; i < n_in && !hit; i++)
+                    hit = up[nd->out[o]] || (in_idx[i] == -2 && ins[i]->sym->value == nd->out[o]);
+            for (int j = 0; hit && j < nd->n_in; j++)
+                up[nd->in[j]] = true;
+        }
+        for (int i = 0; i < n_in && rc == 0; i++) {
+            int v = in_idx[i] == -2  ? ins[i]->sym->value
+                    : in_idx[i] >= 0 ? g->inputs[in_idx[i]]
+                                     : -1;
+            if (v >= 0 && up[v])
+                rc = grad_untraceable("a gradient with respect to a value and to one it is "
+                                      "computed from");
+            for (int r2 = 0; r2 < n_out && rc == 0 && in_idx[i] == -2; r2++)
+                if (seeds[r2] == v)
+                    rc = grad_untraceable("a gradient of an output with respect to itself");
+        }
+        for (int i = 0; i < n_in && rc == 0; i++) {
+            if (in_idx[i] != -2)
+                continue;
+            int v = ins[i]->sym->value, w = 0;
+            while (w < n_wrt && wrt_val[w] != v)
+                w++;
+            if (w == n_wrt) {
+                int ph = jg_graph_add_input(copy, &g->vals[v].meta, true, "wrt");
+                if (ph < 0) {
+                    rc = -1;
+                    break;
+                }
+                jg_graph_replace_uses(copy, v, ph);
+                wrt_val[w] = v, wrt_ph[w] = ph, n_wrt++;
+            }
+            in_idx[i] = copy->vals[wrt_ph[w]].index;
+        }
+        free(up);
+        fg = copy;
+    }
+    jg_autodiff_result r = {0};
+    if (rc == 0 && jg_autodiff(fg, n_out, seeds, 0, NULL, &r) < 0) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", jg_last_error());
+        rc = grad_untraceable(why);
+    }
     if (rc != 0) {
+        jg_autodiff_result_free(&r);
+        if (copy)
+            jg_graph_free(copy);
+        free(wrt_val);
+        free(wrt_ph);
         free(seeds);
         free(in_idx);
         return rc;
     }
-    jg_autodiff_result r = {0};
-    if (jg_autodiff(g, n_out, seeds, 0, NULL, &r) < 0) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", jg_last_error());
-        free(seeds);
-        free(in_idx);
-        return grad_untraceable(why);
-    }
-    if (jg_autodiff_sum_contribs(r.bwd, g, r.contrib_input, NULL) < 0)
+    if (jg_autodiff_sum_contribs(r.bwd, fg, r.contrib_input, NULL) < 0)
         rc = -1;
     jg_scope_push();
     bool prev = jg_set_grad_enabled(create);
@@ -196,7 +253,11 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
         rc = jg_errorf("out of memory tracing autograd.grad");
     for (int i = 0; i < r.n_in && rc == 0; i++) {
         if (r.in_src[i] >= 0) {
-            in[i] = jg_scope_track(jg_trace_tensor(r.in_src[i]));
+            int v = r.in_src[i]; /* (a copy's new input stands for its value) */
+            for (int w = 0; w < n_wrt; w++)
+                if (wrt_ph[w] == v)
+                    v = wrt_val[w];
+            in[i] = jg_scope_track(jg_trace_tensor(v));
         } else {
             /* seed k: its grad_output in the output's dtype, or ones, as the engine's */
             int k = -1 - r.in_src[i];
@@ -236,6 +297,10 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
     free(seeds);
     free(in_idx);
     jg_autodiff_result_free(&r);
+    if (copy)
+        jg_graph_free(copy);
+    free(wrt_val);
+    free(wrt_ph);
     if (rc == 0 && !(flags & (JG_RETAIN_GRAPH | JG_CREATE_GRAPH)))
         *done = true;
     return rc;

@@ -80,15 +80,29 @@ static int p_twice(void *user, const void *args, int n, jg_tensor *const *in, jg
     return 1;
 }
 
-/* with respect to an intermediate value: a graph break (eager run) */
+/* with respect to intermediate values (used twice: contributions summed
+ * as the engine sums them; one of them asked for twice) */
 static int p_inter(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *h = jg_matmul(in[0], c->w), *t = jg_tanh(h), *u = jg_sin(h);
+    jg_tensor *loss = jg_sum(jg_mul(jg_mul(t, u), t));
+    jg_tensor *one[1] = {h}, *two[3] = {u, t, u};
+    if (!c->second)
+        return jg_autograd_grad(1, &loss, NULL, 1, one, 0, out) < 0 ? -1 : 1;
+    return jg_autograd_grad(1, &loss, NULL, 3, two, 0, out) < 0 ? -1 : 3;
+}
+
+/* with respect to a value and one it is computed from: a graph break */
+static int p_inter_up(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)args, (void)n;
     ctx *c = user;
     jg_tensor *h = jg_matmul(in[0], c->w);
     jg_tensor *loss = jg_sum(jg_tanh(h));
-    if (jg_autograd_grad(1, &loss, NULL, 1, &h, 0, out) < 0)
+    jg_tensor *ins[2] = {h, c->w};
+    if (jg_autograd_grad(1, &loss, NULL, 2, ins, 0, out) < 0)
         return -1;
-    return 1;
+    return 2;
 }
 
 /* create_graph: the gradient has history in the program; the penalty is
@@ -134,7 +148,7 @@ static void check_program(jg_program_fn fn, ctx *c, int n_in, bool x_requires_gr
         jg_tensor *in[2] = {jg_randn(JG_F32, 2, TU_SHAPE(4, 5)),
                             jg_randn(JG_F32, 2, TU_SHAPE(4, 3))};
         jg_set_requires_grad(in[0], x_requires_grad);
-        jg_tensor *oe[2] = {0}, *ok[2] = {0};
+        jg_tensor *oe[3] = {0}, *ok[3] = {0};
         int ne = fn(c, NULL, n_in, in, oe);
         assert_true(ne > 0);
         int nk = jg_compiled_call(k, NULL, 0, n_in, in, ok);
@@ -287,17 +301,31 @@ static void test_compile_autograd_grad_retain(void **state) {
     }
 }
 
-static void test_compile_autograd_grad_intermediate_breaks(void **state) {
+static void test_compile_autograd_grad_intermediate(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_program(p_inter, &c, 1, false, backends[b], 0);
+        c.second = true;
+        check_program(p_inter, &c, 1, false, backends[b], 0);
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_autograd_grad_intermediate_and_upstream_breaks(void **state) {
     (void)state;
     ctx c;
     ctx_init(&c);
-    check_program(p_inter, &c, 1, false, "interp", 3);
+    check_program(p_inter_up, &c, 1, false, "interp", 3);
     jg_compile_options o = {.fullgraph = true};
-    jg_compiled *k = jg_compile(p_inter, &c, &o);
-    jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *out = NULL;
-    assert_true(jg_compiled_call(k, NULL, 0, 1, &x, &out) < 0);
-    TU_ERROR("autograd.grad() inside the program cannot be traced: a gradient with respect to an "
-             "intermediate value");
+    jg_compiled *k = jg_compile(p_inter_up, &c, &o);
+    jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *out[2] = {0};
+    assert_true(jg_compiled_call(k, NULL, 0, 1, &x, out) < 0);
+    TU_ERROR("autograd.grad() inside the program cannot be traced: a gradient with respect to a "
+             "value and to one it is computed from");
     jg_compiled_free(k);
     ctx_free(&c);
 }
@@ -310,7 +338,8 @@ int main(void) {
         TU_TEST(test_compile_autograd_grad_multi),
         TU_TEST(test_compile_autograd_grad_unused),
         TU_TEST(test_compile_autograd_grad_retain),
-        TU_TEST(test_compile_autograd_grad_intermediate_breaks),
+        TU_TEST(test_compile_autograd_grad_intermediate),
+        TU_TEST(test_compile_autograd_grad_intermediate_and_upstream_breaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
