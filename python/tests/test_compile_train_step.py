@@ -2,7 +2,8 @@
 jitgrad.compile: backward is traced into the program's graph, the step's
 writes are mutations applied after each call; the first call (which
 creates the momentum buffers) runs eagerly.  autograd.grad inside a program
-is still a graph break."""
+is traced too (test_compile_autograd_grad.py), except w.r.t. a value and one
+it is computed from: a graph break."""
 import pytest
 
 
@@ -39,7 +40,7 @@ def test_train_step_with_backward_is_compiled(jg):
     assert step._jitgrad_compiled.entries() == 1
 
 
-def test_autograd_grad_inside_program_runs_eagerly(jg):
+def test_autograd_grad_inside_program_is_traced(jg):
     w = jg.tensor([2.0, 3.0], requires_grad=True)
 
     def f(x):
@@ -47,7 +48,9 @@ def test_autograd_grad_inside_program_runs_eagerly(jg):
         return g * 2
 
     x = jg.tensor([1.0, 5.0])
-    assert jg.compile(f, backend="interp")(x).tolist() == f(x).tolist() == [2.0, 10.0]
+    cf = jg.compile(f, backend="interp", fullgraph=True)
+    assert cf(x).tolist() == f(x).tolist() == [2.0, 10.0]
+    assert cf._jitgrad_compiled.fallbacks() == 0
 
 
 def test_train_step_fullgraph(jg):
@@ -57,12 +60,13 @@ def test_train_step_fullgraph(jg):
     assert step._jitgrad_compiled.entries() == 1
 
 
-def test_autograd_grad_inside_program_fullgraph_is_an_error(jg):
+def test_autograd_grad_of_value_and_ancestor_inside_program_fullgraph_is_an_error(jg):
     w = jg.tensor([2.0, 3.0], requires_grad=True)
 
     def f(x):
-        (g,) = jg.autograd.grad((w * x).sum(), [w])
+        h = w * x
+        g, _ = jg.autograd.grad(h.sum(), [h, w])
         return g * 2
 
-    with pytest.raises(RuntimeError, match="inside the program cannot be traced yet"):
+    with pytest.raises(RuntimeError, match="with respect to a value and to one it is computed"):
         jg.compile(f, backend="interp", fullgraph=True)(jg.tensor([1.0, 5.0]))

@@ -123,6 +123,15 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
         if (!inputs[i]->requires_grad)
             return jg_errorf("One of the differentiated Tensors does not require grad");
     }
+    bool symbolic = false;
+    for (int i = 0; i < n_outputs; i++)
+        symbolic = symbolic || (outputs[i] && outputs[i]->sym);
+    if (symbolic && jg_hooks.trace_grad) { /* traced into the program's graph (trace/backward.c) */
+        int rc =
+            jg_hooks.trace_grad(n_outputs, outputs, grad_outputs, n_inputs, inputs, flags, results);
+        if (rc <= 0)
+            return rc;
+    }
     if (jg_engine_run(n_outputs, outputs, grad_outputs, flags & ~JG_ALLOW_UNUSED, n_inputs, inputs,
                       results) < 0)
         return -1;

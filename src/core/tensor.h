@@ -226,6 +226,12 @@ typedef struct jg_core_hooks {
      * program is traced: 0 (the backward was traced), -1 + error, or 1 when
      * it cannot be traced (a graph break). */
     int (*trace_backward)(jg_tensor *root, jg_tensor *grad, unsigned flags);
+    /* jg_autograd_grad with a symbolic output while a program is traced
+     * (its arguments): 0 (traced: results are symbolic tensors of the
+     * program, tracked in the caller's scope), -1 + error, or 1 when it
+     * cannot be traced (a graph break). */
+    int (*trace_grad)(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts, int n_in,
+                      jg_tensor *const *ins, unsigned flags, jg_tensor **results);
     /* A tensor with has_grad_hooks dies: drop its hooks (autograd layer). */
     void (*grad_hooks_free)(jg_tensor *t);
 } jg_core_hooks;
