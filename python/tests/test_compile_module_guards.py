@@ -107,3 +107,44 @@ def test_parameter_identity_requires_grad_and_dtype_retrace(backend):
     assert same(om(xd), m(xd)) and om(xd).dtype == jg.float64
     assert c.entries() == 4
     assert c.fallbacks() == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_the_program_does_not_read_also_retraces(backend):
+    # the key holds every scalar attribute of the objects reached (and their
+    # names), not only those the program reads: stricter than PyTorch's
+    m, om, x, c = setup_net(backend)
+    om(x)
+    m.unused = 1
+    om(x)
+    assert c.entries() == 2
+    m.unused = 2
+    assert same(om(x), m(x))
+    assert c.entries() == 3
+
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("calls", jg.zeros(()))
+
+    def forward(self, x):
+        with jg.no_grad():
+            self.calls.add_(1)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_buffer_written_in_place_after_each_call(backend):
+    # a traced write of a buffer: applied to the same tensor after each
+    # call, its version advanced once per write, as eager's add_
+    jg.manual_seed(0)
+    m = Counting()
+    om = jg.compile(m, backend=backend, fullgraph=True)
+    buf, x = m.calls, jg.randn(2, 3)
+    for k in range(1, 4):
+        v = buf._version
+        assert same(om(x), m.fc(x))
+        assert m.calls is buf and buf.item() == k and buf._version == v + 1
+    assert om.forward._jitgrad_compiled.entries() == 1
