@@ -122,3 +122,33 @@ def test_backward_with_gradient(jg, torch, backend):
     tw = torch.tensor(w.tolist(), requires_grad=True)
     f(torch, tw, torch.tensor(xs[-1].tolist()), torch.tensor(go.tolist()))
     assert torch.allclose(torch.tensor(w.grad.tolist()), tw.grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_with_history_carried_between_calls(jg, backend):
+    # .grad is not cleared between calls: each call's backward(create_graph)
+    # adds into the .grad the previous call left, with its history (an
+    # output of the previous call's node, which that node also saved), and
+    # a final backward goes through every call's graph
+    w, xs = make_w(jg)
+
+    def f(x):
+        (x @ w).tanh().sum().backward(create_graph=True)
+        (x @ w).sin().sum().backward(create_graph=True)
+        return (w.grad * w.grad).sum()
+
+    def run(fn):
+        w.grad = None
+        out = []
+        for x in xs:
+            p = fn(x)
+            assert w.grad.requires_grad
+            out += [p.tolist(), w.grad.tolist()]
+        p.backward()
+        out.append(w.grad.tolist())
+        w.grad = None
+        return out
+
+    cf = jg.compile(f, backend=backend, fullgraph=True)
+    assert run(cf) == run(f)
+    assert cf._jitgrad_compiled.entries() == 2  # .grad None, then set

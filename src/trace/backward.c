@@ -63,8 +63,11 @@ static int trace_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
         return untraceable(why);
     }
     int rc = check_freed(g, &r, "backward()");
-    /* every contribution's target must be a leaf the engine would write */
+    /* every contribution's target must be a leaf the engine would write
+     * (only those a gradient reaches: the layout names every input) */
     for (int c = 0; c < r.n_contrib && rc == 0; c++) {
+        if (r.bwd->outputs[c] < 0)
+            continue;
         jg_tensor *t = jg_trace_input_tensor(g->inputs[r.contrib_input[c]]);
         if (!t || t->grad_fn || !t->requires_grad)
             rc = untraceable("a gradient reaches a tensor that is no leaf (its history continues "

@@ -454,7 +454,8 @@ static void test_compile_autograd_grad_retain_per_backward(void **state) {
 /* A program writing c->w's .grad, called eagerly and compiled from the same
  * starting .grad (none, or zeros without history): outputs and .grad
  * bitwise equal, then after a backward outside the call of its last output
- * (through the .grad's history: second order) .grad again. */
+ * (through the .grad's history: second order) .grad again, and after one
+ * of a function of .grad itself. */
 static void check_grad_program(jg_program_fn fn, ctx *c, int n_in, const char *backend, bool preset,
                                bool outer) {
     jg_compile_options o = {.backend = backend, .fullgraph = true};
@@ -464,7 +465,7 @@ static void check_grad_program(jg_program_fn fn, ctx *c, int n_in, const char *b
         jg_scope_push();
         jg_tensor *in[2] = {jg_randn(JG_F32, 2, TU_SHAPE(4, 5)),
                             jg_randn(JG_F32, 2, TU_SHAPE(4, 3))};
-        jg_tensor *o_[2][3] = {{0}}, *g1[2], *g2[2] = {0};
+        jg_tensor *o_[2][3] = {{0}}, *g1[2], *g2[2] = {0}, *g3[2] = {0};
         int no[2];
         for (int run = 0; run < 2; run++) {
             jg_clear_grad(c->w);
@@ -475,16 +476,24 @@ static void check_grad_program(jg_program_fn fn, ctx *c, int n_in, const char *b
             assert_true(no[run] > 0);
             g1[run] = jg_clone(jg_grad(c->w));
             if (outer) {
-                assert_int_equal(jg_backward(o_[run][no[run] - 1], NULL, 0), 0);
+                assert_int_equal(jg_backward(o_[run][no[run] - 1], NULL, JG_RETAIN_GRAPH), 0);
                 g2[run] = jg_clone(jg_grad(c->w));
+                /* and through .grad itself, which the program also saved
+                 * for its own backward (a clone of it keeps its history) */
+                jg_tensor *q = jg_sum(jg_sin(jg_grad(c->w)));
+                assert_true(q && jg_requires_grad(q));
+                assert_int_equal(jg_backward(q, NULL, 0), 0);
+                g3[run] = jg_clone(jg_grad(c->w));
             }
         }
         assert_int_equal(no[1], no[0]);
         for (int i = 0; i < no[0]; i++)
             TU_SAME(o_[1][i], o_[0][i]);
         TU_SAME(g1[1], g1[0]);
-        if (outer)
+        if (outer) {
             TU_SAME(g2[1], g2[0]);
+            TU_SAME(g3[1], g3[0]);
+        }
         jg_clear_grad(c->w);
         jg_scope_pop();
     }
