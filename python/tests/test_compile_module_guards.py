@@ -148,3 +148,12 @@ def test_buffer_written_in_place_after_each_call(backend):
         assert same(om(x), m.fc(x))
         assert m.calls is buf and buf.item() == k and buf._version == v + 1
     assert om.forward._jitgrad_compiled.entries() == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attribute_set_on_the_wrapper_is_not_the_modules(backend):
+    m, om, x, c = setup_net(backend)
+    want = m(x)
+    om.scale = 3.0  # lands on the OptimizedModule: forward reads m.scale
+    assert m.scale == 2.0 and om.scale == 3.0
+    assert same(om(x), want)
