@@ -152,3 +152,27 @@ def test_grad_with_history_carried_between_calls(jg, backend):
     cf = jg.compile(f, backend=backend, fullgraph=True)
     assert run(cf) == run(f)
     assert cf._jitgrad_compiled.entries() == 2  # .grad None, then set
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_twice_through_disjoint_graphs(jg, torch, backend):
+    # retain_graph is per backward: the second backward goes through nodes
+    # the first did not free, so eager (and PyTorch) run it, and so is it
+    # traced; .grad accumulates as eager's
+    w, xs = make_w(jg)
+
+    def f(T, w, x):
+        (x @ w).tanh().sum().backward()
+        (x @ w).sin().sum().backward()
+        return w.grad
+
+    cf = jg.compile(lambda x: f(jg, w, x), backend=backend, fullgraph=True)
+    for x in xs:
+        w.grad = None
+        want = f(jg, w, x).clone()
+        w.grad = None
+        assert same(cf(x), want)
+    assert cf._jitgrad_compiled.fallbacks() == 0
+    tw = torch.tensor(w.tolist(), requires_grad=True)
+    got = f(torch, tw, torch.tensor(xs[-1].tolist()))
+    assert torch.allclose(torch.tensor(want.tolist()), got, atol=1e-5)
