@@ -274,7 +274,12 @@ static void mark_operands_reached(const jg_graph *f, const jg_gnode *n, bool *re
 
 int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, const int *reach,
                 jg_autodiff_result *r) {
-    return jg_autodiff_capture(f, n_seeds, seeds, n_reach, reach, 0, NULL, r);
+    int rc = jg_autodiff_capture(f, n_seeds, seeds, n_reach, reach, 0, NULL, r);
+    /* (the compiler takes r's arrays one by one: none it does not know) */
+    free(r->node_reached);
+    free(r->node_ran);
+    r->node_reached = r->node_ran = NULL;
+    return rc;
 }
 
 int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_reach,

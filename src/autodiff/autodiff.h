@@ -40,10 +40,11 @@ typedef struct jg_autodiff_result {
     /* on failure: the function of the custom call whose backward could not
      * be traced (the compiler traces such calls as opaque ones instead) */
     const jg_function *failed_fn;
-    /* per forward node: part of this backward's graph (reached from a seed
-     * through differentiable operands: eager without retain_graph frees its
-     * saved tensors), and whether its VJP ran (a gradient arrived, or a
-     * custom call reached: eager reads its saved tensors) */
+    /* jg_autodiff_capture only (jg_autodiff leaves them NULL): per forward
+     * node, part of this backward's graph (reached from a seed through
+     * differentiable operands: eager without retain_graph frees its saved
+     * tensors), and whether its VJP ran (a gradient arrived, or a custom
+     * call reached: eager reads its saved tensors) */
     bool *node_reached, *node_ran;
     /* jg_autodiff_capture: the backward outputs after the contributions */
     int n_capture;

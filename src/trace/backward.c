@@ -56,7 +56,7 @@ static int trace_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
         return 1; /* (eager's error, or a gradient of another trace: a break) */
     jg_autodiff_result r = {0};
     int seed = root->sym->value, n_nodes = g->n_nodes;
-    if (jg_autodiff(g, 1, &seed, 0, NULL, &r) < 0) {
+    if (jg_autodiff_capture(g, 1, &seed, 0, NULL, 0, NULL, &r) < 0) {
         char why[400];
         snprintf(why, sizeof why, "%s", jg_last_error());
         jg_autodiff_result_free(&r);
