@@ -3,8 +3,9 @@ into the program's graph: the results are tensors of the program, bitwise
 equal to the eager run's on both backends, and no .grad is written.  With
 create_graph=True the results have history in the program (differentiated
 again inside it or through its compiled node).  Gradients w.r.t.
-intermediate values are traced too, except beside a value they are computed
-from: a graph break (the call runs eagerly)."""
+intermediate values are traced too, also beside a value they are computed
+from; a repeated output or input, and a second grad through nodes the first
+one did not free, are traced as PyTorch runs them (checked against it)."""
 import pytest
 
 BACKENDS = ["interp", "c"]
@@ -201,16 +202,82 @@ def test_grads_of_intermediates(jg, backend):
     check(jg, g, backend, inputs(jg), nout=3)
 
 
-def test_value_and_its_ancestor_is_a_graph_break(jg):
+def tt(torch, t, requires_grad=False):
+    return torch.tensor(t.tolist(), requires_grad=requires_grad)
+
+
+def close(torch, a, b):
+    return torch.allclose(torch.tensor(a.tolist()), b, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_value_and_its_ancestor(jg, torch, backend, create_graph):
+    # PyTorch: the intermediate's gradient is what reaches it, the
+    # ancestor's (h before t, w before h) the whole one, as if asked alone
     w, _ = leaves(jg)
 
-    def f(x):
+    def f(T, w, x):
         h = x @ w
-        return jg.autograd.grad(h.tanh().sum(), [h, w])
+        t = h.tanh()
+        loss = (t * h.sin()).sum()
+        return T.autograd.grad(loss, [t, w, h], create_graph=create_graph)
 
+    check(jg, lambda x: f(jg, w, x), backend, inputs(jg), nout=3)
     x = inputs(jg, 1)[0]
-    cf = jg.compile(f, backend="interp")
-    assert all(same(a, b) for a, b in zip(cf(x), f(x)))
-    assert cf._jitgrad_compiled.fallbacks() == 1
-    with pytest.raises(RuntimeError, match="with respect to a value and to one it is computed"):
-        jg.compile(f, backend="interp", fullgraph=True)(x)
+    want = f(torch, tt(torch, w, True), tt(torch, x))
+    got = f(jg, w, x)
+    assert all(close(torch, g, t) for g, t in zip(got, want))
+    # each one alone gives the same (eager and PyTorch)
+    for i in range(3):
+        h = x @ w
+        t = h.tanh()
+        loss = (t * h.sin()).sum()
+        (alone,) = jg.autograd.grad(loss, [(t, w, h)[i]])
+        assert same(alone, got[i])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_repeated_output_and_input(jg, torch, backend):
+    # PyTorch adds the gradients of an output named twice (in order) and
+    # returns an input named twice twice
+    w, _ = leaves(jg)
+
+    def f(T, w, x, go):
+        y = (x @ w).tanh()
+        return T.autograd.grad([y, y], [w, w], [go, go.sin()])
+
+    x, go = inputs(jg, 1)[0], jg.randn(4, 3)
+    check(jg, lambda x: f(jg, w, x, go), backend, inputs(jg), nout=2)
+    want = f(torch, tt(torch, w, True), tt(torch, x), tt(torch, go))
+    got = f(jg, w, x, go)
+    assert same(got[0], got[1])
+    assert all(close(torch, g, t) for g, t in zip(got, want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retain_graph_is_per_backward(jg, torch, backend):
+    # without retain_graph a grad frees the nodes it went through: a second
+    # one through other nodes runs (PyTorch too), one through them fails
+    w, _ = leaves(jg)
+
+    def disjoint(T, w, x):
+        (g1,) = T.autograd.grad((x @ w).tanh().sum(), [w])
+        (g2,) = T.autograd.grad((x @ w).sin().sum(), [w])
+        return g1 + g2
+
+    def shared(T, w, x):
+        h = x @ w
+        (g1,) = T.autograd.grad(h.tanh().sum(), [w])
+        (g2,) = T.autograd.grad(h.sin().sum(), [w])
+        return g1 + g2
+
+    check(jg, lambda x: disjoint(jg, w, x), backend, inputs(jg))
+    x = inputs(jg, 1)[0]
+    assert close(torch, disjoint(jg, w, x), disjoint(torch, tt(torch, w, True), tt(torch, x)))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        shared(torch, tt(torch, w, True), tt(torch, x))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        jg.compile(lambda x: shared(jg, w, x), backend=backend)(x)
+    with pytest.raises(RuntimeError, match="a second backward through the same graph"):
+        jg.compile(lambda x: shared(jg, w, x), backend=backend, fullgraph=True)(x)

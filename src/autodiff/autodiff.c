@@ -274,6 +274,17 @@ static void mark_operands_reached(const jg_graph *f, const jg_gnode *n, bool *re
 
 int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, const int *reach,
                 jg_autodiff_result *r) {
+    int rc = jg_autodiff_capture(f, n_seeds, seeds, n_reach, reach, 0, NULL, r);
+    /* (the compiler takes r's arrays one by one: none it does not know) */
+    free(r->node_reached);
+    free(r->node_ran);
+    r->node_reached = r->node_ran = NULL;
+    return rc;
+}
+
+int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_reach,
+                        const int *reach, int n_capture, const int *capture,
+                        jg_autodiff_result *r) {
     memset(r, 0, sizeof *r);
     jg_graph *b = jg_graph_new();
     if (!b)
@@ -294,7 +305,9 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
     int *first = malloc(sizeof(int) * (size_t)(f->n_nodes + 1)); /* node -> first contrib */
     int *cin = malloc(sizeof(int) * (size_t)(n_contrib ? n_contrib : 1));
     jg_tensor **contrib = calloc((size_t)(n_contrib ? n_contrib : 1), sizeof *contrib);
-    int *outs = malloc((size_t)(n_contrib ? n_contrib : 1) * sizeof *outs);
+    int *outs = malloc((size_t)(n_contrib + n_capture ? n_contrib + n_capture : 1) * sizeof *outs);
+    bool *node_reached = calloc((size_t)(f->n_nodes ? f->n_nodes : 1), sizeof *node_reached);
+    bool *node_ran = calloc((size_t)(f->n_nodes ? f->n_nodes : 1), sizeof *node_ran);
     if (first && cin) {
         int c = 0;
         for (int i = f->n_nodes - 1; i >= 0; i--) {
@@ -306,7 +319,10 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
             }
         }
     }
-    if (!s.fsym || !acc || !outs || !first || !cin || !contrib || jg_trace_begin(b, 0) < 0) {
+    if (!s.fsym || !acc || !outs || !first || !cin || !contrib || !node_reached || !node_ran ||
+        jg_trace_begin(b, 0) < 0) {
+        free(node_reached);
+        free(node_ran);
         free(s.fsym);
         free(acc);
         free(outs);
@@ -354,6 +370,8 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
          * with materialized zeros (the eager engine's run_without_grads);
          * an op's VJP only when a gradient arrived */
         bool runs = any_out || (n->kind == JG_GN_CUSTOM && any_reached);
+        node_reached[i] = any_reached && any_need;
+        node_ran[i] = runs && any_need;
         if (!runs || !any_need)
             continue;
         if (n->kind == JG_GN_CUSTOM) {
@@ -401,8 +419,17 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
         if (contrib[k] && (outs[k] = jg_trace_value(contrib[k])) < 0)
             rc = -1;
     }
+    /* a value's gradient is complete once the loop passed its node: every
+     * use comes later in the forward graph (eager's input buffer of the
+     * value's node when that node runs) */
+    for (int k = 0; k < n_capture && rc == 0; k++) {
+        jg_tensor *gv = acc[capture[k]];
+        outs[n_contrib + k] = -1;
+        if (gv && (outs[n_contrib + k] = jg_trace_value(gv)) < 0)
+            rc = -1;
+    }
     if (rc == 0)
-        rc = jg_graph_set_outputs(b, n_contrib, outs);
+        rc = jg_graph_set_outputs(b, n_contrib + n_capture, outs);
     for (int v = 0; v < f->n_vals; v++) {
         jg_release(acc[v]);
         jg_release(s.fsym[v]);
@@ -422,9 +449,14 @@ int jg_autodiff(const jg_graph *f, int n_seeds, const int *seeds, int n_reach, c
         free(s.in_src);
         free(s.in_checked);
         free(cin);
+        free(node_reached);
+        free(node_ran);
         jg_graph_free(b);
         return -1; /* r keeps failed_fn */
     }
+    r->node_reached = node_reached;
+    r->node_ran = node_ran;
+    r->n_capture = n_capture;
     r->contrib_input = cin;
     r->n_contrib = n_contrib;
     r->bwd = b;
@@ -465,6 +497,8 @@ void jg_autodiff_result_free(jg_autodiff_result *r) {
     free(r->in_src);
     free(r->in_checked);
     free(r->contrib_input);
+    free(r->node_reached);
+    free(r->node_ran);
     memset(r, 0, sizeof *r);
 }
 
@@ -517,11 +551,17 @@ static int hoist_appended(jg_graph *g, int first) {
 
 int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
                              const bool *init_head) {
-    int n = bwd->n_outputs, n_init = 0, first = bwd->n_nodes;
-    int *outs = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    return jg_autodiff_sum_contribs_n(bwd, bwd->n_outputs, fwd, contrib_input, init_head);
+}
+
+int jg_autodiff_sum_contribs_n(jg_graph *bwd, int n, const jg_graph *fwd, const int *contrib_input,
+                               const bool *init_head) {
+    int n_all = bwd->n_outputs, n_init = 0, first = bwd->n_nodes;
+    JG_ASSERT(n <= n_all);
+    int *outs = malloc(sizeof(int) * (size_t)(n_all ? n_all : 1));
     if (!outs)
         return jg_errorf("out of memory building a backward graph");
-    memcpy(outs, bwd->outputs, sizeof(int) * (size_t)n);
+    memcpy(outs, bwd->outputs, sizeof(int) * (size_t)n_all);
     for (int h = 0; h < n; h++) {
         int k = 0;
         while (k < h && contrib_input[k] != contrib_input[h])
@@ -563,7 +603,7 @@ int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *cont
         }
         outs[h] = acc;
     }
-    int rc = jg_graph_set_outputs(bwd, n, outs);
+    int rc = jg_graph_set_outputs(bwd, n_all, outs); /* (outputs after n as they were) */
     free(outs);
     if (rc == 0)
         rc = hoist_appended(bwd, first);

@@ -40,6 +40,14 @@ typedef struct jg_autodiff_result {
     /* on failure: the function of the custom call whose backward could not
      * be traced (the compiler traces such calls as opaque ones instead) */
     const jg_function *failed_fn;
+    /* jg_autodiff_capture only (jg_autodiff leaves them NULL): per forward
+     * node, part of this backward's graph (reached from a seed through
+     * differentiable operands: eager without retain_graph frees its saved
+     * tensors), and whether its VJP ran (a gradient arrived, or a custom
+     * call reached: eager reads its saved tensors) */
+    bool *node_reached, *node_ran;
+    /* jg_autodiff_capture: the backward outputs after the contributions */
+    int n_capture;
 } jg_autodiff_result;
 
 /* seeds: distinct forward values (requiring grad) whose gradients arrive
@@ -50,6 +58,13 @@ typedef struct jg_autodiff_result {
  * the eager engine at run time (custom_vjp in autodiff.c). */
 int jg_autodiff(const jg_graph *fwd, int n_seeds, const int *seeds, int n_reach, const int *reach,
                 jg_autodiff_result *r);
+/* jg_autodiff, whose backward graph also outputs, after the contributions,
+ * the gradient of each forward value capture[k] (-1: none reached it): the
+ * sum of its uses' contributions in eager's order, what eager's
+ * autograd.grad returns for a non-leaf input.  The gradient still flows on
+ * through the value's node to everything before it. */
+int jg_autodiff_capture(const jg_graph *fwd, int n_seeds, const int *seeds, int n_reach,
+                        const int *reach, int n_capture, const int *capture, jg_autodiff_result *r);
 void jg_autodiff_result_free(jg_autodiff_result *r);
 
 /* contrib_reached[c] (one per contribution, jg_autodiff's layout): whether
@@ -70,5 +85,9 @@ int jg_autodiff_edges_reached(const jg_graph *fwd, int n_from, const int *from,
  * placeholders added, or -1. */
 int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
                              const bool *init_head);
+/* The same for bwd's first n outputs (the contributions); the outputs after
+ * them (jg_autodiff_capture's) are kept as they are. */
+int jg_autodiff_sum_contribs_n(jg_graph *bwd, int n, const jg_graph *fwd, const int *contrib_input,
+                               const bool *init_head);
 
 #endif

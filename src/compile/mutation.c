@@ -208,7 +208,9 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
         if (e->gset_out[m] >= 0) {
             g = outs[n_user + e->n_mut + e->n_lmut + e->gset_out[m]];
             if (g->is_view || !jg_is_contiguous(g) || g->offset || g->storage->refcount > 1) {
-                bool prev = jg_set_grad_enabled(false);
+                /* a .grad with history (create_graph) keeps it through the
+                 * clone, as eager's AccumulateGrad clones it then */
+                bool prev = jg_set_grad_enabled(g->requires_grad);
                 g = jg_clone(g);
                 jg_set_grad_enabled(prev);
                 if (!g) {

@@ -51,7 +51,10 @@ typedef struct frame {
     jg_tensor **vg_t;
     void **vg_bytes;
     int n_vg, cap_vg;
-    bool backward_done;          /* a traced backward without retain_graph ran */
+    /* per node of the graph: a traced backward without retain_graph went
+     * through it (eager frees the saved tensors of those nodes) */
+    bool *freed;
+    int n_freed;
     int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
@@ -123,6 +126,7 @@ void jg_trace_end(void) {
     free(f->gs_owner);
     free(f->gs_grad);
     free(f->lifted_val);
+    free(f->freed);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -534,9 +538,30 @@ jg_tensor *jg_trace_input_tensor(int value) {
     return NULL;
 }
 
-bool *jg_trace_backward_done(void) {
+int jg_trace_nodes_free(int n_nodes, const bool *nodes) {
     frame *f = lift_frame();
-    return f ? &f->backward_done : NULL;
+    if (!f)
+        return jg_errorf("jg_trace_nodes_free: no program is traced");
+    if (n_nodes > f->n_freed) {
+        bool *grown = realloc(f->freed, (size_t)n_nodes * sizeof *grown);
+        if (!grown)
+            return jg_errorf("out of memory while tracing");
+        memset(grown + f->n_freed, 0, (size_t)(n_nodes - f->n_freed) * sizeof *grown);
+        f->freed = grown;
+        f->n_freed = n_nodes;
+    }
+    for (int i = 0; i < n_nodes; i++)
+        f->freed[i] = f->freed[i] || nodes[i];
+    return 0;
+}
+
+bool jg_trace_in_program(void) {
+    return lift_frame() != NULL;
+}
+
+bool jg_trace_node_freed(int node) {
+    frame *f = lift_frame();
+    return f && node >= 0 && node < f->n_freed && f->freed[node];
 }
 
 int jg_trace_take_grad_reads(jg_tensor ***owners, jg_tensor ***grads) {

@@ -116,9 +116,14 @@ int jg_trace_take_grad_sets(jg_tensor ***owners, jg_tensor ***grads);
 /* The concrete tensor behind graph input `value` of jg_compile's frame (a
  * call input or a lifted tensor), or NULL. */
 jg_tensor *jg_trace_input_tensor(int value);
-/* jg_compile's frame's flag: a traced backward freed the graph (NULL: no
- * such frame). */
-bool *jg_trace_backward_done(void);
+/* jg_compile's frame records that a traced backward without retain_graph
+ * went through nodes[i] (n_nodes flags, by node index of its graph): eager
+ * frees those nodes' saved tensors, so a later backward through one of them
+ * fails eagerly (jg_trace_node_freed).  0 or -1. */
+int jg_trace_nodes_free(int n_nodes, const bool *nodes);
+bool jg_trace_node_freed(int node);
+/* Whether jg_compile's frame is open (a program is traced). */
+bool jg_trace_in_program(void);
 /* Installs the backward hook (trace/backward.c). */
 void jg_trace_backward_init(void);
 /* The lifted tensors of the innermost frame so far (borrowed), and how many. */

@@ -1,7 +1,7 @@
-/* jg_autograd_grad inside a compiled program (create_graph off): traced
- * into the program's graph (graph autodiff of the graph recorded so far,
- * each input's contributions summed in the eager engine's order), the
- * results symbolic tensors of the program.  Every case compares the
+/* jg_autograd_grad and jg_backward inside a compiled program: traced into
+ * the program's graph (graph autodiff of the graph recorded so far, each
+ * input's contributions summed in the eager engine's order), the results
+ * symbolic tensors of the program.  Every case compares the
  * compiled call with the same program run eagerly, bitwise, on both
  * backends. */
 #include "testutil.h"
@@ -93,16 +93,99 @@ static int p_inter(void *user, const void *args, int n, jg_tensor *const *in, jg
     return jg_autograd_grad(1, &loss, NULL, 3, two, 0, out) < 0 ? -1 : 3;
 }
 
-/* with respect to a value and one it is computed from: a graph break */
+/* with respect to a value and one it is computed from: the value's
+ * gradient is the engine's buffer of its node, the ancestor's flows on
+ * through it (PyTorch: both, as if asked one at a time) */
 static int p_inter_up(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)args, (void)n;
     ctx *c = user;
-    jg_tensor *h = jg_matmul(in[0], c->w);
-    jg_tensor *loss = jg_sum(jg_tanh(h));
-    jg_tensor *ins[2] = {h, c->w};
-    if (jg_autograd_grad(1, &loss, NULL, 2, ins, 0, out) < 0)
+    jg_tensor *h = jg_matmul(in[0], c->w), *t = jg_tanh(h);
+    jg_tensor *loss = jg_sum(jg_mul(t, jg_sin(h)));
+    jg_tensor *ins[3] = {t, c->w, h};
+    if (jg_autograd_grad(1, &loss, NULL, 3, ins, c->flags, out) < 0)
+        return -1;
+    return 3;
+}
+
+/* the same output twice (its gradients added, as the engine adds root
+ * gradients), the same input twice (the same gradient twice) */
+static int p_dup(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *y = jg_tanh(jg_matmul(in[0], c->w));
+    jg_tensor *outs[2] = {y, y}, *gouts[2] = {in[1], jg_sin(in[1])}, *ins[2] = {c->w, c->w};
+    if (jg_autograd_grad(2, outs, gouts, 2, ins, 0, out) < 0)
         return -1;
     return 2;
+}
+
+/* retain_graph is per backward: a grad without it frees only the nodes it
+ * went through, so one through other nodes is traced (eager succeeds) */
+static int p_disjoint(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *l1 = jg_sum(jg_tanh(jg_matmul(in[0], c->w)));
+    jg_tensor *l2 = jg_sum(jg_sin(jg_matmul(in[0], c->w)));
+    jg_tensor *g1 = NULL, *g2 = NULL;
+    if (jg_autograd_grad(1, &l1, NULL, 1, &c->w, 0, &g1) < 0 ||
+        jg_autograd_grad(1, &l2, NULL, 1, &c->w, 0, &g2) < 0)
+        return -1;
+    out[0] = jg_add(g1, g2);
+    return 1;
+}
+
+/* a second grad shares the first one's (freed) matmul node: eager fails */
+static int p_shared(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *h = jg_matmul(in[0], c->w);
+    jg_tensor *l1 = jg_sum(jg_tanh(h)), *l2 = jg_sum(jg_sin(h));
+    jg_tensor *g1 = NULL, *g2 = NULL;
+    if (jg_autograd_grad(1, &l1, NULL, 1, &c->w, 0, &g1) < 0 ||
+        jg_autograd_grad(1, &l2, NULL, 1, &c->w, 0, &g2) < 0)
+        return -1;
+    out[0] = jg_add(g1, g2);
+    return 1;
+}
+
+/* backward(create_graph=True) inside the program: .grad gets history in
+ * the program; a penalty of it is returned (differentiated outside) */
+static int p_bw_create(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *loss = jg_sum(jg_tanh(jg_matmul(in[0], c->w)));
+    if (jg_backward(loss, NULL, JG_CREATE_GRAPH) < 0)
+        return -1;
+    jg_tensor *g = jg_grad(c->w);
+    out[0] = loss;
+    out[1] = jg_sum(jg_mul(g, g));
+    return 2;
+}
+
+/* a MAML-style inner step: the adapted weight is computed from .grad (with
+ * history), the outer loss returned (its backward outside goes through
+ * the inner gradient: second order) */
+static int p_maml(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *loss = jg_sum(jg_tanh(jg_matmul(in[0], c->w)));
+    if (jg_backward(loss, NULL, JG_CREATE_GRAPH) < 0)
+        return -1;
+    jg_tensor *w2 = jg_sub(c->w, jg_mul_scalar(jg_grad(c->w), 0.1));
+    out[0] = jg_sum(jg_mul(jg_sin(jg_matmul(in[0], w2)), in[1]));
+    return 1;
+}
+
+/* backward(gradient) of a non-scalar, into .grad */
+static int p_bw_gradient(void *user, const void *args, int n, jg_tensor *const *in,
+                         jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *y = jg_tanh(jg_matmul(in[0], c->w));
+    if (jg_backward(y, in[1], c->flags) < 0)
+        return -1;
+    out[0] = y;
+    return 1;
 }
 
 /* create_graph: the gradient has history in the program; the penalty is
@@ -315,19 +398,138 @@ static void test_compile_autograd_grad_intermediate(void **state) {
     }
 }
 
-static void test_compile_autograd_grad_intermediate_and_upstream_breaks(void **state) {
+static void test_compile_autograd_grad_intermediate_and_ancestor(void **state) {
     (void)state;
-    ctx c;
-    ctx_init(&c);
-    check_program(p_inter_up, &c, 1, false, "interp", 3);
-    jg_compile_options o = {.fullgraph = true};
-    jg_compiled *k = jg_compile(p_inter_up, &c, &o);
-    jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *out[2] = {0};
-    assert_true(jg_compiled_call(k, NULL, 0, 1, &x, out) < 0);
-    TU_ERROR("autograd.grad() inside the program cannot be traced: a gradient with respect to a "
-             "value and to one it is computed from");
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_program(p_inter_up, &c, 1, false, backends[b], 0);
+        c.flags = JG_CREATE_GRAPH;
+        check_program(p_inter_up, &c, 1, false, backends[b], 0);
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_autograd_grad_duplicates(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_program(p_dup, &c, 2, false, backends[b], 0);
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_autograd_grad_retain_per_backward(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_program(p_disjoint, &c, 1, false, backends[b], 0);
+        /* through a node the first one freed: eager's error (fullgraph: the
+         * graph break's) */
+        jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *out = NULL;
+        assert_true(p_shared(&c, NULL, 1, &x, &out) < 0);
+        TU_ERROR("Trying to backward through the graph a second time");
+        jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+        jg_compiled *k = jg_compile(p_shared, &c, &o);
+        assert_true(jg_compiled_call(k, NULL, 0, 1, &x, &out) < 0);
+        TU_ERROR("a second backward through the same graph");
+        jg_compiled_free(k);
+        o.fullgraph = false;
+        k = jg_compile(p_shared, &c, &o);
+        assert_true(jg_compiled_call(k, NULL, 0, 1, &x, &out) < 0);
+        TU_ERROR("Trying to backward through the graph a second time");
+        jg_compiled_free(k);
+        ctx_free(&c);
+    }
+}
+
+/* A program writing c->w's .grad, called eagerly and compiled from the same
+ * starting .grad (none, or zeros without history): outputs and .grad
+ * bitwise equal, then after a backward outside the call of its last output
+ * (through the .grad's history: second order) .grad again, and after one
+ * of a function of .grad itself. */
+static void check_grad_program(jg_program_fn fn, ctx *c, int n_in, const char *backend, bool preset,
+                               bool outer) {
+    jg_compile_options o = {.backend = backend, .fullgraph = true};
+    jg_compiled *k = jg_compile(fn, c, &o);
+    assert_non_null(k);
+    for (int call = 0; call < 3; call++) {
+        jg_scope_push();
+        jg_tensor *in[2] = {jg_randn(JG_F32, 2, TU_SHAPE(4, 5)),
+                            jg_randn(JG_F32, 2, TU_SHAPE(4, 3))};
+        jg_tensor *o_[2][3] = {{0}}, *g1[2], *g2[2] = {0}, *g3[2] = {0};
+        int no[2];
+        for (int run = 0; run < 2; run++) {
+            jg_clear_grad(c->w);
+            if (preset)
+                assert_int_equal(jg_set_grad(c->w, jg_full(JG_F32, 2, TU_SHAPE(5, 3), 0.0)), 0);
+            no[run] = run == 0 ? fn(c, NULL, n_in, in, o_[0])
+                               : jg_compiled_call(k, NULL, 0, n_in, in, o_[1]);
+            assert_true(no[run] > 0);
+            g1[run] = jg_clone(jg_grad(c->w));
+            if (outer) {
+                assert_int_equal(jg_backward(o_[run][no[run] - 1], NULL, JG_RETAIN_GRAPH), 0);
+                g2[run] = jg_clone(jg_grad(c->w));
+                /* and through .grad itself, which the program also saved
+                 * for its own backward (a clone of it keeps its history) */
+                jg_tensor *q = jg_sum(jg_sin(jg_grad(c->w)));
+                assert_true(q && jg_requires_grad(q));
+                assert_int_equal(jg_backward(q, NULL, 0), 0);
+                g3[run] = jg_clone(jg_grad(c->w));
+            }
+        }
+        assert_int_equal(no[1], no[0]);
+        for (int i = 0; i < no[0]; i++)
+            TU_SAME(o_[1][i], o_[0][i]);
+        TU_SAME(g1[1], g1[0]);
+        if (outer) {
+            TU_SAME(g2[1], g2[0]);
+            TU_SAME(g3[1], g3[0]);
+        }
+        jg_clear_grad(c->w);
+        jg_scope_pop();
+    }
+    assert_int_equal(jg_compiled_entries(k), 1);
+    assert_int_equal(jg_compiled_fallbacks(k), 0);
     jg_compiled_free(k);
-    ctx_free(&c);
+}
+
+static void test_compile_backward_create_graph(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        for (int preset = 0; preset < 2; preset++) {
+            check_grad_program(p_bw_create, &c, 1, backends[b], preset, true);
+            check_grad_program(p_maml, &c, 2, backends[b], preset, true);
+        }
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_backward_gradient(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_grad_program(p_bw_gradient, &c, 2, backends[b], false, false);
+        check_grad_program(p_bw_gradient, &c, 2, backends[b], true, false);
+        c.flags = JG_CREATE_GRAPH;
+        check_grad_program(p_bw_gradient, &c, 2, backends[b], false, false);
+        ctx_free(&c);
+    }
 }
 
 int main(void) {
@@ -339,7 +541,11 @@ int main(void) {
         TU_TEST(test_compile_autograd_grad_unused),
         TU_TEST(test_compile_autograd_grad_retain),
         TU_TEST(test_compile_autograd_grad_intermediate),
-        TU_TEST(test_compile_autograd_grad_intermediate_and_upstream_breaks),
+        TU_TEST(test_compile_autograd_grad_intermediate_and_ancestor),
+        TU_TEST(test_compile_autograd_grad_duplicates),
+        TU_TEST(test_compile_autograd_grad_retain_per_backward),
+        TU_TEST(test_compile_backward_create_graph),
+        TU_TEST(test_compile_backward_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
