@@ -3,7 +3,13 @@
  *   roofline triad   [threads]  STREAM triad a[i] = b[i] + s * c[i], 4M f32
  *   roofline fused   [threads]  (a*b+c).relu().sum() forward+backward, 4M f32
  *                               leaves: eager, interp, c, and the memory bound
- *                               (minimum bytes / the triad rate just measured)
+ *                               (minimum bytes / the triad rate just measured);
+ *                               fused_relu_4M_fwd_bwd sets the gradients to
+ *                               None after each backward (as bench/kernels.py
+ *                               and PyTorch's run of it do),
+ *                               fused_relu_4M_fwd_bwd_acc keeps them, so each
+ *                               backward adds into the existing .grad
+ *                               (gradient accumulation)
  *   roofline mlp     [threads]  MLP 784-256-256-10, batch 64, one SGD step:
  *                               eager, interp, c, and the sgemm bound (the
  *                               step's matmul FLOPs / cblas_sgemm's rate at
@@ -99,12 +105,42 @@ static int p_fused(void *user, const void *args, int n, jg_tensor *const *in, jg
     return out[0] ? 1 : -1;
 }
 
+/* Median seconds of one forward (compiled through c when set) + backward of
+ * f; acc: the leaves' gradients accumulate from call to call, else they are
+ * set to None after each backward (inside the timing, as a training step's
+ * zero_grad(set_to_none=True)). */
+static double fused_median(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in,
+                           int samples, bool acc) {
+    double *t = malloc(sizeof(double) * (size_t)samples);
+    if (!t) {
+        fprintf(stderr, "roofline: out of memory\n");
+        exit(1);
+    }
+    for (int s = 0; s < samples; s++) {
+        double t0 = bench_now();
+        jg_scope_push();
+        jg_tensor *out;
+        int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
+        if (rc < 0 || jg_backward(out, NULL, 0) < 0)
+            die("fused fwd+bwd");
+        for (int i = 0; i < n && !acc; i++)
+            if (jg_set_grad(in[i], NULL) < 0)
+                die("jg_set_grad");
+        jg_scope_pop();
+        t[s] = bench_now() - t0;
+    }
+    qsort(t, (size_t)samples, sizeof *t, bench_cmp);
+    double m = t[samples / 2];
+    free(t);
+    return m;
+}
+
 /* eager, interp, c medians of one forward+backward (seconds; < 0: no c) */
 static void time_backends(const char *name, jg_program_fn f, int n, jg_tensor *const *in,
-                          int samples, double *t) {
+                          int samples, bool acc, double *t) {
     const char *be[2] = {"interp", "c"};
-    bench_median_call(NULL, f, n, in, 2, 1, true); /* warm-up */
-    t[0] = bench_median_call(NULL, f, n, in, samples, 1, true);
+    fused_median(NULL, f, n, in, 2, acc); /* warm-up */
+    t[0] = fused_median(NULL, f, n, in, samples, acc);
     for (int k = 0; k < 2; k++) {
         t[k + 1] = -1;
         if (!jg_compile_backend_available(be[k]))
@@ -112,8 +148,8 @@ static void time_backends(const char *name, jg_program_fn f, int n, jg_tensor *c
         jg_compiled *c = jg_compile(f, NULL, &(jg_compile_options){.backend = be[k]});
         if (!c)
             die("jg_compile");
-        bench_median_call(c, f, n, in, 2, 1, true); /* trace + compile outside the timing */
-        t[k + 1] = bench_median_call(c, f, n, in, samples, 1, true);
+        fused_median(c, f, n, in, 2, acc); /* trace + compile outside the timing */
+        t[k + 1] = fused_median(c, f, n, in, samples, acc);
         jg_compiled_free(c);
     }
     for (int k = 0; k < 3; k++)
@@ -135,12 +171,21 @@ static void run_fused(void) {
     }
     double rate = triad_rate(true);
     double t[3];
-    time_backends("fused_relu_4M_fwd_bwd", p_fused, 3, in, SAMPLES, t);
-    /* the least a fwd+bwd can move: read a, b, c once, write their three
-     * gradients once (b*mask, a*mask, mask); the sum never reaches memory */
-    double bytes = 6.0 * sizeof(float) * FUSED_N;
-    printf("bound fused_relu_4M_fwd_bwd us=%.4g bytes=%.0f triad_GBps=%.4g threads=%d\n",
-           bytes / rate * 1e6, bytes, rate / 1e9, g_threads);
+    /* The least a forward call and a later backward can move (STREAM's
+     * count: no write-allocate): the forward reads a, b, c; the backward
+     * reads them again (or what it computes from them) and writes the three
+     * gradients (b*mask, a*mask, mask); the sum never reaches memory.  With
+     * accumulation the backward also reads the three .grad it adds to.  (One
+     * pass over a, b, c writing the gradients, 6 floats per element, would
+     * need the backward inside the forward's loop: printed as onepass_us.) */
+    for (int acc = 0; acc < 2; acc++) {
+        const char *name = acc ? "fused_relu_4M_fwd_bwd_acc" : "fused_relu_4M_fwd_bwd";
+        time_backends(name, p_fused, 3, in, SAMPLES, acc, t);
+        double bytes = (acc ? 12.0 : 9.0) * sizeof(float) * FUSED_N;
+        double onepass = (acc ? 9.0 : 6.0) * sizeof(float) * FUSED_N;
+        printf("bound %s us=%.4g bytes=%.0f triad_GBps=%.4g onepass_us=%.4g threads=%d\n", name,
+               bytes / rate * 1e6, bytes, rate / 1e9, onepass / rate * 1e6, g_threads);
+    }
     jg_scope_pop();
 }
 
