@@ -71,4 +71,13 @@ int jg_autodiff_edges_reached(const jg_graph *fwd, int n_from, const int *from,
 int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
                              const bool *init_head);
 
+/* Adds a held .grad to outputs of bwd: for each h with fold_head[h] (h an
+ * output holding the whole gradient of forward input contrib_input[h]: its
+ * only contribution, or the group's sum from jg_autodiff_sum_contribs), a
+ * new placeholder input "gradN" (N in order of h, appended after the other
+ * inputs), and output h becomes gradN + output h, the engine's
+ * `.grad += sum`.  Returns the number of placeholders added, or -1. */
+int jg_autodiff_fold_grads(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
+                           const bool *fold_head);
+
 #endif
