@@ -699,12 +699,17 @@ static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, 
 /* Which edges' leaves get their .grad folded into the gradient this call
  * sends (jg_engine_leaf_grad): the first edge of an input whose whole
  * gradient one output carries (its only edge, or its sum in the graph), when
- * every edge of this call to that leaf comes from that input.  Sets fold[h]
- * per edge, returns how many. */
+ * every edge of this call to that leaf comes from that input.  Only under
+ * the c backend, where the add joins the loop that computes the gradient;
+ * the interpreter would run it as a kernel of its own into a new buffer,
+ * one more stream than the engine's in-place add.  Sets fold[h] per edge,
+ * returns how many. */
 static int fold_mode(const jg_node *n, const jg_entry *e, uint64_t sum, const void *const *tgt,
                      unsigned char *fold) {
     memset(fold, 0, (size_t)e->n_edges);
     int n_fold = 0;
+    if (e->backend != &jg_backend_c)
+        return 0;
     for (int h = 0; h < e->n_edges; h++) {
         bool head = true, whole = true;
         for (int k = 0; k < e->n_edges && head; k++)
