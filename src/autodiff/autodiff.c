@@ -574,7 +574,7 @@ fail:
 }
 
 int jg_autodiff_fold_grads(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
-                           const bool *fold_head) {
+                           bool *fold_head) {
     int n = bwd->n_outputs, n_fold = 0, first = bwd->n_nodes;
     int *outs = malloc(sizeof(int) * (size_t)(n ? n : 1));
     if (!outs)
@@ -584,7 +584,11 @@ int jg_autodiff_fold_grads(jg_graph *bwd, const jg_graph *fwd, const int *contri
         if (!fold_head[h])
             continue;
         const jg_meta *m = &fwd->vals[fwd->inputs[contrib_input[h]]].meta;
-        if (outs[h] < 0 || !jg_meta_equal(&bwd->vals[outs[h]].meta, m)) {
+        if (outs[h] < 0) { /* no gradient in this backward: .grad stays as it is */
+            fold_head[h] = false;
+            continue;
+        }
+        if (!jg_meta_equal(&bwd->vals[outs[h]].meta, m)) {
             free(outs);
             return jg_errorf("internal error: no gradient of input %d to add .grad to",
                              contrib_input[h]);

@@ -155,8 +155,8 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
 }
 
 /* Makes the gradient sent along each edge h with fold[h] the input's .grad
- * plus it (jg_engine_leaf_grad): placeholders read as in_src -1 - n_node_out
- * - n_edges - h. */
+ * plus it (jg_engine_leaf_grad), where the graph computes one:
+ * placeholders read as in_src -1 - n_node_out - n_edges - h. */
 static int fold_grads(jg_entry *e, jg_bwd_variant *v, const unsigned char *fold) {
     bool *head = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *head);
     if (!head)
@@ -792,9 +792,10 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     int rc = 0;
     for (int k = 0; k < v->n_in && rc == 0; k++) {
         int src = v->in_src[k];
-        if (src <= -1 - e->n_node_out - e->n_edges)
-            bin[k] = jg_engine_leaf_grad(n, -1 - e->n_node_out - e->n_edges - src);
-        else if (src <= -1 - e->n_node_out)
+        if (src <= -1 - e->n_node_out - e->n_edges) {
+            if (!(bin[k] = jg_engine_leaf_grad(n, -1 - e->n_node_out - e->n_edges - src)))
+                rc = jg_errorf("internal error: the .grad to fold in is gone");
+        } else if (src <= -1 - e->n_node_out)
             bin[k] = *acc[-1 - e->n_node_out - src];
         else if (src < 0)
             bin[k] = gout[-1 - src];
@@ -808,9 +809,9 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
         /* the sums include what the engine held: it starts again from them
          * (and .grad, where folded, is replaced by them at the commit) */
-        for (int h = 0; n_fold && h < e->n_edges; h++)
-            if (v->mask[e->n_node_out + e->n_groups + h])
-                jg_engine_leaf_grad_folded(n, h);
+        for (int k = 0; n_fold && k < v->n_in; k++)
+            if (v->in_src[k] <= -1 - e->n_node_out - e->n_edges)
+                jg_engine_leaf_grad_folded(n, -1 - e->n_node_out - e->n_edges - v->in_src[k]);
         for (int k = 0; k < v->n_in; k++)
             if (v->in_src[k] <= -1 - e->n_node_out &&
                 v->in_src[k] > -1 - e->n_node_out - e->n_edges) {

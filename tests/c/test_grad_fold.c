@@ -222,11 +222,49 @@ static void test_grad_fold_failed_backward_keeps_grads(void **state) {
     jg_scope_pop();
 }
 
+/* two outputs: sum(a * b) and sum(c * c) */
+static int p_two(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    out[0] = jg_sum(jg_mul(in[0], in[1]));
+    out[1] = jg_sum(jg_mul(in[2], in[2]));
+    return out[0] && out[1] ? 2 : -1;
+}
+
+/* A backward through one output of a call whose other input has a .grad:
+ * that input gets no gradient in this backward, nothing is added to it
+ * (regression: folding asked for a gradient the graph does not compute
+ * and failed the backward with an internal error). */
+static void test_grad_fold_input_without_gradient(void **state) {
+    (void)state;
+    REQUIRE_C();
+    jg_scope_push();
+    jg_tensor *e[3], *c[3];
+    make_inputs(e, c, JG_F32, 1000);
+    jg_compiled *cc = jg_compile(p_two, NULL, &(jg_compile_options){.backend = "c"});
+    assert_non_null(cc);
+    for (int rep = 0; rep < 4; rep++) {
+        jg_tensor *oe[2], *oc[2];
+        assert_int_equal(p_two(NULL, NULL, 3, e, oe), 2);
+        assert_int_equal(jg_compiled_call(cc, NULL, 0, 3, c, oc), 2);
+        /* first both outputs, then only the first */
+        jg_tensor *le = rep == 0 ? jg_add(oe[0], oe[1]) : oe[0];
+        jg_tensor *lc = rep == 0 ? jg_add(oc[0], oc[1]) : oc[0];
+        assert_int_equal(jg_backward(le, NULL, 0), 0);
+        if (jg_backward(lc, NULL, 0) < 0)
+            fail_msg("backward: %s", jg_last_error());
+        for (int i = 0; i < 3; i++)
+            TU_SAME(jg_grad(c[i]), jg_grad(e[i]));
+    }
+    jg_compiled_free(cc);
+    jg_scope_pop();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_grad_fold_same_as_eager),
         TU_TEST(test_grad_fold_only_where_unobservable),
         TU_TEST(test_grad_fold_failed_backward_keeps_grads),
+        TU_TEST(test_grad_fold_input_without_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
