@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "core/iter.h"
 #include "core/thread.h"
 
 #include <stdlib.h>
@@ -599,8 +600,8 @@ static bool fold_allowed(run_state *rs) {
         const jg_node *n = rs->nodes[i].node;
         for (int k = 0; rs->nodes[i].needed && k < n->n_next; k++) {
             jg_edge e = resolve_edge(n->next[k]);
-            int li = !e.fn && e.leaf ? leaf_slot(rs, e.leaf) : -1;
-            if (li < -1) {
+            int li = -1;
+            if (!e.fn && e.leaf && (li = leaf_slot(rs, e.leaf)) < 0) {
                 jg_clear_error(); /* out of memory: just no folding */
                 return false;
             }
@@ -836,12 +837,16 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
 /* AccumulateGrad: the only place .grad changes.  folded: g is .grad plus
  * this backward's sum already (jg_engine_leaf_grad), and replaces .grad,
  * which nothing else references: as if added in place (its version moves
- * on as jg_add_ would move it). */
+ * on as jg_add_ would move it).  (Should anything have taken a reference
+ * to .grad since, the sum is copied into it instead.) */
 static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool folded) {
     bool prev = jg_set_grad_enabled(create_graph);
     int rc = 0;
-    if (folded) {
-        JG_ASSERT(!create_graph && leaf->grad && leaf->grad->refcount == 1);
+    JG_ASSERT(!folded || (!create_graph && leaf->grad));
+    if (folded && (leaf->grad->refcount != 1 || leaf->grad->storage->refcount != 1)) {
+        jg_copy_data(leaf->grad, g);
+        leaf->grad->storage->version++;
+    } else if (folded) {
         jg_tensor *n = g;
         if (g->refcount == 1 && !g->grad_fn && !g->is_view && jg_is_contiguous(g) &&
             g->offset == 0 && g->storage->refcount == 1) {
