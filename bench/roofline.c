@@ -3,7 +3,17 @@
  *   roofline triad   [threads]  STREAM triad a[i] = b[i] + s * c[i], 4M f32
  *   roofline fused   [threads]  (a*b+c).relu().sum() forward+backward, 4M f32
  *                               leaves: eager, interp, c, and the memory bound
- *                               (minimum bytes / the triad rate just measured)
+ *                               (minimum bytes / the triad rate just measured);
+ *                               fused_relu_4M_fwd_bwd sets the gradients to
+ *                               None after each backward (as bench/kernels.py
+ *                               and PyTorch's run of it do),
+ *                               fused_relu_4M_fwd_bwd_acc keeps them, so each
+ *                               backward adds into the existing .grad
+ *                               (gradient accumulation); cpu_us: the
+ *                               median CPU time of the calling thread (at 1
+ *                               thread the whole cost, not stretched by other
+ *                               processes on the machine), faults: page
+ *                               faults per call
  *   roofline mlp     [threads]  MLP 784-256-256-10, batch 64, one SGD step:
  *                               eager, interp, c, and the sgemm bound (the
  *                               step's matmul FLOPs / cblas_sgemm's rate at
@@ -26,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #define FUSED_N (4 << 20)
 #define SAMPLES 11
@@ -36,6 +48,21 @@ static void die(const char *what) {
 }
 
 static int g_threads = 1;
+/* bytes/s of the triad by the calling thread's CPU time (best sample): at 1
+ * thread the rate of a run no other process interrupted */
+static double g_triad_cpu_rate;
+
+static double thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long minor_faults(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return r.ru_minflt;
+}
 
 /* ------------------------------------------------------------ STREAM triad */
 
@@ -70,19 +97,22 @@ static double triad_rate(bool print) {
     int nt = g_threads < 1 ? 1 : g_threads > 64 ? 64 : g_threads;
     for (int k = 0; k < nt; k++)
         parts[k] = (triad_part){a, b, c, n * k / nt, n * (k + 1) / nt};
-    double t[SAMPLES];
+    double t[SAMPLES], cpu[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
         pthread_t th[64];
-        double t0 = bench_now();
+        double t0 = bench_now(), c0 = thread_cpu_now();
         for (int k = 1; k < nt; k++)
             pthread_create(&th[k], NULL, triad_run, &parts[k]);
         triad_run(&parts[0]);
         for (int k = 1; k < nt; k++)
             pthread_join(th[k], NULL);
         t[s] = bench_now() - t0;
+        cpu[s] = thread_cpu_now() - c0;
         __asm__ volatile("" : : "r"(a) : "memory");
     }
     qsort(t, SAMPLES, sizeof *t, bench_cmp);
+    qsort(cpu, SAMPLES, sizeof *cpu, bench_cmp);
+    g_triad_cpu_rate = 3.0 * sizeof(float) * (double)n / cpu[0];
     double bytes = 3.0 * sizeof(float) * (double)n; /* STREAM's count: no write-allocate */
     if (print)
         printf("cref triad_4M GBps=%.4g best_us=%.4g median_us=%.4g bytes=%.0f threads=%d\n",
@@ -99,12 +129,54 @@ static int p_fused(void *user, const void *args, int n, jg_tensor *const *in, jg
     return out[0] ? 1 : -1;
 }
 
+/* Also measured by fused_median: the median CPU time of the calling thread
+ * (the whole cost at 1 thread, whatever else runs on the machine) and the
+ * page faults per call. */
+static double g_cpu_median, g_faults;
+
+/* Median seconds of one forward (compiled through c when set) + backward of
+ * f; acc: the leaves' gradients accumulate from call to call, else they are
+ * set to None after each backward (inside the timing, as a training step's
+ * zero_grad(set_to_none=True)). */
+static double fused_median(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in,
+                           int samples, bool acc) {
+    double *t = malloc(sizeof(double) * 2 * (size_t)samples), *cpu = t + samples;
+    if (!t) {
+        fprintf(stderr, "roofline: out of memory\n");
+        exit(1);
+    }
+    long f0 = minor_faults();
+    for (int s = 0; s < samples; s++) {
+        double t0 = bench_now(), c0 = thread_cpu_now();
+        jg_scope_push();
+        jg_tensor *out;
+        int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
+        if (rc < 0 || jg_backward(out, NULL, 0) < 0)
+            die("fused fwd+bwd");
+        for (int i = 0; i < n && !acc; i++)
+            if (jg_set_grad(in[i], NULL) < 0)
+                die("jg_set_grad");
+        jg_scope_pop();
+        t[s] = bench_now() - t0;
+        cpu[s] = thread_cpu_now() - c0;
+    }
+    g_faults = (double)(minor_faults() - f0) / samples;
+    qsort(t, (size_t)samples, sizeof *t, bench_cmp);
+    qsort(cpu, (size_t)samples, sizeof *cpu, bench_cmp);
+    double m = t[samples / 2];
+    g_cpu_median = cpu[samples / 2];
+    free(t);
+    return m;
+}
+
 /* eager, interp, c medians of one forward+backward (seconds; < 0: no c) */
 static void time_backends(const char *name, jg_program_fn f, int n, jg_tensor *const *in,
-                          int samples, double *t) {
+                          int samples, bool acc, double *t) {
     const char *be[2] = {"interp", "c"};
-    bench_median_call(NULL, f, n, in, 2, 1, true); /* warm-up */
-    t[0] = bench_median_call(NULL, f, n, in, samples, 1, true);
+    double cpu[3] = {0}, faults[3] = {0};
+    fused_median(NULL, f, n, in, 2, acc); /* warm-up */
+    t[0] = fused_median(NULL, f, n, in, samples, acc);
+    cpu[0] = g_cpu_median, faults[0] = g_faults;
     for (int k = 0; k < 2; k++) {
         t[k + 1] = -1;
         if (!jg_compile_backend_available(be[k]))
@@ -112,14 +184,15 @@ static void time_backends(const char *name, jg_program_fn f, int n, jg_tensor *c
         jg_compiled *c = jg_compile(f, NULL, &(jg_compile_options){.backend = be[k]});
         if (!c)
             die("jg_compile");
-        bench_median_call(c, f, n, in, 2, 1, true); /* trace + compile outside the timing */
-        t[k + 1] = bench_median_call(c, f, n, in, samples, 1, true);
+        fused_median(c, f, n, in, 2, acc); /* trace + compile outside the timing */
+        t[k + 1] = fused_median(c, f, n, in, samples, acc);
+        cpu[k + 1] = g_cpu_median, faults[k + 1] = g_faults;
         jg_compiled_free(c);
     }
     for (int k = 0; k < 3; k++)
         if (t[k] > 0)
-            printf("jitgrad %s_%s us=%.4g threads=%d\n", name, k == 0 ? "eager" : be[k - 1],
-                   t[k] * 1e6, g_threads);
+            printf("jitgrad %s_%s us=%.4g threads=%d cpu_us=%.4g faults=%.0f\n", name,
+                   k == 0 ? "eager" : be[k - 1], t[k] * 1e6, g_threads, cpu[k] * 1e6, faults[k]);
 }
 
 static void run_fused(void) {
@@ -135,12 +208,23 @@ static void run_fused(void) {
     }
     double rate = triad_rate(true);
     double t[3];
-    time_backends("fused_relu_4M_fwd_bwd", p_fused, 3, in, SAMPLES, t);
-    /* the least a fwd+bwd can move: read a, b, c once, write their three
-     * gradients once (b*mask, a*mask, mask); the sum never reaches memory */
-    double bytes = 6.0 * sizeof(float) * FUSED_N;
-    printf("bound fused_relu_4M_fwd_bwd us=%.4g bytes=%.0f triad_GBps=%.4g threads=%d\n",
-           bytes / rate * 1e6, bytes, rate / 1e9, g_threads);
+    /* The least a forward call and a later backward can move (STREAM's
+     * count: no write-allocate): the forward reads a, b, c; the backward
+     * reads them again (or what it computes from them) and writes the three
+     * gradients (b*mask, a*mask, mask); the sum never reaches memory.  With
+     * accumulation the backward also reads the three .grad it adds to.  (One
+     * pass over a, b, c writing the gradients, 6 floats per element, would
+     * need the backward inside the forward's loop: printed as onepass_us.) */
+    for (int acc = 0; acc < 2; acc++) {
+        const char *name = acc ? "fused_relu_4M_fwd_bwd_acc" : "fused_relu_4M_fwd_bwd";
+        time_backends(name, p_fused, 3, in, SAMPLES, acc, t);
+        double bytes = (acc ? 12.0 : 9.0) * sizeof(float) * FUSED_N;
+        double onepass = (acc ? 9.0 : 6.0) * sizeof(float) * FUSED_N;
+        printf("bound %s us=%.4g bytes=%.0f triad_GBps=%.4g onepass_us=%.4g threads=%d "
+               "cpu_us=%.4g\n",
+               name, bytes / rate * 1e6, bytes, rate / 1e9, onepass / rate * 1e6, g_threads,
+               bytes / g_triad_cpu_rate * 1e6);
+    }
     jg_scope_pop();
 }
 

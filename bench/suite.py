@@ -7,7 +7,9 @@ then ratio tables (markdown) and a machine-readable results file.
                two libraries, median over rounds
   2. fused     (a*b+c).relu().sum() fwd+bwd, 4M f32: PyTorch and jitgrad
                from Python, jitgrad eager/interp/c from C (bench/roofline),
-               against the memory bound (bytes / STREAM-triad rate, same run)
+               against the memory bound (bytes / STREAM-triad rate, same run);
+               gradients set to None after each step, and (C only, `_acc`)
+               accumulated into the existing .grad
   3. mlp       784-256-256-10, batch 64, one SGD step: the same, against the
                sgemm bound (the step's matmul FLOPs / cblas_sgemm's rate)
   4. latency   the compiled (c backend) MLP step's first call with an empty
@@ -286,7 +288,7 @@ def main():
                 gpt_stats.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
 
     # ---- tables
-    res = {"meta": meta, "kernels": [], "fused": [], "mlp": [], "latency": latency,
+    res = {"meta": meta, "kernels": [], "fused": [], "fused_acc": [], "mlp": [], "latency": latency,
            "eager_ops": [], "thread_control": {f"{k[0]}@{k[1]}": v for k, v in thread_note.items()}}
     names = []
     for (lib, name, n) in py:
@@ -321,7 +323,11 @@ def main():
 
     for key, pyname, cname, bound_note in (
         ("fused", "fused_relu_4M_fwd_bwd", "fused_relu_4M_fwd_bwd",
-         "bound = bytes (read a, b, c; write 3 grads) / STREAM triad rate"),
+         "grads set to None after each step; bound = bytes (forward reads a, b, c; backward "
+         "reads them again, writes 3 grads) / STREAM triad rate"),
+        ("fused_acc", "fused_relu_4M_fwd_bwd_acc", "fused_relu_4M_fwd_bwd_acc",
+         "grads accumulated into .grad; bound = bytes (as above, plus reading the 3 .grad) / "
+         "STREAM triad rate"),
         ("mlp", "mlp_784_256_256_10_b64_sgd_step", "mlp_784_256_256_10_b64_sgd_step",
          "bound = FLOPs of the 8 matmuls / cblas_sgemm rate at those shapes"),
     ):
@@ -345,6 +351,8 @@ def main():
                                  ("jitgrad interp (C)", "jitgrad_interp_us"),
                                  ("jitgrad c (C)", "jitgrad_c_us")):
                 v = entry[field]
+                if v is None and key == "fused_acc" and field.endswith("_py_us"):
+                    continue  # the Python workload sets the gradients to None
                 rows.append([f"{n}T", label, v, ratio(v, bound),
                              ratio(v, entry["torch_py_us"]) if field != "torch_py_us" else None])
             extra = (f"{b.get('bytes', 0) / 2**20:.0f} MiB at {b.get('triad_GBps', 0):.3g} GB/s"

@@ -612,3 +612,43 @@ fail:
     free(outs);
     return -1;
 }
+
+int jg_autodiff_fold_grads(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
+                           bool *fold_head) {
+    int n = bwd->n_outputs, n_fold = 0, first = bwd->n_nodes;
+    int *outs = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!outs)
+        return jg_errorf("out of memory building a backward graph");
+    memcpy(outs, bwd->outputs, sizeof(int) * (size_t)n);
+    for (int h = 0; h < n; h++) {
+        if (!fold_head[h])
+            continue;
+        const jg_meta *m = &fwd->vals[fwd->inputs[contrib_input[h]]].meta;
+        if (outs[h] < 0) { /* no gradient in this backward: .grad stays as it is */
+            fold_head[h] = false;
+            continue;
+        }
+        if (!jg_meta_equal(&bwd->vals[outs[h]].meta, m)) {
+            free(outs);
+            return jg_errorf("internal error: no gradient of input %d to add .grad to",
+                             contrib_input[h]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "grad%d", n_fold);
+        int held = jg_graph_add_input(bwd, m, false, name), sum;
+        jg_meta sm = *m;
+        /* held first: jg_add_(leaf->grad, sum) */
+        if (held < 0 || jg_graph_add_op(bwd, JG_OP_ADD, NULL, 2, (int[]){held, outs[h]}, &sm, false,
+                                        &sum) < 0) {
+            free(outs);
+            return -1;
+        }
+        outs[h] = sum;
+        n_fold++;
+    }
+    int rc = jg_graph_set_outputs(bwd, n, outs);
+    free(outs);
+    if (rc == 0)
+        rc = hoist_appended(bwd, first);
+    return rc < 0 ? rc : n_fold;
+}

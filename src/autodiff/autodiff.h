@@ -90,4 +90,15 @@ int jg_autodiff_sum_contribs(jg_graph *bwd, const jg_graph *fwd, const int *cont
 int jg_autodiff_sum_contribs_n(jg_graph *bwd, int n, const jg_graph *fwd, const int *contrib_input,
                                const bool *init_head);
 
+/* Adds a held .grad to outputs of bwd: for each h with fold_head[h] (h an
+ * output holding the whole gradient of forward input contrib_input[h]: its
+ * only contribution, or the group's sum from jg_autodiff_sum_contribs), a
+ * new placeholder input "gradN" (N in order of h, appended after the other
+ * inputs), and output h becomes gradN + output h, the engine's
+ * `.grad += sum`.  An output h that computes no gradient (-1) gets no
+ * placeholder: fold_head[h] is cleared.  Returns the number of
+ * placeholders added, or -1. */
+int jg_autodiff_fold_grads(jg_graph *bwd, const jg_graph *fwd, const int *contrib_input,
+                           bool *fold_head);
+
 #endif

@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "core/iter.h"
 #include "core/thread.h"
 
 #include <stdlib.h>
@@ -87,6 +88,8 @@ typedef struct {
     jg_tensor *grad; /* pending contribution */
     int pending;     /* grad-ready hooks: edges of nodes still to run that lead here */
     bool fired;      /* its gradient is final (its grad-ready hooks ran) */
+    int n_in;        /* edges of needed nodes leading here (once rs->fold is 1) */
+    bool folded;     /* grad already includes .grad (jg_engine_leaf_grad_folded) */
 } leaf_info;
 
 typedef struct {
@@ -114,6 +117,7 @@ typedef struct {
     jg_tensor *const *capture;
     bool hooks_on;     /* some tensor has gradient hooks and this run writes .grad */
     bool create_graph; /* hooks run in this grad mode (PyTorch: no_grad unless create_graph) */
+    int fold;          /* jg_engine_leaf_grad: 0 not asked yet, 1 allowed (n_in counted), -1 not */
     queued_cb *cbs;    /* jg_backward_queue_callback's */
     int n_cbs, cap_cbs;
 } run_state;
@@ -209,7 +213,7 @@ static int leaf_slot(run_state *rs, jg_tensor *leaf) {
         return -1;
     if (map_put(&rs->leaf_idx, leaf, rs->n_leaves) < 0)
         return -1;
-    rs->leaves[rs->n_leaves] = (leaf_info){leaf, NULL, 0, false};
+    rs->leaves[rs->n_leaves] = (leaf_info){leaf, NULL, 0, false, 0, false};
     return rs->n_leaves++;
 }
 
@@ -301,6 +305,7 @@ static void run_release(run_state *rs) {
     }
     rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = rs->n_cbs = 0;
     rs->hooks_on = false;
+    rs->fold = 0;
     map_clear(&rs->leaf_idx);
     spare_state = rs;
 }
@@ -455,6 +460,9 @@ static int route(run_state *rs, const node_info *src, jg_tensor *const *gin) {
         else if (li[k] >= 0 && rs->leaves[li[k]].fired)
             rc = jg_errorf("internal error: a gradient reached a leaf after its gradient-ready "
                            "hooks ran");
+        else if (li[k] >= 0 && rs->leaves[li[k]].folded && rs->leaves[li[k]].grad)
+            rc = jg_errorf("internal error: a second gradient reached a leaf whose .grad was "
+                           "folded into the first");
     }
     for (int k = 0; k < n->n_next && rc == 0; k++) {
         jg_edge e = resolve_edge(n->next[k]);
@@ -572,6 +580,80 @@ int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor *
             *acc = &rs->leaves[li].grad;
     }
     return 0;
+}
+
+/* Whether this run lets a node fold .grad in (see engine.h); counts each
+ * leaf's incoming edges the first time it is asked. */
+static bool fold_allowed(run_state *rs) {
+    if (rs->fold)
+        return rs->fold > 0;
+    rs->fold = -1;
+    if (rs->hooks_on || rs->create_graph || rs->n_capture || rs->n_cbs)
+        return false;
+    for (int i = 0; i < rs->n_nodes; i++)
+        if (rs->nodes[i].needed &&
+            !(rs->nodes[i].node->vt->pure && rs->nodes[i].node->vt->pure(rs->nodes[i].node)))
+            return false;
+    for (int i = 0; i < rs->n_leaves; i++)
+        rs->leaves[i].n_in = 0;
+    for (int i = 0; i < rs->n_nodes; i++) {
+        const jg_node *n = rs->nodes[i].node;
+        for (int k = 0; rs->nodes[i].needed && k < n->n_next; k++) {
+            jg_edge e = resolve_edge(n->next[k]);
+            int li = -1;
+            if (!e.fn && e.leaf && (li = leaf_slot(rs, e.leaf)) < 0) {
+                jg_clear_error(); /* out of memory: just no folding */
+                return false;
+            }
+            if (li >= 0)
+                rs->leaves[li].n_in++;
+        }
+    }
+    rs->fold = 1;
+    return true;
+}
+
+/* The leaf slot of edge k of the node being applied when its .grad may be
+ * folded in (engine.h), else -1. */
+static int fold_slot(const jg_node *n, int k) {
+    run_state *rs = applying_rs;
+    if (!rs || applying_idx < 0 || rs->nodes[applying_idx].node != n || k < 0 || k >= n->n_next ||
+        !fold_allowed(rs))
+        return -1;
+    jg_edge e = resolve_edge(n->next[k]);
+    int li = !e.fn && e.leaf ? map_get(&rs->leaf_idx, e.leaf) : -1;
+    if (li < 0)
+        return -1;
+    const leaf_info *l = &rs->leaves[li];
+    int mine = 0; /* n's own edges to the leaf */
+    for (int j = 0; j < n->n_next; j++) {
+        jg_edge ej = resolve_edge(n->next[j]);
+        mine += !ej.fn && ej.leaf == e.leaf;
+    }
+    const jg_tensor *g = l->leaf->grad;
+    if (l->grad || l->folded || l->n_in != mine || !l->leaf->requires_grad || !g ||
+        g->refcount != 1 || g->requires_grad || g->grad_fn || g->is_view || g->sym ||
+        g->offset != 0 || !g->storage || g->storage->refcount != 1 ||
+        g->storage->kind == JG_STORAGE_EXTERNAL || !jg_is_contiguous(g) ||
+        g->dtype != l->leaf->dtype || g->ndim != l->leaf->ndim ||
+        memcmp(g->shape, l->leaf->shape, sizeof(int64_t) * (size_t)g->ndim))
+        return -1;
+    return li;
+}
+
+jg_tensor *jg_engine_leaf_grad(const jg_node *n, int k) {
+    int li = fold_slot(n, k);
+    return li < 0 ? NULL : applying_rs->leaves[li].leaf->grad;
+}
+
+void jg_engine_leaf_grad_folded(const jg_node *n, int k) {
+    run_state *rs = applying_rs;
+    JG_ASSERT(rs && applying_idx >= 0 && rs->nodes[applying_idx].node == n && rs->fold > 0 &&
+              k >= 0 && k < n->n_next);
+    jg_edge e = resolve_edge(n->next[k]);
+    int li = !e.fn && e.leaf ? map_get(&rs->leaf_idx, e.leaf) : -1;
+    JG_ASSERT(li >= 0 && !rs->leaves[li].grad);
+    rs->leaves[li].folded = true;
 }
 
 /* ---- gradient hooks (autograd/hooks.c) ---- */
@@ -752,11 +834,35 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     return rc;
 }
 
-/* AccumulateGrad: the only place .grad changes. */
-static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph) {
+/* AccumulateGrad: the only place .grad changes.  folded: g is .grad plus
+ * this backward's sum already (jg_engine_leaf_grad), and replaces .grad,
+ * which nothing else references: as if added in place (its version moves
+ * on as jg_add_ would move it).  (Should anything have taken a reference
+ * to .grad since, the sum is copied into it instead.) */
+static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool folded) {
     bool prev = jg_set_grad_enabled(create_graph);
     int rc = 0;
-    if (!leaf->grad) {
+    JG_ASSERT(!folded || (!create_graph && leaf->grad));
+    if (folded && (leaf->grad->refcount != 1 || leaf->grad->storage->refcount != 1)) {
+        jg_copy_data(leaf->grad, g);
+        leaf->grad->storage->version++;
+    } else if (folded) {
+        jg_tensor *n = g;
+        if (g->refcount == 1 && !g->grad_fn && !g->is_view && jg_is_contiguous(g) &&
+            g->offset == 0 && g->storage->refcount == 1) {
+            jg_retain(g);
+        } else {
+            jg_scope_push();
+            n = jg_keep(jg_clone(g));
+            jg_scope_pop();
+        }
+        if (n) {
+            n->storage->version = leaf->grad->storage->version + 1;
+            jg_release(leaf->grad);
+            leaf->grad = n;
+        }
+        rc = n ? 0 : -1;
+    } else if (!leaf->grad) {
         /* A gradient the user can see must not alias anything else. */
         if (!create_graph && g->refcount == 1 && !g->grad_fn && !g->is_view &&
             jg_is_contiguous(g) && g->offset == 0 && g->storage->refcount == 1) {
@@ -970,7 +1076,8 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
          * grad: requires_grad_(False) after the graph was built) */
         for (int i = 0; i < rs->n_leaves && rc == 0; i++)
             if (rs->leaves[i].grad && rs->leaves[i].leaf->requires_grad)
-                rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph);
+                rc = commit_leaf(rs->leaves[i].leaf, rs->leaves[i].grad, create_graph,
+                                 rs->leaves[i].folded);
         /* post-accumulate hooks: .grad holds this backward's sum now */
         bool prev = jg_set_grad_enabled(create_graph);
         for (int i = 0; i < rs->n_leaves && rc == 0 && rs->hooks_on; i++) {

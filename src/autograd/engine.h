@@ -27,4 +27,20 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
  * order.  Returns -1 when n is not the node being applied. */
 int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor ***acc);
 
+/* While the engine runs node n's apply: the .grad of the leaf edge k leads
+ * to (borrowed), when n may fold it into what it sends along its edges to
+ * that leaf, so that the gradient it sends is the leaf's new .grad, formed
+ * as the engine would form it (.grad + this backward's sum, the sum being
+ * n's contributions added in edge order).  That saves the engine's pass
+ * adding the sum into .grad.  Only where nobody can tell the difference:
+ * no other node of this backward sends to the leaf, the leaf holds no
+ * gradient of this run yet, .grad is a dense tensor of the leaf's dtype and
+ * shape in memory of its own (not a caller's blob) that nothing else
+ * references (the new one replaces it), and no code but the library's runs
+ * in this backward (no hooks, every node pure, not create_graph, not
+ * autograd.grad).  NULL otherwise.  A caller that folds it must call
+ * jg_engine_leaf_grad_folded(n, k) before returning. */
+jg_tensor *jg_engine_leaf_grad(const jg_node *n, int k);
+void jg_engine_leaf_grad_folded(const jg_node *n, int k);
+
 #endif

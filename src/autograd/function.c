@@ -401,8 +401,8 @@ static const char *fn_node_name(const jg_node *n) {
     return ((const fn_node *)n)->name;
 }
 
-static const jg_node_vt fn_vt = {fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL,
-                                 NULL};
+static const jg_node_vt fn_vt = {
+    fn_apply, fn_release_saved, fn_destroy, fn_node_name, true, NULL, NULL, NULL};
 
 jg_ctx *jg_function_node_ctx(const jg_node *n) {
     return n && n->vt == &fn_vt ? ((const fn_node *)n)->ctx : NULL;

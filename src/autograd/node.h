@@ -56,6 +56,10 @@ typedef struct jg_node_vt {
      * derivatives came through and sums it there, as eager mode does; the
      * per-use stand-ins of that run's inputs answer with the inputs. */
     bool (*redirect)(const jg_node *n, int nr, jg_edge *to);
+    /* NULL, or true when apply runs only library code (no custom function
+     * callbacks, no nested backward): then nothing but the engine's commit
+     * touches a .grad while the node's backward runs (jg_engine_leaf_grad). */
+    bool (*pure)(const jg_node *n);
 } jg_node_vt;
 
 /* Consecutive nodes' seq differ by this much: a node created later may be

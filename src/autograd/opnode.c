@@ -98,8 +98,15 @@ static const char *opnode_name(const jg_node *n) {
     return jg_ops[o->op].bw_name;
 }
 
+/* An op's VJP rule is written with library ops only. */
+static bool opnode_pure(const jg_node *n) {
+    (void)n;
+    return true;
+}
+
 static const jg_node_vt opnode_vt = {
-    opnode_apply, opnode_release_saved, opnode_release_saved, opnode_name, false, NULL, NULL};
+    opnode_apply, opnode_release_saved, opnode_release_saved, opnode_name, false, NULL,
+    NULL,         opnode_pure};
 
 int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const *in, int n_out,
                           jg_tensor *const *out) {

@@ -154,8 +154,33 @@ int jg_entry_sum_in_graph(jg_entry *e, jg_bwd_variant *v) {
     return n_init < 0 ? -1 : 0;
 }
 
+/* Makes the gradient sent along each edge h with fold[h] the input's .grad
+ * plus it (jg_engine_leaf_grad), where the graph computes one:
+ * placeholders read as in_src -1 - n_node_out - n_edges - h. */
+static int fold_grads(jg_entry *e, jg_bwd_variant *v, const unsigned char *fold) {
+    bool *head = calloc((size_t)(e->n_edges ? e->n_edges : 1), sizeof *head);
+    if (!head)
+        return jg_errorf("out of memory building a backward graph");
+    for (int h = 0; h < e->n_edges; h++)
+        head[h] = fold[h];
+    int n_fold = jg_autodiff_fold_grads(v->g, e->fwd_ad, e->edge_input, head);
+    int *in_src =
+        n_fold < 0 ? NULL : realloc(v->in_src, sizeof(int) * (size_t)(v->n_in + n_fold + 1));
+    if (in_src) {
+        v->in_src = in_src;
+        for (int h = 0; h < e->n_edges; h++)
+            if (head[h])
+                v->in_src[v->n_in++] = -1 - e->n_node_out - e->n_edges - h;
+    }
+    free(head);
+    if (n_fold >= 0 && !in_src)
+        return jg_errorf("out of memory building a backward graph");
+    return n_fold < 0 ? -1 : 0;
+}
+
 jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64_t sum) {
-    size_t nm = (size_t)e->n_node_out, nk = nm + (size_t)e->n_groups; /* the key's length */
+    /* the key: per node output, per input group (held), per edge (fold) */
+    size_t nm = (size_t)e->n_node_out, nk = nm + (size_t)e->n_groups + (size_t)e->n_edges;
     for (int i = 0; i < e->n_bwd; i++)
         if (!memcmp(e->bwd[i].mask, mask, nk) && e->bwd[i].sum == sum)
             return &e->bwd[i];
@@ -227,6 +252,11 @@ jg_bwd_variant *jg_entry_backward(jg_entry *e, const unsigned char *mask, uint64
         variant_free(e, &v);
         return NULL;
     }
+    if (memchr(own + nm + e->n_groups, 1, (size_t)e->n_edges) &&
+        fold_grads(e, &v, own + nm + e->n_groups) < 0) {
+        variant_free(e, &v);
+        return NULL;
+    }
     if (jg_compile_passes(v.g, true) < 0 || !(v.plan = e->backend->plan_new(v.g))) {
         variant_free(e, &v);
         return NULL;
@@ -277,8 +307,8 @@ static bool use_redirect(const jg_node *n, int nr, jg_edge *to) {
     return true;
 }
 
-static const jg_node_vt use_vt = {use_apply, use_release, use_release, use_name,
-                                  false,     NULL,        use_redirect};
+static const jg_node_vt use_vt = {use_apply, use_release, use_release,  use_name,
+                                  false,     NULL,        use_redirect, NULL};
 
 static jg_tensor *use_new(jg_tensor *in, bool fresh) {
     jg_tensor *a = NULL;
@@ -666,6 +696,45 @@ static uint64_t sum_mode(const jg_node *n, const jg_entry *e, const void **tgt, 
     return any ? JG_SUM_IN_GRAPH : 0;
 }
 
+/* Which edges' leaves get their .grad folded into the gradient this call
+ * sends (jg_engine_leaf_grad): the first edge of an input whose whole
+ * gradient one output carries (its only edge, or its sum in the graph), when
+ * every edge of this call to that leaf comes from that input.  Only under
+ * the c backend, where the add joins the loop that computes the gradient;
+ * the interpreter would run it as a kernel of its own into a new buffer,
+ * one more stream than the engine's in-place add.  Sets fold[h] per edge,
+ * returns how many. */
+static int fold_mode(const jg_node *n, const jg_entry *e, uint64_t sum, const void *const *tgt,
+                     unsigned char *fold) {
+    memset(fold, 0, (size_t)e->n_edges);
+    int n_fold = 0;
+    if (e->backend != &jg_backend_c)
+        return 0;
+    for (int h = 0; h < e->n_edges; h++) {
+        bool head = true, whole = true;
+        for (int k = 0; k < e->n_edges && head; k++)
+            if (k != h && e->edge_input[k] == e->edge_input[h]) {
+                head = k > h;
+                whole = sum == JG_SUM_IN_GRAPH;
+            }
+        if (!head || !whole || !tgt[h])
+            continue;
+        bool own = true;
+        for (int k = 0; k < e->n_edges && own; k++)
+            own = tgt[k] != tgt[h] || e->edge_input[k] == e->edge_input[h];
+        jg_tensor *g = own ? jg_engine_leaf_grad(n, h) : NULL;
+        jg_meta m;
+        if (g) {
+            jg_meta_of(g, &m);
+            if (jg_meta_equal(&m, &e->fwd_ad->vals[e->fwd_ad->inputs[e->edge_input[h]]].meta)) {
+                fold[h] = 1;
+                n_fold++;
+            }
+        }
+    }
+    return n_fold;
+}
+
 static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                        bool create_graph) {
     compiled_node *c = (compiled_node *)n;
@@ -676,7 +745,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
         return cnode_apply_create_graph(c, gout, reached);
     /* the variant's key: per node output, then per input group (sum_mode) */
     unsigned char mask_small[64], *mask = mask_small;
-    if (e->n_node_out + e->n_groups > 64 && !(mask = malloc((size_t)(e->n_node_out + e->n_groups))))
+    int nk = e->n_node_out + e->n_groups + e->n_edges;
+    if (nk > 64 && !(mask = malloc((size_t)nk)))
         return jg_errorf("out of memory in backward");
     bool any = false;
     for (int k = 0; k < e->n_node_out; k++) {
@@ -699,6 +769,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
         return jg_errorf("out of memory in backward");
     }
     uint64_t sum = sum_mode(n, e, tgt, acc, mask + e->n_node_out);
+    unsigned char *fold = mask + e->n_node_out + e->n_groups;
+    int n_fold = fold_mode(n, e, sum, tgt, fold);
     jg_bwd_variant *v = jg_entry_backward(e, mask, sum);
     if (mask != mask_small)
         free(mask);
@@ -720,7 +792,10 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     int rc = 0;
     for (int k = 0; k < v->n_in && rc == 0; k++) {
         int src = v->in_src[k];
-        if (src <= -1 - e->n_node_out)
+        if (src <= -1 - e->n_node_out - e->n_edges) {
+            if (!(bin[k] = jg_engine_leaf_grad(n, -1 - e->n_node_out - e->n_edges - src)))
+                rc = jg_errorf("internal error: the .grad to fold in is gone");
+        } else if (src <= -1 - e->n_node_out)
             bin[k] = *acc[-1 - e->n_node_out - src];
         else if (src < 0)
             bin[k] = gout[-1 - src];
@@ -732,9 +807,14 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     if (rc == 0) {
         for (int k = 0; k < n_out; k++)
             gin[k] = jg_scope_track(bout[k]); /* borrowed from the engine's scope */
-        /* the sums include what the engine held: it starts again from them */
+        /* the sums include what the engine held: it starts again from them
+         * (and .grad, where folded, is replaced by them at the commit) */
+        for (int k = 0; n_fold && k < v->n_in; k++)
+            if (v->in_src[k] <= -1 - e->n_node_out - e->n_edges)
+                jg_engine_leaf_grad_folded(n, -1 - e->n_node_out - e->n_edges - v->in_src[k]);
         for (int k = 0; k < v->n_in; k++)
-            if (v->in_src[k] <= -1 - e->n_node_out) {
+            if (v->in_src[k] <= -1 - e->n_node_out &&
+                v->in_src[k] > -1 - e->n_node_out - e->n_edges) {
                 jg_tensor **a = acc[-1 - e->n_node_out - v->in_src[k]];
                 jg_release(*a);
                 *a = NULL;
@@ -797,8 +877,14 @@ static void cnode_edges_reached(const jg_node *n, jg_tensor *const *gout, const 
     }
 }
 
-static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy, cnode_name,
-                                    true,        cnode_edges_reached, cnode_redirect};
+/* Custom functions' callbacks (opaque, or a traced one's own backward) are
+ * user code. */
+static bool cnode_pure(const jg_node *n) {
+    return !((const compiled_node *)n)->e->has_custom;
+}
+
+static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy,  cnode_name,
+                                    true,        cnode_edges_reached, cnode_redirect, cnode_pure};
 
 /* ------------------------------------------------------------------- run */
 

@@ -493,7 +493,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->n_groups = jg_entry_count_groups(e);
     /* the full backward: every node output received a gradient, the engine
      * holds nothing for any input yet */
-    unsigned char *all = calloc((size_t)(e->n_node_out + e->n_groups), 1);
+    unsigned char *all = calloc((size_t)(e->n_node_out + e->n_groups + e->n_edges), 1);
     jg_bwd_variant v = {all, r.bwd, NULL, r.n_in, r.in_src, 0};
     if (!outs || !all || !e->saved_val || !e->saved_src || !e->saved_check) {
         free(outs);

@@ -55,14 +55,19 @@ typedef struct jg_bwd_variant {
      * gradient; JG_BWD_REACHED, it was reached without one (only when the
      * graph has custom calls); else 0.  Then per input with several
      * contributions (n_groups of them, in edge order): 1 when its sum in the
-     * graph starts from the gradient the engine held for it (owned) */
+     * graph starts from the gradient the engine held for it (owned).  Then
+     * per edge h (n_edges): 1 when the gradient sent along it is the
+     * input's .grad plus the gradient (jg_engine_leaf_grad; h is the
+     * input's first edge) */
     unsigned char *mask;
     jg_graph *g;
     void *plan; /* of the entry's backend */
     int n_in;
     int *in_src; /* >= 0: saved index; < 0: -1 - k, gradient of node output k;
                     <= -1 - n_node_out: -1 - n_node_out - h, the gradient the engine
-                    held for the input of edge h before the call added to it */
+                    held for the input of edge h before the call added to it;
+                    <= -1 - n_node_out - n_edges: -1 - n_node_out - n_edges - h, the
+                    .grad of edge h's leaf (folded in) */
     /* 0: one output per contribution, the engine sums them; or
      * JG_SUM_IN_GRAPH: the contributions of each input are summed in the
      * graph (jg_autodiff_sum_contribs), from a held gradient as the mask's

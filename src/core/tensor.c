@@ -38,7 +38,12 @@ _Thread_local uint32_t jg_trace_capture;
 #ifndef JG_POOL_BINS
 #define JG_POOL_BINS 8
 #endif
-#define JG_POOL_MAX_BYTES ((size_t)64 << 20)
+/* Large enough for the handful of full-size buffers one step of a large
+ * elementwise program frees and allocates again (a forward + backward over
+ * 4M-float tensors cycles four of 16 MiB): a block that does not fit is
+ * unmapped, and the next one of its size is faulted in again, 4096 faults
+ * per 16 MiB, 6 ms on the development VM, three times the time to write it. */
+#define JG_POOL_MAX_BYTES ((size_t)256 << 20)
 
 typedef struct pool_blk {
     struct pool_blk *next;

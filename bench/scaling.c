@@ -1,0 +1,77 @@
+/* 1 vs N threads on the kernels of issue 12's scaling target, outside
+ * Python and the suite's batching:
+ *
+ *   scaling KERNEL THREADS [CALLS [GAP_US]]
+ *
+ * KERNEL: max_dim1 (max over dim 1 of 1024x1024 f32, values and indices)
+ * or tanh (1M f32), grad mode off.  Prints the best, 10th percentile and
+ * median wall time of one call over CALLS calls, and the process's CPU time
+ * per call (every thread's).  GAP_US: a busy wait between calls; past the
+ * pool's spin time (20 us, src/core/parallel.c) the workers sleep, and each
+ * call then pays their wake-up.  On a loaded machine the best call shows
+ * what the kernel does when it has the cores; the median what it got. */
+#include "bench.h"
+
+#include <jitgrad.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static double cpu_now(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "max_dim1") && strcmp(argv[1], "tanh"))) {
+        fprintf(stderr, "usage: %s max_dim1|tanh THREADS [CALLS [GAP_US]]\n", argv[0]);
+        return 2;
+    }
+    int threads = atoi(argv[2]), calls = argc > 3 ? atoi(argv[3]) : 300;
+    double gap = argc > 4 ? atof(argv[4]) * 1e-6 : 0;
+    if (threads < 1 || calls < 1 || jg_set_num_threads(threads) < 0) {
+        fprintf(stderr, "scaling: bad thread or call count\n");
+        return 2;
+    }
+    jg_set_grad_enabled(false);
+    jg_manual_seed(0);
+    bool tanh_k = !strcmp(argv[1], "tanh");
+    jg_tensor *x = tanh_k ? jg_randn(JG_F32, 1, (int64_t[]){1 << 20})
+                          : jg_randn(JG_F32, 2, (int64_t[]){1024, 1024});
+    double *t = malloc(sizeof(double) * (size_t)calls);
+    if (!x || !t) {
+        fprintf(stderr, "scaling: %s\n", x ? "out of memory" : jg_last_error());
+        return 1;
+    }
+    double c0 = cpu_now();
+    for (int i = -3; i < calls; i++) {
+        jg_scope_push();
+        double t0 = bench_now();
+        jg_tensor *v = NULL, *ix = NULL;
+        int rc = tanh_k ? (jg_tanh(x) ? 0 : -1) : jg_max_dim(x, 1, false, &v, &ix);
+        double dt = bench_now() - t0;
+        jg_scope_pop();
+        if (rc < 0) {
+            fprintf(stderr, "scaling: %s\n", jg_last_error());
+            return 1;
+        }
+        if (i < 0)
+            c0 = cpu_now(); /* warm-up calls: not counted */
+        else
+            t[i] = dt;
+        for (double g0 = bench_now(); bench_now() - g0 < gap;)
+            ;
+    }
+    double cpu = (cpu_now() - c0) / calls;
+    qsort(t, (size_t)calls, sizeof *t, bench_cmp);
+    printf("jitgrad scaling_%s threads=%d gap_us=%.0f best_us=%.4g p10_us=%.4g median_us=%.4g "
+           "cpu_per_call_us=%.4g\n",
+           argv[1], threads, gap * 1e6, t[0] * 1e6, t[calls / 10] * 1e6, t[calls / 2] * 1e6,
+           cpu * 1e6);
+    free(t);
+    return 0;
+}
