@@ -1332,8 +1332,14 @@ static void drop(jg_cgen_plan *p, jg_tensor *t) {
     jg_pool_drop(&p->pool, t);
 }
 
-static jg_tensor *alloc_out(jg_cgen_plan *p, const jg_meta *m) {
-    return jg_pool_alloc(&p->pool, m);
+static jg_tensor *alloc_out(jg_cgen_plan *p, int v, const jg_meta *m) {
+    return jg_pool_alloc_value(&p->pool, v, m);
+}
+
+int jg_cgen_plan_make_static(jg_cgen_plan *p) {
+    if (p->interp) /* no object could be made: the interpreter runs it */
+        return jg_interp_plan_make_static(p->interp);
+    return jg_pool_make_static(&p->pool, p->g);
 }
 
 static int64_t dummy_elem[2];
@@ -1382,7 +1388,7 @@ static const void *rt_elem(void *ctx, int v) {
 
 static void *rt_out(void *ctx, int v) {
     jg_cgen_plan *p = ctx;
-    jg_tensor *t = alloc_out(p, &p->g->vals[v].meta);
+    jg_tensor *t = alloc_out(p, v, &p->g->vals[v].meta);
     if (!t)
         return NULL;
     p->vals[v] = t;

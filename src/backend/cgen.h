@@ -23,6 +23,9 @@ typedef struct jg_cgen_plan jg_cgen_plan;
  * compiler's message) on failure. */
 jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g);
 void jg_cgen_plan_free(jg_cgen_plan *p);
+/* Mode "reduce-overhead": buffers per value kept across calls
+ * (backend/static_plan.h).  Before the first run; 0 or -1 + error. */
+int jg_cgen_plan_make_static(jg_cgen_plan *p);
 /* Same contract as jg_interp_run: inputs borrowed, outputs new references
  * (NULL for a "none" output).  Not thread safe per plan.  0 or -1. */
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs);
