@@ -121,12 +121,21 @@ static bool repeated_scalar(const jg_graph *g, int u) {
  * (read once), and its row must not be JG_OPF_NOFUSE (a libm call would
  * keep gcc from vectorizing the whole loop; such an op runs its eager
  * kernel between the fused loops, with the same results). */
+_Thread_local bool jg_cgen_split_math;
+
+/* Whether an op's expression calls exp, log, tanh or erf (jg_cgen_split_math). */
+static bool calls_math(const char *cexpr) {
+    return strstr(cexpr, "jg_ew_exp") || strstr(cexpr, "jg_ew_log") ||
+           strstr(cexpr, "jg_ew_tanh") || strstr(cexpr, "jg_ew_erf");
+}
+
 static bool fusable(const jg_graph *g, const jg_gnode *n) {
     if (n->kind != JG_GN_OP)
         return false;
     const jg_op_info *info = &jg_ops[n->op];
     if (!(info->flags & JG_OPF_ELEMENTWISE) || !info->cexpr || n->n_out != 1 || n->n_in < 1 ||
-        n->n_in > 2 || (info->flags & JG_OPF_NOFUSE))
+        n->n_in > 2 || (info->flags & JG_OPF_NOFUSE) ||
+        (jg_cgen_split_math && calls_math(info->cexpr)))
         return false;
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {

@@ -43,6 +43,12 @@ bool jg_cgen_available(char *why, size_t why_size);
 /* Statistics of the most recent plan made by this thread (tests). */
 void jg_cgen_last_stats(int *n_loops, int *n_fused, bool *cache_hit);
 
+/* While set, plans this thread makes leave the elementwise ops whose
+ * expression calls exp, log, tanh or erf to their eager kernels (vectorised
+ * by the library) instead of fusing them: max-autotune's "split" variant
+ * (compile/modes.c).  The same values either way. */
+extern _Thread_local bool jg_cgen_split_math;
+
 /* Test hook: appended to every generated source (e.g. "#error ..."), so
  * tests can check how compiler failures are reported. */
 extern const char *jg_cgen_debug_extra_source;

@@ -15,7 +15,9 @@
  * backend's fused loops or the interpreter's one kernel per op (BLAS and
  * the library's kernels for everything), each with the thread pool or on
  * the calling thread alone (results do not depend on the thread count,
- * core/parallel.h).  A graph with custom function calls is not tuned (their
+ * core/parallel.h), and on the c backend also its loops with the ops that
+ * call exp, log, tanh or erf left to the library's vectorised kernels
+ * (backend/cgen.h, jg_cgen_split_math).  A graph with custom function calls is not tuned (their
  * callbacks would run once per trial): it runs as "default". */
 #include "compile/compile.h"
 
@@ -49,13 +51,30 @@ static void *cgen_static_new(const jg_graph *g) {
 
 /* ---- max-autotune ---- */
 
-enum { MAX_VARIANTS = 4, TRIALS = 3 };
+/* Whether g has an elementwise op that calls exp, log, tanh or erf (one the
+ * split variant leaves to its kernel). */
+static bool has_math(const jg_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        const char *e = n->kind == JG_GN_OP ? jg_ops[n->op].cexpr : NULL;
+        if (e && (strstr(e, "jg_ew_exp") || strstr(e, "jg_ew_log") || strstr(e, "jg_ew_tanh") ||
+                  strstr(e, "jg_ew_erf")))
+            return true;
+    }
+    return false;
+}
 
+enum { MAX_VARIANTS = 6, TRIALS = 3 };
+
+/* A variant: a backend's plan (made with or without split math loops), run
+ * with or without the thread pool.  A serial variant shares the plan of the
+ * variant before it. */
 typedef struct tune_plan {
     const jg_graph *g;
     int n;
     const jg_backend *be[MAX_VARIANTS];
     void *plan[MAX_VARIANTS];
+    bool split[MAX_VARIANTS];
     bool serial[MAX_VARIANTS];
     int chosen; /* -1 until the first run */
 } tune_plan;
@@ -76,22 +95,37 @@ static tune_plan *tune_new(const jg_graph *g, const jg_backend *base) {
         return jg_errorf_null("out of memory planning a graph");
     tp->g = g;
     tp->chosen = -1;
-    const jg_backend *kinds[2] = {base, NULL};
-    if (!strcmp(base->name, "c")) /* the generated loops, or the library's kernels */
-        kinds[1] = base == &jg_backend_c_ro ? &jg_backend_interp_ro : &jg_backend_interp;
-    for (int k = 0; k < 2 && kinds[k]; k++)
+    /* the generated loops; with the math ops split out; the library's kernels */
+    const jg_backend *kinds[3] = {base, NULL, NULL};
+    bool split[3] = {false, false, false};
+    int n_kinds = 1;
+    if (!strcmp(base->name, "c")) {
+        kinds[1] = base;
+        split[1] = true;
+        kinds[2] = base == &jg_backend_c_ro ? &jg_backend_interp_ro : &jg_backend_interp;
+        n_kinds = 3;
+    }
+    for (int k = 0; k < n_kinds; k++) {
+        if (split[k] && !has_math(g))
+            continue; /* the same code as the plain loops */
         for (int serial = 0; serial < 2; serial++) {
             int i = tp->n++;
             tp->be[i] = kinds[k];
+            tp->split[i] = split[k];
             tp->serial[i] = serial;
             if (serial) /* the same plan, run without the pool */
                 continue;
-            if (!(tp->plan[i] = kinds[k]->plan_new(g))) {
+            bool prev = jg_cgen_split_math;
+            jg_cgen_split_math = split[k];
+            tp->plan[i] = kinds[k]->plan_new(g);
+            jg_cgen_split_math = prev;
+            if (!tp->plan[i]) {
                 tp->n--;
                 tune_free(tp);
                 return NULL;
             }
         }
+    }
     return tp;
 }
 
@@ -114,7 +148,10 @@ static double now_s(void) {
 }
 
 static void variant_name(const tune_plan *tp, int i, char *buf, size_t n) {
-    snprintf(buf, n, "%s%s", !strcmp(tp->be[i]->name, "c") ? "c loops" : "interp kernels",
+    snprintf(buf, n, "%s%s",
+             strcmp(tp->be[i]->name, "c") ? "interp kernels"
+             : tp->split[i]               ? "c loops, math split out"
+                                          : "c loops",
              tp->serial[i] ? " on 1 thread" : "");
 }
 
@@ -171,7 +208,7 @@ static int tune(tune_plan *tp, jg_tensor *const *in, jg_tensor **out) {
         if (best[i] >= 0 && best[i] < best[tp->chosen])
             tp->chosen = i;
     if (log) {
-        char name[64], line[512];
+        char name[64], line[1024];
         size_t len = 0;
         for (int i = 0; i < tp->n && len < sizeof line; i++) {
             if (best[i] < 0)
