@@ -51,6 +51,8 @@ static void *cgen_static_new(const jg_graph *g) {
 
 /* ---- max-autotune ---- */
 
+int jg_modes_debug_force = -1;
+
 /* Whether g has an elementwise op that calls exp, log, tanh or erf (one the
  * split variant leaves to its kernel). */
 static bool has_math(const jg_graph *g) {
@@ -213,6 +215,9 @@ static int tune(tune_plan *tp, jg_tensor *const *in, jg_tensor **out) {
     for (int i = 1; i < tp->n; i++)
         if (best[i] >= 0 && best[i] < best[tp->chosen])
             tp->chosen = i;
+    if (jg_modes_debug_force >= 0 && jg_modes_debug_force < tp->n &&
+        best[jg_modes_debug_force] >= 0)
+        tp->chosen = jg_modes_debug_force;
     if (log) {
         char name[64], line[1024];
         size_t len = 0;

@@ -7,8 +7,10 @@
 #include "testutil.h"
 
 #include "backend/static_plan.h"
+#include "compile/compile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,11 +279,131 @@ static void test_modes_block_step(void **state) {
     check_training(1);
 }
 
+/* ---- every max-autotune variant gives the bits of eager ---- */
+
+static const char *const variant_names[6] = {"c loops (",
+                                             "c loops on 1 thread (",
+                                             "c loops, math split out (",
+                                             "c loops, math split out on 1 thread (",
+                                             "interp kernels (",
+                                             "interp kernels on 1 thread ("};
+static int forced;
+
+static void forced_block_training(void) {
+    model e = {0}, k = {0};
+    double le[STEPS], lk[STEPS];
+    model_init(&e, 1);
+    train(&e, NULL, le);
+    model_init(&k, 1);
+    jg_compiled *c =
+        jg_compile(p_step, &k, &(jg_compile_options){.backend = "c", .fullgraph = true});
+    assert_int_equal(jg_compiled_set_mode(c, "max-autotune"), 0);
+    train(&k, c, lk);
+    assert_memory_equal(le, lk, sizeof le);
+    for (int i = 0; i < e.n_p; i++)
+        TU_SAME(k.p[i], e.p[i]);
+    jg_compiled_free(c);
+    model_free(&k);
+    model_free(&e);
+    /* a large elementwise graph: the pool's chunks in the threaded variants */
+    tune_backend = "c";
+    tune_run();
+}
+
+static void test_modes_autotune_every_variant(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        skip();
+    int threads = jg_get_num_threads();
+    assert_int_equal(jg_set_num_threads(2), 0); /* so the 1-thread variants are timed too */
+    const char *was = getenv("JITGRAD_LOG");
+    char *prev = was ? strdup(was) : NULL;
+    setenv("JITGRAD_LOG", "autotune", 1);
+    for (forced = 0; forced < 6; forced++) {
+        jg_modes_debug_force = forced;
+        char *err = tu_capture_stderr(forced_block_training);
+        jg_modes_debug_force = -1;
+        /* the block's step graph (it has GELU: six variants) ran the forced one */
+        char want[96];
+        snprintf(want, sizeof want, "runs with %s", variant_names[forced]);
+        assert_non_null(strstr(err, want));
+        free(err);
+    }
+    if (prev)
+        setenv("JITGRAD_LOG", prev, 1);
+    else
+        unsetenv("JITGRAD_LOG");
+    free(prev);
+    assert_int_equal(jg_set_num_threads(threads), 0);
+}
+
+/* ---- a graph with a custom function is not tuned ---- */
+
+static int twice_fwd(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx, (void)n;
+    out[0] = jg_mul_scalar(in[0], 2.0);
+    return 1;
+}
+static int twice_bwd(jg_ctx *ctx, int n_out, jg_tensor *const *dout, int n_in, jg_tensor **din) {
+    (void)ctx, (void)n_out, (void)n_in;
+    din[0] = jg_mul_scalar(dout[0], 2.0);
+    return 1;
+}
+static const jg_function Twice = {"Twice", twice_fwd, twice_bwd, NULL};
+
+static int p_custom(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *y;
+    if (jg_apply(&Twice, 1, in, NULL, 0, &y) < 0)
+        return -1;
+    out[0] = jg_exp(y);
+    return 1;
+}
+
+static void custom_run(void) {
+    jg_compiled *c = jg_compile(p_custom, NULL, &(jg_compile_options){.backend = tune_backend});
+    assert_int_equal(jg_compiled_set_mode(c, "max-autotune"), 0);
+    jg_tensor *x = jg_keep(tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(0.5, -1, 2))), *y = NULL;
+    jg_tensor *want = jg_keep(jg_exp(jg_mul_scalar(x, 2.0)));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &y), 1);
+        TU_SAME(y, want);
+        jg_release(jg_keep(y));
+    }
+    jg_compiled_free(c);
+    jg_release(x), jg_release(want);
+}
+
+static void test_modes_custom_runs_as_default(void **state) {
+    (void)state;
+    const char *was = getenv("JITGRAD_LOG");
+    char *prev = was ? strdup(was) : NULL;
+    setenv("JITGRAD_LOG", "autotune", 1);
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        tune_backend = backends[b];
+        char *err = tu_capture_stderr(custom_run);
+        assert_non_null(strstr(err, "runs as default (it calls custom functions)"));
+        assert_null(strstr(err, "runs with"));
+        free(err);
+    }
+    if (prev)
+        setenv("JITGRAD_LOG", prev, 1);
+    else
+        unsetenv("JITGRAD_LOG");
+    free(prev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_modes_unknown),      TU_TEST(test_modes_held_output),
-        TU_TEST(test_modes_autotune_log), TU_TEST(test_modes_mlp_step),
+        TU_TEST(test_modes_unknown),
+        TU_TEST(test_modes_held_output),
+        TU_TEST(test_modes_autotune_log),
+        TU_TEST(test_modes_mlp_step),
         TU_TEST(test_modes_block_step),
+        TU_TEST(test_modes_autotune_every_variant),
+        TU_TEST(test_modes_custom_runs_as_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
