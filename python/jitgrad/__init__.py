@@ -367,9 +367,9 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     an error, otherwise the call runs eagerly.  backend: "interp", "c", or
     PyTorch's names ("inductor" -> the fastest available, "eager" and
     "aot_eager" -> "interp").  mode: None or one of PyTorch's, not together
-    with options ("default"; "reduce-overhead": each graph keeps its buffers
-    across calls, a replay allocates nothing and never overwrites an output
-    still held; "max-autotune-no-cudagraphs": each graph's first call times
+    with options ("default"; "reduce-overhead": each graph keeps its
+    intermediate buffers across calls, a replay allocates only its outputs
+    and never overwrites one still held; "max-autotune-no-cudagraphs": each graph's first call times
     its schedules and keeps the fastest; "max-autotune": both; results are
     bitwise the same in every mode, see docs/compiler.md "Modes"); an
     unknown mode is an error.  dynamic: None (automatic: tensor dims whose size changed between

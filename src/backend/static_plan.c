@@ -76,7 +76,10 @@ jg_static_plan *jg_static_plan_new(const jg_graph *g) {
     }
     /* greedy: a node's outputs take a slot of the same dtype and shape whose
      * value died before the node (not at it: no output shares a buffer with
-     * an operand), else a new one */
+     * an operand), else a new one.  Values that escape (graph outputs, and
+     * what they view) get none: the caller's tensor may take history whose
+     * node holds this plan's entry, and a slot holding it would make a
+     * cycle */
     for (int i = 0; i < nn; i++) {
         const jg_gnode *n = &g->nodes[i];
         if (!allocates(n))
@@ -84,9 +87,10 @@ jg_static_plan *jg_static_plan_new(const jg_graph *g) {
         for (int o = 0; o < n->n_out; o++) {
             int v = n->out[o], s;
             const jg_meta *m = &g->vals[v].meta;
+            if (last[v] == INT_MAX)
+                continue;
             for (s = 0; s < sp->n_slots; s++)
-                if (until[s] < i && last[v] != INT_MAX && sp->users[s] && until[s] != INT_MAX &&
-                    jg_meta_equal(smeta[s], m))
+                if (until[s] < i && jg_meta_equal(smeta[s], m))
                     break;
             if (s == sp->n_slots) {
                 sp->n_slots++;
@@ -131,8 +135,7 @@ jg_tensor *jg_static_plan_alloc(jg_static_plan *sp, int v, const jg_meta *m) {
         sp->users[s] = 1;
         sp->slot[v] = s;
     } else {
-        /* empty, resized, or still held by a caller (whose tensor it is
-         * now): the new buffer replaces it */
+        /* empty, or resized: the new buffer replaces it */
         jg_release(t);
     }
     sp->buf[s] = jg_retain(n);

@@ -2,9 +2,9 @@
  * over the two real ones:
  *
  *   "default"                     the backend itself
- *   "reduce-overhead"             its plans keep a buffer per value across
- *                                 calls (backend/static_plan.h): a replay
- *                                 allocates nothing
+ *   "reduce-overhead"             its plans keep a buffer per intermediate
+ *                                 value across calls (backend/static_plan.h):
+ *                                 a replay allocates only its outputs
  *   "max-autotune-no-cudagraphs"  per graph, the first run times the
  *                                 variants below on the real inputs and
  *                                 keeps the fastest
