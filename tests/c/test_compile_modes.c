@@ -106,6 +106,46 @@ static void test_modes_held_output(void **state) {
     }
 }
 
+/* Regression: outputs with history (their node holds the entry) once sat
+ * in the static plan's slots, a cycle that kept entry, plan and buffers
+ * alive after jg_compiled_free. */
+static jg_tensor *w_hist;
+static int p_hist(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_tanh(jg_matmul(jg_relu(jg_matmul(in[0], w_hist)), w_hist));
+    return out[0] ? 1 : -1;
+}
+
+static void test_modes_output_history_freed(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_scope_push();
+        jg_manual_seed(5);
+        jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(8, 16));
+        w_hist = jg_randn(JG_F32, 2, TU_SHAPE(16, 16));
+        jg_set_requires_grad(w_hist, true);
+        int64_t before = jg_memory_allocated();
+        for (int md = 1; md < N_MODES; md++) {
+            jg_compiled *c =
+                jg_compile(p_hist, NULL, &(jg_compile_options){.backend = backends[b]});
+            assert_int_equal(jg_compiled_set_mode(c, modes[md]), 0);
+            jg_scope_push();
+            for (int i = 0; i < 3; i++) {
+                jg_tensor *y = NULL;
+                assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &y), 1);
+                assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+            }
+            jg_scope_pop();
+            jg_compiled_free(c);
+            jg_clear_grad(w_hist);
+            assert_int_equal(jg_memory_allocated(), before);
+        }
+        jg_scope_pop();
+    }
+}
+
 /* ---- max-autotune logs the variant it keeps ---- */
 
 static const char *tune_backend;
@@ -409,6 +449,7 @@ int main(void) {
         TU_TEST(test_modes_block_step),
         TU_TEST(test_modes_autotune_every_variant),
         TU_TEST(test_modes_custom_runs_as_default),
+        TU_TEST(test_modes_output_history_freed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
