@@ -27,15 +27,26 @@ then ratio tables (markdown) and a machine-readable results file.
   7. gpt_stats bench/gpt_stats.py: the same step on jitgrad at 1 thread,
                tokens/s, peak tensor bytes, graphs traced and calls run
                eagerly over 100 steps, with a fixed and a changing batch size
+  8. steps     bench/step_modes.py: a whole training step (forward, backward,
+               SGD, zero_grad) of the MLP (784-256-256-10, batch 64) and a
+               small transformer block (width 64, sequence 32, batch 16):
+               PyTorch eager, jitgrad eager, and compiled as one graph in
+               each mode (default, reduce-overhead, max-autotune), median
+               us per step (wall, and CPU time); ROUNDS rounds alternating
+               the libraries; then the graphs traced over 100 steps whose
+               batch size changes (an epoch's partial last batch, random)
 
 Environment: JITGRAD_BUILD_DIR (default ./build), JITGRAD_PYTHON (PyTorch's
 interpreter, default /usr/bin/python3), JITGRAD_BENCH_PYTHON (an interpreter
 that imports jitgrad, default $JITGRAD_BUILD_DIR/python-venv/bin/python),
 BENCH_QUICK=1 (one short round, the slow C workloads skipped: a smoke test,
-not a measurement), BENCH_THREADS (default: 1 and the number of cores).
+not a measurement), BENCH_THREADS (default: 1 and the number of cores),
+BENCH_SECTIONS (a comma-separated subset of kernels, roofline, latency,
+older, gpt, gpt_stats, steps; default all: e.g. BENCH_SECTIONS=steps runs
+section 8 alone).
 Output: the tables on stdout, $JITGRAD_BUILD_DIR/bench/results.json (quick
 runs: results-quick.json, so a smoke run leaves the last measurement alone;
-BENCH_RESULTS overrides the path)."""
+BENCH_SECTIONS=a,b: results-a-b.json; BENCH_RESULTS overrides the path)."""
 
 import datetime
 import json
@@ -57,6 +68,13 @@ QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
 ROUNDS = 1 if QUICK else 5
 BIN = os.path.join(BUILD, "bench")
 KERNELS_PY = os.path.join(ROOT, "bench", "kernels.py")
+
+SECTIONS = [x for x in os.environ.get("BENCH_SECTIONS", "").split(",") if x]
+
+
+def want(section):
+    return not SECTIONS or section in SECTIONS
+
 
 LINE = re.compile(r"^(\S+) (\S+)((?: \S+=\S*)+)\s*$")
 
@@ -181,7 +199,7 @@ def main():
     groups = "kernels,fused,mlp"
     py = {}
     thread_note = {}
-    for r in range(ROUNDS):
+    for r in range(ROUNDS if want("kernels") else 0):
         order = libs if r % 2 == 0 else libs[::-1]
         for n in threads:
             for lib, exe in order:
@@ -199,7 +217,7 @@ def main():
     # ---- (2), (3) from C: eager/interp/c and the bounds, per thread count
     croof = {}
     roof = os.path.join(BIN, "roofline")
-    for n in threads:
+    for n in threads if want("roofline") else []:
         for what in ("fused", "mlp"):
             if os.access(roof, os.X_OK):
                 out = run(f"roofline {what} threads={n}", [roof, what, str(n)], env=thread_env(n))
@@ -208,7 +226,7 @@ def main():
 
     # ---- (4) compile latency: empty cache, then a new process on the warm cache
     latency = {}
-    if os.access(roof, os.X_OK):
+    if os.access(roof, os.X_OK) and want("latency"):
         cache = tempfile.mkdtemp(prefix="jg-bench-cache-")
         try:
             for phase in ("empty_cache", "warm_disk_cache"):
@@ -225,18 +243,18 @@ def main():
     older, older_text = {}, {}
     env1 = thread_env(1)
     eo = os.path.join(BIN, "eager_ops")
-    if os.access(eo, os.X_OK):
+    if os.access(eo, os.X_OK) and want("older"):
         out = run("eager_ops", [eo] + (["chain"] if QUICK else []), env=env1)
         for impl, name, kv in parse(out):
             older[(impl, name)] = kv
-    if any(lib == "torch" for lib, _ in libs) and not QUICK:
+    if any(lib == "torch" for lib, _ in libs) and not QUICK and want("older"):
         out = run("torch_eager.py", [TORCH_PY, os.path.join(ROOT, "bench", "torch_eager.py")],
                   env=env1)
         for impl, name, kv in parse(out):
             older[(impl, name)] = kv
     # instruction counts of the eager chain: the stable per-op overhead figure
     ci = os.path.join(BIN, "chain_iters")
-    if os.access(ci, os.X_OK) and shutil.which("valgrind"):
+    if os.access(ci, os.X_OK) and shutil.which("valgrind") and want("older"):
         counts = {}
         for n in (10, 30):
             cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", ci, str(n)]
@@ -251,14 +269,14 @@ def main():
                 "instr_per_op": per_iter / 100, "instr_per_iter": per_iter}
     for prog in ("chains", "compile_backends", "compile_overhead"):
         path = os.path.join(BIN, prog)
-        if os.access(path, os.X_OK) and not (QUICK and prog != "chains"):
+        if os.access(path, os.X_OK) and not (QUICK and prog != "chains") and want("older"):
             older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)
 
     # ---- (6) the GPT training step (examples/gpt/train.py)
     gpt = {}
     train_py = os.path.join(ROOT, "examples", "gpt", "train.py")
     gpt_steps = "6" if QUICK else "40"
-    for n in threads:
+    for n in threads if want("gpt") else []:
         for lib, exe in libs:
             for comp in (("none",) if lib == "torch" else ("none", "interp", "c")):
                 for attn in ("builtin", "custom"):
@@ -278,7 +296,7 @@ def main():
     # batch size that changes every 10th step
     gpt_stats = []
     stats_py = os.path.join(ROOT, "bench", "gpt_stats.py")
-    for vary in ([], ["--vary"]):
+    for vary in ([], ["--vary"]) if want("gpt_stats") else ():
         cmd = [JG_PY, stats_py, "--steps", "12" if QUICK else "100"] + vary
         if vary:
             cmd += ["--modes", "interp,c,step-c"]
@@ -286,6 +304,28 @@ def main():
         for line in out.splitlines():
             if line.startswith("gpt_stats "):
                 gpt_stats.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
+
+    # ---- (8) whole training steps in each compile mode (bench/step_modes.py)
+    steps = {}
+    traces = []
+    step_py = os.path.join(ROOT, "bench", "step_modes.py")
+    for r in range((1 if QUICK else ROUNDS) if want("steps") else 0):
+        order = libs if r % 2 == 0 else libs[::-1]
+        for n in threads:
+            for model in ("mlp", "block"):
+                for lib, exe in order:
+                    cmd = [exe, step_py, "--lib", lib, "--model", model, "--threads", str(n),
+                           "--steps", "10" if QUICK else "40"]
+                    out = run(f"steps {lib} {model} threads={n} round {r + 1}", cmd,
+                              env=thread_env(n))
+                    for impl, name, kv in parse(out):
+                        steps.setdefault((impl, name, kv.get("mode"), n), []).append(kv)
+    for model in ("mlp", "block") if want("steps") else ():
+        if any(lib == "jitgrad" for lib, _ in libs):
+            cmd = [JG_PY, step_py, "--lib", "jitgrad", "--model", model, "--vary",
+                   "--modes", "default,reduce-overhead"]
+            for impl, name, kv in parse(run(f"steps traces {model}", cmd, env=thread_env(1))):
+                traces.append(dict(kv, workload=name))
 
     # ---- tables
     res = {"meta": meta, "kernels": [], "fused": [], "fused_acc": [], "mlp": [], "latency": latency,
@@ -427,6 +467,36 @@ def main():
         out.append(table(["mode", "batch size", "ms/step", "tokens/s", "peak MB", "graphs",
                           "eager calls"], rows))
 
+    if steps:
+        res["steps"] = []
+        out.append(f"\n## Whole training step per compile mode (bench/step_modes.py; us per step, "
+                   f"median of {1 if QUICK else ROUNDS} rounds of per-step medians; CPU: "
+                   f"process CPU time; / torch: wall time over PyTorch eager's)\n")
+        rows = []
+        for n in threads:
+            for name in sorted({k[1] for k in steps}):
+                t_ref = steps.get(("torch", name, "eager", n))
+                t_us = statistics.median(kv["us"] for kv in t_ref) if t_ref else None
+                for (impl, nm, mode, nn_), kvs in steps.items():
+                    if nm != name or nn_ != n:
+                        continue
+                    us = statistics.median(kv["us"] for kv in kvs)
+                    cpu = statistics.median(kv["cpu_us"] for kv in kvs)
+                    label = "PyTorch eager" if impl == "torch" else f"jitgrad {mode}"
+                    rows.append([f"{n}T", name, label, us, cpu,
+                                 ratio(us, t_us) if impl != "torch" else None])
+                    res["steps"].append({"threads": n, "workload": name, "lib": impl,
+                                         "mode": mode, "us": us, "cpu_us": cpu})
+        out.append(table(["threads", "workload", "implementation", "us", "CPU us", "/ torch"],
+                         rows))
+    if traces:
+        res["step_traces"] = traces
+        out.append("\n## Graphs traced by a compiled step over 100 steps with a changing batch "
+                   "size (bench/step_modes.py --vary, 1 thread)\n")
+        out.append(table(["workload", "mode", "batches", "graphs traced", "eager calls"],
+                         [[e["workload"], e["mode"], e["batches"], int(e["traces"]),
+                           int(e["eager_calls"])] for e in traces]))
+
     for prog, text in older_text.items():
         if text.strip():
             out.append(f"\n## {prog} (build/bench/{prog}, 1 thread)\n\n```\n{text.rstrip()}\n```")
@@ -441,8 +511,9 @@ def main():
           f"{', QUICK: not a measurement' if QUICK else ''})")
     res["markdown"] = text
     path = os.environ.get(
-        "BENCH_RESULTS", os.path.join(BIN, "results-quick.json" if QUICK else "results.json")
-    )
+        "BENCH_RESULTS",
+        os.path.join(BIN, "results-quick.json" if QUICK
+                     else f"results-{'-'.join(SECTIONS)}.json" if SECTIONS else "results.json"))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(res, f, indent=1)

@@ -366,6 +366,15 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * the first call; 0 or -1 + error.  See docs/compiler.md, "Dynamic shapes". */
 enum { JG_DYNAMIC_OFF = 0, JG_DYNAMIC_AUTO = 1, JG_DYNAMIC_ON = 2 };
 int jg_compiled_set_dynamic(jg_compiled *c, int mode);
+/* PyTorch's compile mode= (docs/compiler.md, "Modes"): "default" (or
+ * NULL); "reduce-overhead", each graph keeps a buffer per intermediate value
+ * across calls (a replay allocates only its outputs, which are the
+ * caller's: never overwritten by a later call); "max-autotune-no-cudagraphs", each graph's first
+ * run times its schedules (generated loops or the library's kernels, with or without the thread
+ * pool) and keeps the fastest; "max-autotune", both.  Results are bitwise those of "default" in
+ * every mode.  Before the first call; 0, or -1
+ * + error for an unknown mode ("Unrecognized mode=..."). */
+int jg_compiled_set_mode(jg_compiled *c, const char *mode);
 /* While a program is traced: it compared sizes (or integers computed from
  * them) a and b with op JG_SIZES_EQ ... JG_SIZES_GE and went on by the
  * result, or (JG_SIZES_OPAQUE) used size a in a way the library cannot

@@ -19,6 +19,7 @@
 #pragma weak jg_compiled_entries
 #pragma weak jg_compiled_fallbacks
 #pragma weak jg_compiled_set_dynamic
+#pragma weak jg_compiled_set_mode
 #pragma weak jg_sizes_note
 #pragma weak jg_compiled_set_input_namer
 
@@ -804,12 +805,12 @@ static void compiled_dealloc(PyObject *o) {
 }
 
 static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", "dynamic", NULL};
+    static char *kwlist[] = {"fn", "backend", "fullgraph", "verify", "dynamic", "mode", NULL};
     PyObject *fn, *dynamic = Py_None;
-    const char *backend = "interp";
+    const char *backend = "interp", *mode = NULL;
     int fullgraph = 0, verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sppO:Compiled", kwlist, &fn, &backend, &fullgraph,
-                                     &verify, &dynamic))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sppOz:Compiled", kwlist, &fn, &backend,
+                                     &fullgraph, &verify, &dynamic, &mode))
         return NULL;
     /* PyTorch's dynamic=: None automatic, True from the first call, False never */
     if (dynamic != Py_None && !PyBool_Check(dynamic)) {
@@ -866,6 +867,20 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
         jg_compiled_free(self->c);
         self->c = NULL;
+    }
+    if (self->c && mode && strcmp(mode, "default")) {
+        if (!jg_compiled_set_mode) {
+            jg_compiled_free(self->c);
+            self->c = NULL;
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_RuntimeError,
+                            "jitgrad.compile: this build of libjitgrad has no compile modes");
+            return NULL;
+        }
+        if (jg_compiled_set_mode(self->c, mode) < 0) {
+            jg_compiled_free(self->c);
+            self->c = NULL;
+        }
     }
     if (!self->c) {
         Py_DECREF(self);

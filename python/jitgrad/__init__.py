@@ -366,10 +366,13 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     item(), tolist(), numpy()) cannot be traced: with fullgraph=True that is
     an error, otherwise the call runs eagerly.  backend: "interp", "c", or
     PyTorch's names ("inductor" -> the fastest available, "eager" and
-    "aot_eager" -> "interp").  mode: None or one of PyTorch's ("default",
-    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"; all run
-    as "default" today), not together with options; an unknown mode is an
-    error.  dynamic: None (automatic: tensor dims whose size changed between
+    "aot_eager" -> "interp").  mode: None or one of PyTorch's, not together
+    with options ("default"; "reduce-overhead": each graph keeps its
+    intermediate buffers across calls, a replay allocates only its outputs
+    and never overwrites one still held; "max-autotune-no-cudagraphs": each graph's first call times
+    its schedules and keeps the fastest; "max-autotune": both; results are
+    bitwise the same in every mode, see docs/compiler.md "Modes"); an
+    unknown mode is an error.  dynamic: None (automatic: tensor dims whose size changed between
     two traces, all from one size to one other, are not traced again per
     size where the graph allows, see docs/compiler.md "Dynamic shapes"),
     True (so from the first call) or False (every new size traces).  A
@@ -399,14 +402,15 @@ def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None, mode=None, 
     if isinstance(fn, nn.Module):
         from ._compile_module import OptimizedModule
         return OptimizedModule(fn, lambda f: compile(f, fullgraph=fullgraph, backend=backend,
-                                                     dynamic=dynamic, verify=verify))
+                                                     dynamic=dynamic, mode=mode, verify=verify))
     b = _BACKENDS[backend]
     if b == "auto" and _shutil.which("cc") is None and _shutil.which("gcc") is None:
         b = "interp"
     if dynamic is not None and not isinstance(dynamic, _builtins.bool):
         raise TypeError(f"jitgrad.compile: dynamic must be None, True or False, not "
                         f"{type(dynamic).__name__}")
-    compiled = _C.Compiled(fn, b, _builtins.bool(fullgraph), _builtins.bool(verify), dynamic)
+    compiled = _C.Compiled(fn, b, _builtins.bool(fullgraph), _builtins.bool(verify), dynamic,
+                           mode)
 
     @_functools.wraps(fn)
     def compiled_fn(*args, **kwargs):

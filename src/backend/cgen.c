@@ -121,12 +121,21 @@ static bool repeated_scalar(const jg_graph *g, int u) {
  * (read once), and its row must not be JG_OPF_NOFUSE (a libm call would
  * keep gcc from vectorizing the whole loop; such an op runs its eager
  * kernel between the fused loops, with the same results). */
+_Thread_local bool jg_cgen_split_math;
+
+/* Whether an op's expression calls exp, log, tanh or erf (jg_cgen_split_math). */
+static bool calls_math(const char *cexpr) {
+    return strstr(cexpr, "jg_ew_exp") || strstr(cexpr, "jg_ew_log") ||
+           strstr(cexpr, "jg_ew_tanh") || strstr(cexpr, "jg_ew_erf");
+}
+
 static bool fusable(const jg_graph *g, const jg_gnode *n) {
     if (n->kind != JG_GN_OP)
         return false;
     const jg_op_info *info = &jg_ops[n->op];
     if (!(info->flags & JG_OPF_ELEMENTWISE) || !info->cexpr || n->n_out != 1 || n->n_in < 1 ||
-        n->n_in > 2 || (info->flags & JG_OPF_NOFUSE))
+        n->n_in > 2 || (info->flags & JG_OPF_NOFUSE) ||
+        (jg_cgen_split_math && calls_math(info->cexpr)))
         return false;
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {
@@ -1332,8 +1341,14 @@ static void drop(jg_cgen_plan *p, jg_tensor *t) {
     jg_pool_drop(&p->pool, t);
 }
 
-static jg_tensor *alloc_out(jg_cgen_plan *p, const jg_meta *m) {
-    return jg_pool_alloc(&p->pool, m);
+static jg_tensor *alloc_out(jg_cgen_plan *p, int v, const jg_meta *m) {
+    return jg_pool_alloc_value(&p->pool, v, m);
+}
+
+int jg_cgen_plan_make_static(jg_cgen_plan *p) {
+    if (p->interp) /* no object could be made: the interpreter runs it */
+        return jg_interp_plan_make_static(p->interp);
+    return jg_pool_make_static(&p->pool, p->g);
 }
 
 static int64_t dummy_elem[2];
@@ -1382,7 +1397,7 @@ static const void *rt_elem(void *ctx, int v) {
 
 static void *rt_out(void *ctx, int v) {
     jg_cgen_plan *p = ctx;
-    jg_tensor *t = alloc_out(p, &p->g->vals[v].meta);
+    jg_tensor *t = alloc_out(p, v, &p->g->vals[v].meta);
     if (!t)
         return NULL;
     p->vals[v] = t;

@@ -23,6 +23,9 @@ typedef struct jg_cgen_plan jg_cgen_plan;
  * compiler's message) on failure. */
 jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g);
 void jg_cgen_plan_free(jg_cgen_plan *p);
+/* Mode "reduce-overhead": buffers per value kept across calls
+ * (backend/static_plan.h).  Before the first run; 0 or -1 + error. */
+int jg_cgen_plan_make_static(jg_cgen_plan *p);
 /* Same contract as jg_interp_run: inputs borrowed, outputs new references
  * (NULL for a "none" output).  Not thread safe per plan.  0 or -1. */
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs);
@@ -39,6 +42,12 @@ bool jg_cgen_available(char *why, size_t why_size);
 
 /* Statistics of the most recent plan made by this thread (tests). */
 void jg_cgen_last_stats(int *n_loops, int *n_fused, bool *cache_hit);
+
+/* While set, plans this thread makes leave the elementwise ops whose
+ * expression calls exp, log, tanh or erf to their eager kernels (vectorised
+ * by the library) instead of fusing them: max-autotune's "split" variant
+ * (compile/modes.c).  The same values either way. */
+extern _Thread_local bool jg_cgen_split_math;
 
 /* Test hook: appended to every generated source (e.g. "#error ..."), so
  * tests can check how compiler failures are reported. */

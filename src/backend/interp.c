@@ -75,6 +75,10 @@ void jg_interp_plan_free(jg_interp_plan *p) {
     free(p);
 }
 
+int jg_interp_plan_make_static(jg_interp_plan *p) {
+    return jg_pool_make_static(&p->pool, p->g);
+}
+
 static void drop(jg_interp_plan *p, jg_tensor *t) {
     jg_pool_drop(&p->pool, t);
 }
@@ -244,7 +248,7 @@ int jg_interp_run_op(jg_buffer_pool *pool, const jg_graph *g, const jg_gnode *n,
         in[k] = vals[n->in[k]];
     if (!(info->flags & JG_OPF_VIEW))
         for (int k = 0; k < n->n_out && rc == 0; k++)
-            if (!(out[k] = jg_pool_alloc(pool, &g->vals[n->out[k]].meta)))
+            if (!(out[k] = jg_pool_alloc_value(pool, n->out[k], &g->vals[n->out[k]].meta)))
                 rc = -1;
     if (rc == 0)
         rc = info->kernel(&n->attrs, in, out);

@@ -14,6 +14,9 @@ typedef struct jg_interp_plan jg_interp_plan;
 /* The graph must outlive the plan and not change after this. */
 jg_interp_plan *jg_interp_plan_new(const jg_graph *g);
 void jg_interp_plan_free(jg_interp_plan *p);
+/* Mode "reduce-overhead": the plan keeps a buffer per value across calls
+ * (backend/static_plan.h).  Before the first run; 0 or -1 + error. */
+int jg_interp_plan_make_static(jg_interp_plan *p);
 /* inputs: one tensor per graph input (borrowed; metas must match).  outputs:
  * one per graph output, new references (NULL for a "none" output).  Not
  * thread safe per plan (the buffer pool).  0 or -1. */

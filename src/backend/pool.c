@@ -1,5 +1,6 @@
 /* Per-plan buffer reuse (see pool.h). */
 #include "backend/pool.h"
+#include "backend/static_plan.h"
 
 #include <string.h>
 
@@ -12,6 +13,10 @@ static bool poolable(const jg_tensor *t) {
 void jg_pool_drop(jg_buffer_pool *p, jg_tensor *t) {
     if (!t)
         return;
+    if (p->sp) { /* the plan's slot holds its own reference */
+        jg_release(t);
+        return;
+    }
     if (p->n < JG_POOL_MAX && poolable(t)) {
         p->t[p->n++] = t;
         return;
@@ -32,8 +37,25 @@ jg_tensor *jg_pool_alloc(jg_buffer_pool *p, const jg_meta *m) {
     return jg_tensor_alloc(m->dtype, m->ndim, m->shape);
 }
 
+jg_tensor *jg_pool_alloc_value(jg_buffer_pool *p, int v, const jg_meta *m) {
+    if (p->sp)
+        return jg_static_plan_alloc(p->sp, v, m);
+    return jg_pool_alloc(p, m);
+}
+
 void jg_pool_clear(jg_buffer_pool *p) {
     for (int i = 0; i < p->n; i++)
         jg_release(p->t[i]);
     p->n = 0;
+    jg_static_plan_free(p->sp);
+    p->sp = NULL;
+}
+
+int jg_pool_make_static(jg_buffer_pool *p, const jg_graph *g) {
+    jg_static_plan *sp = jg_static_plan_new(g);
+    if (!sp)
+        return -1;
+    jg_static_plan_free(p->sp);
+    p->sp = sp;
+    return 0;
 }

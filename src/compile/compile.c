@@ -87,7 +87,7 @@ static int interp_run(void *p, jg_tensor *const *in, jg_tensor **out) {
 static void interp_free(void *p) {
     jg_interp_plan_free(p);
 }
-const jg_backend jg_backend_interp = {"interp", interp_new, interp_run, interp_free};
+const jg_backend jg_backend_interp = {"interp", interp_new, interp_run, interp_free, NULL};
 static void *cgen_new(const jg_graph *g) {
     return jg_cgen_plan_new(g);
 }
@@ -97,7 +97,7 @@ static int cgen_run(void *p, jg_tensor *const *in, jg_tensor **out) {
 static void cgen_free(void *p) {
     jg_cgen_plan_free(p);
 }
-const jg_backend jg_backend_c = {"c", cgen_new, cgen_run, cgen_free};
+const jg_backend jg_backend_c = {"c", cgen_new, cgen_run, cgen_free, NULL};
 
 bool jg_compile_backend_available(const char *backend) {
     if (!backend || !strcmp(backend, "interp"))
@@ -119,6 +119,20 @@ void jg_compiled_free(jg_compiled *c) {
 
 int jg_compiled_entries(const jg_compiled *c) {
     return c ? c->n_entries : 0;
+}
+
+int jg_compiled_set_mode(jg_compiled *c, const char *mode) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_mode: compiled function is NULL");
+    const jg_backend *be = jg_mode_backend(c->backend, mode);
+    if (!be)
+        return -1;
+    if (c->n_entries)
+        return jg_errorf("jg_compiled_set_mode: the program was already traced (%d entries); "
+                         "set it before the first call",
+                         c->n_entries);
+    c->backend = be;
+    return 0;
 }
 
 int jg_compiled_set_dynamic(jg_compiled *c, int mode) {

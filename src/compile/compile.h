@@ -20,8 +20,18 @@ typedef struct jg_backend {
     void *(*plan_new)(const jg_graph *g);
     int (*run)(void *plan, jg_tensor *const *inputs, jg_tensor **outputs);
     void (*plan_free)(void *plan);
+    const char *mode; /* PyTorch's mode= it serves (compile/modes.c); NULL: "default" */
 } jg_backend;
 extern const jg_backend jg_backend_interp, jg_backend_c;
+/* Mode "reduce-overhead" of each (compile/modes.c). */
+extern const jg_backend jg_backend_interp_ro, jg_backend_c_ro;
+/* The backend running base (interp or c, any mode) in mode (NULL:
+ * "default"); NULL + PyTorch's error for an unknown mode. */
+const jg_backend *jg_mode_backend(const jg_backend *base, const char *mode);
+/* Test hook: when >= 0, max-autotune keeps variant number
+ * jg_modes_debug_force of each graph it tunes (when the graph has it)
+ * whatever the timings, so tests can check every variant's bits. */
+extern int jg_modes_debug_force;
 
 typedef struct jg_in_key {
     jg_meta meta;

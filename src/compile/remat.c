@@ -82,7 +82,7 @@ static int chain_cost(const remat_ctx *c, int v, int budget) {
 
 int jg_entry_remat_choose(jg_entry *e, const jg_autodiff_result *r) {
     const jg_graph *f = e->fwd_ad;
-    if (e->backend != &jg_backend_c || !f)
+    if (strcmp(e->backend->name, "c") || !f) /* (any mode of c) */
         return 0;
     size_t nv = (size_t)f->n_vals;
     bool *leaf = calloc(3 * nv + 1, sizeof *leaf), *exposed = leaf + nv, *remat = exposed + nv;

@@ -53,6 +53,15 @@ static inline bool jg_parallel_inside(void) {
     return jg_parallel_inside_;
 }
 
+/* Makes this thread's loops run inline on it (on) or as usual (off) until
+ * called again; returns the previous setting.  Mode max-autotune times a
+ * graph both ways (results are the same, only the speed differs). */
+static inline bool jg_parallel_set_inline(bool on) {
+    bool prev = jg_parallel_inside_;
+    jg_parallel_inside_ = on;
+    return prev;
+}
+
 /* True if a loop over n elements in chunks of JG_PARALLEL_GRAIN would run on
  * the pool: the test kernels make before splitting their work. */
 static inline bool jg_parallel_worth(int64_t n) {
