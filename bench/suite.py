@@ -453,10 +453,11 @@ def main():
                    f"state, jitgrad.max_memory_allocated)\n")
         rows = [[{"step-c": "whole step compiled (c)"}.get(e["mode"], e["mode"]),
                   "every 10th batch smaller" if e["vary"] == "1" else "fixed",
-                  float(e["ms"]), float(e["tokens_per_s"]), float(e["peak_MB"]),
+                  float(e["ms"]), float(e["cpu_ms"]) if "cpu_ms" in e else None,
+                  float(e["tokens_per_s"]), float(e["peak_MB"]),
                   int(e["graphs"]), int(e["eager_calls"])] for e in gpt_stats]
-        out.append(table(["mode", "batch size", "ms/step", "tokens/s", "peak MB", "graphs",
-                          "eager calls"], rows))
+        out.append(table(["mode", "batch size", "ms/step", "CPU ms/step", "tokens/s", "peak MB",
+                          "graphs", "eager calls"], rows))
 
     for prog, text in older_text.items():
         if text.strip():
