@@ -1,15 +1,17 @@
 """The GPT example's training step on jitgrad, measured from the inside:
-median ms/step, tokens/s, the peak bytes of tensor data during the steady
-steps (jitgrad.max_memory_allocated), and how many graphs were traced and
-how many calls ran eagerly (graph breaks) over the run.  Modes: eager;
-compile(model) on interp / c (backward and AdamW outside the program); the
-whole step (forward, backward, AdamW, zero_grad) compiled on c.  --vary
-makes every 10th batch one sample smaller (the last partial batch of an
-epoch, over and over): how many traces a changing batch size costs.
+median ms/step (wall clock, and the process's CPU time, which on a machine
+shared with other work follows the load less), tokens/s, the peak bytes of
+tensor data during the steady steps (jitgrad.max_memory_allocated), and how
+many graphs were traced and how many calls ran eagerly (graph breaks) over
+the run.  Modes: eager; compile(model) on interp / c (backward and AdamW
+outside the program); the whole step (forward, backward, AdamW, zero_grad)
+compiled on c.  --vary makes every 10th batch one sample smaller (the last
+partial batch of an epoch, over and over): how many traces a changing batch
+size costs.
 
   build/python-venv/bin/python bench/gpt_stats.py [--steps 100] [--vary]
 
-Prints one line per mode: `gpt_stats mode=... ms=... tokens_per_s=...
+Prints one line per mode: `gpt_stats mode=... ms=... cpu_ms=... tokens_per_s=...
 peak_MB=... graphs=... eager_calls=...` (bench/suite.py reads them)."""
 import argparse
 import importlib.util
@@ -50,7 +52,7 @@ def run_mode(mode, args, train, M):
     run = torch.compile(step, backend="c") if mode == "step-c" else step
     data, _ = train.load_data(args.data, 128)
     it = train.batches(data, args.batch, args.block, train.SplitMix64(1337))
-    times, tokens = [], 0
+    times, cpu, tokens = [], [], 0
     for i in range(args.steps):
         xs, ys = next(it)
         if args.vary and i % 10 == 9:
@@ -59,9 +61,10 @@ def run_mode(mode, args, train, M):
         if i == 2:  # steady state from here: compiled, optimizer state made
             torch.reset_peak_memory_stats()
             base = torch.memory_allocated()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run(x, y).item()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if i >= 2:
             tokens += len(xs) * args.block
     steady = times[2:]
@@ -70,7 +73,9 @@ def run_mode(mode, args, train, M):
         mode, getattr(fwd.forward, "_jitgrad_compiled", None))
     graphs = comp.entries() if comp else 0
     eager_calls = comp.fallbacks() if comp else 0
+    cpu_ms = 1000 * statistics.median(cpu[2:])
     print(f"gpt_stats mode={mode} vary={int(args.vary)} steps={args.steps} ms={ms:.3f} "
+          f"cpu_ms={cpu_ms:.3f} "
           f"tokens_per_s={tokens / sum(steady):.0f} "
           f"peak_MB={(torch.max_memory_allocated() - base) / 2**20:.2f} graphs={graphs} "
           f"eager_calls={eager_calls}", flush=True)

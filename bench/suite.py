@@ -23,7 +23,9 @@ then ratio tables (markdown) and a machine-readable results file.
                ms per training step for PyTorch and jitgrad eager / interp /
                c (the whole step compiled as one graph), builtin and custom attention,
                against the FLOP bound (6 x params x tokens + attention, at
-               the sgemm rate of item 3 measured in the same run)
+               the sgemm rate of item 3 measured in the same run); PyTorch
+               with OpenBLAS's own kernels and, where jitgrad selected others,
+               again with OPENBLAS_CORETYPE set to jitgrad's
   7. gpt_stats bench/gpt_stats.py: the same step on jitgrad at 1 thread,
                tokens/s, peak tensor bytes, graphs traced and calls run
                eagerly over 100 steps, with a fixed and a changing batch size
@@ -132,6 +134,24 @@ def have(py, module):
     if not (os.path.isfile(py) or shutil.which(py)):
         return False
     return subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def blas_cores(libs):
+    """The OpenBLAS kernels each library runs on in its own process: jitgrad's
+    (jitgrad.backends.openblas.corename()) and PyTorch's (OpenBLAS's own
+    choice: its "Core: X" line under OPENBLAS_VERBOSE=2, the first sgemm
+    loading it)."""
+    cores = {}
+    for lib, exe in libs:
+        env = dict(os.environ, OPENBLAS_VERBOSE="2")
+        env.pop("OPENBLAS_CORETYPE", None)
+        code = ("import jitgrad; print('Core:', jitgrad.backends.openblas.corename())"
+                if lib == "jitgrad" else "import torch; torch.ones(2, 2) @ torch.ones(2, 2)")
+        p = subprocess.run([exe, "-c", code], env=env, capture_output=True, text=True)
+        found = re.findall(r"^Core: (\S+)", p.stdout + p.stderr, re.M)
+        if p.returncode == 0 and found:
+            cores[lib] = found[-1]
+    return cores
 
 
 def fmt(v, digits=4):
@@ -273,20 +293,32 @@ def main():
             older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)
 
     # ---- (6) the GPT training step (examples/gpt/train.py)
+    # PyTorch runs in its own process with OpenBLAS's own choice of kernels,
+    # as a user running it here gets; where jitgrad selected other kernels
+    # (docs/threads.md, "OpenBLAS's kernels") PyTorch runs a second time
+    # with OPENBLAS_CORETYPE set to them, the same sgemm as jitgrad's.
     gpt = {}
     train_py = os.path.join(ROOT, "examples", "gpt", "train.py")
     gpt_steps = "6" if QUICK else "40"
+    cores = blas_cores(libs)
+    meta["blas_cores"] = cores
+    gpt_libs = list(libs)
+    if cores.get("torch") and cores.get("jitgrad") and cores["torch"] != cores["jitgrad"]:
+        gpt_libs += [("torch_core", exe) for lib, exe in libs if lib == "torch"]
     for n in threads if want("gpt") else []:
-        for lib, exe in libs:
-            for comp in (("none",) if lib == "torch" else ("none", "interp", "c")):
+        for lib, exe in gpt_libs:
+            torch_lib = lib.startswith("torch")
+            for comp in (("none",) if torch_lib else ("none", "interp", "c")):
                 for attn in ("builtin", "custom"):
                     if QUICK and attn == "custom":
                         continue
                     cmd = [exe, train_py, "--quiet", "--steps", gpt_steps, "--threads", str(n),
-                           "--compile", comp, "--attn", attn] + (["--torch"] if lib == "torch"
+                           "--compile", comp, "--attn", attn] + (["--torch"] if torch_lib
                                                                  else [])
-                    out = run(f"gpt {lib} compile={comp} attn={attn} threads={n}", cmd,
-                              env=thread_env(n))
+                    env = thread_env(n)
+                    if lib == "torch_core":
+                        env["OPENBLAS_CORETYPE"] = cores["jitgrad"]
+                    out = run(f"gpt {lib} compile={comp} attn={attn} threads={n}", cmd, env=env)
                     m = re.search(r"median ([0-9.]+) ms/step", out)
                     if m:
                         gpt[(lib, comp, attn, n)] = float(m.group(1))
@@ -435,25 +467,32 @@ def main():
         flops = B_ * T_ * (6 * n_params + 12 * L_ * C_ * T_)
         out.append(f"\n## GPT training step (examples/gpt/train.py, default config, {n_params:,} "
                    f"parameters; ms per step, median of {gpt_steps} steps)\n")
+        out.append(f"OpenBLAS kernels: jitgrad {cores.get('jitgrad')}, PyTorch "
+                   f"{cores.get('torch')} (its own process); \"/ torch same kernels\": "
+                   f"PyTorch with OPENBLAS_CORETYPE={cores.get('jitgrad')}\n")
         rows = []
         res["gpt"] = []
         for n in threads:
             t_ref = gpt.get(("torch", "none", "builtin", n))
+            t_same = gpt.get(("torch_core", "none", "builtin", n), t_ref)
             rate = next((e.get("sgemm_GFLOPs") for e in res["mlp"] if e["threads"] == n), None)
             bound = flops / (rate * 1e9) * 1e3 if rate else None
             for (lib, comp, attn, nn_), ms in gpt.items():
                 if nn_ != n:
                     continue
-                label = "PyTorch eager" if lib == "torch" else f"jitgrad {comp if comp != 'none' else 'eager'}"
-                rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref) if lib != "torch" else None,
-                             ratio(ms, bound)])
+                label = {"torch": "PyTorch eager",
+                         "torch_core": f"PyTorch eager, OPENBLAS_CORETYPE={cores.get('jitgrad')}"
+                         }.get(lib, f"jitgrad {comp if comp != 'none' else 'eager'}")
+                jg = lib == "jitgrad"
+                rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref) if jg else None,
+                             ratio(ms, t_same) if jg else None, ratio(ms, bound)])
                 res["gpt"].append({"threads": n, "lib": lib, "compile": comp, "attn": attn,
                                    "ms": ms, "bound_ms": bound})
             if bound:
                 rows.append([f"{n}T", f"bound ({flops / 1e6:.0f} MFLOP at {rate:.3g} GFLOP/s)",
-                             "-", bound, None, Ratio(1)])
+                             "-", bound, None, None, Ratio(1)])
         out.append(table(["threads", "implementation", "attention", "ms/step", "/ torch",
-                          "/ bound"], rows))
+                          "/ torch same kernels", "/ bound"], rows))
 
     if gpt_stats:
         res["gpt_stats"] = gpt_stats
@@ -462,10 +501,11 @@ def main():
                    f"state, jitgrad.max_memory_allocated)\n")
         rows = [[{"step-c": "whole step compiled (c)"}.get(e["mode"], e["mode"]),
                   "every 10th batch smaller" if e["vary"] == "1" else "fixed",
-                  float(e["ms"]), float(e["tokens_per_s"]), float(e["peak_MB"]),
+                  float(e["ms"]), float(e["cpu_ms"]) if "cpu_ms" in e else None,
+                  float(e["tokens_per_s"]), float(e["peak_MB"]),
                   int(e["graphs"]), int(e["eager_calls"])] for e in gpt_stats]
-        out.append(table(["mode", "batch size", "ms/step", "tokens/s", "peak MB", "graphs",
-                          "eager calls"], rows))
+        out.append(table(["mode", "batch size", "ms/step", "CPU ms/step", "tokens/s", "peak MB",
+                          "graphs", "eager calls"], rows))
 
     if steps:
         res["steps"] = []

@@ -638,6 +638,19 @@ static PyObject *f_get_num_threads(PyObject *m, PyObject *unused) {
     return PyLong_FromLong(jg_get_num_threads());
 }
 
+/* The library's internal src/core/blas.h (not in the public header, which
+ * this extension builds against): OpenBLAS's kernels ("SkylakeX"), NULL for
+ * a BLAS that does not say.  Python: jitgrad.backends.openblas.corename(). */
+const char *jg_blas_corename(void);
+static PyObject *f_blas_corename(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    const char *name = jg_blas_corename();
+    if (!name)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
+}
+
 static PyObject *f_memory_allocated(PyObject *m, PyObject *unused) {
     (void)m;
     (void)unused;
@@ -676,6 +689,7 @@ static PyMethodDef module_functions[] = {
     {"manual_seed", f_manual_seed, METH_O, NULL},
     {"set_num_threads", f_set_num_threads, METH_O, NULL},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, NULL},
+    {"_blas_corename", f_blas_corename, METH_NOARGS, NULL},
     {"memory_allocated", f_memory_allocated, METH_NOARGS, NULL},
     {"max_memory_allocated", f_max_memory_allocated, METH_NOARGS, NULL},
     {"reset_peak_memory_stats", f_reset_peak_memory_stats, METH_NOARGS, NULL},

@@ -50,3 +50,32 @@ def test_bench_suite_parses_result_lines():
         sys.dont_write_bytecode = keep
     rows = suite.parse("# comment\njitgrad relu us=12.5 threads=2 tag=x\nnot a line\n")
     assert rows == [("jitgrad", "relu", {"us": 12.5, "threads": 2.0, "tag": "x"})]
+
+
+def test_bench_suite_blas_cores():
+    """The GPT section's note of each library's OpenBLAS kernels: jitgrad's
+    is what jitgrad.backends.openblas.corename() says; PyTorch's is
+    OpenBLAS's own choice in a process of its own."""
+    import jitgrad
+
+    sys.path.insert(0, os.path.dirname(SUITE))
+    keep, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        import suite
+    finally:
+        sys.path.pop(0)
+        sys.dont_write_bytecode = keep
+    libs = [("jitgrad", sys.executable)]
+    try:
+        import torch  # noqa: F401
+
+        libs.append(("torch", sys.executable))
+    except ImportError:
+        pass
+    cores = suite.blas_cores(libs)
+    if jitgrad.backends.openblas.corename() is None:
+        assert "jitgrad" not in cores
+        return
+    assert cores["jitgrad"] == jitgrad.backends.openblas.corename()
+    if len(libs) == 2:
+        assert isinstance(cores["torch"], str) and cores["torch"]

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "core/parallel.h"
 
+#include "core/blas.h"
 #include "core/tensor.h"
 
 #include <pthread.h>
@@ -260,6 +261,7 @@ int jg_set_num_threads(int n) {
 }
 
 void jg_blas_single_thread(void) {
+    jg_blas_init(); /* OpenBLAS's kernels are chosen before its first call */
     if (openblas_set_num_threads && (!openblas_get_num_threads || openblas_get_num_threads() != 1))
         openblas_set_num_threads(1);
 }

@@ -10,6 +10,7 @@
 #include "graph/graph.h"
 
 #include "core/strbuf.h"
+#include "optim/adam_fused.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,17 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
             emit(o, ", ignore_index=%lld", (long long)a->i[1]);
         if (n->op == JG_OP_NLL_LOSS_BACKWARD)
             emit(o, ", classes=%lld", (long long)a->i[3]);
+        return;
+    }
+    case JG_OP_ADAM_MOMENTS:
+    case JG_OP_ADAM_UPDATE: { /* attrs: optim/adam_fused.c */
+        jg_adam_fused_args h;
+        jg_adam_step_attrs_read(a, &h);
+        emit(o, ", betas=(%.17g, %.17g), eps=%.17g", h.beta1, h.beta2, h.eps);
+        if (h.decoupled)
+            emit(o, ", decay=%.17g", h.decay);
+        else if (h.weight_decay)
+            emit(o, ", weight_decay=%.17g", h.wd);
         return;
     }
     default: {

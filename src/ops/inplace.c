@@ -398,6 +398,37 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     UNTRACED(copy_run(dst, src));
 }
 
+int jg_inplace_take_(jg_tensor *dst, jg_tensor *src) {
+    if (!dst || !src || !src->sym || src->view || dst->view || dst->dtype != src->dtype ||
+        dst->ndim != src->ndim ||
+        memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)dst->ndim))
+        return jg_copy_(dst, src);
+    jg_tensor *s = dst;
+    if (jg_trace_captured(dst)) { /* as inplace_captured, committing instead of copying */
+        char why[300] = "";
+        s = jg_hooks.captured_write_begin ? jg_hooks.captured_write_begin(dst, src, why, sizeof why)
+                                          : NULL;
+        if (!s) {
+            char msg[400];
+            snprintf(msg, sizeof msg,
+                     "jg_copy_() on a tensor captured from outside the program: %s",
+                     why[0] ? why
+                            : "in-place operations involving captured tensors cannot be traced "
+                              "yet");
+            return untraceable(msg);
+        }
+        jg_scope_track(s);
+    }
+    if (!s->sym)
+        return jg_copy_(dst, src);
+    if (check_target("jg_copy_", s, src) < 0)
+        return -1;
+    int rc = s->view ? copy_run(s, src) : jg_inplace_commit(s, src);
+    if (rc < 0)
+        return -1;
+    return s != dst ? jg_hooks.captured_write_end(dst, s) : 0;
+}
+
 static int copy_run(jg_tensor *dst, jg_tensor *src) {
     if (!src)
         return jg_errorf("jg_copy_: source is NULL");

@@ -66,5 +66,9 @@ jg_tensor *jg_view_scatter(jg_tensor *t, jg_tensor *src);
  * shape and dtype; its own storage, or an alias of exactly self's memory).
  * Traced: self (or its base) takes r's value.  0 or -1. */
 int jg_inplace_commit(jg_tensor *self, jg_tensor *r);
+/* dst.copy_(src) for a src no one uses afterwards (a fused op's result):
+ * traced, with src of dst's shape and dtype and neither a view, dst takes
+ * src's value itself (no clone node in the graph); else jg_copy_. */
+int jg_inplace_take_(jg_tensor *dst, jg_tensor *src);
 
 #endif

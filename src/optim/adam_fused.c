@@ -8,8 +8,9 @@
  * scalar converted to T as the scalar ops convert it (a * (T)s).  The
  * build compiles with -ffp-contract=off, so no a * b + c here becomes an
  * FMA: the bits are those of the composed path (tests/c/test_adam_fused.c
- * compares them).  Never used while a program is traced: the graph needs
- * the composed ops. */
+ * compares them).  jg_adam_fused_ itself never runs while a program is
+ * traced; a traced step records the adam_moments and adam_update nodes
+ * (below), whose kernels do the same arithmetic. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,6 +19,8 @@
 
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/decls.h"
+#include "ops/viewtrack.h"
 #include "optim/adam_fused.h"
 #include "trace/trace.h"
 
@@ -65,50 +68,60 @@ static inline double flip_double(double x) {
     __attribute__((optimize("tree-vectorize", "unswitch-loops", "vect-cost-model=dynamic"),        \
                    target_clones("avx2", "default")))
 
+/* One element's update: reads p0[i], g[i], m0[i], v0[i] (and vmax[i]),
+ * writes p[i], m[i], v[i] (and vmax[i]). */
+#define ADAM_ELEM(T, SQRT)                                                                         \
+    do {                                                                                           \
+        T gi = g[i], pi = p0[i];                                                                   \
+        if (maximize)                                                                              \
+            gi = flip_##T(gi);                                                                     \
+        if (decoupled) {                                                                           \
+            pi = pi * decay; /* param.mul_(1 - lr * wd) */                                         \
+        } else if (weight_decay) {                                                                 \
+            T t = pi * wd; /* grad.add(param, alpha=wd) */                                         \
+            gi = gi + t;                                                                           \
+        }                                                                                          \
+        T mi = m0[i] * beta1; /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */                \
+        T gs = gi * omb1;                                                                          \
+        mi = mi + gs;                                                                              \
+        T vi = v0[i] * beta2; /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2) */         \
+        T gg = gi * omb2;                                                                          \
+        gg = gg * gi;                                                                              \
+        vi = vi + gg;                                                                              \
+        T sq = vi;                                                                                 \
+        if (amsgrad) { /* torch.maximum: a NaN on either side wins */                              \
+            T mx = vmax[i];                                                                        \
+            mx = vi != vi ? vi : mx < vi ? vi : mx;                                                \
+            vmax[i] = mx;                                                                          \
+            sq = mx;                                                                               \
+        }                                                                                          \
+        T d = SQRT(sq); /* (sqrt / bias_correction2_sqrt).add_(eps) */                             \
+        d = d * rbc2;                                                                              \
+        d = d + eps;                                                                               \
+        T u = mi * nss; /* param.addcdiv_(exp_avg, denom, value=-step_size) */                     \
+        u = u / d;                                                                                 \
+        p[i] = pi + u;                                                                             \
+        m[i] = mi;                                                                                 \
+        v[i] = vi;                                                                                 \
+    } while (0)
+
+#define ADAM_CONSTS(T)                                                                             \
+    const bool decoupled = a->decoupled, maximize = a->maximize, weight_decay = a->weight_decay;   \
+    const T decay = (T)a->decay, wd = (T)a->wd, beta1 = (T)a->beta1, omb1 = (T)a->one_minus_beta1, \
+            beta2 = (T)a->beta2, omb2 = (T)a->one_minus_beta2, rbc2 = (T)a->rbc2, eps = (T)a->eps, \
+            nss = (T)a->neg_step_size
+
 /* One loop per dtype: T the element type, SQRT its square root (sqrt on
  * float is sqrtf, as the composed kernel's <tgmath.h> sqrt). */
 #define ADAM_LOOP(name, T, SQRT)                                                                   \
     static ADAM_VECTORIZE void name(int64_t n, T *restrict p, const T *restrict g, T *restrict m,  \
                                     T *restrict v, T *restrict vmax,                               \
                                     const jg_adam_fused_args *a) {                                 \
-        const bool decoupled = a->decoupled, maximize = a->maximize,                               \
-                   weight_decay = a->weight_decay, amsgrad = vmax != NULL;                         \
-        const T decay = (T)a->decay, wd = (T)a->wd, beta1 = (T)a->beta1,                           \
-                omb1 = (T)a->one_minus_beta1, beta2 = (T)a->beta2, omb2 = (T)a->one_minus_beta2,   \
-                rbc2 = (T)a->rbc2, eps = (T)a->eps, nss = (T)a->neg_step_size;                     \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T gi = g[i], pi = p[i];                                                                \
-            if (maximize)                                                                          \
-                gi = flip_##T(gi);                                                                 \
-            if (decoupled) {                                                                       \
-                pi = pi * decay; /* param.mul_(1 - lr * wd) */                                     \
-            } else if (weight_decay) {                                                             \
-                T t = pi * wd; /* grad.add(param, alpha=wd) */                                     \
-                gi = gi + t;                                                                       \
-            }                                                                                      \
-            T mi = m[i] * beta1; /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */             \
-            T gs = gi * omb1;                                                                      \
-            mi = mi + gs;                                                                          \
-            T vi = v[i] * beta2; /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2) */      \
-            T gg = gi * omb2;                                                                      \
-            gg = gg * gi;                                                                          \
-            vi = vi + gg;                                                                          \
-            T sq = vi;                                                                             \
-            if (amsgrad) { /* torch.maximum: a NaN on either side wins */                          \
-                T mx = vmax[i];                                                                    \
-                mx = vi != vi ? vi : mx < vi ? vi : mx;                                            \
-                vmax[i] = mx;                                                                      \
-                sq = mx;                                                                           \
-            }                                                                                      \
-            T d = SQRT(sq); /* (sqrt / bias_correction2_sqrt).add_(eps) */                         \
-            d = d * rbc2;                                                                          \
-            d = d + eps;                                                                           \
-            T u = mi * nss; /* param.addcdiv_(exp_avg, denom, value=-step_size) */                 \
-            u = u / d;                                                                             \
-            p[i] = pi + u;                                                                         \
-            m[i] = mi;                                                                             \
-            v[i] = vi;                                                                             \
-        }                                                                                          \
+        ADAM_CONSTS(T);                                                                            \
+        const bool amsgrad = vmax != NULL;                                                         \
+        T *p0 = p, *m0 = m, *v0 = v;                                                               \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            ADAM_ELEM(T, SQRT);                                                                    \
     }
 
 ADAM_LOOP(adam_f32, float, sqrtf)
@@ -179,4 +192,262 @@ bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_te
     if (max_exp_avg_sq)
         max_exp_avg_sq->storage->version++;
     return true;
+}
+
+/* ---- the adam_moments and adam_update graph ops ----
+ *
+ * A traced Adam/AdamW step (a whole training step compiled as one graph)
+ * records two nodes per parameter instead of ~15 composed ops (an op has
+ * at most 4 operands and 2 outputs):
+ *   adam_moments(param, grad, exp_avg, exp_avg_sq) -> the new exp_avg and
+ *     exp_avg_sq;
+ *   adam_update(param, exp_avg, exp_avg_sq, scalars) -> the new param, where
+ *     scalars is f64[2] (step_size, bias_correction2_sqrt), which the graph
+ *     computes from the step count, since they change every step;
+ * the three tensors then take the results as their values (as a traced
+ * in-place op's target does).  The kernels do the one-pass loop's
+ * arithmetic, split where the moments are stored (each intermediate
+ * rounded as there), and derive rbc2 and -step_size from the two numbers
+ * as the eager step does (jg_adam_fused_scalars): a compiled step has the
+ * eager step's bits.
+ * attrs: i[0..7) the bit patterns of decay, wd, beta1, 1 - beta1, beta2,
+ * 1 - beta2, eps; keepdim: 1 decoupled (AdamW) | 2 weight_decay (Adam's). */
+
+void jg_adam_fused_scalars(jg_adam_fused_args *a, jg_dtype d, double step_size,
+                           double bias_correction2_sqrt) {
+    double s = bias_correction2_sqrt;
+    a->rbc2 = d == JG_F32 ? (double)(1.0f / (float)s) : 1.0 / s;
+    a->neg_step_size = -step_size;
+}
+
+static int64_t dbits(double x) {
+    int64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static double bitsd(int64_t u) {
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static jg_attrs step_attrs(const jg_adam_fused_args *a) {
+    jg_attrs at;
+    memset(&at, 0, sizeof at);
+    double v[7] = {a->decay,           a->wd, a->beta1, a->one_minus_beta1, a->beta2,
+                   a->one_minus_beta2, a->eps};
+    for (int k = 0; k < 7; k++)
+        at.i[k] = dbits(v[k]);
+    at.n = 7;
+    at.keepdim = (a->decoupled ? 1 : 0) | (a->weight_decay ? 2 : 0);
+    return at;
+}
+
+void jg_adam_step_attrs_read(const jg_attrs *at, jg_adam_fused_args *a) {
+    memset(a, 0, sizeof *a);
+    a->decoupled = at->keepdim & 1;
+    a->weight_decay = (at->keepdim & 2) != 0;
+    a->decay = bitsd(at->i[0]);
+    a->wd = bitsd(at->i[1]);
+    a->beta1 = bitsd(at->i[2]);
+    a->one_minus_beta1 = bitsd(at->i[3]);
+    a->beta2 = bitsd(at->i[4]);
+    a->one_minus_beta2 = bitsd(at->i[5]);
+    a->eps = bitsd(at->i[6]);
+}
+
+#define MOMENTS_LOOP(name, T)                                                                      \
+    static ADAM_VECTORIZE void name(int64_t n, T *restrict m, T *restrict v, const T *restrict p0, \
+                                    const T *restrict g, const T *restrict m0,                     \
+                                    const T *restrict v0, const jg_adam_fused_args *a) {           \
+        ADAM_CONSTS(T);                                                                            \
+        (void)maximize, (void)decay, (void)rbc2, (void)eps, (void)nss;                             \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T gi = g[i];                                                                           \
+            if (!decoupled && weight_decay) {                                                      \
+                T t = p0[i] * wd; /* grad.add(param, alpha=wd) */                                  \
+                gi = gi + t;                                                                       \
+            }                                                                                      \
+            T mi = m0[i] * beta1;                                                                  \
+            T gs = gi * omb1;                                                                      \
+            m[i] = mi + gs;                                                                        \
+            T vi = v0[i] * beta2;                                                                  \
+            T gg = gi * omb2;                                                                      \
+            gg = gg * gi;                                                                          \
+            v[i] = vi + gg;                                                                        \
+        }                                                                                          \
+    }
+
+#define UPDATE_LOOP(name, T, SQRT)                                                                 \
+    static ADAM_VECTORIZE void name(int64_t n, T *restrict p, const T *restrict p0,                \
+                                    const T *restrict m, const T *restrict v,                      \
+                                    const jg_adam_fused_args *a) {                                 \
+        ADAM_CONSTS(T);                                                                            \
+        (void)maximize, (void)weight_decay, (void)wd, (void)beta1, (void)omb1, (void)beta2,        \
+            (void)omb2;                                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T pi = p0[i];                                                                          \
+            if (decoupled)                                                                         \
+                pi = pi * decay;                                                                   \
+            T d = SQRT(v[i]);                                                                      \
+            d = d * rbc2;                                                                          \
+            d = d + eps;                                                                           \
+            T u = m[i] * nss;                                                                      \
+            u = u / d;                                                                             \
+            p[i] = pi + u;                                                                         \
+        }                                                                                          \
+    }
+
+MOMENTS_LOOP(moments_f32, float)
+MOMENTS_LOOP(moments_f64, double)
+UPDATE_LOOP(update_f32, float, sqrtf)
+UPDATE_LOOP(update_f64, double, sqrt)
+
+static bool same_meta(const jg_meta *x, const jg_meta *y) {
+    if (x->dtype != y->dtype || x->ndim != y->ndim)
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != y->shape[d])
+            return false;
+    return true;
+}
+
+static int check_param(const char *op, const jg_meta *p) {
+    if (p->dtype != JG_F32 && p->dtype != JG_F64)
+        return jg_errorf("%s(): expected a float32 or float64 parameter, got %s", op,
+                         jg_dtype_name(p->dtype));
+    return 0;
+}
+
+int jg_infer_adam_moments(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    if (check_param("adam_moments", &in[0]) < 0)
+        return -1;
+    static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq"};
+    for (int k = 1; k < 4; k++)
+        if (!same_meta(&in[k], &in[0]))
+            return jg_errorf("adam_moments(): %s must have the parameter's dtype and shape",
+                             names[k]);
+    out[0] = out[1] = in[0];
+    return 0;
+}
+
+int jg_infer_adam_update(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    if (check_param("adam_update", &in[0]) < 0)
+        return -1;
+    for (int k = 1; k < 3; k++)
+        if (!same_meta(&in[k], &in[0]))
+            return jg_errorf("adam_update(): %s must have the parameter's dtype and shape",
+                             k == 1 ? "exp_avg" : "exp_avg_sq");
+    if (in[3].ndim != 1 || in[3].shape[0] != 2 || in[3].dtype != JG_F64)
+        return jg_errorf("adam_update(): scalars must be a float64 tensor of 2 elements "
+                         "(step_size, bias_correction2_sqrt)");
+    out[0] = in[0];
+    return 0;
+}
+
+typedef struct {
+    char *out, *out2;             /* moments: exp_avg, exp_avg_sq; update: param */
+    const char *p0, *g, *m0, *v0; /* update: m0, v0 the new moments */
+    int64_t n;
+    const jg_adam_fused_args *a;
+    bool f64, update;
+} step_split;
+
+static void step_chunk(void *vc, int64_t lo, int64_t hi) {
+    const step_split *c = vc;
+    int64_t k = hi - lo;
+#define STEP_CHUNK(T, MOMENTS, UPDATE)                                                             \
+    do {                                                                                           \
+        if (c->update)                                                                             \
+            UPDATE(k, (T *)c->out + lo, (const T *)c->p0 + lo, (const T *)c->m0 + lo,              \
+                   (const T *)c->v0 + lo, c->a);                                                   \
+        else                                                                                       \
+            MOMENTS(k, (T *)c->out + lo, (T *)c->out2 + lo, (const T *)c->p0 + lo,                 \
+                    (const T *)c->g + lo, (const T *)c->m0 + lo, (const T *)c->v0 + lo, c->a);     \
+    } while (0)
+    if (c->f64)
+        STEP_CHUNK(double, moments_f64, update_f64);
+    else
+        STEP_CHUNK(float, moments_f32, update_f32);
+#undef STEP_CHUNK
+}
+
+/* t as a dense row: itself (a new reference) or a contiguous copy. */
+static jg_tensor *dense_row(jg_tensor *t) {
+    if (jg_dense(t))
+        return jg_retain(t);
+    jg_tensor *c = jg_tensor_alloc(t->dtype, t->ndim, t->shape);
+    if (c)
+        jg_copy_data(c, t);
+    return c;
+}
+
+/* The kernels' loop over dense copies of in[0..3), out[0..n_out). */
+static int step_run(jg_tensor *const *in, jg_tensor **out, const jg_adam_fused_args *a,
+                    bool update) {
+    jg_tensor *row[4] = {0};
+    int rc = 0, n_rows = update ? 3 : 4;
+    for (int k = 0; k < n_rows; k++)
+        if (!(row[k] = dense_row(in[k])))
+            rc = -1;
+    if (rc == 0) {
+        step_split c = {.out = jg_tensor_ptr(out[0]),
+                        .out2 = update ? NULL : jg_tensor_ptr(out[1]),
+                        .p0 = jg_tensor_ptr(row[0]),
+                        .g = update ? NULL : jg_tensor_ptr(row[1]),
+                        .m0 = jg_tensor_ptr(row[update ? 1 : 2]),
+                        .v0 = jg_tensor_ptr(row[update ? 2 : 3]),
+                        .n = in[0]->numel,
+                        .a = a,
+                        .f64 = in[0]->dtype == JG_F64,
+                        .update = update};
+        /* per element, so the chunks (and the thread count) do not change bits */
+        if (jg_parallel_worth(c.n))
+            jg_parallel_for(c.n, JG_PARALLEL_GRAIN, step_chunk, &c);
+        else if (c.n > 0)
+            step_chunk(&c, 0, c.n);
+    }
+    for (int k = 0; k < n_rows; k++)
+        jg_release(row[k]);
+    return rc;
+}
+
+int jg_k_adam_moments(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
+    jg_adam_fused_args a;
+    jg_adam_step_attrs_read(at, &a);
+    return step_run(in, out, &a, false);
+}
+
+int jg_k_adam_update(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
+    jg_adam_fused_args a;
+    jg_adam_step_attrs_read(at, &a);
+    double s[2];
+    jg_tensor *sc = dense_row(in[3]);
+    if (!sc)
+        return -1;
+    memcpy(s, jg_tensor_ptr(sc), sizeof s);
+    jg_release(sc);
+    jg_adam_fused_scalars(&a, in[0]->dtype, s[0], s[1]);
+    return step_run(in, out, &a, true);
+}
+
+int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,
+                         jg_tensor *exp_avg_sq, jg_tensor *step_size,
+                         jg_tensor *bias_correction2_sqrt, const jg_adam_fused_args *args) {
+    jg_attrs at = step_attrs(args);
+    jg_tensor *in[4] = {param, grad, exp_avg, exp_avg_sq}, *mv[2] = {0}, *p = NULL;
+    if (jg_op_call(JG_OP_ADAM_MOMENTS, &at, in, mv) < 0)
+        return -1;
+    jg_tensor *two[2] = {step_size, bias_correction2_sqrt};
+    jg_tensor *uin[4] = {param, mv[0], mv[1], jg_stack(2, two, 0)};
+    if (!uin[3] || jg_op_call(JG_OP_ADAM_UPDATE, &at, uin, &p) < 0)
+        return -1;
+    jg_tensor *dst[3] = {exp_avg, exp_avg_sq, param}, *src[3] = {mv[0], mv[1], p};
+    for (int k = 0; k < 3; k++) /* traced: no copy in the graph */
+        if (jg_inplace_take_(dst[k], src[k]) < 0)
+            return -1;
+    return 0;
 }

@@ -27,6 +27,27 @@ typedef struct {
 bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_tensor *exp_avg_sq,
                     jg_tensor *max_exp_avg_sq, const jg_adam_fused_args *args);
 
+/* Sets a's rbc2 and neg_step_size from the step's numbers, as the
+ * composed ops round them (the division by bias_correction2_sqrt is
+ * div_scalar's multiplication by its reciprocal in the tensors' dtype d). */
+void jg_adam_fused_scalars(jg_adam_fused_args *a, jg_dtype d, double step_size,
+                           double bias_correction2_sqrt);
+
+/* A traced step (a compiled whole training step): the adam_moments and
+ * adam_update graph nodes (adam_fused.c), whose results param, exp_avg and
+ * exp_avg_sq take as their values (untraced: copied into them).  step_size and
+ * bias_correction2_sqrt are the graph's 0-d f64 values; args' other numbers become the node's
+ * attributes (its maximize must be false: a traced step negates the gradient as an op first).
+ * Returns 0 or -1. */
+int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,
+                         jg_tensor *exp_avg_sq, jg_tensor *step_size,
+                         jg_tensor *bias_correction2_sqrt, const jg_adam_fused_args *args);
+
+/* The numbers an adam_moments / adam_update node's attributes hold (rbc2, neg_step_size
+ * and maximize left zero), for its kernel and the graph printer. */
+struct jg_attrs;
+void jg_adam_step_attrs_read(const struct jg_attrs *at, jg_adam_fused_args *a);
+
 /* Whether optim.c takes the fused path when it can (default: yes, unless
  * the environment sets JITGRAD_OPTIM_FUSED=0); the composed path stays
  * callable so tests can compare the two.  Returns the previous setting. */

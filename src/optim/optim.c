@@ -370,8 +370,7 @@ static int adam_scalars(const jg_optim_hparams *h, scal step, scal *step_size,
  * div_scalar's reciprocal in the tensors' dtype. */
 static jg_adam_fused_args fused_args(bool decoupled, const jg_optim_hparams *h, jg_dtype d,
                                      double step_size, double bias_correction2_sqrt) {
-    double s = bias_correction2_sqrt;
-    return (jg_adam_fused_args){
+    jg_adam_fused_args a = {
         .decoupled = decoupled,
         .maximize = h->maximize,
         .weight_decay = !decoupled && h->weight_decay != 0,
@@ -381,10 +380,10 @@ static jg_adam_fused_args fused_args(bool decoupled, const jg_optim_hparams *h, 
         .one_minus_beta1 = 1 - h->beta1,
         .beta2 = h->beta2,
         .one_minus_beta2 = 1 - h->beta2,
-        .rbc2 = d == JG_F32 ? (double)(1.0f / (float)s) : 1.0 / s,
         .eps = h->eps,
-        .neg_step_size = -step_size,
     };
+    jg_adam_fused_scalars(&a, d, step_size, bias_correction2_sqrt);
+    return a;
 }
 
 /* grad is the parameter's gradient as given (maximize not yet applied). */
@@ -407,6 +406,19 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
             fused_args(decoupled, h, jg_dtype_of(param), step_size.v, bias_correction2_sqrt.v);
         if (jg_adam_fused_(param, grad, exp_avg, exp_avg_sq, h->amsgrad ? state[3] : NULL, &a))
             return 0;
+    }
+    if (step.t && !h->amsgrad && jg_adam_fused_enabled() &&
+        jg_dtype_of(grad) == jg_dtype_of(param) &&
+        (jg_dtype_of(param) == JG_F32 || jg_dtype_of(param) == JG_F64) &&
+        jg_ndim(grad) == jg_ndim(param) &&
+        !memcmp(jg_shape(grad), jg_shape(param), sizeof(int64_t) * (size_t)jg_ndim(param))) {
+        /* traced: two nodes (adam_moments, adam_update) instead of the ops below, same bits */
+        if (adam_scalars(h, step, &step_size, &bias_correction2_sqrt) < 0)
+            return -1;
+        jg_adam_fused_args a = fused_args(decoupled, h, jg_dtype_of(param), 0, 1);
+        a.maximize = false; /* negated above */
+        return jg_adam_step_traced_(param, grad, exp_avg, exp_avg_sq, step_size.t,
+                                    bias_correction2_sqrt.t, &a);
     }
     if (h->maximize && !negated && !(grad = jg_neg(grad)))
         return -1;

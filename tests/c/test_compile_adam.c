@@ -4,12 +4,24 @@
  * jg_optim_step, zero_grad) is one graph.  The first call creates the
  * optimizer state and runs eagerly; the other 19 replay the graph, with
  * losses, parameters and state bitwise equal to the eager loop, on both
- * backends, for f32 and f64 parameters. */
+ * backends, for f32 and f64 parameters.  A traced Adam/AdamW step without
+ * amsgrad is two nodes per parameter (adam_moments, adam_update: the eager
+ * one-pass update's arithmetic); JITGRAD_OPTIM_FUSED off, the composed ops. */
 #include "testutil.h"
+
+#include "ops/optable.h"
+#include "optim/adam_fused.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int count_of(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
 
 typedef struct {
     jg_tensor *w, *b;
@@ -122,6 +134,15 @@ static void run_case(jg_optim_kind kind, const jg_optim_hparams *h, jg_dtype dty
          * graph: no break on the step count */
         assert_int_equal(jg_compiled_fallbacks(c), 1);
         assert_int_equal(jg_compiled_entries(c), 1);
+        char *g = jg_compiled_graph(c, 0);
+        assert_non_null(g);
+        int fused = (kind == JG_OPTIM_ADAM || kind == JG_OPTIM_ADAMW) && !h->amsgrad &&
+                            jg_adam_fused_enabled()
+                        ? 2
+                        : 0; /* one of each per parameter */
+        assert_int_equal(count_of(g, "= adam_moments("), fused);
+        assert_int_equal(count_of(g, "= adam_update("), fused);
+        free(g);
         jg_compiled_free(c);
         model_free(&e);
         model_free(&k);
@@ -140,6 +161,98 @@ static void test_compile_adam(void **state) {
     h.maximize = true;
     h.beta1 = 0.8;
     run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
+}
+
+/* The two nodes for every variant they take (weight decay on the gradient
+ * or decoupled, maximize), and the composed ops with JITGRAD_OPTIM_FUSED off:
+ * each bitwise equal to the eager loop. */
+static void test_compile_adam_nodes(void **state) {
+    (void)state;
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADAM);
+    h.lr = 0.05;
+    h.weight_decay = 0.1;
+    h.maximize = true;
+    h.beta1 = 0.8;
+    run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
+    run_case(JG_OPTIM_ADAM, &h, JG_F64, 0);
+    jg_optim_hparams w = jg_optim_defaults(JG_OPTIM_ADAMW);
+    w.lr = 0.05;
+    w.weight_decay = 0.1;
+    w.maximize = true;
+    run_case(JG_OPTIM_ADAMW, &w, JG_F32, 0);
+    run_case(JG_OPTIM_ADAMW, &w, JG_F64, 3);
+    bool was = jg_adam_fused_set_enabled(false);
+    run_case(JG_OPTIM_ADAM, &h, JG_F32, 0);
+    run_case(JG_OPTIM_ADAMW, &w, JG_F32, 0);
+    jg_adam_fused_set_enabled(was);
+}
+
+/* The nodes' kernels run eagerly too: the same bits as the one-pass update,
+ * with a transposed (strided) gradient and parameter. */
+static void test_adam_nodes_eager(void **state) {
+    (void)state;
+    for (int dt = 0; dt < 2; dt++) {
+        jg_dtype d = dt ? JG_F64 : JG_F32;
+        for (int variant = 0; variant < 3; variant++) {
+            jg_manual_seed(11 + (uint64_t)variant);
+            jg_tensor *t[4], *u[4];
+            for (int k = 0; k < 4; k++) {
+                t[k] = jg_randn(d, 2, TU_SHAPE(70, 3));
+                if (k == 3)
+                    t[k] = jg_mul(t[k], t[k]); /* exp_avg_sq >= 0 */
+                u[k] = jg_clone(t[k]);
+            }
+            jg_adam_fused_args a = {.decoupled = variant == 1,
+                                    .weight_decay = variant == 2,
+                                    .decay = 0.995,
+                                    .wd = 0.1,
+                                    .beta1 = 0.9,
+                                    .one_minus_beta1 = 1 - 0.9,
+                                    .beta2 = 0.999,
+                                    .one_minus_beta2 = 1 - 0.999,
+                                    .eps = 1e-8};
+            jg_adam_fused_scalars(&a, d, 0.05 / (1 - pow(0.9, 3)), sqrt(1 - pow(0.999, 3)));
+            assert_true(jg_adam_fused_(t[0], t[1], t[2], t[3], NULL, &a));
+            /* the nodes on a transposed parameter and gradient */
+            jg_tensor *pt = jg_contiguous(jg_transpose(u[0], 0, 1)),
+                      *gt = jg_contiguous(jg_transpose(u[1], 0, 1));
+            jg_tensor *ss = jg_scalar(JG_F64, 0.05 / (1 - pow(0.9, 3))),
+                      *bc = jg_scalar(JG_F64, sqrt(1 - pow(0.999, 3)));
+            jg_tensor *p = jg_transpose(pt, 0, 1), *g = jg_transpose(gt, 0, 1);
+            assert_int_equal(jg_adam_step_traced_(p, g, u[2], u[3], ss, bc, &a), 0);
+            same_bits(t[0], p);
+            same_bits(t[2], u[2]);
+            same_bits(t[3], u[3]);
+        }
+    }
+}
+
+/* The nodes' shape rules refuse what a step never gives them. */
+static void test_adam_nodes_refuse(void **state) {
+    (void)state;
+    jg_tensor *p = jg_randn(JG_F32, 1, TU_SHAPE(4)), *g3 = jg_randn(JG_F32, 1, TU_SHAPE(3));
+    jg_tensor *i = jg_full(JG_I64, 1, TU_SHAPE(4), 1), *s = jg_scalar(JG_F64, 1);
+    jg_adam_fused_args a = {.beta1 = 0.9,
+                            .one_minus_beta1 = 0.1,
+                            .beta2 = 0.999,
+                            .one_minus_beta2 = 0.001,
+                            .eps = 1e-8};
+    assert_int_equal(jg_adam_step_traced_(p, g3, p, p, s, s, &a), -1);
+    TU_ERROR("adam_moments(): grad must have the parameter's dtype and shape");
+    assert_int_equal(jg_adam_step_traced_(i, i, i, i, s, s, &a), -1);
+    TU_ERROR("adam_moments(): expected a float32 or float64 parameter, got int64");
+    static const jg_attrs none;
+    jg_tensor *out = NULL, *d = jg_randn(JG_F64, 1, TU_SHAPE(4));
+    jg_tensor *in[4] = {p, p, d, jg_full(JG_F64, 1, TU_SHAPE(2), 1)};
+    assert_int_equal(jg_op_call(JG_OP_ADAM_UPDATE, &none, in, &out), -1);
+    TU_ERROR("adam_update(): exp_avg_sq must have the parameter's dtype and shape");
+    in[2] = p;
+    in[3] = jg_full(JG_F64, 1, TU_SHAPE(3), 1);
+    assert_int_equal(jg_op_call(JG_OP_ADAM_UPDATE, &none, in, &out), -1);
+    TU_ERROR("adam_update(): scalars must be a float64 tensor of 2 elements");
+    in[3] = jg_full(JG_F32, 1, TU_SHAPE(2), 1);
+    assert_int_equal(jg_op_call(JG_OP_ADAM_UPDATE, &none, in, &out), -1);
+    TU_ERROR("adam_update(): scalars must be a float64 tensor of 2 elements");
 }
 
 /* a loaded count of 1234: beta1 ** step is tiny, beta2 ** step far from 1
@@ -231,10 +344,11 @@ static void test_nan_step_count(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_compile_adam),    TU_TEST(test_compile_adam_loaded_count),
-        TU_TEST(test_compile_adamw),   TU_TEST(test_compile_adagrad),
-        TU_TEST(test_compile_rmsprop), TU_TEST(test_eager_adam_first_step),
-        TU_TEST(test_nan_step_count),
+        TU_TEST(test_compile_adam),          TU_TEST(test_compile_adam_loaded_count),
+        TU_TEST(test_compile_adamw),         TU_TEST(test_compile_adagrad),
+        TU_TEST(test_compile_adam_nodes),    TU_TEST(test_adam_nodes_eager),
+        TU_TEST(test_adam_nodes_refuse),     TU_TEST(test_compile_rmsprop),
+        TU_TEST(test_eager_adam_first_step), TU_TEST(test_nan_step_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
