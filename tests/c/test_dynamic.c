@@ -6,9 +6,13 @@
  * and 1 are specialized; a program whose graph depends on the size
  * otherwise stays static and correct. */
 #include "testutil.h"
+#include "backend/cache.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *backends[] = {"interp", "c"};
 
@@ -295,6 +299,84 @@ static void test_dynamic_size_one(void **state) {
     jg_compiled_free(c);
 }
 
+/* A sum over the whole batch, fused with the elementwise ops before it:
+ * [B, 3000] holds 2 blocks of 4096 at B = 2, more than 64 (the partials
+ * then live in a scratch buffer) and over the threads' threshold at 100. */
+static int p_fused_sum(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *x = in[0];
+    out[0] = jg_sum(jg_mul_scalar(jg_add(jg_mul(x, in[1]), x), 0.5));
+    return out[0] ? 1 : -1;
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Generated C takes its sizes as parameters: once the entry is dynamic,
+ * every size runs the objects compiled for the first trace, in a fresh
+ * cache directory (no compilation after the first call), bitwise eager's
+ * results (the fused sum's blocks and the thread split follow each size),
+ * forward and backward. */
+static void test_dynamic_one_object(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        return;
+    char dir[] = "/tmp/jg-dyn-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *saved = getenv("JITGRAD_CACHE_DIR") ? strdup(getenv("JITGRAD_CACHE_DIR")) : NULL;
+    setenv("JITGRAD_CACHE_DIR", dir, 1);
+    static const int64_t sizes[] = {7, 12, 2, 100, 33, 5, 12};
+    jg_compiled *c = jg_compile(p_fused_sum, NULL, &(jg_compile_options){.backend = "c"});
+    assert_non_null(c);
+    assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+    jg_manual_seed(3);
+    jg_tensor *w = jg_keep(jg_randn(JG_F32, 1, TU_SHAPE(3000)));
+    jg_set_requires_grad(w, true);
+    long first = 0;
+    for (int i = 0; i < 7; i++) {
+        jg_scope_push();
+        jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(sizes[i], 3000));
+        jg_set_requires_grad(x, true);
+        jg_tensor *in[2] = {x, w}, *oe[1], *oc[1];
+        assert_int_equal(p_fused_sum(NULL, NULL, 2, in, oe), 1);
+        assert_int_equal(jg_backward(oe[0], NULL, 0), 0);
+        jg_tensor *gx = jg_retain(jg_grad(x)), *gw = jg_retain(jg_grad(w));
+        jg_clear_grad(x), jg_clear_grad(w);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, oc), 1);
+        TU_SAME(oe[0], oc[0]);
+        assert_int_equal(jg_backward(oc[0], NULL, 0), 0);
+        TU_SAME(gx, jg_grad(x));
+        TU_SAME(gw, jg_grad(w));
+        jg_clear_grad(w);
+        jg_release(gx), jg_release(gw);
+        if (i == 0)
+            first = jg_cache_compiles();
+        jg_scope_pop();
+    }
+    assert_true(first >= 2); /* the forward and the backward graph */
+    assert_int_equal(jg_cache_compiles(), first);
+    assert_int_equal(jg_compiled_entries(c), 2);
+    jg_compiled_free(c);
+    jg_release(w);
+    if (saved)
+        setenv("JITGRAD_CACHE_DIR", saved, 1);
+    else
+        unsetenv("JITGRAD_CACHE_DIR");
+    free(saved);
+    remove_dir(dir);
+}
+
 static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
@@ -318,6 +400,7 @@ int main(void) {
         TU_TEST(test_dynamic_many_sizes),     TU_TEST(test_dynamic_epoch),
         TU_TEST(test_dynamic_reshape_scalar), TU_TEST(test_dynamic_branch_stays_static),
         TU_TEST(test_dynamic_size_one),       TU_TEST(test_dynamic_bad_input),
+        TU_TEST(test_dynamic_one_object),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
