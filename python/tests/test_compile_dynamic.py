@@ -247,3 +247,41 @@ def test_custom_functions_stay_static(jg):
         (gg,) = jg.autograd.grad(got.sum(), [x])
         assert gg.numpy().tobytes() == gw.numpy().tobytes()
     assert cf._jitgrad_compiled.entries() == 4  # custom calls: not dynamic (yet)
+
+
+def test_one_object_for_every_size(jg, tmp_path, monkeypatch):
+    """The generated C takes sizes as parameters: in a fresh cache, a
+    dynamic training step compiles its graphs at the first call only, and
+    every later batch size loads those objects; bitwise eager's."""
+    if not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    objects = lambda: sorted(p.name for p in tmp_path.glob("*.so"))  # noqa: E731
+    losses, params = {}, {}
+    for backend in [None, "c"]:
+        model = block(jg)
+        opt = jg.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y):
+            loss = jg.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        if backend:
+            step = jg.compile(step, backend=backend)
+        jg.manual_seed(4)
+        losses[backend] = []
+        for i, b in enumerate([12, 7, 30, 2, 9, 7]):
+            x, y = jg.randn(b, 5, 8), jg.randn(b, 5, 8)
+            losses[backend].append(step(x, y).detach().numpy().tobytes())
+            if backend and i == 0:
+                first = objects()
+        params[backend] = [p.detach().numpy().tobytes() for p in model.parameters()]
+    assert first and objects() == first
+    # 12; 7 (momentum_buffer was None at the first trace, see above), 30
+    # makes the batch dynamic; 2, 9 and 7 reuse it
+    assert step._jitgrad_compiled.entries() == 3
+    assert losses["c"] == losses[None]
+    assert params["c"] == params[None]
