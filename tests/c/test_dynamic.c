@@ -377,6 +377,72 @@ static void test_dynamic_one_object(void **state) {
     remove_dir(dir);
 }
 
+/* Two symbols: x is [B, T, 4]; the program views it as [B * T, 4] (a size
+ * that is a product of both), and reduces over T and over everything. */
+static int p_bt(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor *x = in[0], *w = user;
+    int64_t b = jg_shape(x)[0], t = jg_shape(x)[1];
+    jg_tensor *m = jg_matmul(jg_reshape(x, 2, TU_SHAPE(b * t, 4)), w);
+    jg_tensor *y = jg_reshape(jg_tanh(m), 3, TU_SHAPE(b, t, 3));
+    out[0] = jg_sum_dims(y, 1, (const int[]){1}, false);
+    out[1] = jg_mean(jg_mul(y, y));
+    return out[0] && out[1] ? 2 : -1;
+}
+
+/* sizes[i] = {B, T}; forward and x's gradient bitwise eager's at each;
+ * want_entries traces in all, on both backends */
+static void run_bt(const int64_t (*sizes)[2], int n_sizes, int want_entries) {
+    for (int be = 0; be < 2; be++) {
+        if (!jg_compile_backend_available(backends[be]))
+            continue;
+        jg_manual_seed(6);
+        jg_tensor *w = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(4, 3)));
+        jg_compiled *c = jg_compile(p_bt, w, &(jg_compile_options){.backend = backends[be]});
+        assert_non_null(c);
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        for (int i = 0; i < n_sizes; i++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 3, TU_SHAPE(sizes[i][0], sizes[i][1], 4));
+            jg_set_requires_grad(x, true);
+            jg_tensor *oe[2], *oc[2];
+            assert_int_equal(p_bt(w, NULL, 1, &x, oe), 2);
+            assert_int_equal(jg_backward(oe[1], NULL, 0), 0);
+            jg_tensor *gx = jg_retain(jg_grad(x));
+            jg_clear_grad(x);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, oc), 2);
+            TU_SAME(oe[0], oc[0]);
+            TU_SAME(oe[1], oc[1]);
+            assert_int_equal(jg_backward(oc[1], NULL, 0), 0);
+            TU_SAME(gx, jg_grad(x));
+            jg_release(gx);
+            jg_scope_pop();
+        }
+        assert_int_equal(jg_compiled_entries(c), want_entries);
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        jg_compiled_free(c);
+        jg_release(w);
+    }
+}
+
+/* T changes (a template in T), then B (the template gets a second
+ * symbol): three traces, then every (B, T) without tracing, B == T
+ * included */
+static void test_dynamic_two_symbols(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {4, 9}, {3, 6}, {5, 7}, {2, 11}, {3, 3}, {4, 6}};
+    run_bt(sizes, 7, 3);
+}
+
+/* B and T change together at the second call: one more trace at the sizes
+ * between (B from the second call, T from the first) tells them apart; it
+ * is no entry of its own */
+static void test_dynamic_two_symbols_together(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {3, 9}, {5, 7}, {2, 2}, {4, 6}, {7, 3}};
+    run_bt(sizes, 6, 2);
+}
+
 static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
@@ -396,11 +462,17 @@ static void test_dynamic_bad_input(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_dynamic_auto),           TU_TEST(test_dynamic_off_and_on),
-        TU_TEST(test_dynamic_many_sizes),     TU_TEST(test_dynamic_epoch),
-        TU_TEST(test_dynamic_reshape_scalar), TU_TEST(test_dynamic_branch_stays_static),
-        TU_TEST(test_dynamic_size_one),       TU_TEST(test_dynamic_bad_input),
+        TU_TEST(test_dynamic_auto),
+        TU_TEST(test_dynamic_off_and_on),
+        TU_TEST(test_dynamic_many_sizes),
+        TU_TEST(test_dynamic_epoch),
+        TU_TEST(test_dynamic_reshape_scalar),
+        TU_TEST(test_dynamic_branch_stays_static),
+        TU_TEST(test_dynamic_size_one),
+        TU_TEST(test_dynamic_bad_input),
         TU_TEST(test_dynamic_one_object),
+        TU_TEST(test_dynamic_two_symbols),
+        TU_TEST(test_dynamic_two_symbols_together),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
