@@ -43,7 +43,8 @@ struct jg_dyn {
     mono *s_m;        /* n_nodes */
     mono *const_m;    /* n_consts (one-element constants) */
     bool *const_fill; /* n_consts: a constant of one value whose shape varies */
-    bool *const_iota; /* n_consts: 0, 1, ..., n - 1 (arange(T)) whose length varies */
+    int *const_iota;  /* n_consts: d + 1 when each element is its index along dim d
+                         (arange(T), expanded: an embedding's positions), else 0 */
     mono *lifted_m;   /* n_lifted: a one-element tensor made while traced (a VJP's count) */
     jg_entry *inst[DYN_INSTANCES];
     int64_t inst_s[DYN_INSTANCES][JG_DYN_MAX_SYMS];
@@ -328,21 +329,39 @@ static bool uniform(jg_tensor *t, double *v) {
     return ok;
 }
 
-/* Whether t is 1-d and holds 0, 1, ..., n - 1 (arange(n)). */
-static bool iota(jg_tensor *t) {
-    if (t->ndim != 1 || t->dtype == JG_BOOL)
-        return false;
+/* Each element's index along dim d of a tensor of shape m, in row-major
+ * order, into v (as doubles). */
+static void iota_values(const jg_meta *m, int d, double *v) {
+    int64_t inner = 1, n = jg_shape_numel(m->ndim, m->shape);
+    for (int k = d + 1; k < m->ndim; k++)
+        inner *= m->shape[k];
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (double)((i / inner) % m->shape[d]);
+}
+
+/* d + 1 when every element of t is its index along dim d (arange(n), or
+ * it expanded), else 0. */
+static int iota(jg_tensor *t) {
+    int64_t n = jg_numel(t);
+    if (t->dtype == JG_BOOL || n < 2)
+        return 0;
     jg_scope_push();
     jg_tensor *f = jg_to_dtype(t, JG_F64);
-    int64_t n = jg_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    bool ok = f && v && jg_copy_to(f, v, sizeof(double) * (size_t)n) == 0;
-    for (int64_t i = 0; ok && i < n; i++)
-        ok = v[i] == (double)i;
+    double *v = malloc(sizeof(double) * (size_t)n), *w = malloc(sizeof(double) * (size_t)n);
+    bool ok = f && v && w && jg_copy_to(f, v, sizeof(double) * (size_t)n) == 0;
+    jg_meta m = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(m.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    int found = 0;
+    for (int d = 0; ok && d < t->ndim && !found; d++) {
+        iota_values(&m, d, w);
+        if (t->shape[d] > 1 && !memcmp(v, w, sizeof(double) * (size_t)n))
+            found = d + 1;
+    }
     free(v);
+    free(w);
     jg_scope_pop();
     jg_clear_error();
-    return ok;
+    return found;
 }
 
 /* Number of program outputs (the traced graph's outputs before the
@@ -473,7 +492,7 @@ static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
     d->s_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(mono));
     d->const_m = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(mono));
     d->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
-    d->const_iota = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
+    d->const_iota = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int));
     if (!d->shape_m || !d->attr_m || !d->s_m || !d->const_m || !d->const_fill || !d->const_iota)
         return WHY("out of memory");
     int64_t v[JG_DYN_MAX_SYMS + 1];
@@ -520,19 +539,23 @@ static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
             /* (its shape is its value's, fitted above) a fill such as a
              * VJP's zeros: each instance makes its own */
             double vy;
-            bool all_iota = true;
-            for (int t = 0; t < d->n_tr && all_iota; t++)
-                all_iota = iota(d->tr[t]->traced->consts[i]);
-            if (all_iota) { /* arange(T): each instance makes its own */
-                d->const_iota[i] = true;
+            int dim = iota(y);
+            for (int t = 1; t < d->n_tr && dim; t++)
+                dim = iota(d->tr[t]->traced->consts[i]) == dim ? dim : 0;
+            if (dim) { /* arange(T): each instance makes its own */
+                d->const_iota[i] = dim;
                 continue;
             }
             if (!uniform(y, &vy))
-                return WHY("a tensor the program made has a shape that depends on the dims");
+                return WHY("a tensor the program made (c%d, %s) has a shape that depends on the "
+                           "dims",
+                           i, jg_dtype_name(y->dtype));
             for (int t = 1; t < d->n_tr; t++) {
                 double vx;
                 if (!uniform(d->tr[t]->traced->consts[i], &vx) || memcmp(&vx, &vy, sizeof vx))
-                    return WHY("a tensor the program made has a shape that depends on the dims");
+                    return WHY("a tensor the program made (c%d, %s) has a shape that depends on "
+                               "the dims",
+                               i, jg_dtype_name(y->dtype));
             }
             d->const_fill[i] = true;
             continue;
@@ -996,10 +1019,11 @@ static jg_graph *substitute(const jg_dyn *d, const int64_t *s, bool consts) {
         int64_t x = 0;
         jg_tensor *t = NULL;
         if (d->const_iota[i]) {
-            double *v = malloc(sizeof(double) * (size_t)(m->shape[0] ? m->shape[0] : 1));
-            for (int64_t j = 0; v && j < m->shape[0]; j++)
-                v[j] = (double)j;
-            jg_tensor *f = v ? jg_tensor_new(JG_F64, 1, m->shape, v) : NULL;
+            int64_t n = jg_shape_numel(m->ndim, m->shape);
+            double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+            if (v)
+                iota_values(m, d->const_iota[i] - 1, v);
+            jg_tensor *f = v ? jg_tensor_new(JG_F64, m->ndim, m->shape, v) : NULL;
             free(v);
             t = f ? jg_to_dtype(f, old->dtype) : NULL;
         } else if (d->const_fill[i])
