@@ -443,6 +443,50 @@ static void test_dynamic_two_symbols_together(void **state) {
     run_bt(sizes, 6, 2);
 }
 
+/* Comparisons of sizes with two symbols: B * T > T and T >= 2 have one
+ * result for every size, B < T does not (the program branches on it) */
+static int p_bt_cmp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    int64_t b = jg_shape(in[0])[0], t = jg_shape(in[0])[1];
+    jg_sizes_note(JG_SIZES_GT, b * t, t);
+    jg_sizes_note(JG_SIZES_GE, t, 2);
+    return p_bt(user, args, n, in, out);
+}
+
+static int p_bt_lt(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    int64_t b = jg_shape(in[0])[0], t = jg_shape(in[0])[1];
+    jg_sizes_note(JG_SIZES_LT, b, t);
+    int rc = p_bt(user, args, n, in, out);
+    if (rc == 2 && b < t)
+        out[1] = jg_mul_scalar(out[1], 2.0);
+    return rc;
+}
+
+static void test_dynamic_two_symbols_compare(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {4, 9}, {3, 6}, {5, 7}, {8, 3}, {4, 6}};
+    jg_manual_seed(6);
+    jg_tensor *w = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(4, 3)));
+    jg_program_fn fns[2] = {p_bt_cmp, p_bt_lt};
+    const int want[2] = {3, 5}; /* B < T: every size its own trace */
+    for (int f = 0; f < 2; f++) {
+        jg_compiled *c = jg_compile(fns[f], w, NULL);
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        for (int i = 0; i < 6; i++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 3, TU_SHAPE(sizes[i][0], sizes[i][1], 4));
+            jg_tensor *oe[2], *oc[2];
+            assert_int_equal(fns[f](w, NULL, 1, &x, oe), 2);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, oc), 2);
+            TU_SAME(oe[0], oc[0]);
+            TU_SAME(oe[1], oc[1]);
+            jg_scope_pop();
+        }
+        assert_int_equal(jg_compiled_entries(c), want[f]);
+        jg_compiled_free(c);
+    }
+    jg_release(w);
+}
+
 static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
@@ -473,6 +517,7 @@ int main(void) {
         TU_TEST(test_dynamic_one_object),
         TU_TEST(test_dynamic_two_symbols),
         TU_TEST(test_dynamic_two_symbols_together),
+        TU_TEST(test_dynamic_two_symbols_compare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
