@@ -620,11 +620,20 @@ class Gen:
         # the calls
         calls = []
         rgs = [r.random() < 0.85 for _ in range(len(params) * 3)]
+        n_regular = len(call_dims) - (2 if dyn else 0)
+        base_state = None
         for ci, d in enumerate(call_dims):
             lines, args = [], []
-            if ci and f("rg_change", 0.3):
+            if ci < n_regular and ci and f("rg_change", 0.3):
                 k = r.randrange(len(rgs))
                 rgs[k] = not rgs[k]
+            # the extra calls of "dynamic" pass arguments made like the last
+            # regular call's (same views, aliasing, requires_grad) at new
+            # sizes, so that only sizes change and the entry can go dynamic
+            if ci == n_regular - 1:
+                base_state = r.getstate()
+            elif ci >= n_regular:
+                r.setstate(base_state)
             li = 0
 
             def leaf(shape, rg=None, suffix=""):
