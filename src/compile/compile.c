@@ -1241,7 +1241,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                     e->index, e->break_reason);
         if (c->log & LOG_GRAPHS)
             log_graphs(e);
-        if (!e->eager && e->traced && !dyn_after_trace(c, e, inputs) && c->dynamic == JG_DYNAMIC_ON)
+        /* (without a traced graph, custom calls: the reason is logged) */
+        if (!e->eager && c->dynamic != JG_DYNAMIC_OFF && !dyn_after_trace(c, e, inputs) &&
+            e->traced && c->dynamic == JG_DYNAMIC_ON)
             dyn_probe(c, e, inputs);
     } else if (in != small) {
         free(in);

@@ -624,10 +624,24 @@ static int64_t key_size(const jg_call_key *k, int in, int d) {
     return k->in[in].meta.shape[d];
 }
 
+/* The name of a custom function e's program calls, or NULL. */
+static const char *custom_name(const jg_entry *e) {
+    const jg_graph *g = e->fwd_ad ? e->fwd_ad : e->fwd;
+    for (int i = 0; g && i < g->n_nodes; i++)
+        if (g->nodes[i].kind == JG_GN_CUSTOM && g->nodes[i].custom->fn)
+            return g->nodes[i].custom->fn->name ? g->nodes[i].custom->fn->name : "(unnamed)";
+    return NULL;
+}
+
 /* Fits the template once d's traces, symbols and dims are set. */
 static int dyn_fit(jg_dyn *d, char *why, size_t why_size) {
     for (int t = 0; t < d->n_tr; t++) {
         const jg_entry *e = d->tr[t];
+        const char *fn = e->traced ? NULL : custom_name(e);
+        if (fn)
+            return WHY("the program calls the custom function %s (custom functions keep their "
+                       "sizes static)",
+                       fn);
         if (e->eager || !e->traced)
             return WHY("the program calls custom functions (not supported with dynamic sizes)");
         for (int j = 0; j < d->n_sym; j++)

@@ -6,6 +6,7 @@
  * and 1 are specialized; a program whose graph depends on the size
  * otherwise stays static and correct. */
 #include "testutil.h"
+#include "testutil_fns.h"
 #include "backend/cache.h"
 
 #include <dirent.h>
@@ -487,6 +488,43 @@ static void test_dynamic_two_symbols_compare(void **state) {
     jg_release(w);
 }
 
+/* A custom function keeps the sizes static, the log naming it; results
+ * stay eager's at every size */
+static int p_custom(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    tf_mul_cfg cfg = {0};
+    out[0] = tf_apply1(&tf_mul, 2, in, &cfg, sizeof cfg);
+    return out[0] ? 1 : -1;
+}
+
+static void run_custom(void) {
+    jg_compiled *c = jg_compile(p_custom, NULL, NULL);
+    assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+    jg_manual_seed(3);
+    const int64_t sizes[] = {4, 6, 9};
+    for (int i = 0; i < 3; i++) {
+        jg_scope_push();
+        jg_tensor *x[2] = {jg_randn(JG_F32, 1, &sizes[i]), jg_randn(JG_F32, 1, &sizes[i])};
+        jg_tensor *oe[1], *oc[1];
+        assert_int_equal(p_custom(NULL, NULL, 2, x, oe), 1);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, x, oc), 1);
+        TU_SAME(oe[0], oc[0]);
+        jg_scope_pop();
+    }
+    assert_int_equal(jg_compiled_entries(c), 3);
+    jg_compiled_free(c);
+}
+
+static void test_dynamic_custom_function_static(void **state) {
+    (void)state;
+    setenv("JITGRAD_LOG", "recompiles", 1);
+    char *err = tu_capture_stderr(run_custom);
+    unsetenv("JITGRAD_LOG");
+    assert_non_null(strstr(err, "input sizes of entry 1 stay static: the program calls the custom "
+                                "function Mul (custom functions keep their sizes static)"));
+    free(err);
+}
+
 static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
@@ -518,6 +556,7 @@ int main(void) {
         TU_TEST(test_dynamic_two_symbols),
         TU_TEST(test_dynamic_two_symbols_together),
         TU_TEST(test_dynamic_two_symbols_compare),
+        TU_TEST(test_dynamic_custom_function_static),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
