@@ -17,7 +17,7 @@ then ratio tables (markdown) and a machine-readable results file.
   5. the older workloads: build/bench/eager_ops + bench/torch_eager.py
                (per-op eager overhead; with valgrind, the chain's callgrind
                instruction count per op from build/bench/chain_iters),
-               compile_backends, compile_overhead, and build/bench/chains
+               compile_backends, compile_overhead, dynamic_sizes, and build/bench/chains
                when it exists
   6. gpt       examples/gpt/train.py (GPT-2-style, default config): median
                ms per training step for PyTorch and jitgrad eager / interp /
@@ -287,7 +287,7 @@ def main():
             per_iter = (counts[30] - counts[10]) / 20
             older[("jitgrad", "chain100_f32x16_instructions")] = {
                 "instr_per_op": per_iter / 100, "instr_per_iter": per_iter}
-    for prog in ("chains", "compile_backends", "compile_overhead"):
+    for prog in ("chains", "compile_backends", "compile_overhead", "dynamic_sizes"):
         path = os.path.join(BIN, prog)
         if os.access(path, os.X_OK) and not (QUICK and prog != "chains") and want("older"):
             older_text[prog] = run(prog, [path], env=env1, cwd=BUILD)

@@ -11,6 +11,8 @@ A program defines:
   BETWEEN       {k: step}: run before call k (an optimizer-like update of a
                 captured tensor, a requires_grad flip)
   FULLGRAPH     passed to T.compile
+  DYNAMIC       passed to T.compile as dynamic= (only in programs that call
+                fn at a second and third size, feature "dynamic")
 Shapes are symbolic: dimension A keeps its size over all calls, B and C may
 change from call to call (so a repeated call retraces), "B-1" is B sliced by
 one.  Every generated statement is valid for every size assignment, which
@@ -50,6 +52,7 @@ FEATURES = {
     "objects": "tensors inside plain objects passed to fn",
     "repeat": "several calls of one compiled function",
     "shape_change": "calls that change tensor sizes (retrace)",
+    "dynamic": "two more calls at new sizes of B and C, compiled with dynamic=True or None",
     "rg_change": "calls that change requires_grad of an argument (guards)",
     "prev_outputs": "earlier outputs passed as arguments",
     "return_input": "fn returning one of its arguments unchanged",
@@ -94,6 +97,7 @@ class Gen:
         # draws for features added later come from here, so that the
         # programs of published seeds change only where those features act
         self.r2 = random.Random(seed * 1000003 + 17)
+        self.r3 = random.Random(seed * 1000033 + 29)  # the "dynamic" feature's
         self.seed = seed
         self.f = set(features)
         self.top = []  # top-level statements (classes, captured tensors)
@@ -544,6 +548,17 @@ class Gen:
                     if r.random() < 0.6:
                         d[s] = r.randint(2, 5)
             call_dims.append(d)
+        # dynamic sizes: the entry goes dynamic at the second size (or the
+        # first, dynamic=True), and later sizes run from its template
+        dyn = "dynamic" in self.f and self.r3.random() < 0.3
+        if dyn:
+            for _ in range(2):
+                d = dict(call_dims[-1])
+                while d == call_dims[-1]:
+                    for s in ("B", "C"):
+                        if self.r3.random() < 0.6:
+                            d[s] = self.r3.randint(2, 6)
+                call_dims.append(d)
         # parameters of fn: ("t", shape) tensors, ("list"/"dict"/"obj", [shapes])
         params = []
         for i in range(r.randint(1, 3)):
@@ -605,11 +620,20 @@ class Gen:
         # the calls
         calls = []
         rgs = [r.random() < 0.85 for _ in range(len(params) * 3)]
+        n_regular = len(call_dims) - (2 if dyn else 0)
+        base_state = None
         for ci, d in enumerate(call_dims):
             lines, args = [], []
-            if ci and f("rg_change", 0.3):
+            if ci < n_regular and ci and f("rg_change", 0.3):
                 k = r.randrange(len(rgs))
                 rgs[k] = not rgs[k]
+            # the extra calls of "dynamic" pass arguments made like the last
+            # regular call's (same views, aliasing, requires_grad) at new
+            # sizes, so that only sizes change and the entry can go dynamic
+            if ci == n_regular - 1:
+                base_state = r.getstate()
+            elif ci >= n_regular:
+                r.setstate(base_state)
             li = 0
 
             def leaf(shape, rg=None, suffix=""):
@@ -683,6 +707,8 @@ class Gen:
         src.append("BETWEEN = {" + ", ".join(f"{k}: step{k}" for k in between) + "}")
         fg = "fullgraph" in self.f and r.random() < 0.3 and "float(" not in "\n".join(body)
         src.append(f"FULLGRAPH = {fg}")
+        if dyn:
+            src.append(f"DYNAMIC = {True if self.r3.random() < 0.5 else None}")
         return "\n\n".join(src) + "\n"
 
     def arg_expr(self, sh, d, leaf, lines, prior, ci):

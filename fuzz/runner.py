@@ -64,7 +64,8 @@ def run_mode(T, src, mode):
         exec(compile(src, "<fuzz program>", "exec"), g)
         fn = g["fn"]
         if mode in ("interp", "c"):
-            fn = T.compile(fn, backend=mode, fullgraph=g.get("FULLGRAPH", False))
+            kw = {"dynamic": g["DYNAMIC"]} if "DYNAMIC" in g else {}
+            fn = T.compile(fn, backend=mode, fullgraph=g.get("FULLGRAPH", False), **kw)
     except Exception as e:  # noqa: BLE001  (any error is a result)
         return [{"error": _err(e)}]
     prev = []

@@ -547,6 +547,10 @@ static PyObject *f_rand_like(PyObject *m, PyObject *a, PyObject *k) {
     return like(a, k, "rand_like", 1, 0);
 }
 
+static double arange_num(PyObject *o) {
+    return PyLong_Check(o) ? PyLong_AsDouble(o) : PyFloat_AsDouble(o);
+}
+
 static PyObject *f_arange(PyObject *m, PyObject *args, PyObject *kw) {
     (void)m;
     PyObject *a = NULL, *b = NULL, *s = NULL;
@@ -558,8 +562,10 @@ static PyObject *f_arange(PyObject *m, PyObject *args, PyObject *kw) {
     PyObject *start = b ? a : NULL, *end = b ? b : a;
     bool is_float =
         PyFloat_Check(end) || (start && PyFloat_Check(start)) || (s && PyFloat_Check(s));
-    double x0 = start ? PyFloat_AsDouble(start) : 0, x1 = PyFloat_AsDouble(end);
-    double st = s ? PyFloat_AsDouble(s) : 1;
+    /* ints read as such: a traced size (SymInt) is no float() use, and the
+     * constant made from it is followed (arange(T) in a dynamic entry) */
+    double x0 = start ? arange_num(start) : 0, x1 = arange_num(end);
+    double st = s ? arange_num(s) : 1;
     if (PyErr_Occurred())
         return NULL;
     if (st == 0) {

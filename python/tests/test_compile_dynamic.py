@@ -247,3 +247,101 @@ def test_custom_functions_stay_static(jg):
         (gg,) = jg.autograd.grad(got.sum(), [x])
         assert gg.numpy().tobytes() == gw.numpy().tobytes()
     assert cf._jitgrad_compiled.entries() == 4  # custom calls: not dynamic (yet)
+
+
+def test_one_object_for_every_size(jg, tmp_path, monkeypatch):
+    """The generated C takes sizes as parameters: in a fresh cache, a
+    dynamic training step compiles its graphs at the first call only, and
+    every later batch size loads those objects; bitwise eager's."""
+    if not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("JITGRAD_CACHE_DIR", str(tmp_path))
+    objects = lambda: sorted(p.name for p in tmp_path.glob("*.so"))  # noqa: E731
+    losses, params = {}, {}
+    for backend in [None, "c"]:
+        model = block(jg)
+        opt = jg.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y):
+            loss = jg.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        if backend:
+            step = jg.compile(step, backend=backend)
+        jg.manual_seed(4)
+        losses[backend] = []
+        for i, b in enumerate([12, 7, 30, 2, 9, 7]):
+            x, y = jg.randn(b, 5, 8), jg.randn(b, 5, 8)
+            losses[backend].append(step(x, y).detach().numpy().tobytes())
+            if backend and i == 0:
+                first = objects()
+        params[backend] = [p.detach().numpy().tobytes() for p in model.parameters()]
+    assert first and objects() == first
+    # 12; 7 (momentum_buffer was None at the first trace, see above), 30
+    # makes the batch dynamic; 2, 9 and 7 reuse it
+    assert step._jitgrad_compiled.entries() == 3
+    assert losses["c"] == losses[None]
+    assert params["c"] == params[None]
+
+
+def gpt(T, V=11, C=16, H=2, Bk=12):
+    """A nanoGPT-style forward: token and position embeddings (arange(L)),
+    causal attention written out with sizes read in Python, GELU MLP."""
+    F = T.nn.functional
+
+    class GPT(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = T.nn.Embedding(V, C), T.nn.Embedding(Bk, C)
+            self.ln_1, self.ln_2, self.ln_f = T.nn.LayerNorm(C), T.nn.LayerNorm(C), T.nn.LayerNorm(C)
+            self.c_attn, self.c_proj = T.nn.Linear(C, 3 * C), T.nn.Linear(C, C)
+            self.fc, self.out = T.nn.Linear(C, 4 * C), T.nn.Linear(4 * C, C)
+            self.head = T.nn.Linear(C, V, bias=False)
+            self.register_buffer("mask", T.ones(Bk, Bk).tril().view(1, 1, Bk, Bk))
+
+        def forward(self, idx, targets):
+            B, L = idx.shape
+            x = self.wte(idx) + self.wpe(T.arange(0, L))
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, L, H, C // H).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // H) ** 0.5)
+            att = att.masked_fill(self.mask[:, :, :L, :L] == 0, float("-inf")).softmax(dim=-1)
+            x = x + self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, L, C))
+            x = x + self.out(F.gelu(self.fc(self.ln_2(x))))
+            logits = self.head(self.ln_f(x))
+            return F.cross_entropy(logits.view(B * L, V), targets.view(B * L))
+
+    T.manual_seed(0)
+    return GPT()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("sizes,traces", [
+    ([(2, 8), (2, 5), (3, 8), (4, 6), (2, 2), (5, 11), (3, 8)], 3),  # L, then B: a symbol each
+    ([(2, 8), (3, 5), (4, 6), (2, 2), (5, 11)], 2),  # both at once: one more trace between
+])
+def test_gpt_batch_and_length_vary(jg, backend, sizes, traces):
+    """B and L change: after the traces that tell them apart, every (B, L)
+    runs from one entry; loss and every gradient bitwise eager's."""
+    if backend not in backends(jg):
+        pytest.skip("no C compiler")
+    model = gpt(jg)
+    cf = jg.compile(model, backend=backend)
+    jg.manual_seed(1)
+    for b, n in sizes:
+        idx, tgt = jg.randint(0, 11, (b, n)), jg.randint(0, 11, (b, n))
+        want = model(idx, tgt)
+        want.backward()
+        grads = [p.grad.numpy().tobytes() for p in model.parameters()]
+        model.zero_grad(set_to_none=True)
+        got = cf(idx, tgt)
+        assert got.detach().numpy().tobytes() == want.detach().numpy().tobytes(), (b, n)
+        got.backward()
+        assert [p.grad.numpy().tobytes() for p in model.parameters()] == grads, (b, n)
+        model.zero_grad(set_to_none=True)
+    compiled = cf.forward._jitgrad_compiled
+    assert compiled.entries() == traces
+    assert compiled.fallbacks() == 0

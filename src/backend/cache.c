@@ -534,6 +534,12 @@ done:
     return dl;
 }
 
+static atomic_long n_compiled;
+
+long jg_cache_compiles(void) {
+    return atomic_load(&n_compiled);
+}
+
 void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, bool *fallback) {
     char cc[4096], dir[4096], why[700];
     *hit = *fallback = false;
@@ -556,8 +562,10 @@ void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, b
         fprintf(stderr, "jitgrad: generated C for the %s graph (%s):\n%s", label, so, src);
     void *dl = load_cached(so, key);
     *hit = dl != NULL;
-    if (!dl && (dl = compile_into_cache(src, key, cc, dir, so, final_c, label, fallback)))
+    if (!dl && (dl = compile_into_cache(src, key, cc, dir, so, final_c, label, fallback))) {
+        atomic_fetch_add(&n_compiled, 1);
         jg_cache_prune(dir, so);
+    }
     free(key);
     return dl;
 }

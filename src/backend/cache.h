@@ -23,6 +23,10 @@ int jg_cache_dir(char *dir, size_t n, char *why, size_t why_n);
  * JITGRAD_LOG=code output. */
 void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, bool *fallback);
 
+/* How many objects this process has compiled (cache misses that ran the
+ * compiler and loaded its result): tests count compilations with it. */
+long jg_cache_compiles(void);
+
 /* JITGRAD_CC_TIMEOUT in seconds (default 60). */
 double jg_cc_timeout(void);
 

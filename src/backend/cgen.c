@@ -40,6 +40,12 @@ typedef struct jg_gen_rt {
     void (*done)(void *ctx, int step);         /* releases what dies after step */
     /* jg_parallel_for: fn(arg, lo, hi) over the chunks of [0, n) */
     void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
+    /* Sizes and scalars are read at run time, never written into the code,
+     * so one object serves every size of a dynamic entry (and every value
+     * of a scalar): */
+    int64_t (*numel)(void *ctx, int value);        /* a value's element count */
+    double (*scalar)(void *ctx, int node);         /* a node's scalar attribute */
+    void *(*tmp)(void *ctx, int value, int64_t n); /* n elements of value's dtype, until done */
 } jg_gen_rt;
 
 static const char RT_DECL[] =
@@ -51,6 +57,9 @@ static const char RT_DECL[] =
     "    void (*done)(void *ctx, int step);        /* releases what dies after step */\n"
     "    void (*par)(int64_t n, int64_t grain, void (*fn)(void *arg, int64_t lo, int64_t hi),\n"
     "                void *arg);                   /* jg_parallel_for */\n"
+    "    int64_t (*numel)(void *ctx, int value);   /* a value's element count */\n"
+    "    double (*scalar)(void *ctx, int node);    /* a node's scalar attribute */\n"
+    "    void *(*tmp)(void *ctx, int value, int64_t n); /* scratch until done */\n"
     "} jg_gen_rt;\n";
 
 typedef int (*gen_fn)(const jg_gen_rt *rt, void *ctx);
@@ -152,7 +161,7 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
  * a dense input.  The loop then keeps the summand in a block buffer instead
  * of storing it and reading it back. */
 #define SUM_BLOCK 4096      /* JG_SUM_BLOCK */
-#define SUM_MAX_BLOCKS 8192 /* partials on the stack of jg_gen_run */
+#define SUM_STACK_BLOCKS 64 /* partials on the stack of jg_gen_run; more: rt->tmp */
 _Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LANES_F64 == 16 &&
                    JG_PARALLEL_GRAIN % SUM_BLOCK == 0,
                "the generated sum follows src/ops/sum_order.h");
@@ -168,8 +177,7 @@ static int sum_target(const jg_graph *g, const layout *L, const bool *sealed, co
     if (v->kind != JG_VAL_NODE || (v->meta.dtype != JG_F32 && v->meta.dtype != JG_F64) ||
         o->dtype != v->meta.dtype || (n->attrs.n != 0 && n->attrs.n != v->meta.ndim))
         return -1;
-    int64_t numel = meta_numel(&v->meta);
-    if (numel < 1 || (numel + SUM_BLOCK - 1) / SUM_BLOCK > SUM_MAX_BLOCKS)
+    if (meta_numel(&v->meta) < 1)
         return -1;
     int h = L->group[v->node];
     if (h < 0 || sealed[h] || heavy(&g->nodes[v->node]))
@@ -355,11 +363,10 @@ static int emit_expr(sbuf *b, const char *expr, const char *ra, const char *rb, 
     return 0;
 }
 
+/* The type and rank only: the code holds no size (they are read at run
+ * time), so graphs that differ only in sizes share one object. */
 static void emit_shape(sbuf *b, const jg_meta *m) {
-    sb_add(b, "%s[", jg_dtype_name(m->dtype));
-    for (int d = 0; d < m->ndim; d++)
-        sb_add(b, "%s%" PRId64, d ? ", " : "", m->shape[d]);
-    sb_add(b, "]");
+    sb_add(b, "%s %d-d", jg_dtype_name(m->dtype), m->ndim);
 }
 
 static void emit_node_comment(sbuf *b, const jg_graph *g, int i) {
@@ -490,7 +497,7 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, i
                          const char *seen, const char *ind, bool blocked, bool guard, int pass);
 
 static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
-                     int64_t N, const char *seen) {
+                     const char *seen) {
     const jg_graph *g = L->g;
     int nv = g->n_vals, n_seg = 0;
     int *seg = malloc(sizeof(int) * (size_t)(lastn + 1));   /* node -> segment */
@@ -522,7 +529,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
         int add = L->ext[n->out[0]];
         for (int k = 0; k < n->n_in; k++)
             add += seen[n->in[k]] == 1 && !in_seg[n->in[k]] && (k == 0 || n->in[k] != n->in[0]);
-        if (n_seg == 0 || h || prev_heavy || (N > BLOCK && streams + add > MAX_STREAMS)) {
+        if (n_seg == 0 || h || prev_heavy || streams + add > MAX_STREAMS) {
             split |= n_seg > 0;
             n_seg++;
             streams = 0;
@@ -705,15 +712,15 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     const jg_graph *g = L->g;
     int gi = L->steps[st].group, lastn = L->steps[st].node;
     int sn = L->sum[gi]; /* the sum that ends the loop, or -1 */
-    const jg_meta *S = &g->vals[sn >= 0 ? g->nodes[sn].in[0] : g->nodes[lastn].out[0]].meta;
-    int64_t N = meta_numel(S);
-    sb_add(b, "    /* step %d: fused loop over ", st);
+    int su = sn >= 0 ? g->nodes[sn].in[0] : g->nodes[lastn].out[0]; /* the loop's shape */
+    const jg_meta *S = &g->vals[su].meta;
+    sb_add(b, "    /* step %d: fused loop over the elements of v%d (", st, su);
     emit_shape(b, S);
-    sb_add(b, " */\n");
+    sb_add(b, ") */\n");
     for (int i = 0; i <= lastn; i++)
         if (L->group[i] == gi)
             emit_node_comment(b, g, i);
-    sb_add(b, "    {\n");
+    sb_add(b, "    {\n        const int64_t jg_N = rt->numel(ctx, %d);\n", su);
     /* pointers: external operands (array or single element), then stores */
     int nv = g->n_vals;
     char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
@@ -722,17 +729,12 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     /* par: the loop's parameters; arg: the call's arguments; fld / farg: the
      * same as the fields of the struct a parallel loop's chunks read */
     sbuf chk = {0}, par = {0}, arg = {0}, fld = {0}, farg = {0}, pnm = {0};
-    /* scalar attributes: read at run time (volatile), then converted to T in
-     * the loop exactly as the eager kernels convert theirs */
+    /* scalar attributes: read at run time (no constant for gcc to fold),
+     * then converted to T in the loop exactly as the eager kernels convert
+     * theirs */
     for (int i = 0; i <= lastn; i++)
         if (in_loop(L, gi, i) && (jg_ops[g->nodes[i].op].flags & JG_OPF_SCALAR)) {
-            double sv = g->nodes[i].attrs.s;
-            uint64_t u;
-            memcpy(&u, &sv, sizeof u);
-            sb_add(b,
-                   "        static volatile const union { uint64_t u; double d; } s%d_ = "
-                   "{0x%016" PRIx64 "ULL}; /* %.17g */\n        const double s%d = s%d_.d;\n",
-                   i, u, sv, i, i);
+            sb_add(b, "        const double s%d = rt->scalar(ctx, %d);\n", i, i);
             sb_add(&par, ", const double s%d", i);
             sb_add(&arg, ", s%d", i);
             sb_add(&fld, " double s%d;", i);
@@ -784,11 +786,15 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
      * (jg_part), added in block order once every chunk is done */
     int sv = sn >= 0 ? g->nodes[sn].out[0] : -1;
     const char *ST = sn >= 0 ? ctype(S->dtype) : "";
-    int64_t nb = (N + SUM_BLOCK - 1) / SUM_BLOCK;
     if (sn >= 0) {
-        sb_add(b, "        %s *o%d = rt->out(ctx, %d);\n        %s jg_part[%" PRId64 "];\n", ST, sv,
-               sv, ST, nb);
-        sb_add(&chk, "%s!o%d", chk.len ? " || " : "", sv);
+        sb_add(b,
+               "        %s *o%d = rt->out(ctx, %d);\n"
+               "        const int64_t jg_nb = (jg_N + %d) / %d;\n"
+               "        %s jg_ps[%d];\n"
+               "        %s *jg_part = jg_nb <= %d ? jg_ps : rt->tmp(ctx, %d, jg_nb);\n",
+               ST, sv, sv, SUM_BLOCK - 1, SUM_BLOCK, ST, SUM_STACK_BLOCKS, ST, SUM_STACK_BLOCKS,
+               sv);
+        sb_add(&chk, "%s!o%d || !jg_part", chk.len ? " || " : "", sv);
         sb_add(&fld, " %s *jg_part;", ST);
         sb_add(&farg, ", a->jg_part");
     }
@@ -798,44 +804,43 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     /* A large loop runs on the thread pool in chunks of JG_PARALLEL_GRAIN
      * elements (a multiple of BLOCK, so blocks do not depend on the split):
      * every element is computed by the same operations wherever it runs, so
-     * the results do not depend on the number of threads. */
-    bool parallel = N >= 2 * (int64_t)JG_PARALLEL_GRAIN;
+     * the results do not depend on the number of threads.  The choice is
+     * made at run time, from the size. */
     if (rc == 0) {
         if (chk.len)
             sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
         const char *entry = sn >= 0 ? "jg_blocks" : "jg_loop";
-        if (parallel)
-            sb_add(b,
-                   "        struct jg_args%d jg_a = {%s%s};\n"
-                   "        rt->par(%" PRId64 "LL, %d, jg_chunk%d, &jg_a);\n",
-                   st,
-                   arg.len   ? arg.s + 2
-                   : sn >= 0 ? ""
-                             : "0",
-                   sn < 0    ? ""
-                   : arg.len ? ", jg_part"
-                             : "jg_part",
-                   N, JG_PARALLEL_GRAIN, st);
-        else
-            sb_add(b, "        %s%d(0, %" PRId64 "LL%s%s);\n", entry, st, N, arg.len ? arg.s : "",
-                   sn >= 0 ? ", jg_part" : "");
+        sb_add(b,
+               "        if (jg_N >= %dLL) {\n"
+               "            struct jg_args%d jg_a = {%s%s};\n"
+               "            rt->par(jg_N, %d, jg_chunk%d, &jg_a);\n"
+               "        } else {\n",
+               2 * JG_PARALLEL_GRAIN, st,
+               arg.len   ? arg.s + 2
+               : sn >= 0 ? ""
+                         : "0",
+               sn < 0    ? ""
+               : arg.len ? ", jg_part"
+                         : "jg_part",
+               JG_PARALLEL_GRAIN, st);
+        sb_add(b, "            %s%d(0, jg_N%s%s);\n        }\n", entry, st, arg.len ? arg.s : "",
+               sn >= 0 ? ", jg_part" : "");
         if (sn >= 0)
             sb_add(b,
                    "        %s jg_s = jg_part[0];\n"
-                   "        for (int64_t jg_k = 1; jg_k < %" PRId64 "LL; jg_k++)\n"
+                   "        for (int64_t jg_k = 1; jg_k < jg_nb; jg_k++)\n"
                    "            jg_s += jg_part[jg_k];\n"
                    "        *o%d = jg_s;\n",
-                   ST, nb, sv);
+                   ST, sv);
         sb_add(b, "    }\n");
         sb_add(
             f,
             "static JG_LOOP void jg_loop%d(const int64_t jg_lo, const int64_t jg_hi%s%s%s%s) {\n",
             st, par.len ? par.s : "", sn >= 0 ? ", " : "", ST, sn >= 0 ? " *restrict jg_sv" : "");
-        rc = emit_loop(f, rows, row_done, L, gi, lastn, N, seen);
+        rc = emit_loop(f, rows, row_done, L, gi, lastn, seen);
         sb_add(f, "}\n\n");
         if (sn >= 0 && rc == 0) {
             /* the summand's block: in its output buffer when it has one */
-            int su = g->nodes[sn].in[0];
             char su_name[24];
             snprintf(su_name, sizeof su_name, "o%d", su);
             rc = emit_sum_block(rows, row_done, S->dtype);
@@ -852,14 +857,12 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
                    pnm.len ? pnm.s : "", SUM_BLOCK, ST, L->ext[su] ? su_name : "jg_sv",
                    L->ext[su] ? " + jg_b0" : "");
         }
-        if (parallel)
-            sb_add(f,
-                   "struct jg_args%d {%s };\n"
-                   "static void jg_chunk%d(void *p, int64_t lo, int64_t hi) {\n"
-                   "    const struct jg_args%d *a = p;\n"
-                   "    %s%d(lo, hi%s);\n}\n\n",
-                   st, fld.len ? fld.s : " int jg_none;", st, st, entry, st,
-                   farg.len ? farg.s : "");
+        sb_add(f,
+               "struct jg_args%d {%s };\n"
+               "static void jg_chunk%d(void *p, int64_t lo, int64_t hi) {\n"
+               "    const struct jg_args%d *a = p;\n"
+               "    %s%d(lo, hi%s);\n}\n\n",
+               st, fld.len ? fld.s : " int jg_none;", st, st, entry, st, farg.len ? farg.s : "");
     }
     free(chk.s);
     free(par.s);
@@ -1006,7 +1009,7 @@ struct jg_cgen_plan {
     int *free_list;
     jg_buffer_pool pool;
     jg_tensor **vals;    /* one tensor per value during a run */
-    jg_tensor **scratch; /* contiguous copies of this step's operands */
+    jg_tensor **scratch; /* contiguous copies of this step's operands, rt_tmp's buffer */
     int n_scratch;
     jg_graph **cgraph;      /* per node: a one-node graph running a custom call */
     jg_interp_plan **cplan; /* ... and its interpreter plan */
@@ -1268,7 +1271,7 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
         p->free_start = calloc((size_t)L.n_steps + 1, sizeof *p->free_start);
         p->free_list = malloc((size_t)nv * sizeof *p->free_list);
         p->vals = calloc((size_t)nv, sizeof *p->vals);
-        p->scratch = calloc((size_t)nv, sizeof *p->scratch);
+        p->scratch = calloc((size_t)nv + 1, sizeof *p->scratch); /* + a sum's partials */
         p->cgraph = calloc((size_t)nn, sizeof *p->cgraph);
         p->cplan = calloc((size_t)nn, sizeof *p->cplan);
     }
@@ -1415,7 +1418,27 @@ static void rt_done(void *ctx, int s) {
     p->n_scratch = 0;
 }
 
-static const jg_gen_rt RT = {rt_node, rt_in, rt_elem, rt_out, rt_done, jg_parallel_for};
+static int64_t rt_numel(void *ctx, int v) {
+    jg_cgen_plan *p = ctx;
+    return meta_numel(&p->g->vals[v].meta);
+}
+
+static double rt_scalar(void *ctx, int i) {
+    jg_cgen_plan *p = ctx;
+    return p->g->nodes[i].attrs.s;
+}
+
+static void *rt_tmp(void *ctx, int v, int64_t n) {
+    jg_cgen_plan *p = ctx;
+    jg_tensor *t = jg_tensor_alloc(p->g->vals[v].meta.dtype, 1, &n);
+    if (!t)
+        return NULL;
+    p->scratch[p->n_scratch++] = t;
+    return data_of(t);
+}
+
+static const jg_gen_rt RT = {rt_node,         rt_in,    rt_elem,   rt_out, rt_done,
+                             jg_parallel_for, rt_numel, rt_scalar, rt_tmp};
 
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     if (p->interp)

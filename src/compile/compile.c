@@ -981,8 +981,8 @@ static jg_entry *dyn_lookup(jg_compiled *c, const jg_call_key *k, jg_tensor *con
         return NULL; /* (the call traces) */
     jg_entry *e = NULL;
     for (int i = c->n_dyn - 1; i >= 0 && !e; i--) {
-        int64_t s;
-        if (!jg_dyn_rekey(c->dyn[i], k, base_in, &s))
+        int64_t s[JG_DYN_MAX_SYMS];
+        if (!jg_dyn_rekey(c->dyn[i], k, base_in, s))
             continue;
         jg_call_key bk = *k;
         bk.in = base_in;
@@ -1005,39 +1005,92 @@ static jg_entry *dyn_lookup(jg_compiled *c, const jg_call_key *k, jg_tensor *con
     return e;
 }
 
-static void dyn_add(jg_compiled *c, jg_dyn *d) {
-    jg_dyn **ds = realloc(c->dyn, sizeof *ds * (size_t)(c->n_dyn + 1));
-    if (!ds) { /* (no dynamic sizes: calls keep tracing per size) */
-        jg_dyn_free(d);
-        return;
+/* Adds template d, in place of c->dyn[replace] when >= 0 (a template
+ * with one symbol less). */
+static void dyn_add(jg_compiled *c, jg_dyn *d, int replace) {
+    if (replace >= 0) {
+        jg_dyn_free(c->dyn[replace]);
+        c->dyn[replace] = d;
+    } else {
+        jg_dyn **ds = realloc(c->dyn, sizeof *ds * (size_t)(c->n_dyn + 1));
+        if (!ds) { /* (no dynamic sizes: calls keep tracing per size) */
+            jg_dyn_free(d);
+            return;
+        }
+        c->dyn = ds;
+        c->dyn[c->n_dyn++] = d;
     }
-    c->dyn = ds;
-    c->dyn[c->n_dyn++] = d;
     char text[300];
     jg_dyn_describe(d, c->namer, c->namer_user, text, sizeof text);
     if (c->log & LOG_RECOMPILES)
         fprintf(stderr, "jitgrad: %s\n", text);
     char *g = c->log & LOG_GRAPHS ? jg_dyn_graph(d) : NULL;
     if (g)
-        fprintf(stderr, "jitgrad: entry %d serves every size s0 of those dims:\n%s",
-                jg_dyn_base(d)->index, g);
+        fprintf(stderr, "jitgrad: entry %d serves every size %s of those dims:\n%s",
+                jg_dyn_base(d)->index,
+                jg_dyn_symbols(d) == 1   ? "s0"
+                : jg_dyn_symbols(d) == 2 ? "s0, s1"
+                                         : "s0, s1, s2",
+                g);
     else
         jg_clear_error();
     free(g);
 }
 
+/* Older and e differ in two groups of input dims (a batch and a sequence
+ * length changing together): one more trace, at older's sizes with the
+ * first group at e's, tells which sizes follow which group. */
+static int dyn_two_groups(jg_compiled *c, jg_entry *older, jg_entry *e, jg_tensor *const *inputs,
+                          jg_dyn **out, char *why, size_t why_size) {
+    const jg_call_key *k = &older->key;
+    jg_in_key *in = malloc(sizeof *in * (size_t)(k->n_inputs ? k->n_inputs : 1));
+    if (!in || jg_dyn_mid_key(older, e, in) < 0) {
+        free(in);
+        snprintf(why, why_size, "out of memory");
+        return -1;
+    }
+    jg_call_key mk = *k;
+    mk.in = in;
+    jg_tensor **scratch = calloc((size_t)e->n_prog_out + 64, sizeof *scratch);
+    jg_entry *mid = scratch ? trace_entry(c, &mk, inputs, scratch) : NULL;
+    free(scratch);
+    free(in);
+    if (!mid) {
+        snprintf(why, why_size, "the program failed when traced at the sizes between: %s",
+                 jg_last_error());
+        jg_clear_error();
+        return -1;
+    }
+    int r = jg_dyn_make3(older, mid, e, out, why, why_size);
+    jg_entry_release(mid); /* (the template holds it) */
+    return r;
+}
+
 /* After a new trace e: when it differs from an earlier one only in the
  * sizes of some input dims (PyTorch's "automatic dynamic"), a template
- * serves those dims from now on. */
-static bool dyn_after_trace(jg_compiled *c, jg_entry *e) {
+ * serves those dims from now on; when it differs from a template's trace
+ * in other dims only, the template gets one more symbol. */
+static bool dyn_after_trace(jg_compiled *c, jg_entry *e, jg_tensor *const *inputs) {
     char why[400], first[400] = ""; /* the newest entry's reason is logged */
+    for (int i = c->n_dyn - 1; i >= 0; i--) {
+        jg_dyn *d;
+        int r = jg_dyn_extend(c->dyn[i], e, &d, why, sizeof why);
+        if (r > 0) {
+            dyn_add(c, d, i);
+            return true;
+        }
+        if (r < 0 && !first[0])
+            snprintf(first, sizeof first, "%s", why);
+    }
     for (int i = c->n_entries - 1; i >= 0; i--) {
         if (c->entries[i] == e)
             continue;
         jg_dyn *d;
         int r = jg_dyn_make(c->entries[i], e, &d, why, sizeof why);
+        if (r == 2)
+            r = dyn_two_groups(c, c->entries[i], e, inputs, &d, why, sizeof why);
         if (r > 0) {
-            dyn_add(c, d);
+            dyn_add(c, d, -1);
             return true;
         }
         if (r < 0 && !first[0])
@@ -1103,7 +1156,7 @@ static void dyn_probe(jg_compiled *c, jg_entry *e, jg_tensor *const *inputs) {
     int r = p->eager || p->retry ? 0 : jg_dyn_make(p, e, &d, why, sizeof why);
     if (r > 0) {
         jg_dyn_set_probed(d);
-        dyn_add(c, d);
+        dyn_add(c, d, -1);
     } else if (r < 0 && (c->log & LOG_RECOMPILES))
         fprintf(stderr, "jitgrad: input sizes of entry %d stay static: %s\n", e->index, why);
     jg_entry_release(p);
@@ -1202,7 +1255,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                     e->index, e->break_reason);
         if (c->log & LOG_GRAPHS)
             log_graphs(e);
-        if (!e->eager && e->traced && !dyn_after_trace(c, e) && c->dynamic == JG_DYNAMIC_ON)
+        /* (without a traced graph, custom calls: the reason is logged) */
+        if (!e->eager && c->dynamic != JG_DYNAMIC_OFF && !dyn_after_trace(c, e, inputs) &&
+            e->traced && c->dynamic == JG_DYNAMIC_ON)
             dyn_probe(c, e, inputs);
     } else if (in != small) {
         free(in);

@@ -1,4 +1,4 @@
-/* Dynamic sizes: templates made from two traces, instances per size (see
+/* Dynamic sizes: templates made from traces, instances per size (see
  * dynamic.h and docs/compiler.md, "Dynamic shapes"). */
 #include "compile/dynamic.h"
 
@@ -16,22 +16,38 @@
 /* Instances kept per template: each holds its graphs and plans (and, on
  * the c backend, a loaded object); a loop over an epoch needs two. */
 enum { DYN_INSTANCES = 8 };
+/* Degree of a monomial at most: B * T * T (a mean's count over attention
+ * scores) is 3. */
+enum { MAX_DEG = 3 };
+
+/* An integer of the graph as k * s0^e0 * s1^e1 * ...; all e 0: fixed (the
+ * base trace's value). */
+typedef struct {
+    int64_t k;
+    uint8_t e[JG_DYN_MAX_SYMS];
+} mono;
 
 struct jg_dyn {
-    jg_entry *base; /* retained; its trace state is what instances copy */
-    int64_t n_base, n_other;
-    bool probed; /* n_other was traced by dynamic=True's probe, not called */
+    /* the traces it was made from (retained), tr[0] the base: the one whose
+     * other guards and trace state the instances copy */
+    jg_entry *tr[JG_DYN_MAX_SYMS + 1];
+    int64_t sv[JG_DYN_MAX_SYMS + 1][JG_DYN_MAX_SYMS]; /* each trace's symbol sizes */
+    int n_tr, n_sym;
+    int lo[JG_DYN_MAX_SYMS], hi[JG_DYN_MAX_SYMS]; /* two traces differing in symbol j only */
+    bool probed; /* tr[1] was traced by dynamic=True's probe, not called */
     int n_dims;
-    int *dim_in, *dim_d; /* the (call input, dim) pairs of the symbol */
-    /* per slot of base->traced: the value is k * s (k != 0) or fixed (0) */
-    int64_t *shape_k;  /* n_vals * JG_MAX_DIMS */
-    int64_t *attr_k;   /* n_nodes * (JG_MAX_DIMS + 4) */
-    int64_t *s_k;      /* n_nodes */
-    int64_t *const_k;  /* n_consts (one-element constants) */
-    bool *const_fill;  /* n_consts: a constant of one value whose shape is k * s */
-    int64_t *lifted_k; /* n_lifted: a one-element tensor made while traced (a VJP's count) */
+    int *dim_in, *dim_d, *dim_sym; /* the (call input, dim) pairs and their symbols */
+    /* per slot of the base's traced graph */
+    mono *shape_m;    /* n_vals * JG_MAX_DIMS */
+    mono *attr_m;     /* n_nodes * (JG_MAX_DIMS + 4) */
+    mono *s_m;        /* n_nodes */
+    mono *const_m;    /* n_consts (one-element constants) */
+    bool *const_fill; /* n_consts: a constant of one value whose shape varies */
+    int *const_iota;  /* n_consts: d + 1 when each element is its index along dim d
+                         (arange(T), expanded: an embedding's positions), else 0 */
+    mono *lifted_m;   /* n_lifted: a one-element tensor made while traced (a VJP's count) */
     jg_entry *inst[DYN_INSTANCES];
-    int64_t inst_s[DYN_INSTANCES];
+    int64_t inst_s[DYN_INSTANCES][JG_DYN_MAX_SYMS];
     uint64_t inst_used[DYN_INSTANCES];
     int n_inst;
     uint64_t clock;
@@ -41,28 +57,91 @@ enum { N_ATTR = JG_MAX_DIMS + 4 };
 
 #define WHY(...) (snprintf(why, why_size, __VA_ARGS__), -1)
 
-/* v1 at size n1, v2 at n2: fixed (*k = 0) or k * n with one integer k. */
-static bool fit_i64(int64_t v1, int64_t v2, int64_t n1, int64_t n2, int64_t *k) {
-    *k = 0;
-    if (v1 == v2)
-        return true;
-    if (v1 % n1 || v2 % n2 || v1 / n1 != v2 / n2)
-        return false;
-    *k = v1 / n1;
+static bool is_fixed(const mono *m) {
+    for (int j = 0; j < JG_DYN_MAX_SYMS; j++)
+        if (m->e[j])
+            return false;
     return true;
 }
 
-static bool fit_f64(double v1, double v2, int64_t n1, int64_t n2, int64_t *k) {
-    *k = 0;
-    if (!memcmp(&v1, &v2, sizeof v1))
+static int degree(const mono *m) {
+    int n = 0;
+    for (int j = 0; j < JG_DYN_MAX_SYMS; j++)
+        n += m->e[j];
+    return n;
+}
+
+/* k * prod s_j^e_j, or false when it does not fit in 62 bits. */
+static bool mono_eval(const mono *m, const int64_t *s, int n_sym, int64_t *out) {
+    __extension__ __int128 v = m->k;
+    for (int j = 0; j < n_sym; j++)
+        for (int e = 0; e < m->e[j]; e++) {
+            v *= s[j];
+            if (v > ((__int128)1 << 62) || v < -((__int128)1 << 62))
+                return false;
+        }
+    *out = (int64_t)v;
+    return true;
+}
+
+/* The monomial through v[t] (the slot's value in trace t): each exponent
+ * from the pair of traces differing in that symbol only, k from the base,
+ * then checked against every trace. */
+static bool fit_mono(const jg_dyn *d, const int64_t *v, mono *m) {
+    memset(m, 0, sizeof *m);
+    bool same = true;
+    for (int t = 1; t < d->n_tr; t++)
+        same &= v[t] == v[0];
+    if (same) {
+        m->k = v[0];
         return true;
-    if (!isfinite(v1) || !isfinite(v2) || fabs(v2) > 9e15)
+    }
+    for (int j = 0; j < d->n_sym; j++) {
+        __extension__ __int128 lo = v[d->lo[j]], hi = v[d->hi[j]];
+        int64_t nlo = d->sv[d->lo[j]][j], nhi = d->sv[d->hi[j]][j];
+        int e = 0;
+        /* lo * nhi^e == hi * nlo^e */
+        __extension__ __int128 a = lo, b = hi;
+        while (a != b && e < MAX_DEG) {
+            a *= nhi, b *= nlo, e++;
+        }
+        if (a != b)
+            return false;
+        m->e[j] = (uint8_t)e;
+    }
+    if (degree(m) > MAX_DEG)
         return false;
-    double q = v2 / (double)n2;
-    if (q != nearbyint(q) || q == 0)
+    __extension__ __int128 p = 1;
+    for (int j = 0; j < d->n_sym; j++)
+        for (int e = 0; e < m->e[j]; e++)
+            p *= d->sv[0][j];
+    if (v[0] % p)
         return false;
-    *k = (int64_t)q;
-    return (double)(*k * n2) == v2 && (double)(*k * n1) == v1;
+    m->k = (int64_t)(v[0] / p);
+    for (int t = 0; t < d->n_tr; t++) {
+        int64_t x;
+        if (!mono_eval(m, d->sv[t], d->n_sym, &x) || x != v[t])
+            return false;
+    }
+    return !is_fixed(m);
+}
+
+/* The same for doubles: bitwise the same in every trace (fixed), or
+ * integers fitted as above. */
+static bool fit_mono_f64(const jg_dyn *d, const double *v, mono *m) {
+    memset(m, 0, sizeof *m);
+    bool same = true;
+    for (int t = 1; t < d->n_tr; t++)
+        same &= !memcmp(&v[t], &v[0], sizeof v[0]);
+    if (same)
+        return true;
+    int64_t iv[JG_DYN_MAX_SYMS + 1];
+    for (int t = 0; t < d->n_tr; t++) {
+        if (!isfinite(v[t]) || fabs(v[t]) > 9e15 || v[t] != nearbyint(v[t]))
+            return false;
+        iv[t] = (int64_t)v[t];
+    }
+    return fit_mono(d, iv, m) && m->k != 0;
 }
 
 /* ------------------------------------------------------ size comparisons */
@@ -99,16 +178,6 @@ void jg_sizes_note(int op, int64_t a, int64_t b) {
         r->use[r->n++] = (struct jg_size_use){op, a, b};
 }
 
-/* Value v1 at n1, v2 at n2 as k * s + c (one of them 0). */
-static bool fit_affine(int64_t v1, int64_t v2, int64_t n1, int64_t n2, int64_t *k, int64_t *c) {
-    *c = 0;
-    if (!fit_i64(v1, v2, n1, n2, k))
-        return false;
-    if (!*k)
-        *c = v2;
-    return true;
-}
-
 static const char *const cmp_name[] = {"==", "!=", "<", "<=", ">", ">="};
 
 /* Whether (lhs - rhs) = d satisfies op (an ordering; d's sign is enough). */
@@ -125,38 +194,72 @@ static bool holds(int op, int64_t d) {
     }
 }
 
+/* Whether a comparison of monomials A = ka * Ma and B = kb * Mb has one
+ * result for every size >= 2 of every symbol.  Equal Ma and Mb: A - B =
+ * (ka - kb) * M keeps its sign.  Mb dividing Ma (B fixed, or B = T and A =
+ * B * T): A - B = Mb * (ka * R - kb) with R = Ma / Mb >= 2^deg(R), linear
+ * in R, so its sign at the smallest R and for large R (ka's) must agree;
+ * likewise the other way round.  Neither dividing the other (B against T):
+ * the result depends on the sizes. */
+static bool one_result(int op, const mono *a, const mono *b) {
+    bool a_div = true, b_div = true; /* Ma | Mb, Mb | Ma */
+    int deg = 0;
+    for (int j = 0; j < JG_DYN_MAX_SYMS; j++) {
+        a_div &= a->e[j] <= b->e[j];
+        b_div &= b->e[j] <= a->e[j];
+        deg += a->e[j] > b->e[j] ? a->e[j] - b->e[j] : b->e[j] - a->e[j];
+    }
+    if (a_div && b_div)
+        return true;
+    int64_t slope, at_min; /* (A - B) / M_small as slope * R + ..., and at R = 2^deg */
+    if (b_div) {
+        slope = a->k;
+        at_min = a->k * ((int64_t)1 << deg) - b->k;
+    } else if (a_div) {
+        slope = -b->k;
+        at_min = a->k - b->k * ((int64_t)1 << deg);
+    } else {
+        return false;
+    }
+    return op <= JG_SIZES_NE ? at_min != 0 && (at_min > 0) == (slope > 0)
+                             : holds(op, at_min) == holds(op, slope);
+}
+
 /* Every comparison of sizes the program made has one result for every size
- * s >= 2: its two sides, fitted as k * s or fixed, differ by f(s) = a * s
- * + b; with a != 0, f is monotonic, so an ordering holds alike at s = 2 and
- * for large s (f's sign there is a's), and an equality never holds as long
- * as f(2) already has a's sign. */
-static int check_sizes(const jg_dyn *d, const jg_sizes_record *ra, const jg_sizes_record *rb,
-                       char *why, size_t why_size) {
-    if (ra->n < 0 || rb->n < 0)
-        return WHY("out of memory");
-    if (ra->n != rb->n)
-        return WHY("the program compared sizes a different number of times");
+ * >= 2 of every symbol: the traces made the same comparisons, and each
+ * side fits a monomial. */
+static int check_sizes(const jg_dyn *d, char *why, size_t why_size) {
+    const jg_sizes_record *rb = &d->tr[0]->sizes;
+    for (int t = 0; t < d->n_tr; t++) {
+        const jg_sizes_record *r = &d->tr[t]->sizes;
+        if (r->n < 0)
+            return WHY("out of memory");
+        if (r->n != rb->n)
+            return WHY("the program compared sizes a different number of times");
+    }
     for (int i = 0; i < rb->n; i++) {
-        const struct jg_size_use *x = &ra->use[i], *y = &rb->use[i];
-        if (x->op != y->op)
-            return WHY("the program compared sizes differently");
+        const struct jg_size_use *y = &rb->use[i], *x = &d->tr[1]->sizes.use[i];
+        int64_t va[JG_DYN_MAX_SYMS + 1], vb[JG_DYN_MAX_SYMS + 1];
+        for (int t = 0; t < d->n_tr; t++) {
+            const struct jg_size_use *u = &d->tr[t]->sizes.use[i];
+            if (u->op != y->op)
+                return WHY("the program compared sizes differently");
+            va[t] = u->a, vb[t] = u->b;
+        }
         if (y->op == JG_SIZES_OPAQUE) {
-            if (x->a != y->a)
-                return WHY("the program used a size that changed (%" PRId64 " -> %" PRId64
-                           ") in a way the library cannot follow (len(), float(), /)",
-                           x->a, y->a);
+            for (int t = 1; t < d->n_tr; t++)
+                if (va[t] != va[0])
+                    return WHY("the program used a size that changed (%" PRId64 " -> %" PRId64
+                               ") in a way the library cannot follow (len(), float(), /)",
+                               va[t], va[0]);
             continue;
         }
-        int64_t ka, ca, kb, cb;
-        if (!fit_affine(x->a, y->a, d->n_other, d->n_base, &ka, &ca) ||
-            !fit_affine(x->b, y->b, d->n_other, d->n_base, &kb, &cb))
+        mono ma, mb;
+        if (!fit_mono(d, va, &ma) || !fit_mono(d, vb, &mb))
             return WHY("the program compared sizes that are not proportional to the dims (%" PRId64
                        " %s %" PRId64 ", then %" PRId64 " %s %" PRId64 ")",
                        x->a, cmp_name[x->op], x->b, y->a, cmp_name[y->op], y->b);
-        int64_t a = ka - kb, at2 = 2 * a + (ca - cb);
-        bool fixed = a == 0 || (y->op <= JG_SIZES_NE ? at2 != 0 && (at2 > 0) == (a > 0)
-                                                     : holds(y->op, at2) == holds(y->op, a));
-        if (!fixed)
+        if (!one_result(y->op, &ma, &mb))
             return WHY("the program compared sizes with a result that depends on the size (%" PRId64
                        " %s %" PRId64 ", then %" PRId64 " %s %" PRId64 ")",
                        x->a, cmp_name[x->op], x->b, y->a, cmp_name[y->op], y->b);
@@ -226,6 +329,41 @@ static bool uniform(jg_tensor *t, double *v) {
     return ok;
 }
 
+/* Each element's index along dim d of a tensor of shape m, in row-major
+ * order, into v (as doubles). */
+static void iota_values(const jg_meta *m, int d, double *v) {
+    int64_t inner = 1, n = jg_shape_numel(m->ndim, m->shape);
+    for (int k = d + 1; k < m->ndim; k++)
+        inner *= m->shape[k];
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (double)((i / inner) % m->shape[d]);
+}
+
+/* d + 1 when every element of t is its index along dim d (arange(n), or
+ * it expanded), else 0. */
+static int iota(jg_tensor *t) {
+    int64_t n = jg_numel(t);
+    if (t->dtype == JG_BOOL || n < 2)
+        return 0;
+    jg_scope_push();
+    jg_tensor *f = jg_to_dtype(t, JG_F64);
+    double *v = malloc(sizeof(double) * (size_t)n), *w = malloc(sizeof(double) * (size_t)n);
+    bool ok = f && v && w && jg_copy_to(f, v, sizeof(double) * (size_t)n) == 0;
+    jg_meta m = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(m.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    int found = 0;
+    for (int d = 0; ok && d < t->ndim && !found; d++) {
+        iota_values(&m, d, w);
+        if (t->shape[d] > 1 && !memcmp(v, w, sizeof(double) * (size_t)n))
+            found = d + 1;
+    }
+    free(v);
+    free(w);
+    jg_scope_pop();
+    jg_clear_error();
+    return found;
+}
+
 /* Number of program outputs (the traced graph's outputs before the
  * mutations' new values). */
 static int prog_outputs(const jg_entry *e) {
@@ -275,175 +413,418 @@ static bool same_trace_state(const jg_entry *a, const jg_entry *b) {
     return true;
 }
 
-/* Captured tensors that are other tensors in the two traces: ones the
- * library made while tracing (backward's seed, mean's count in a traced
- * backward).  Same values: the base keeps reading its own, and so do its
- * instances; one element k * s: each instance gets its own. */
-static int fit_lifted(jg_dyn *d, const jg_entry *a, const jg_entry *b, char *why, size_t why_size) {
-    if (!(d->lifted_k = calloc((size_t)(b->n_lifted ? b->n_lifted : 1), sizeof(int64_t))))
+/* Captured tensors that are other tensors in the traces: ones the library
+ * made while tracing (backward's seed, mean's count in a traced backward).
+ * Same values: the base keeps reading its own, and so do its instances;
+ * one element fitting a monomial: each instance gets its own. */
+static int fit_lifted(jg_dyn *d, char *why, size_t why_size) {
+    const jg_entry *b = d->tr[0];
+    if (!(d->lifted_m = calloc((size_t)(b->n_lifted ? b->n_lifted : 1), sizeof(mono))))
         return WHY("out of memory");
     for (int i = 0; i < b->n_lifted; i++) {
-        jg_tensor *x = a->lifted[i], *y = b->lifted[i];
-        if (x == y || same_values(x, y))
+        jg_tensor *y = b->lifted[i];
+        bool same = true;
+        for (int t = 1; t < d->n_tr && same; t++)
+            same = d->tr[t]->lifted[i] == y || same_values(d->tr[t]->lifted[i], y);
+        if (same)
             continue;
-        if (jg_numel(y) != 1 || y->dtype == JG_BOOL || x->dtype != y->dtype ||
-            !fit_f64(jg_item(x), jg_item(y), d->n_other, d->n_base, &d->lifted_k[i]) ||
-            !d->lifted_k[i])
-            return WHY("the two traces captured different tensors (lifted%d)", i);
+        double v[JG_DYN_MAX_SYMS + 1];
+        bool ok = jg_numel(y) == 1 && y->dtype != JG_BOOL;
+        for (int t = 0; t < d->n_tr && ok; t++) {
+            jg_tensor *x = d->tr[t]->lifted[i];
+            ok = jg_numel(x) == 1 && x->dtype == y->dtype;
+            if (ok)
+                v[t] = jg_item(x);
+        }
+        if (!ok || !fit_mono_f64(d, v, &d->lifted_m[i]) || is_fixed(&d->lifted_m[i]))
+            return WHY("the traces captured different tensors (lifted%d)", i);
     }
     return 0;
 }
 
-/* Fits every integer of b's traced graph (at n2) against a's (at n1). */
-static int fit_graphs(jg_dyn *d, const jg_graph *ga, const jg_graph *gb, char *why,
-                      size_t why_size) {
-    int64_t n1 = d->n_other, n2 = d->n_base;
+static int different_graphs(char *why, size_t why_size) {
+    return WHY("the traces made different graphs (the program depends on the size)");
+}
+
+/* Whether traced graph ga has gb's structure (everything but the sizes). */
+static bool same_structure(const jg_graph *ga, const jg_graph *gb) {
     if (ga->n_vals != gb->n_vals || ga->n_nodes != gb->n_nodes || ga->n_inputs != gb->n_inputs ||
         ga->n_consts != gb->n_consts || ga->n_outputs != gb->n_outputs || ga->n_children ||
         gb->n_children || !same_ints(ga->inputs, gb->inputs, ga->n_inputs) ||
         !same_ints(ga->const_vals, gb->const_vals, ga->n_consts) ||
         !same_ints(ga->outputs, gb->outputs, ga->n_outputs))
-        return WHY("the two traces made different graphs (the program depends on the size)");
-    d->shape_k = calloc((size_t)(gb->n_vals ? gb->n_vals : 1) * JG_MAX_DIMS, sizeof(int64_t));
-    d->attr_k = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1) * N_ATTR, sizeof(int64_t));
-    d->s_k = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(int64_t));
-    d->const_k = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int64_t));
-    d->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
-    if (!d->shape_k || !d->attr_k || !d->s_k || !d->const_k || !d->const_fill)
-        return WHY("out of memory");
+        return false;
     for (int v = 0; v < gb->n_vals; v++) {
         const jg_value *x = &ga->vals[v], *y = &gb->vals[v];
         if (x->kind != y->kind || x->node != y->node || x->index != y->index ||
             x->meta.dtype != y->meta.dtype || x->meta.ndim != y->meta.ndim ||
             x->requires_grad != y->requires_grad || x->uses != y->uses)
-            return WHY("the two traces made different graphs (the program depends on the size)");
-        for (int i = 0; i < y->meta.ndim; i++)
-            if (!fit_i64(x->meta.shape[i], y->meta.shape[i], n1, n2,
-                         &d->shape_k[(size_t)v * JG_MAX_DIMS + (size_t)i]))
-                return WHY("a size in the graph is not proportional to the dims (%" PRId64
-                           " -> %" PRId64 ")",
-                           x->meta.shape[i], y->meta.shape[i]);
+            return false;
     }
     for (int i = 0; i < gb->n_nodes; i++) {
         const jg_gnode *x = &ga->nodes[i], *y = &gb->nodes[i];
-        if (x->kind != JG_GN_OP || y->kind != JG_GN_OP)
-            return WHY("the program calls custom functions (not supported with dynamic sizes)");
+        if (x->kind != y->kind)
+            return false;
+        if (x->kind != JG_GN_OP)
+            continue;
         const jg_attrs *p = &x->attrs, *q = &y->attrs;
         if (x->op != y->op || x->n_in != y->n_in || x->n_out != y->n_out ||
             !same_ints(x->in, y->in, x->n_in) || !same_ints(x->out, y->out, x->n_out) ||
             p->n != q->n || p->whole != q->whole || p->keepdim != q->keepdim ||
             p->dtype != q->dtype)
-            return WHY("the two traces made different graphs (the program depends on the size)");
-        for (int j = 0; j < N_ATTR; j++)
-            if (!fit_i64(p->i[j], q->i[j], n1, n2, &d->attr_k[(size_t)i * N_ATTR + (size_t)j]))
+            return false;
+    }
+    return true;
+}
+
+/* Fits every integer of the traced graphs: each slot a monomial in the
+ * symbols. */
+static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
+    const jg_graph *gb = d->tr[0]->traced;
+    for (int t = 1; t < d->n_tr; t++)
+        if (!same_structure(d->tr[t]->traced, gb))
+            return different_graphs(why, why_size);
+    for (int i = 0; i < gb->n_nodes; i++)
+        if (gb->nodes[i].kind != JG_GN_OP)
+            return WHY("the program calls custom functions (not supported with dynamic sizes)");
+    d->shape_m = calloc((size_t)(gb->n_vals ? gb->n_vals : 1) * JG_MAX_DIMS, sizeof(mono));
+    d->attr_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1) * N_ATTR, sizeof(mono));
+    d->s_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(mono));
+    d->const_m = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(mono));
+    d->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
+    d->const_iota = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int));
+    if (!d->shape_m || !d->attr_m || !d->s_m || !d->const_m || !d->const_fill || !d->const_iota)
+        return WHY("out of memory");
+    int64_t v[JG_DYN_MAX_SYMS + 1];
+    double f[JG_DYN_MAX_SYMS + 1];
+    for (int u = 0; u < gb->n_vals; u++)
+        for (int i = 0; i < gb->vals[u].meta.ndim; i++) {
+            for (int t = 0; t < d->n_tr; t++)
+                v[t] = d->tr[t]->traced->vals[u].meta.shape[i];
+            mono *m = &d->shape_m[(size_t)u * JG_MAX_DIMS + (size_t)i];
+            if (!fit_mono(d, v, m))
+                return WHY("a size in the graph is not proportional to the dims (%" PRId64
+                           " -> %" PRId64 ")",
+                           v[1], v[0]);
+        }
+    for (int i = 0; i < gb->n_nodes; i++) {
+        for (int j = 0; j < N_ATTR; j++) {
+            for (int t = 0; t < d->n_tr; t++)
+                v[t] = d->tr[t]->traced->nodes[i].attrs.i[j];
+            if (!fit_mono(d, v, &d->attr_m[(size_t)i * N_ATTR + (size_t)j]))
                 return WHY("an argument of %s is not proportional to the dims (%" PRId64
                            " -> %" PRId64 ")",
-                           jg_ops[y->op].name, p->i[j], q->i[j]);
-        if (!fit_f64(p->s, q->s, n1, n2, &d->s_k[i]))
+                           jg_ops[gb->nodes[i].op].name, v[1], v[0]);
+        }
+        for (int t = 0; t < d->n_tr; t++)
+            f[t] = d->tr[t]->traced->nodes[i].attrs.s;
+        if (!fit_mono_f64(d, f, &d->s_m[i]))
             return WHY("the scalar argument of %s is not proportional to the dims (%.17g -> "
                        "%.17g)",
-                       jg_ops[y->op].name, p->s, q->s);
+                       jg_ops[gb->nodes[i].op].name, f[1], f[0]);
     }
     for (int i = 0; i < gb->n_consts; i++) {
-        jg_tensor *x = ga->consts[i], *y = gb->consts[i];
-        if (x == y)
+        jg_tensor *y = gb->consts[i];
+        bool same_ptr = true, same_shape = true;
+        for (int t = 1; t < d->n_tr; t++) {
+            jg_tensor *x = d->tr[t]->traced->consts[i];
+            same_ptr &= x == y;
+            if (x->dtype != y->dtype || x->ndim != y->ndim)
+                return WHY("the traces made different constants");
+            same_shape &= !memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim);
+        }
+        if (same_ptr)
             continue;
-        if (x->dtype != y->dtype || x->ndim != y->ndim)
-            return WHY("the two traces made different constants");
-        if (memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim)) {
+        if (!same_shape) {
             /* (its shape is its value's, fitted above) a fill such as a
              * VJP's zeros: each instance makes its own */
-            double vx, vy;
-            if (!uniform(x, &vx) || !uniform(y, &vy) || memcmp(&vx, &vy, sizeof vx))
-                return WHY("a tensor the program made has a shape that depends on the dims");
+            double vy;
+            int dim = iota(y);
+            for (int t = 1; t < d->n_tr && dim; t++)
+                dim = iota(d->tr[t]->traced->consts[i]) == dim ? dim : 0;
+            if (dim) { /* arange(T): each instance makes its own */
+                d->const_iota[i] = dim;
+                continue;
+            }
+            if (!uniform(y, &vy))
+                return WHY("a tensor the program made (c%d, %s) has a shape that depends on the "
+                           "dims",
+                           i, jg_dtype_name(y->dtype));
+            for (int t = 1; t < d->n_tr; t++) {
+                double vx;
+                if (!uniform(d->tr[t]->traced->consts[i], &vx) || memcmp(&vx, &vy, sizeof vx))
+                    return WHY("a tensor the program made (c%d, %s) has a shape that depends on "
+                               "the dims",
+                               i, jg_dtype_name(y->dtype));
+            }
             d->const_fill[i] = true;
             continue;
         }
-        int64_t numel = jg_numel(x);
-        if (numel == 1 && x->dtype != JG_BOOL) {
-            if (!fit_f64(jg_item(x), jg_item(y), n1, n2, &d->const_k[i]))
+        if (jg_numel(y) == 1 && y->dtype != JG_BOOL) {
+            for (int t = 0; t < d->n_tr; t++)
+                f[t] = jg_item(d->tr[t]->traced->consts[i]);
+            if (!fit_mono_f64(d, f, &d->const_m[i]))
                 return WHY("a constant the program made is not proportional to the dims (%.17g "
                            "-> %.17g)",
-                           jg_item(x), jg_item(y));
+                           f[1], f[0]);
             continue;
         }
-        if (!same_values(x, y))
-            return WHY("a tensor the program made has values that depend on the dims");
+        for (int t = 1; t < d->n_tr; t++)
+            if (!same_values(d->tr[t]->traced->consts[i], y))
+                return WHY("a tensor the program made has values that depend on the dims");
     }
     return 0;
 }
 
-int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_t why_size) {
-    *out = NULL;
-    const jg_call_key *ka = &older->key, *kb = &newer->key;
-    if (older->eager || newer->eager || ka->grad_mode != kb->grad_mode ||
-        ka->n_inputs != kb->n_inputs || ka->args_size != kb->args_size ||
+/* How call keys a and b differ: 0 in nothing but sizes of some dims, each
+ * changed dim going from one size to another; then *n_groups distinct
+ * (from, to) pairs, grp[i * JG_MAX_DIMS + d] the group of dim d of input i
+ * (-1: unchanged) and from / to its sizes.  -1: in anything else (or more
+ * than JG_DYN_MAX_SYMS groups). */
+static int key_diff(const jg_call_key *ka, const jg_call_key *kb, int *grp, int *n_groups,
+                    int64_t *from, int64_t *to) {
+    *n_groups = 0;
+    if (ka->grad_mode != kb->grad_mode || ka->n_inputs != kb->n_inputs ||
+        ka->args_size != kb->args_size ||
         (ka->args_size && memcmp(ka->args, kb->args, ka->args_size)))
-        return 0;
-    int64_t n1 = 0, n2 = 0;
-    int n_dims = 0;
+        return -1;
     for (int i = 0; i < ka->n_inputs; i++) {
         const jg_in_key *a = &ka->in[i], *b = &kb->in[i];
         if (a->meta.dtype != b->meta.dtype || a->meta.ndim != b->meta.ndim ||
             a->requires_grad != b->requires_grad || a->same_as != b->same_as ||
             a->storage_as != b->storage_as)
-            return 0;
+            return -1;
         bool changed = false;
-        for (int d = 0; d < a->meta.ndim; d++) {
-            if (a->meta.shape[d] == b->meta.shape[d])
+        for (int d = 0; d < JG_MAX_DIMS; d++) {
+            int *g = &grp[i * JG_MAX_DIMS + d];
+            *g = -1;
+            if (d >= a->meta.ndim || a->meta.shape[d] == b->meta.shape[d])
                 continue;
-            if (n_dims && (a->meta.shape[d] != n1 || b->meta.shape[d] != n2))
-                return 0; /* two different changes: not one symbol */
-            n1 = a->meta.shape[d], n2 = b->meta.shape[d];
-            n_dims++;
+            int j = 0;
+            while (j < *n_groups && (from[j] != a->meta.shape[d] || to[j] != b->meta.shape[d]))
+                j++;
+            if (j == *n_groups) {
+                if (j == JG_DYN_MAX_SYMS)
+                    return -1;
+                from[j] = a->meta.shape[d], to[j] = b->meta.shape[d];
+                (*n_groups)++;
+            }
+            *g = j;
             changed = true;
         }
         if (!changed && memcmp(a->stride, b->stride, sizeof a->stride))
-            return 0;
+            return -1;
         if (changed && (!contiguous_key(a) || !contiguous_key(b)))
-            return 0;
+            return -1;
     }
-    if (!n_dims)
-        return 0;
-    if (n1 < 2 || n2 < 2)
-        return WHY("sizes 0 and 1 are specialized");
-    if (!older->traced || !newer->traced)
-        return WHY("the program calls custom functions (not supported with dynamic sizes)");
-    jg_dyn probe = {.n_base = n2, .n_other = n1};
-    if (check_sizes(&probe, &older->sizes, &newer->sizes, why, why_size) < 0)
+    return 0;
+}
+
+static int64_t key_size(const jg_call_key *k, int in, int d) {
+    return k->in[in].meta.shape[d];
+}
+
+/* The name of a custom function e's program calls, or NULL. */
+static const char *custom_name(const jg_entry *e) {
+    const jg_graph *g = e->fwd_ad ? e->fwd_ad : e->fwd;
+    for (int i = 0; g && i < g->n_nodes; i++)
+        if (g->nodes[i].kind == JG_GN_CUSTOM && g->nodes[i].custom->fn)
+            return g->nodes[i].custom->fn->name ? g->nodes[i].custom->fn->name : "(unnamed)";
+    return NULL;
+}
+
+/* Fits the template once d's traces, symbols and dims are set. */
+static int dyn_fit(jg_dyn *d, char *why, size_t why_size) {
+    for (int t = 0; t < d->n_tr; t++) {
+        const jg_entry *e = d->tr[t];
+        const char *fn = e->traced ? NULL : custom_name(e);
+        if (fn)
+            return WHY("the program calls the custom function %s (custom functions keep their "
+                       "sizes static)",
+                       fn);
+        if (e->eager || !e->traced)
+            return WHY("the program calls custom functions (not supported with dynamic sizes)");
+        for (int j = 0; j < d->n_sym; j++)
+            for (int k = 0; k < d->n_dims; k++)
+                if (d->dim_sym[k] == j) {
+                    d->sv[t][j] = key_size(&e->key, d->dim_in[k], d->dim_d[k]);
+                    if (d->sv[t][j] < 2)
+                        return WHY("sizes 0 and 1 are specialized");
+                    break;
+                }
+    }
+    if (check_sizes(d, why, why_size) < 0)
         return -1;
-    if (!same_trace_state(older, newer))
-        return WHY("the two traces captured or wrote different tensors");
-    for (int j = 0; j < prog_outputs(newer); j++)
-        if (older->out_relayout[j] || newer->out_relayout[j])
-            return WHY("an output has a layout other than row-major");
-    if (older->out_view_in || newer->out_view_in)
-        return WHY("an output is a view of an input");
+    for (int t = 1; t < d->n_tr; t++) {
+        if (!same_trace_state(d->tr[t], d->tr[0]))
+            return WHY("the traces captured or wrote different tensors");
+    }
+    for (int t = 0; t < d->n_tr; t++) {
+        const jg_entry *e = d->tr[t];
+        for (int j = 0; j < prog_outputs(e); j++)
+            if (e->out_relayout[j])
+                return WHY("an output has a layout other than row-major");
+        if (e->out_view_in)
+            return WHY("an output is a view of an input");
+    }
+    return fit_lifted(d, why, why_size) < 0 || fit_graphs(d, why, why_size) < 0 ? -1 : 0;
+}
+
+static jg_dyn *dyn_alloc(int n_dims) {
     jg_dyn *d = calloc(1, sizeof *d);
     if (!d)
-        return WHY("out of memory");
-    d->n_base = n2, d->n_other = n1;
-    d->dim_in = malloc(sizeof(int) * (size_t)n_dims);
-    d->dim_d = malloc(sizeof(int) * (size_t)n_dims);
-    if (!d->dim_in || !d->dim_d) {
+        return NULL;
+    d->dim_in = malloc(sizeof(int) * (size_t)(n_dims ? n_dims : 1));
+    d->dim_d = malloc(sizeof(int) * (size_t)(n_dims ? n_dims : 1));
+    d->dim_sym = malloc(sizeof(int) * (size_t)(n_dims ? n_dims : 1));
+    if (!d->dim_in || !d->dim_d || !d->dim_sym) {
         jg_dyn_free(d);
-        return WHY("out of memory");
+        return NULL;
     }
-    for (int i = 0; i < ka->n_inputs; i++)
-        for (int k = 0; k < ka->in[i].meta.ndim; k++)
-            if (ka->in[i].meta.shape[k] != kb->in[i].meta.shape[k]) {
-                d->dim_in[d->n_dims] = i;
-                d->dim_d[d->n_dims++] = k;
-            }
-    if (fit_lifted(d, older, newer, why, why_size) < 0 ||
-        fit_graphs(d, older->traced, newer->traced, why, why_size) < 0) {
+    return d;
+}
+
+/* d with its traces retained, fitted; or NULL and why. */
+static int dyn_finish(jg_dyn *d, jg_dyn **out, char *why, size_t why_size) {
+    for (int t = 0; t < d->n_tr; t++)
+        d->tr[t]->refcount++;
+    if (dyn_fit(d, why, why_size) < 0) {
         jg_dyn_free(d);
         return -1;
     }
-    newer->refcount++;
-    d->base = newer;
     *out = d;
     return 1;
+}
+
+int jg_dyn_make(jg_entry *older, jg_entry *newer, jg_dyn **out, char *why, size_t why_size) {
+    *out = NULL;
+    int grp[64 * JG_MAX_DIMS], n_groups;
+    int64_t from[JG_DYN_MAX_SYMS], to[JG_DYN_MAX_SYMS];
+    if (older->key.n_inputs > 64 || older->eager || newer->eager ||
+        key_diff(&older->key, &newer->key, grp, &n_groups, from, to) < 0 || !n_groups)
+        return 0;
+    for (int j = 0; j < n_groups; j++)
+        if (from[j] < 2 || to[j] < 2)
+            return WHY("sizes 0 and 1 are specialized");
+    if (n_groups > 1)
+        return 2; /* (the caller traces a size between: jg_dyn_mid_key) */
+    int n_dims = 0;
+    for (int i = 0; i < older->key.n_inputs * JG_MAX_DIMS; i++)
+        n_dims += grp[i] >= 0;
+    jg_dyn *d = dyn_alloc(n_dims);
+    if (!d)
+        return WHY("out of memory");
+    for (int i = 0; i < older->key.n_inputs * JG_MAX_DIMS; i++)
+        if (grp[i] >= 0) {
+            d->dim_in[d->n_dims] = i / JG_MAX_DIMS;
+            d->dim_d[d->n_dims] = i % JG_MAX_DIMS;
+            d->dim_sym[d->n_dims++] = 0;
+        }
+    d->tr[0] = newer, d->tr[1] = older;
+    d->n_tr = 2, d->n_sym = 1;
+    d->lo[0] = 1, d->hi[0] = 0;
+    return dyn_finish(d, out, why, why_size);
+}
+
+int jg_dyn_mid_key(const jg_entry *older, const jg_entry *newer, jg_in_key *in) {
+    int grp[64 * JG_MAX_DIMS], n_groups;
+    int64_t from[JG_DYN_MAX_SYMS], to[JG_DYN_MAX_SYMS];
+    const jg_call_key *ka = &older->key;
+    if (ka->n_inputs > 64 || key_diff(ka, &newer->key, grp, &n_groups, from, to) < 0 ||
+        n_groups != 2)
+        return -1;
+    memcpy(in, ka->in, sizeof *in * (size_t)ka->n_inputs);
+    for (int i = 0; i < ka->n_inputs; i++) {
+        bool changed = false;
+        for (int k = 0; k < ka->in[i].meta.ndim; k++)
+            if (grp[i * JG_MAX_DIMS + k] == 0) {
+                in[i].meta.shape[k] = to[0];
+                changed = true;
+            }
+        if (changed) {
+            memset(in[i].stride, 0, sizeof in[i].stride);
+            jg_contiguous_strides(in[i].meta.ndim, in[i].meta.shape, in[i].stride);
+        }
+    }
+    return 0;
+}
+
+int jg_dyn_make3(jg_entry *older, jg_entry *mid, jg_entry *newer, jg_dyn **out, char *why,
+                 size_t why_size) {
+    *out = NULL;
+    int g1[64 * JG_MAX_DIMS], g2[64 * JG_MAX_DIMS], n1, n2;
+    int64_t from[JG_DYN_MAX_SYMS], to[JG_DYN_MAX_SYMS];
+    int n = older->key.n_inputs;
+    if (n > 64 || mid->eager || mid->retry ||
+        key_diff(&older->key, &mid->key, g1, &n1, from, to) < 0 || n1 != 1 ||
+        key_diff(&mid->key, &newer->key, g2, &n2, from, to) < 0 || n2 != 1)
+        return WHY("the size between the two was traced differently");
+    int n_dims = 0;
+    for (int i = 0; i < n * JG_MAX_DIMS; i++) {
+        if (g1[i] >= 0 && g2[i] >= 0)
+            return WHY("the size between the two was traced differently");
+        n_dims += g1[i] >= 0 || g2[i] >= 0;
+    }
+    jg_dyn *d = dyn_alloc(n_dims);
+    if (!d)
+        return WHY("out of memory");
+    for (int i = 0; i < n * JG_MAX_DIMS; i++)
+        if (g1[i] >= 0 || g2[i] >= 0) {
+            d->dim_in[d->n_dims] = i / JG_MAX_DIMS;
+            d->dim_d[d->n_dims] = i % JG_MAX_DIMS;
+            d->dim_sym[d->n_dims++] = g1[i] >= 0 ? 0 : 1;
+        }
+    d->tr[0] = newer, d->tr[1] = older, d->tr[2] = mid;
+    d->n_tr = 3, d->n_sym = 2;
+    d->lo[0] = 1, d->hi[0] = 2; /* older -> mid: symbol 0 */
+    d->lo[1] = 2, d->hi[1] = 0; /* mid -> newer: symbol 1 */
+    return dyn_finish(d, out, why, why_size);
+}
+
+int jg_dyn_extend(const jg_dyn *d, jg_entry *e, jg_dyn **out, char *why, size_t why_size) {
+    *out = NULL;
+    int grp[64 * JG_MAX_DIMS], n_groups;
+    int64_t from[JG_DYN_MAX_SYMS], to[JG_DYN_MAX_SYMS];
+    int n = e->key.n_inputs;
+    if (e->eager || n > 64 || d->n_sym == JG_DYN_MAX_SYMS)
+        return 0;
+    for (int t = 0; t < d->n_tr; t++) {
+        if (key_diff(&d->tr[t]->key, &e->key, grp, &n_groups, from, to) < 0 || n_groups != 1)
+            continue;
+        bool fresh = true; /* the changed dims belong to no symbol yet */
+        for (int k = 0; k < d->n_dims && fresh; k++)
+            fresh = grp[d->dim_in[k] * JG_MAX_DIMS + d->dim_d[k]] < 0;
+        if (!fresh)
+            continue;
+        if (from[0] < 2 || to[0] < 2)
+            return WHY("sizes 0 and 1 are specialized");
+        int n_dims = d->n_dims;
+        for (int i = 0; i < n * JG_MAX_DIMS; i++)
+            n_dims += grp[i] >= 0;
+        jg_dyn *x = dyn_alloc(n_dims);
+        if (!x)
+            return WHY("out of memory");
+        memcpy(x->dim_in, d->dim_in, sizeof(int) * (size_t)d->n_dims);
+        memcpy(x->dim_d, d->dim_d, sizeof(int) * (size_t)d->n_dims);
+        memcpy(x->dim_sym, d->dim_sym, sizeof(int) * (size_t)d->n_dims);
+        x->n_dims = d->n_dims;
+        for (int i = 0; i < n * JG_MAX_DIMS; i++)
+            if (grp[i] >= 0) {
+                x->dim_in[x->n_dims] = i / JG_MAX_DIMS;
+                x->dim_d[x->n_dims] = i % JG_MAX_DIMS;
+                x->dim_sym[x->n_dims++] = d->n_sym;
+            }
+        memcpy(x->tr, d->tr, sizeof(jg_entry *) * (size_t)d->n_tr);
+        x->tr[d->n_tr] = e;
+        x->n_tr = d->n_tr + 1;
+        x->n_sym = d->n_sym + 1;
+        memcpy(x->lo, d->lo, sizeof x->lo);
+        memcpy(x->hi, d->hi, sizeof x->hi);
+        x->lo[d->n_sym] = t, x->hi[d->n_sym] = d->n_tr;
+        x->probed = d->probed;
+        return dyn_finish(x, out, why, why_size);
+    }
+    return 0;
 }
 
 void jg_dyn_describe(const jg_dyn *d, jg_input_name_fn name, void *user, char *buf, size_t n) {
@@ -455,13 +836,25 @@ void jg_dyn_describe(const jg_dyn *d, jg_input_name_fn name, void *user, char *b
             snprintf(in, sizeof in, "input %d", d->dim_in[i]);
         len +=
             (size_t)snprintf(buf + len, n - len, "%sdim %d of %s", i ? ", " : "", d->dim_d[i], in);
+        if (d->n_sym > 1 && len < n)
+            len += (size_t)snprintf(buf + len, n - len, " (s%d)", d->dim_sym[i]);
     }
-    if (len < n && d->probed)
+    if (len >= n)
+        return;
+    if (d->n_sym == 1 && d->probed)
         snprintf(buf + len, n - len, " went dynamic (%" PRId64 ", traced again at %" PRId64 ")",
-                 d->n_base, d->n_other);
-    else if (len < n)
-        snprintf(buf + len, n - len, " went dynamic (%" PRId64 " -> %" PRId64 ")", d->n_other,
-                 d->n_base);
+                 d->sv[0][0], d->sv[1][0]);
+    else if (d->n_sym == 1)
+        snprintf(buf + len, n - len, " went dynamic (%" PRId64 " -> %" PRId64 ")", d->sv[1][0],
+                 d->sv[0][0]);
+    else {
+        len += (size_t)snprintf(buf + len, n - len, " went dynamic (");
+        for (int j = 0; j < d->n_sym && len < n; j++)
+            len += (size_t)snprintf(buf + len, n - len, "%ss%d: %" PRId64 " -> %" PRId64,
+                                    j ? ", " : "", j, d->sv[d->lo[j]][j], d->sv[d->hi[j]][j]);
+        if (len < n)
+            snprintf(buf + len, n - len, ")");
+    }
 }
 
 void jg_dyn_set_probed(jg_dyn *d) {
@@ -469,32 +862,36 @@ void jg_dyn_set_probed(jg_dyn *d) {
 }
 
 jg_entry *jg_dyn_base(const jg_dyn *d) {
-    return d->base;
+    return d->tr[0];
+}
+
+int jg_dyn_symbols(const jg_dyn *d) {
+    return d->n_sym;
 }
 
 bool jg_dyn_rekey(const jg_dyn *d, const jg_call_key *k, jg_in_key *base_in, int64_t *s) {
-    const jg_call_key *b = &d->base->key;
+    const jg_call_key *b = &d->tr[0]->key;
     if (k->n_inputs != b->n_inputs)
         return false;
-    int64_t v = -1;
+    for (int j = 0; j < d->n_sym; j++)
+        s[j] = -1;
     for (int i = 0; i < d->n_dims; i++) {
         const jg_in_key *in = &k->in[d->dim_in[i]];
         if (in->meta.ndim != b->in[d->dim_in[i]].meta.ndim)
             return false;
-        int64_t x = in->meta.shape[d->dim_d[i]];
-        if ((v >= 0 && x != v) || x < 2)
+        int64_t x = in->meta.shape[d->dim_d[i]], *v = &s[d->dim_sym[i]];
+        if ((*v >= 0 && x != *v) || x < 2)
             return false;
-        v = x;
+        *v = x;
     }
     memcpy(base_in, k->in, sizeof *base_in * (size_t)k->n_inputs);
     for (int i = 0; i < d->n_dims; i++) {
         jg_in_key *in = &base_in[d->dim_in[i]];
         if (!contiguous_key(&k->in[d->dim_in[i]]))
             return false;
-        in->meta.shape[d->dim_d[i]] = d->n_base;
+        in->meta.shape[d->dim_d[i]] = d->sv[0][d->dim_sym[i]];
         memcpy(in->stride, b->in[d->dim_in[i]].stride, sizeof in->stride);
     }
-    *s = v;
     return true;
 }
 
@@ -598,40 +995,55 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
     return e;
 }
 
-/* The base graph with the sizes of s (k * s in every proportional slot);
- * one-element constants k * s are made as the program made them
- * (jg_full of the value converted to double). */
-static jg_graph *substitute(const jg_dyn *d, int64_t s, bool consts) {
-    jg_graph *g = jg_graph_clone(d->base->traced);
+/* The base graph with the sizes of s (each fitted slot's monomial at s);
+ * one-element constants are made as the program made them (jg_full of the
+ * value converted to double). */
+static jg_graph *substitute(const jg_dyn *d, const int64_t *s, bool consts) {
+    jg_graph *g = jg_graph_clone(d->tr[0]->traced);
     if (!g)
         return NULL;
+    bool ok = true;
     for (int v = 0; v < g->n_vals; v++)
         for (int i = 0; i < g->vals[v].meta.ndim; i++) {
-            int64_t k = d->shape_k[(size_t)v * JG_MAX_DIMS + (size_t)i];
-            if (k)
-                g->vals[v].meta.shape[i] = k * s;
+            const mono *m = &d->shape_m[(size_t)v * JG_MAX_DIMS + (size_t)i];
+            if (!is_fixed(m))
+                ok &= mono_eval(m, s, d->n_sym, &g->vals[v].meta.shape[i]);
         }
     for (int i = 0; i < g->n_nodes; i++) {
         jg_attrs *a = &g->nodes[i].attrs;
-        for (int j = 0; j < N_ATTR; j++)
-            if (d->attr_k[(size_t)i * N_ATTR + (size_t)j])
-                a->i[j] = d->attr_k[(size_t)i * N_ATTR + (size_t)j] * s;
-        if (d->s_k[i])
-            a->s = (double)(d->s_k[i] * s);
+        for (int j = 0; j < N_ATTR; j++) {
+            const mono *m = &d->attr_m[(size_t)i * N_ATTR + (size_t)j];
+            if (!is_fixed(m))
+                ok &= mono_eval(m, s, d->n_sym, &a->i[j]);
+        }
+        int64_t x = 0;
+        if (!is_fixed(&d->s_m[i])) {
+            ok &= mono_eval(&d->s_m[i], s, d->n_sym, &x);
+            a->s = (double)x;
+        }
     }
-    int rc = 0;
+    int rc = ok ? 0 : jg_errorf("a size of the graph does not fit in 62 bits");
     jg_scope_push();
     for (int i = 0; i < g->n_consts && rc == 0 && consts; i++) {
-        if (!d->const_k[i] && !d->const_fill[i])
+        if (is_fixed(&d->const_m[i]) && !d->const_fill[i] && !d->const_iota[i])
             continue;
         jg_tensor *old = g->consts[i];
         const jg_meta *m = &g->vals[g->const_vals[i]].meta; /* (substituted above) */
         double fill;
-        jg_tensor *t =
-            d->const_fill[i] && uniform(old, &fill) ? jg_full(old->dtype, m->ndim, m->shape, fill)
-            : d->const_fill[i]
-                ? NULL
-                : jg_full(old->dtype, old->ndim, old->shape, (double)(d->const_k[i] * s));
+        int64_t x = 0;
+        jg_tensor *t = NULL;
+        if (d->const_iota[i]) {
+            int64_t n = jg_shape_numel(m->ndim, m->shape);
+            double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+            if (v)
+                iota_values(m, d->const_iota[i] - 1, v);
+            jg_tensor *f = v ? jg_tensor_new(JG_F64, m->ndim, m->shape, v) : NULL;
+            free(v);
+            t = f ? jg_to_dtype(f, old->dtype) : NULL;
+        } else if (d->const_fill[i])
+            t = uniform(old, &fill) ? jg_full(old->dtype, m->ndim, m->shape, fill) : NULL;
+        else if (mono_eval(&d->const_m[i], s, d->n_sym, &x))
+            t = jg_full(old->dtype, old->ndim, old->shape, (double)x);
         if (!t)
             rc = -1;
         else {
@@ -647,29 +1059,41 @@ static jg_graph *substitute(const jg_dyn *d, int64_t s, bool consts) {
     return g;
 }
 
-jg_entry *jg_dyn_instance(jg_dyn *d, int64_t s, const jg_call_key *k, jg_dyn_build_fn build,
+static void size_text(const jg_dyn *d, const int64_t *s, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int j = 0; j < d->n_sym && len < n; j++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, j ? ", " : "", s[j]);
+}
+
+jg_entry *jg_dyn_instance(jg_dyn *d, const int64_t *s, const jg_call_key *k, jg_dyn_build_fn build,
                           void *ctx, char *why, size_t why_size) {
     d->clock++;
+    size_t sb = sizeof(int64_t) * (size_t)d->n_sym;
     for (int i = 0; i < d->n_inst; i++)
-        if (d->inst_s[i] == s) {
+        if (!memcmp(d->inst_s[i], s, sb)) {
             d->inst_used[i] = d->clock;
             return d->inst[i];
         }
+    char st[128];
+    size_text(d, s, st, sizeof st);
     jg_graph *g = substitute(d, s, true);
     if (!g || jg_graph_verify(g) < 0) {
-        snprintf(why, why_size, "the graph for size %" PRId64 " is not valid: %s", s,
-                 jg_last_error());
+        snprintf(why, why_size, "the graph for size %s is not valid: %s", st, jg_last_error());
         jg_clear_error();
         jg_graph_free(g);
         return NULL;
     }
-    jg_entry *e = copy_trace_state(d->base, k);
+    jg_entry *e = copy_trace_state(d->tr[0], k);
     for (int i = 0; e && i < e->n_lifted; i++) {
-        if (!d->lifted_k[i])
+        if (is_fixed(&d->lifted_m[i]))
             continue;
         jg_tensor *old = e->lifted[i];
+        int64_t x;
         jg_scope_push();
-        jg_tensor *t = jg_full(old->dtype, old->ndim, old->shape, (double)(d->lifted_k[i] * s));
+        jg_tensor *t = mono_eval(&d->lifted_m[i], s, d->n_sym, &x)
+                           ? jg_full(old->dtype, old->ndim, old->shape, (double)x)
+                           : NULL;
         if (t) {
             e->lifted[i] = jg_retain(t);
             jg_release(old);
@@ -687,8 +1111,7 @@ jg_entry *jg_dyn_instance(jg_dyn *d, int64_t s, const jg_call_key *k, jg_dyn_bui
         return NULL;
     }
     if (build(ctx, e, g) < 0) { /* (build took g) */
-        snprintf(why, why_size, "the graph for size %" PRId64 " failed to build: %s", s,
-                 jg_last_error());
+        snprintf(why, why_size, "the graph for size %s failed to build: %s", st, jg_last_error());
         jg_clear_error();
         jg_entry_release(e);
         return NULL;
@@ -704,7 +1127,7 @@ jg_entry *jg_dyn_instance(jg_dyn *d, int64_t s, const jg_call_key *k, jg_dyn_bui
         d->n_inst++;
     }
     d->inst[slot] = e;
-    d->inst_s[slot] = s;
+    memcpy(d->inst_s[slot], s, sb);
     d->inst_used[slot] = d->clock;
     return e;
 }
@@ -719,12 +1142,13 @@ static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
     return rc;
 }
 
-/* Printing: the base graph at a sentinel size (never built or run; its
- * one-element constants keep the base values), every multiple of the
- * sentinel then printed as k*s0. */
-#define SENTINEL ((int64_t)1 << 40)
+/* Printing: the base graph at sentinel sizes, a prime per symbol (never
+ * built or run; its one-element constants keep the base values), every
+ * number they divide then printed as k*s0*s1. */
+static const int64_t SENTINEL[JG_DYN_MAX_SYMS] = {100003, 100019, 100043};
 
-static void symbolize(const char *src, char **buf, size_t *len, size_t *cap, int *err) {
+static void symbolize(const jg_dyn *d, const char *src, char **buf, size_t *len, size_t *cap,
+                      int *err) {
     for (const char *p = src; *p && !*err;) {
         bool starts = isdigit((unsigned char)*p) &&
                       (p == src || !(isalnum((unsigned char)p[-1]) || p[-1] == '%' ||
@@ -732,10 +1156,19 @@ static void symbolize(const char *src, char **buf, size_t *len, size_t *cap, int
         if (starts) {
             char *end;
             long long v = strtoll(p, &end, 10);
-            if (*end != '.' && *end != 'e' && v && v % SENTINEL == 0) {
-                long long k = v / SENTINEL;
-                *err |= k == 1 ? appendf(buf, len, cap, "s0") < 0
-                               : appendf(buf, len, cap, "%lld*s0", k) < 0;
+            int e[JG_DYN_MAX_SYMS] = {0}, deg = 0;
+            for (int j = 0; j < d->n_sym && v && *end != '.' && *end != 'e'; j++)
+                while (v % SENTINEL[j] == 0) {
+                    v /= SENTINEL[j];
+                    e[j]++, deg++;
+                }
+            if (deg) {
+                if (v != 1)
+                    *err |= appendf(buf, len, cap, "%lld*", v) < 0;
+                bool first = true;
+                for (int j = 0; j < d->n_sym; j++)
+                    for (int k = 0; k < e[j]; k++, first = false)
+                        *err |= appendf(buf, len, cap, "%ss%d", first ? "" : "*", j) < 0;
                 p = end;
                 continue;
             }
@@ -758,7 +1191,7 @@ char *jg_dyn_graph(const jg_dyn *d) {
         jg_graph_free(g);
     }
     if (!err)
-        symbolize(text, &buf, &len, &cap, &err);
+        symbolize(d, text, &buf, &len, &cap, &err);
     free(text);
     if (err || !buf) {
         free(buf);
@@ -773,14 +1206,17 @@ void jg_dyn_free(jg_dyn *d) {
         return;
     for (int i = 0; i < d->n_inst; i++)
         jg_entry_release(d->inst[i]);
-    jg_entry_release(d->base);
+    for (int t = 0; t < d->n_tr; t++)
+        jg_entry_release(d->tr[t]);
     free(d->dim_in);
     free(d->dim_d);
-    free(d->shape_k);
-    free(d->attr_k);
-    free(d->s_k);
-    free(d->const_k);
+    free(d->dim_sym);
+    free(d->shape_m);
+    free(d->attr_m);
+    free(d->s_m);
+    free(d->const_m);
     free(d->const_fill);
-    free(d->lifted_k);
+    free(d->const_iota);
+    free(d->lifted_m);
     free(d);
 }

@@ -377,13 +377,16 @@ static int compile_chain_once(void) {
     return rc;
 }
 
-/* Compiles p_arith without grad for n-element inputs (the shape is in the
- * generated code: one new object per n) and runs it; whether the plan came
- * from the cache. */
-static bool compile_arith(int64_t n) {
+/* Compiles p_arith without grad for inputs of rank n (shape [4, 1, ...];
+ * the code holds no size, but its comments name the rank: one new object
+ * per n) and runs it; whether the plan came from the cache. */
+static bool compile_arith(int n) {
     jg_scope_push();
     bool prev = jg_set_grad_enabled(false);
-    jg_tensor *in[2] = {values(JG_F32, n, 5, false), values(JG_F32, n, 6, false)}, *o;
+    const int64_t shape[8] = {4, 1, 1, 1, 1, 1, 1, 1};
+    jg_tensor *in[2] = {jg_reshape(values(JG_F32, 4, 5, false), n, shape),
+                        jg_reshape(values(JG_F32, 4, 6, false), n, shape)},
+              *o;
     jg_compiled *c = jg_compile(p_arith, NULL, &(jg_compile_options){.backend = "c"});
     assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &o), 1);
     bool hit = false;
@@ -531,7 +534,10 @@ static void test_log_code(void **state) {
     /* backward: both products in one loop, reading the expanded gradient once
      * (passed by value), and k's two contributions summed in it */
     assert_non_null(strstr(s, "const int64_t jg_hi, const float v2, const float *restrict x"));
-    assert_non_null(strstr(s, "LL, *x2, x"));
+    assert_non_null(strstr(s, "(0, jg_N, *x2, x"));
+    /* sizes are read at run time, never written into the code */
+    assert_non_null(strstr(s, "const int64_t jg_N = rt->numel(ctx, "));
+    assert_null(strstr(s, "16LL"));
     assert_non_null(strstr(s, "        const float v5 = (float)(v2 * v4);\n"
                               "        const float v7 = (float)(v2 * v3);\n"
                               "        const float v9 = (float)(v7 + v7);\n"));

@@ -6,9 +6,14 @@
  * and 1 are specialized; a program whose graph depends on the size
  * otherwise stays static and correct. */
 #include "testutil.h"
+#include "testutil_fns.h"
+#include "backend/cache.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *backends[] = {"interp", "c"};
 
@@ -295,6 +300,231 @@ static void test_dynamic_size_one(void **state) {
     jg_compiled_free(c);
 }
 
+/* A sum over the whole batch, fused with the elementwise ops before it:
+ * [B, 3000] holds 2 blocks of 4096 at B = 2, more than 64 (the partials
+ * then live in a scratch buffer) and over the threads' threshold at 100. */
+static int p_fused_sum(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *x = in[0];
+    out[0] = jg_sum(jg_mul_scalar(jg_add(jg_mul(x, in[1]), x), 0.5));
+    return out[0] ? 1 : -1;
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Generated C takes its sizes as parameters: once the entry is dynamic,
+ * every size runs the objects compiled for the first trace, in a fresh
+ * cache directory (no compilation after the first call), bitwise eager's
+ * results (the fused sum's blocks and the thread split follow each size),
+ * forward and backward. */
+static void test_dynamic_one_object(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        return;
+    char dir[] = "/tmp/jg-dyn-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *saved = getenv("JITGRAD_CACHE_DIR") ? strdup(getenv("JITGRAD_CACHE_DIR")) : NULL;
+    setenv("JITGRAD_CACHE_DIR", dir, 1);
+    static const int64_t sizes[] = {7, 12, 2, 100, 33, 5, 12};
+    jg_compiled *c = jg_compile(p_fused_sum, NULL, &(jg_compile_options){.backend = "c"});
+    assert_non_null(c);
+    assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+    jg_manual_seed(3);
+    jg_tensor *w = jg_keep(jg_randn(JG_F32, 1, TU_SHAPE(3000)));
+    jg_set_requires_grad(w, true);
+    long first = 0;
+    for (int i = 0; i < 7; i++) {
+        jg_scope_push();
+        jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(sizes[i], 3000));
+        jg_set_requires_grad(x, true);
+        jg_tensor *in[2] = {x, w}, *oe[1], *oc[1];
+        assert_int_equal(p_fused_sum(NULL, NULL, 2, in, oe), 1);
+        assert_int_equal(jg_backward(oe[0], NULL, 0), 0);
+        jg_tensor *gx = jg_retain(jg_grad(x)), *gw = jg_retain(jg_grad(w));
+        jg_clear_grad(x), jg_clear_grad(w);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, oc), 1);
+        TU_SAME(oe[0], oc[0]);
+        assert_int_equal(jg_backward(oc[0], NULL, 0), 0);
+        TU_SAME(gx, jg_grad(x));
+        TU_SAME(gw, jg_grad(w));
+        jg_clear_grad(w);
+        jg_release(gx), jg_release(gw);
+        if (i == 0)
+            first = jg_cache_compiles();
+        jg_scope_pop();
+    }
+    assert_true(first >= 2); /* the forward and the backward graph */
+    assert_int_equal(jg_cache_compiles(), first);
+    assert_int_equal(jg_compiled_entries(c), 2);
+    jg_compiled_free(c);
+    jg_release(w);
+    if (saved)
+        setenv("JITGRAD_CACHE_DIR", saved, 1);
+    else
+        unsetenv("JITGRAD_CACHE_DIR");
+    free(saved);
+    remove_dir(dir);
+}
+
+/* Two symbols: x is [B, T, 4]; the program views it as [B * T, 4] (a size
+ * that is a product of both), and reduces over T and over everything. */
+static int p_bt(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor *x = in[0], *w = user;
+    int64_t b = jg_shape(x)[0], t = jg_shape(x)[1];
+    jg_tensor *m = jg_matmul(jg_reshape(x, 2, TU_SHAPE(b * t, 4)), w);
+    jg_tensor *y = jg_reshape(jg_tanh(m), 3, TU_SHAPE(b, t, 3));
+    out[0] = jg_sum_dims(y, 1, (const int[]){1}, false);
+    out[1] = jg_mean(jg_mul(y, y));
+    return out[0] && out[1] ? 2 : -1;
+}
+
+/* sizes[i] = {B, T}; forward and x's gradient bitwise eager's at each;
+ * want_entries traces in all, on both backends */
+static void run_bt(const int64_t (*sizes)[2], int n_sizes, int want_entries) {
+    for (int be = 0; be < 2; be++) {
+        if (!jg_compile_backend_available(backends[be]))
+            continue;
+        jg_manual_seed(6);
+        jg_tensor *w = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(4, 3)));
+        jg_compiled *c = jg_compile(p_bt, w, &(jg_compile_options){.backend = backends[be]});
+        assert_non_null(c);
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        for (int i = 0; i < n_sizes; i++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 3, TU_SHAPE(sizes[i][0], sizes[i][1], 4));
+            jg_set_requires_grad(x, true);
+            jg_tensor *oe[2], *oc[2];
+            assert_int_equal(p_bt(w, NULL, 1, &x, oe), 2);
+            assert_int_equal(jg_backward(oe[1], NULL, 0), 0);
+            jg_tensor *gx = jg_retain(jg_grad(x));
+            jg_clear_grad(x);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, oc), 2);
+            TU_SAME(oe[0], oc[0]);
+            TU_SAME(oe[1], oc[1]);
+            assert_int_equal(jg_backward(oc[1], NULL, 0), 0);
+            TU_SAME(gx, jg_grad(x));
+            jg_release(gx);
+            jg_scope_pop();
+        }
+        assert_int_equal(jg_compiled_entries(c), want_entries);
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        jg_compiled_free(c);
+        jg_release(w);
+    }
+}
+
+/* T changes (a template in T), then B (the template gets a second
+ * symbol): three traces, then every (B, T) without tracing, B == T
+ * included */
+static void test_dynamic_two_symbols(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {4, 9}, {3, 6}, {5, 7}, {2, 11}, {3, 3}, {4, 6}};
+    run_bt(sizes, 7, 3);
+}
+
+/* B and T change together at the second call: one more trace at the sizes
+ * between (B from the second call, T from the first) tells them apart; it
+ * is no entry of its own */
+static void test_dynamic_two_symbols_together(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {3, 9}, {5, 7}, {2, 2}, {4, 6}, {7, 3}};
+    run_bt(sizes, 6, 2);
+}
+
+/* Comparisons of sizes with two symbols: B * T > T and T >= 2 have one
+ * result for every size, B < T does not (the program branches on it) */
+static int p_bt_cmp(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    int64_t b = jg_shape(in[0])[0], t = jg_shape(in[0])[1];
+    jg_sizes_note(JG_SIZES_GT, b * t, t);
+    jg_sizes_note(JG_SIZES_GE, t, 2);
+    return p_bt(user, args, n, in, out);
+}
+
+static int p_bt_lt(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    int64_t b = jg_shape(in[0])[0], t = jg_shape(in[0])[1];
+    jg_sizes_note(JG_SIZES_LT, b, t);
+    int rc = p_bt(user, args, n, in, out);
+    if (rc == 2 && b < t)
+        out[1] = jg_mul_scalar(out[1], 2.0);
+    return rc;
+}
+
+static void test_dynamic_two_symbols_compare(void **state) {
+    (void)state;
+    static const int64_t sizes[][2] = {{4, 6}, {4, 9}, {3, 6}, {5, 7}, {8, 3}, {4, 6}};
+    jg_manual_seed(6);
+    jg_tensor *w = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(4, 3)));
+    jg_program_fn fns[2] = {p_bt_cmp, p_bt_lt};
+    const int want[2] = {3, 5}; /* B < T: every size its own trace */
+    for (int f = 0; f < 2; f++) {
+        jg_compiled *c = jg_compile(fns[f], w, NULL);
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        for (int i = 0; i < 6; i++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 3, TU_SHAPE(sizes[i][0], sizes[i][1], 4));
+            jg_tensor *oe[2], *oc[2];
+            assert_int_equal(fns[f](w, NULL, 1, &x, oe), 2);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, oc), 2);
+            TU_SAME(oe[0], oc[0]);
+            TU_SAME(oe[1], oc[1]);
+            jg_scope_pop();
+        }
+        assert_int_equal(jg_compiled_entries(c), want[f]);
+        jg_compiled_free(c);
+    }
+    jg_release(w);
+}
+
+/* A custom function keeps the sizes static, the log naming it; results
+ * stay eager's at every size */
+static int p_custom(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    tf_mul_cfg cfg = {0};
+    out[0] = tf_apply1(&tf_mul, 2, in, &cfg, sizeof cfg);
+    return out[0] ? 1 : -1;
+}
+
+static void run_custom(void) {
+    jg_compiled *c = jg_compile(p_custom, NULL, NULL);
+    assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+    jg_manual_seed(3);
+    const int64_t sizes[] = {4, 6, 9};
+    for (int i = 0; i < 3; i++) {
+        jg_scope_push();
+        jg_tensor *x[2] = {jg_randn(JG_F32, 1, &sizes[i]), jg_randn(JG_F32, 1, &sizes[i])};
+        jg_tensor *oe[1], *oc[1];
+        assert_int_equal(p_custom(NULL, NULL, 2, x, oe), 1);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, x, oc), 1);
+        TU_SAME(oe[0], oc[0]);
+        jg_scope_pop();
+    }
+    assert_int_equal(jg_compiled_entries(c), 3);
+    jg_compiled_free(c);
+}
+
+static void test_dynamic_custom_function_static(void **state) {
+    (void)state;
+    setenv("JITGRAD_LOG", "recompiles", 1);
+    char *err = tu_capture_stderr(run_custom);
+    unsetenv("JITGRAD_LOG");
+    assert_non_null(strstr(err, "input sizes of entry 1 stay static: the program calls the custom "
+                                "function Mul (custom functions keep their sizes static)"));
+    free(err);
+}
+
 static void test_dynamic_bad_input(void **state) {
     (void)state;
     assert_int_equal(jg_compiled_set_dynamic(NULL, 0), -1);
@@ -314,10 +544,19 @@ static void test_dynamic_bad_input(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_dynamic_auto),           TU_TEST(test_dynamic_off_and_on),
-        TU_TEST(test_dynamic_many_sizes),     TU_TEST(test_dynamic_epoch),
-        TU_TEST(test_dynamic_reshape_scalar), TU_TEST(test_dynamic_branch_stays_static),
-        TU_TEST(test_dynamic_size_one),       TU_TEST(test_dynamic_bad_input),
+        TU_TEST(test_dynamic_auto),
+        TU_TEST(test_dynamic_off_and_on),
+        TU_TEST(test_dynamic_many_sizes),
+        TU_TEST(test_dynamic_epoch),
+        TU_TEST(test_dynamic_reshape_scalar),
+        TU_TEST(test_dynamic_branch_stays_static),
+        TU_TEST(test_dynamic_size_one),
+        TU_TEST(test_dynamic_bad_input),
+        TU_TEST(test_dynamic_one_object),
+        TU_TEST(test_dynamic_two_symbols),
+        TU_TEST(test_dynamic_two_symbols_together),
+        TU_TEST(test_dynamic_two_symbols_compare),
+        TU_TEST(test_dynamic_custom_function_static),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
