@@ -55,6 +55,13 @@ typedef struct frame {
     int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
+    int read_breaks; /* breaks that were value reads in the program itself */
+    /* a program run in pieces (jg_trace_set_segmenter): the symbolic tensors
+     * of the graph (retained) */
+    jg_trace_segment_fn seg;
+    void *seg_user;
+    jg_tensor **syms;
+    int n_syms, cap_syms;
 } frame;
 
 static _Thread_local frame *frames;
@@ -123,6 +130,9 @@ void jg_trace_end(void) {
     free(f->gs_owner);
     free(f->gs_grad);
     free(f->lifted_val);
+    for (int i = 0; i < f->n_syms; i++)
+        jg_release(f->syms[i]);
+    free(f->syms);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -189,6 +199,44 @@ int jg_trace_take_lifted(jg_tensor ***lifted) {
     f->lifted = NULL;
     f->n_lifted = f->cap_lifted = 0;
     return n;
+}
+
+int jg_trace_read_breaks(void) {
+    return n_frames ? top()->read_breaks : 0;
+}
+
+void jg_trace_set_segmenter(jg_trace_segment_fn fn, void *user) {
+    frame *f = top();
+    JG_ASSERT(f);
+    f->seg = fn;
+    f->seg_user = user;
+}
+
+int jg_trace_take_symbolic(jg_tensor ***syms) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *syms = f->syms;
+    int n = f->n_syms;
+    f->syms = NULL;
+    f->n_syms = f->cap_syms = 0;
+    return n;
+}
+
+static void on_symbolic_new(jg_tensor *t) {
+    frame *f = top();
+    if (!f || !f->seg || t->sym->graph != f->g->id)
+        return;
+    if (f->n_syms == f->cap_syms) {
+        int cap = f->cap_syms ? f->cap_syms * 2 : 64;
+        jg_tensor **s = realloc(f->syms, (size_t)cap * sizeof *s);
+        if (!s) { /* (the stand-in cannot be followed: no piece can close) */
+            jg_trace_note_break("out of memory while tracing");
+            return;
+        }
+        f->syms = s;
+        f->cap_syms = cap;
+    }
+    f->syms[f->n_syms++] = jg_retain(t);
 }
 
 int jg_trace_breaks(void) {
@@ -617,7 +665,23 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     return 0;
 }
 
-static void on_symbolic_read(const jg_tensor *t, const char *what) {
+static bool lifting(void);
+
+static bool on_symbolic_read(const jg_tensor *t, const char *what) {
+    frame *f = top();
+    bool program = lifting(); /* a read in the program itself */
+    if (!t) /* a split point that reads nothing (backward() of a computed tensor) */
+        return program && f->seg && !f->breaks && f->seg(f->seg_user, NULL, what) == 0;
+    if (program && f->seg && !f->breaks) {
+        if (f->seg(f->seg_user, t, what) == 0)
+            return true; /* (f is closed: a new frame is the innermost) */
+        char why[600];
+        snprintf(why, sizeof why, "%s", jg_last_error());
+        jg_trace_note_break("%s", why);
+        return false;
+    }
+    if (program && f)
+        f->read_breaks++;
     char d[64];
     jg_describe(t, d, sizeof d);
     if (!t->sym)
@@ -629,6 +693,7 @@ static void on_symbolic_read(const jg_tensor *t, const char *what) {
                             "not exist while the program is traced, so data-dependent code cannot "
                             "be compiled into a graph",
                             what, d, t->sym->value);
+    return false;
 }
 
 /* *save: the frames hidden (high half) and jg_trace_capture (low half). */
@@ -671,5 +736,6 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
+    jg_hooks.on_symbolic_new = on_symbolic_new;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
 }
