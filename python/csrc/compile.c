@@ -21,6 +21,9 @@
 #pragma weak jg_compiled_set_dynamic
 #pragma weak jg_sizes_note
 #pragma weak jg_compiled_set_input_namer
+#pragma weak jg_compiled_breaks
+#pragma weak jg_compiled_graphs_run
+#pragma weak jg_compiled_set_break_site
 
 typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
@@ -764,6 +767,23 @@ static int input_name(void *user, int input, char *buf, size_t n) {
     return found ? 0 : -1;
 }
 
+/* jg_break_site_fn: the Python line running now ("train.py:12"), the
+ * innermost Python frame's (a read called from C sees its caller's). */
+static int break_site(void *user, char *buf, size_t n) {
+    (void)user;
+    PyFrameObject *f = PyEval_GetFrame();
+    PyCodeObject *code = f ? PyFrame_GetCode(f) : NULL;
+    const char *file = code ? PyUnicode_AsUTF8(code->co_filename) : NULL;
+    if (!file) {
+        PyErr_Clear();
+        Py_XDECREF(code);
+        return -1;
+    }
+    snprintf(buf, n, "%s:%d", file, PyFrame_GetLineNumber(f));
+    Py_DECREF(code);
+    return 0;
+}
+
 static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     JGCompiled *self = (JGCompiled *)o;
     Py_VISIT(self->fn);
@@ -862,6 +882,8 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     }
     if (self->c && jg_compiled_set_input_namer)
         jg_compiled_set_input_namer(self->c, input_name, self);
+    if (self->c && jg_compiled_set_break_site)
+        jg_compiled_set_break_site(self->c, break_site, self);
     if (self->c && dyn_mode && jg_compiled_set_dynamic &&
         jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
         jg_compiled_free(self->c);
@@ -1030,16 +1052,41 @@ static PyObject *m_fallbacks(PyObject *o, PyObject *unused) {
     return PyLong_FromLong(self->c && jg_compiled_fallbacks ? jg_compiled_fallbacks(self->c) : 0);
 }
 
+/* The graph breaks of the last call that ran in pieces, with reasons. */
+static PyObject *m_breaks(PyObject *o, PyObject *unused) {
+    (void)unused;
+    JGCompiled *self = (JGCompiled *)o;
+    const char *const *why = NULL;
+    int n = self->c && jg_compiled_breaks ? jg_compiled_breaks(self->c, &why) : 0;
+    if (n < 0)
+        return jgp_raise();
+    PyObject *r = PyList_New(n);
+    for (int i = 0; r && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(why[i]);
+        if (!s)
+            Py_CLEAR(r);
+        else
+            PyList_SET_ITEM(r, i, s);
+    }
+    return r;
+}
+
+/* Graphs run so far (a call in pieces runs one per piece). */
+static PyObject *m_graphs_run(PyObject *o, PyObject *unused) {
+    (void)unused;
+    JGCompiled *self = (JGCompiled *)o;
+    return PyLong_FromLong(self->c && jg_compiled_graphs_run ? jg_compiled_graphs_run(self->c) : 0);
+}
+
 static PyObject *get_backend(PyObject *o, void *c) {
     (void)c;
     return PyUnicode_FromString(((JGCompiled *)o)->backend);
 }
 
 static PyMethodDef compiled_methods[] = {
-    {"graph", m_graph, METH_VARARGS, NULL},
-    {"entries", m_entries, METH_NOARGS, NULL},
-    {"fallbacks", m_fallbacks, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    {"graph", m_graph, METH_VARARGS, NULL},          {"entries", m_entries, METH_NOARGS, NULL},
+    {"fallbacks", m_fallbacks, METH_NOARGS, NULL},   {"breaks", m_breaks, METH_NOARGS, NULL},
+    {"graphs_run", m_graphs_run, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef compiled_getset[] = {

@@ -835,14 +835,13 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         concrete =
             roots[r] && !roots[r]->sym && (!root_grads || !root_grads[r] || !root_grads[r]->sym);
     if (concrete && jg_trace_capture && jg_hooks.on_symbolic_read &&
-        jg_hooks.on_symbolic_read(NULL, "backward()")) {
+        jg_hooks.on_symbolic_read(NULL, "backward() of a computed tensor (it runs eagerly)")) {
         /* a program run in pieces differentiates what an earlier piece
          * computed: the piece before this point ran, so the backward runs
          * here, eagerly, as in eager mode; then the next piece */
-        uint32_t cap = jg_trace_capture;
-        jg_trace_capture = 0;
+        uint64_t saved = jg_hooks.trace_suspend();
         int rc = jg_engine_run(n_roots, roots, root_grads, flags, n_capture, capture_t, captured);
-        jg_trace_capture = cap;
+        jg_hooks.trace_resume(saved);
         return rc;
     }
     if (n_roots == 1 && roots && roots[0] && roots[0]->sym && !n_capture && !no_grad_roots &&

@@ -32,8 +32,10 @@ struct jg_compiled {
     void *namer_user;
     jg_dyn **dyn; /* templates serving dynamic sizes (compile/dynamic.h) */
     int n_dyn;
-    jg_segments *segs; /* entries run in pieces (compile/segments.c) */
-    long graphs_run;   /* whole-program graphs run, all calls (pieces: segs) */
+    jg_segments *segs;     /* entries run in pieces (compile/segments.c) */
+    jg_break_site_fn site; /* (jg_compiled_set_break_site) */
+    void *site_user;
+    long graphs_run; /* whole-program graphs run, all calls (pieces: segs) */
 };
 
 /* JITGRAD_CACHE_SIZE_LIMIT, default 8 as PyTorch's; 0 turns the limit off. */
@@ -136,6 +138,14 @@ int jg_compiled_set_dynamic(jg_compiled *c, int mode) {
                          "set it before the first call",
                          c->n_entries);
     c->dynamic = mode;
+    return 0;
+}
+
+int jg_compiled_set_break_site(jg_compiled *c, jg_break_site_fn fn, void *user) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_break_site: compiled function is NULL");
+    c->site = fn;
+    c->site_user = user;
     return 0;
 }
 
@@ -1212,7 +1222,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                                c->backend,
                                e->index,
                                (c->log & LOG_GRAPHS) != 0,
-                               (c->log & LOG_BREAKS) != 0};
+                               (c->log & LOG_BREAKS) != 0,
+                               c->site,
+                               c->site_user};
         int n_out = jg_segments_call(&c->segs, &env, args, n_inputs, inputs, outputs);
         if (n_out != JG_SEGMENTS_EAGER)
             return n_out;

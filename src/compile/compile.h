@@ -260,6 +260,8 @@ typedef struct jg_segments_env {
     const jg_backend *backend;
     int entry; /* (for the log) */
     bool log_graphs, log_breaks;
+    jg_break_site_fn site; /* (may be NULL) */
+    void *site_user;
 } jg_segments_env;
 /* jg_segments_call's answer when the program broke, before any piece ran,
  * where it cannot be split: the call runs eagerly. */

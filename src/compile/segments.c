@@ -79,7 +79,8 @@ int jg_segments_breaks(const jg_segments *s, const char *const **reasons) {
     return s ? s->n_breaks : 0;
 }
 
-static int note_break(jg_segments *s, const char *fmt, const char *what, const char *d) {
+static int note_break(jg_segments *s, const char *fmt, const char *what, const char *d,
+                      const char *site) {
     if (s->n_breaks == s->cap_breaks) {
         int cap = s->cap_breaks ? s->cap_breaks * 2 : 4;
         char **b = realloc(s->breaks, sizeof *b * (size_t)cap);
@@ -88,11 +89,13 @@ static int note_break(jg_segments *s, const char *fmt, const char *what, const c
         s->breaks = b;
         s->cap_breaks = cap;
     }
-    size_t n = strlen(fmt) + strlen(what) + strlen(d) + 1;
+    size_t n = strlen(fmt) + strlen(what) + strlen(d) + strlen(site) + 8;
     char *r = malloc(n);
     if (!r)
         return jg_errorf("out of memory running a program in pieces");
-    snprintf(r, n, fmt, what, d);
+    int len = snprintf(r, n, fmt, what, d);
+    if (site[0])
+        snprintf(r + len, n - (size_t)len, " at %s", site);
     s->breaks[s->n_breaks++] = r;
     return 0;
 }
@@ -467,10 +470,14 @@ static int on_read(void *user, const jg_tensor *read, const char *what) {
     char d[64] = "";
     if (read)
         jg_describe(read, d, sizeof d);
+    char site[300] = "";
+    if (r->env->site && r->env->site(r->env->site_user, site, sizeof site) < 0)
+        site[0] = 0;
     int rc = close_piece(r, read, 0, NULL);
     if (rc == 1)
         return jg_errorf("%s", r->why);
-    if (rc < 0 || note_break(r->s, read ? "%s() read the values of %s" : "%s%s", what, d) < 0 ||
+    if (rc < 0 ||
+        note_break(r->s, read ? "%s() read the values of %s" : "%s%s", what, d, site) < 0 ||
         open_frame(r) < 0) {
         /* (a failure after pieces ran: the call fails) */
         snprintf(r->why, sizeof r->why, "%s", jg_last_error());

@@ -198,6 +198,11 @@ typedef struct jg_core_hooks {
     /* Called for every new symbolic tensor (the tracer keeps the ones of a
      * program run in pieces). */
     void (*on_symbolic_new)(jg_tensor *t);
+    /* Hides every open trace frame (nothing is traced or captured) until
+     * trace_resume(the returned value): work a program run in pieces does
+     * eagerly between two pieces. */
+    uint64_t (*trace_suspend)(void);
+    void (*trace_resume)(uint64_t saved);
     /* Called when a program being traced does what a graph cannot hold
      * (draws random numbers, writes into a captured tensor): a graph break,
      * `why` its reason. */

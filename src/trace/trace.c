@@ -696,6 +696,40 @@ static bool on_symbolic_read(const jg_tensor *t, const char *what) {
     return false;
 }
 
+/* Eager work between two pieces of a program run in pieces: no frame is
+ * open meanwhile (a frame opened then gets an array of its own). */
+static _Thread_local struct suspended {
+    frame *frames;
+    int n, cap;
+    uint32_t capture;
+} * suspended;
+static _Thread_local int n_suspended;
+
+static uint64_t trace_suspend(void) {
+    struct suspended *s = realloc(suspended, sizeof *s * (size_t)(n_suspended + 1));
+    JG_ASSERT(s); /* (a few bytes; the caller cannot recover a half-hidden stack) */
+    suspended = s;
+    s[n_suspended] = (struct suspended){frames, n_frames, cap_frames, jg_trace_capture};
+    frames = NULL;
+    n_frames = cap_frames = 0;
+    jg_trace_capture = 0;
+    return (uint64_t)n_suspended++;
+}
+
+static void trace_resume(uint64_t saved) {
+    JG_ASSERT(n_frames == 0 && (int)saved == n_suspended - 1);
+    free(frames);
+    struct suspended *s = &suspended[--n_suspended];
+    frames = s->frames;
+    n_frames = s->n;
+    cap_frames = s->cap;
+    jg_trace_capture = s->capture;
+    if (!n_suspended) {
+        free(suspended);
+        suspended = NULL;
+    }
+}
+
 /* *save: the frames hidden (high half) and jg_trace_capture (low half). */
 static bool enter_graph(uint64_t graph, uint64_t *save) {
     for (int i = n_frames - 2; i >= 0; i--)
@@ -737,5 +771,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
     jg_hooks.on_symbolic_new = on_symbolic_new;
+    jg_hooks.trace_suspend = trace_suspend;
+    jg_hooks.trace_resume = trace_resume;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
 }
