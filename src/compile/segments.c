@@ -157,8 +157,13 @@ static char *piece_key(const jg_entry *e, const jg_graph *g, size_t *len) {
         put(&b, jg_tensor_ptr(t), (size_t)t->numel * jg_dtype_size(t->dtype));
     }
     put(&b, &e->n_lifted, sizeof e->n_lifted);
-    for (int i = 0; i < e->n_lifted; i++)
-        put(&b, &e->lifted_key[i], sizeof e->lifted_key[i]);
+    for (int i = 0; i < e->n_lifted; i++) { /* (field by field: no padding bytes) */
+        const jg_capture_key *k = &e->lifted_key[i];
+        int head[4] = {(int)k->meta.dtype, k->meta.ndim, k->requires_grad, k->storage_as};
+        put(&b, head, sizeof head);
+        put(&b, k->meta.shape, sizeof(int64_t) * (size_t)k->meta.ndim);
+        put(&b, k->stride, sizeof(int64_t) * (size_t)k->meta.ndim);
+    }
     put(&b, &e->n_lmut, sizeof e->n_lmut);
     for (int m = 0; m < e->n_lmut; m++) {
         put(&b, &e->lmut_lifted[m], sizeof(int));
@@ -175,11 +180,11 @@ static char *piece_key(const jg_entry *e, const jg_graph *g, size_t *len) {
                 at = i;
         put(&b, &at, sizeof at);
     }
-    for (int j = 0; j < g->n_outputs; j++) {
+    for (int j = 0; j < g->n_outputs - e->n_lmut - e->n_gset_out; j++) { /* (the stand-ins') */
         bool r = e->out_relayout && e->out_relayout[j];
         put(&b, &r, sizeof r);
         if (r)
-            put(&b, e->out_stride[j], sizeof e->out_stride[j]);
+            put(&b, e->out_stride[j], sizeof(int64_t) * (size_t)g->vals[g->outputs[j]].meta.ndim);
     }
     if (b.oom) {
         free(b.p);

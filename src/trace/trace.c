@@ -71,6 +71,8 @@ static frame *top(void) {
     return n_frames ? &frames[n_frames - 1] : NULL;
 }
 
+static bool lifting(void);
+
 bool jg_tracing(void) {
     return n_frames > 0;
 }
@@ -609,6 +611,8 @@ void jg_trace_note_retry_break(const char *fmt, ...) {
     frame *f = top();
     if (!f)
         return;
+    if (lifting())
+        f->read_breaks++; /* (after a read, a run in pieces splits here too) */
     if (!f->breaks++) {
         va_list ap;
         va_start(ap, fmt);
@@ -664,8 +668,6 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     }
     return 0;
 }
-
-static bool lifting(void);
 
 static bool on_symbolic_read(const jg_tensor *t, const char *what) {
     frame *f = top();

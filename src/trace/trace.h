@@ -66,9 +66,10 @@ const char *jg_trace_break_reason(void);
 void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* How many of the innermost frame's breaks were value reads (jg_item,
- * jg_copy_to, jg_data ...) in the program itself (not inside a custom
- * function's callbacks or a traced backward): the breaks a program run in
- * pieces splits at (compile/segments.c). */
+ * jg_copy_to, jg_data ...) or retry breaks (an optimizer creating its
+ * state) in the program itself (not inside a custom function's callbacks
+ * or a traced backward): the breaks a program run in pieces splits at
+ * (compile/segments.c). */
 int jg_trace_read_breaks(void);
 
 /* Running a program in pieces (compile/segments.c): the innermost frame

@@ -187,6 +187,88 @@ static void test_view_across_read(void **state) {
     free(tu_capture_stderr(view_run));
 }
 
+/* A training step that logs its loss before backward(): the read splits
+ * the forward from the rest, backward() of the computed loss runs eagerly
+ * between the pieces, and the optimizer step (Adam: its first step makes
+ * the state, eagerly too) is the second graph. */
+typedef struct {
+    jg_tensor *w1, *w2, *x, *y;
+    jg_optim *opt;
+    double logged;
+} mlp;
+
+static int p_step(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n, (void)in;
+    mlp *m = user;
+    jg_tensor *h = jg_tanh(jg_matmul(m->x, m->w1));
+    jg_tensor *loss = jg_mse_loss(jg_matmul(h, m->w2), m->y, JG_REDUCTION_MEAN);
+    if (!loss)
+        return -1;
+    m->logged = jg_item(loss);
+    if (m->logged != m->logged || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
+        jg_optim_zero_grad(m->opt, true) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+static void train(mlp *m, const char *backend, double *losses, long *graphs) {
+    jg_manual_seed(3);
+    m->w1 = jg_mul_scalar(jg_randn(JG_F32, 2, TU_SHAPE(4, 8)), 0.5);
+    m->w2 = jg_mul_scalar(jg_randn(JG_F32, 2, TU_SHAPE(8, 2)), 0.5);
+    m->x = jg_randn(JG_F32, 2, TU_SHAPE(16, 4));
+    m->y = jg_randn(JG_F32, 2, TU_SHAPE(16, 2));
+    jg_set_requires_grad(m->w1, true);
+    jg_set_requires_grad(m->w2, true);
+    m->opt = jg_optim_adam((jg_tensor *[]){m->w1, m->w2}, 2, 0.01, 0.9, 0.999, 1e-8, 0.0);
+    jg_compiled *c =
+        backend ? jg_compile(p_step, m, &(jg_compile_options){.backend = backend}) : NULL;
+    for (int s = 0; s < 20; s++) {
+        jg_tensor *o;
+        long before = jg_compiled_graphs_run(c);
+        int r = c ? jg_compiled_call(c, NULL, 0, 0, NULL, &o) : p_step(m, NULL, 0, NULL, &o);
+        if (r != 1)
+            fail_msg("%s", jg_last_error());
+        graphs[s] = jg_compiled_graphs_run(c) - before;
+        losses[s] = m->logged;
+        assert_true(jg_item(o) == m->logged);
+    }
+    if (c) {
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        const char *const *why;
+        assert_int_equal(jg_compiled_breaks(c, &why), 2);
+        assert_non_null(strstr(why[0], "jg_item() read the values of f32[]"));
+        assert_non_null(strstr(why[1], "backward() of a computed tensor"));
+    }
+    jg_compiled_free(c);
+}
+
+static void step_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        mlp e = {0}, m = {0};
+        double le[20], lc[20];
+        long ge[20], gc[20];
+        train(&e, NULL, le, ge);
+        train(&m, backends[b], lc, gc);
+        for (int s = 0; s < 20; s++) {
+            assert_true(le[s] == lc[s]);
+            assert_int_equal(gc[s], 2); /* the forward, the optimizer step */
+        }
+        TU_SAME(m.w1, e.w1);
+        TU_SAME(m.w2, e.w2);
+        assert_null(jg_grad(m.w1));
+        jg_optim_free(e.opt);
+        jg_optim_free(m.opt);
+    }
+}
+
+static void test_training_step(void **state) {
+    (void)state;
+    free(tu_capture_stderr(step_run));
+}
+
 /* fullgraph keeps failing at the read */
 static void test_fullgraph(void **state) {
     (void)state;
@@ -204,10 +286,8 @@ static void test_fullgraph(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_reads),
-        TU_TEST(test_branch),
-        TU_TEST(test_view_across_read),
-        TU_TEST(test_fullgraph),
+        TU_TEST(test_reads),         TU_TEST(test_branch),    TU_TEST(test_view_across_read),
+        TU_TEST(test_training_step), TU_TEST(test_fullgraph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
