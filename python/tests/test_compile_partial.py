@@ -190,3 +190,49 @@ def test_log_graph_breaks_and_printed_pieces(jg, monkeypatch, capfd):
     assert g.startswith("entry 0 runs in pieces; its last call ran 2 graphs:\n")
     assert "piece 0:\nforward(lifted0: f32[3]):\n" in g
     assert "piece 1:\nforward(" in g
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_order_across_a_read(jg, backend):
+    w = jg.tensor([0.3, -0.2, 0.5], requires_grad=True)
+
+    def f(x):
+        h = (x * w).tanh()
+        s = h.sum().item()
+        return ((h * s).sin() * w).sum()
+
+    cf = jg.compile(f, backend=backend)
+    for _ in range(2):
+        x = jg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        res = []
+        for fn in (f, cf):
+            out = fn(x)
+            (g,) = jg.autograd.grad(out, x, create_graph=True)
+            (gg,) = jg.autograd.grad(g.sum(), x)
+            res.append(snap(jg, [out, g, gg]))
+        assert res[0] == res[1]
+    assert cf._jitgrad_compiled.graphs_run() == 4
+
+
+def test_bool_tolist_numpy_and_a_kept_tensor(jg):
+    keep = {}
+
+    def g(x):
+        y = x * 2
+        keep["y"] = y  # held outside the program across the reads
+        z = y + 1 if bool((y > 0).all()) else y - 1
+        n = len(z.tolist())
+        return z * float(z.detach().numpy()[0]) + n
+
+    cg = jg.compile(g)
+    x = jg.tensor([1.0, 2.0], requires_grad=True)
+    a, ya = g(x), keep["y"]
+    b, yb = cg(x), keep["y"]
+    assert snap(jg, [a, ya]) == snap(jg, [b, yb])
+    a.sum().backward()
+    ga = snap(jg, [x.grad])
+    x.grad = None
+    b.sum().backward()
+    assert snap(jg, [x.grad]) == ga
+    assert [w.split("()")[0] for w in cg._jitgrad_compiled.breaks()] == [
+        "jg_copy_to", "jg_copy_to", "jg_data"]
