@@ -64,10 +64,11 @@ def main():
     model, opt = make()
     whole = T.compile(step_fn(model, opt, False), backend=args.backend)
     ms_whole = timed(whole, x, y, True)
-    c = pieces._jitgrad_compiled
+    c, w = pieces._jitgrad_compiled, whole._jitgrad_compiled
     print(f"jitgrad partial_step backend={args.backend} eager_ms={eager:.3f} "
           f"pieces_ms={ms_pieces:.3f} whole_ms={ms_whole:.3f} "
-          f"graphs_per_step={c.graphs_run() / (STEPS + 3):.2f} fallbacks={c.fallbacks()}")
+          f"graphs_per_step={c.graphs_run() / (STEPS + 3):.2f} fallbacks={c.fallbacks()} "
+          f"whole_graphs={w.graphs_run()} whole_fallbacks={w.fallbacks()}")
 
 
 if __name__ == "__main__":
