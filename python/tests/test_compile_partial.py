@@ -236,3 +236,34 @@ def test_bool_tolist_numpy_and_a_kept_tensor(jg):
     assert snap(jg, [x.grad]) == ga
     assert [w.split("()")[0] for w in cg._jitgrad_compiled.breaks()] == [
         "jg_copy_to", "jg_copy_to", "jg_data"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_grad_write_after_a_read(jg, backend):
+    # the piece after the read first reaches h under no_grad (a running
+    # buffer), then with grad on: h's gradient still flows to x and w
+    w = jg.tensor([0.3, -0.2, 0.5], requires_grad=True)
+    buf = jg.zeros(3)
+
+    def f(x):
+        h = (x * w).tanh()
+        v = h.sum().item()
+        with jg.no_grad():
+            buf.add_(h)
+        y = h * v
+        y.mul_(x)  # in place, with history, on a stand-in
+        return (y * w).sum()
+
+    def run(fn):
+        buf.zero_()
+        a = jg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        out = fn(a * 1.5)
+        out.backward()
+        r = snap(jg, [out, a.grad, w.grad, buf])
+        w.grad = None
+        return r
+
+    cf = jg.compile(f, backend=backend)
+    for _ in range(2):
+        assert run(cf) == run(f)
+    assert cf._jitgrad_compiled.fallbacks() == 0

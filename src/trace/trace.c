@@ -332,7 +332,10 @@ int jg_trace_value(jg_tensor *t) {
      * that requires grad also gets its gradient through the compiled call).
      * Tensors the program made while traced are constants: copies, since
      * the program may still write into them after this use. */
-    if ((f->flags & JG_TRACE_LIFT) && (rg || !created)) {
+    /* (a lifted tensor's value requires grad when the tensor does: grad
+     * mode decides per op, so a first use under no_grad does not cut the
+     * gradient of a later use with grad mode on) */
+    if ((f->flags & JG_TRACE_LIFT) && (t->requires_grad || !created)) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
@@ -348,7 +351,7 @@ int jg_trace_value(jg_tensor *t) {
         jg_meta_of(t, &m);
         char name[32];
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
-        if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
+        if ((v = jg_graph_add_input(f->g, &m, t->requires_grad, name)) < 0)
             return -1;
         f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
