@@ -267,3 +267,18 @@ def test_no_grad_write_after_a_read(jg, backend):
     for _ in range(2):
         assert run(cf) == run(f)
     assert cf._jitgrad_compiled.fallbacks() == 0
+
+
+def test_error_after_a_read_is_the_programs_own(jg):
+    def f(x):
+        y = x * 2
+        if y.sum().item() > 100:
+            raise ValueError("too big")
+        return y.exp()
+
+    cf = jg.compile(f)
+    assert cf(jg.ones(3)).tolist() == f(jg.ones(3)).tolist()
+    with pytest.raises(ValueError, match="too big"):
+        cf(jg.ones(3) * 100)
+    assert cf(jg.ones(3)).tolist() == f(jg.ones(3)).tolist()  # still usable
+    assert cf._jitgrad_compiled.fallbacks() == 0

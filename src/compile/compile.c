@@ -1226,6 +1226,14 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
                                c->site,
                                c->site_user};
         int n_out = jg_segments_call(&c->segs, &env, args, n_inputs, inputs, outputs);
+        if (n_out == JG_SEGMENTS_BROKE) {
+            /* this program can break where nothing splits it: from now on
+             * its calls run eagerly */
+            e->pieces = false;
+            fprintf(stderr, "jitgrad: entry %d: %s; calls with these guards run eagerly\n",
+                    e->index, jg_last_error());
+            return -1;
+        }
         if (n_out != JG_SEGMENTS_EAGER)
             return n_out;
         /* a break nothing can split came first: this call runs eagerly */

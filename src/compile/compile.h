@@ -266,8 +266,12 @@ typedef struct jg_segments_env {
 /* jg_segments_call's answer when the program broke, before any piece ran,
  * where it cannot be split: the call runs eagerly. */
 #define JG_SEGMENTS_EAGER (-2)
+/* ... and when it broke so after pieces ran: the call fails (their effects
+ * happened), later calls of the entry run eagerly. */
+#define JG_SEGMENTS_BROKE (-3)
 /* Runs the program in pieces (*s: the pieces' cache, made on first use).
- * The number of outputs, JG_SEGMENTS_EAGER, or -1 + error. */
+ * The number of outputs, JG_SEGMENTS_EAGER, JG_SEGMENTS_BROKE + error, or
+ * -1 + error. */
 int jg_segments_call(jg_segments **s, const jg_segments_env *env, const void *args, int n,
                      jg_tensor *const *inputs, jg_tensor **outputs);
 void jg_segments_free(jg_segments *s);

@@ -565,10 +565,12 @@ int jg_segments_call(jg_segments **sp, const jg_segments_env *env, const void *a
         jg_errorf("%s", r.why);
         return JG_SEGMENTS_EAGER;
     }
-    if (rc == 1)
-        return jg_errorf("jg_compiled_call: after %d compiled pieces of the program ran, it broke "
-                         "where it cannot be split: %s",
-                         r.n_ran, r.why);
+    if (rc == 1) {
+        jg_errorf("jg_compiled_call: after %d compiled pieces of the program ran, it broke where "
+                  "it cannot be split: %s",
+                  r.n_ran, r.why);
+        return JG_SEGMENTS_BROKE;
+    }
     return -1;
 }
 

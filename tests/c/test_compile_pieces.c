@@ -269,6 +269,46 @@ static void test_training_step(void **state) {
     free(tu_capture_stderr(step_run));
 }
 
+/* user: whether to assign x.grad after the read (a break nothing splits:
+ * it would happen once, at trace time) */
+static int p_late_break(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor *y = jg_mul(in[0], in[0]);
+    double v = jg_item(jg_sum(y));
+    if (v != v)
+        return -1;
+    if (*(const bool *)user && jg_set_grad(in[0], jg_full(JG_F32, 1, TU_SHAPE(3), 1.0)) < 0)
+        return -1;
+    out[0] = jg_sum(jg_mul_scalar(y, v));
+    return out[0] ? 1 : -1;
+}
+
+static void late_break_run(void) {
+    bool late = false;
+    jg_tensor *x = leaf(3, 1.0), *o;
+    jg_compiled *c = jg_compile(p_late_break, &late, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    /* now the program breaks after its first piece ran: the call fails
+     * (the piece's effects happened), later calls run eagerly */
+    late = true;
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), -1);
+    TU_ERROR("jg_compiled_call: after 1 compiled pieces of the program ran, it broke where it "
+             "cannot be split: ");
+    jg_clear_grad(x);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    assert_non_null(jg_grad(x)); /* (the eager run's assignment) */
+    jg_compiled_free(c);
+}
+
+static void test_break_after_a_piece_ran(void **state) {
+    (void)state;
+    char *s = tu_capture_stderr(late_break_run);
+    assert_non_null(strstr(s, "jitgrad: entry 0: jg_compiled_call: after 1 compiled pieces"));
+    free(s);
+}
+
 /* fullgraph keeps failing at the read */
 static void test_fullgraph(void **state) {
     (void)state;
@@ -286,8 +326,12 @@ static void test_fullgraph(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_reads),         TU_TEST(test_branch),    TU_TEST(test_view_across_read),
-        TU_TEST(test_training_step), TU_TEST(test_fullgraph),
+        TU_TEST(test_reads),
+        TU_TEST(test_branch),
+        TU_TEST(test_view_across_read),
+        TU_TEST(test_training_step),
+        TU_TEST(test_break_after_a_piece_ran),
+        TU_TEST(test_fullgraph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
