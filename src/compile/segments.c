@@ -235,6 +235,20 @@ static void take_tensors(jg_entry *dst, jg_entry *src) {
     jg_tensor **o = dst->gset_owner;
     dst->gset_owner = src->gset_owner;
     src->gset_owner = o;
+    /* the .grad owners and value guards too: the earlier call's go with
+     * src, freed with it, so a cached piece holds no tensor of an earlier
+     * call */
+    jg_tensor **gro = dst->gr_owner;
+    bool *grh = dst->gr_had;
+    int *lgo = dst->lifted_grad_of, ngr = dst->n_gr;
+    dst->gr_owner = src->gr_owner, dst->gr_had = src->gr_had;
+    dst->lifted_grad_of = src->lifted_grad_of, dst->n_gr = src->n_gr;
+    src->gr_owner = gro, src->gr_had = grh, src->lifted_grad_of = lgo, src->n_gr = ngr;
+    jg_tensor **vgt = dst->vg_t;
+    void **vgb = dst->vg_bytes;
+    int nvg = dst->n_vg;
+    dst->vg_t = src->vg_t, dst->vg_bytes = src->vg_bytes, dst->n_vg = src->n_vg;
+    src->vg_t = vgt, src->vg_bytes = vgb, src->n_vg = nvg;
 }
 
 /* ---------------------------------------------------------------- pieces */
