@@ -31,6 +31,10 @@ typedef struct JGCompiled {
     PyObject *classes;   /* autograd.Function classes its graphs call */
     PyObject *templates; /* (args bytes, n outputs) -> (template, is_tuple) */
     PyObject *objects;   /* see jgp_call_objects */
+    /* the object arguments of the last call whose program ran on its real
+     * tensors (a call run in pieces, traced at every call): kept until the
+     * next call, so a double backward after the call finds them */
+    PyObject *run_objects;
     char backend[16];
     int fullgraph;
     bool log_recompiles;
@@ -49,9 +53,12 @@ static JGCompiled *live_first;
 
 PyObject *jgp_find_object(PyObject *key) {
     PyObject *o = jgp_call_objects ? PyDict_GetItemWithError(jgp_call_objects, key) : NULL;
-    for (JGCompiled *c = live_first; !o && !PyErr_Occurred() && c; c = c->live_next)
+    for (JGCompiled *c = live_first; !o && !PyErr_Occurred() && c; c = c->live_next) {
         if (c->objects)
             o = PyDict_GetItemWithError(c->objects, key);
+        if (!o && !PyErr_Occurred() && c->run_objects)
+            o = PyDict_GetItemWithError(c->run_objects, key);
+    }
     return o;
 }
 
@@ -61,6 +68,7 @@ typedef struct compiled_call {
     PyObject *key_bytes;
     struct compiled_call *prev;
     int room; /* the outputs array's length (jg_program_fn's contract: the caller sizes it) */
+    bool run_objects; /* self->run_objects is this call's */
 } compiled_call;
 
 /* How many tensors a compiled Python function may return: the library's
@@ -668,9 +676,21 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     kwargs = args && call->kwargs ? rebuild(call->kwargs, inputs, n_inputs, &k) : NULL;
     if (!args || (call->kwargs && !kwargs))
         goto fail;
-    /* objects are kept for traces only (an eager run may make new ones per call) */
+    /* objects a trace on stand-ins serializes are kept with the compiled
+     * function; those of a run on the real tensors (eager, or in pieces:
+     * new ones each call) until the next call */
     PyObject *prev_objects = jgp_trace_objects;
     jgp_trace_objects = n_inputs == 0 || rebuilt_stand_ins ? self->objects : NULL;
+    if (!jgp_trace_objects) { /* real tensors: eager, or traced in pieces (compiler.md) */
+        if (!call->run_objects) {
+            Py_XSETREF(self->run_objects, PyDict_New());
+            call->run_objects = true;
+        }
+        if (!(jgp_trace_objects = self->run_objects)) {
+            jgp_trace_objects = prev_objects;
+            goto fail;
+        }
+    }
     res = PyObject_Call(self->fn, args, kwargs);
     jgp_trace_objects = prev_objects;
     if (!res)
@@ -790,6 +810,7 @@ static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     Py_VISIT(self->classes);
     Py_VISIT(self->templates);
     Py_VISIT(self->objects);
+    Py_VISIT(self->run_objects);
     return 0;
 }
 
@@ -803,6 +824,7 @@ static int compiled_clear(PyObject *o) {
     Py_CLEAR(self->classes);
     Py_CLEAR(self->templates);
     Py_CLEAR(self->objects);
+    Py_CLEAR(self->run_objects);
     Py_CLEAR(self->scopes);
     Py_CLEAR(self->last_scope);
     Py_CLEAR(self->last_vals);
@@ -964,7 +986,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto done;
     }
-    compiled_call call = {self, args, kwargs, key, current, room};
+    compiled_call call = {self, args, kwargs, key, current, room, false};
     current = &call;
     PyObject *prev_classes = jgp_trace_classes, *prev_objects = jgp_call_objects;
     jgp_trace_classes = self->classes;

@@ -282,3 +282,34 @@ def test_error_after_a_read_is_the_programs_own(jg):
         cf(jg.ones(3) * 100)
     assert cf(jg.ones(3)).tolist() == f(jg.ones(3)).tolist()  # still usable
     assert cf._jitgrad_compiled.fallbacks() == 0
+
+
+FUZZ_526 = """
+class Box:
+    def __init__(self, **kw):
+        pass
+
+class F0(T.autograd.Function):
+    @staticmethod
+    def forward(ctx, a0, a1, a2, k3, k4):
+        return a0
+
+def fn(x2):
+    v1 = x2 * (1.0 if float(x2) > 0 else -2.0)
+    bx4 = Box(t=x2)
+    v3 = F0.apply(v1, v1, v1, ('x',), bx4)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_custom_function_with_an_object_argument_after_a_read(jg, backend):
+    # regression (fuzz seed 526, minimized): a custom Function called in a
+    # piece with an object argument could not rebuild it when it ran
+    # ("called outside its Python call"): a call in pieces runs on real
+    # tensors, and such objects were kept only for traces on stand-ins
+    g = {"T": jg}
+    exec(FUZZ_526, g)
+    cf = jg.compile(g["fn"], backend=backend)
+    x = jg.tensor([-1.2], requires_grad=True)
+    assert cf(x) is None
+    assert cf._jitgrad_compiled.fallbacks() == 0
