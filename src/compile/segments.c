@@ -307,8 +307,8 @@ static int convertible(run *r, const jg_graph *g, jg_tensor *t, jg_tensor *const
 /* Closes the innermost frame's piece: compiles and runs it, turns the
  * stand-ins the program holds into its results.  read: the tensor read
  * (or NULL); outs: the program's outputs (at its end).  0, 1 with r->why
- * when the piece cannot close (nothing changed but the stand-ins kept), or
- * -1 + error. */
+ * when the piece cannot close (nothing ran; the frame stays open and
+ * follows no more stand-ins), or -1 + error. */
 static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *const *outs) {
     jg_graph *g = jg_trace_graph();
     if (jg_trace_breaks()) {
