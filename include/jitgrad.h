@@ -354,6 +354,21 @@ void jg_compiled_free(jg_compiled *c);
 char *jg_compiled_graph(const jg_compiled *c, int entry);
 int jg_compiled_entries(const jg_compiled *c);
 int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
+/* Graph breaks that split the program (docs/compiler.md, "Graph breaks"):
+ * a call whose trace read a value (jg_item, jg_copy_to, jg_data) runs as
+ * compiled graphs around each read.  The breaks of the last such call
+ * (*reasons: strings owned by c, valid until its next call), and how many;
+ * -1 + error for NULL arguments. */
+int jg_compiled_breaks(const jg_compiled *c, const char *const **reasons);
+/* Graphs run so far: one per call of a whole-program graph, one per piece
+ * of a call run in pieces (N breaks: N+1, fewer when a piece is empty). */
+long jg_compiled_graphs_run(const jg_compiled *c);
+/* Names where the program is now, for the breaks' reasons ("at
+ * train.py:12"): fn writes it into buf (n bytes) and returns 0, or -1 for
+ * none; called at a break during a jg_compiled_call only.  0 or -1 +
+ * error. */
+typedef int (*jg_break_site_fn)(void *user, char *buf, size_t n);
+int jg_compiled_set_break_site(jg_compiled *c, jg_break_site_fn fn, void *user);
 /* Dynamic sizes (PyTorch's dynamic=): JG_DYNAMIC_OFF (the default in C:
  * every new input size traces), JG_DYNAMIC_AUTO (input dims whose size
  * changed between two traces, all from one size to one other, stop being

@@ -22,6 +22,9 @@
 #pragma weak jg_compiled_set_mode
 #pragma weak jg_sizes_note
 #pragma weak jg_compiled_set_input_namer
+#pragma weak jg_compiled_breaks
+#pragma weak jg_compiled_graphs_run
+#pragma weak jg_compiled_set_break_site
 
 typedef struct JGCompiled {
     PyObject_HEAD jg_compiled *c;
@@ -29,6 +32,10 @@ typedef struct JGCompiled {
     PyObject *classes;   /* autograd.Function classes its graphs call */
     PyObject *templates; /* (args bytes, n outputs) -> (template, is_tuple) */
     PyObject *objects;   /* see jgp_call_objects */
+    /* the object arguments of the last call whose program ran on its real
+     * tensors (a call run in pieces, traced at every call): kept until the
+     * next call, so a double backward after the call finds them */
+    PyObject *run_objects;
     char backend[16];
     int fullgraph;
     bool log_recompiles;
@@ -47,9 +54,12 @@ static JGCompiled *live_first;
 
 PyObject *jgp_find_object(PyObject *key) {
     PyObject *o = jgp_call_objects ? PyDict_GetItemWithError(jgp_call_objects, key) : NULL;
-    for (JGCompiled *c = live_first; !o && !PyErr_Occurred() && c; c = c->live_next)
+    for (JGCompiled *c = live_first; !o && !PyErr_Occurred() && c; c = c->live_next) {
         if (c->objects)
             o = PyDict_GetItemWithError(c->objects, key);
+        if (!o && !PyErr_Occurred() && c->run_objects)
+            o = PyDict_GetItemWithError(c->run_objects, key);
+    }
     return o;
 }
 
@@ -59,6 +69,7 @@ typedef struct compiled_call {
     PyObject *key_bytes;
     struct compiled_call *prev;
     int room; /* the outputs array's length (jg_program_fn's contract: the caller sizes it) */
+    bool run_objects; /* self->run_objects is this call's */
 } compiled_call;
 
 /* How many tensors a compiled Python function may return: the library's
@@ -666,9 +677,21 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
     kwargs = args && call->kwargs ? rebuild(call->kwargs, inputs, n_inputs, &k) : NULL;
     if (!args || (call->kwargs && !kwargs))
         goto fail;
-    /* objects are kept for traces only (an eager run may make new ones per call) */
+    /* objects a trace on stand-ins serializes are kept with the compiled
+     * function; those of a run on the real tensors (eager, or in pieces:
+     * new ones each call) until the next call */
     PyObject *prev_objects = jgp_trace_objects;
     jgp_trace_objects = n_inputs == 0 || rebuilt_stand_ins ? self->objects : NULL;
+    if (!jgp_trace_objects) { /* real tensors: eager, or traced in pieces (compiler.md) */
+        if (!call->run_objects) {
+            Py_XSETREF(self->run_objects, PyDict_New());
+            call->run_objects = true;
+        }
+        if (!(jgp_trace_objects = self->run_objects)) {
+            jgp_trace_objects = prev_objects;
+            goto fail;
+        }
+    }
     res = PyObject_Call(self->fn, args, kwargs);
     jgp_trace_objects = prev_objects;
     if (!res)
@@ -765,12 +788,30 @@ static int input_name(void *user, int input, char *buf, size_t n) {
     return found ? 0 : -1;
 }
 
+/* jg_break_site_fn: the Python line running now ("train.py:12"), the
+ * innermost Python frame's (a read called from C sees its caller's). */
+static int break_site(void *user, char *buf, size_t n) {
+    (void)user;
+    PyFrameObject *f = PyEval_GetFrame();
+    PyCodeObject *code = f ? PyFrame_GetCode(f) : NULL;
+    const char *file = code ? PyUnicode_AsUTF8(code->co_filename) : NULL;
+    if (!file) {
+        PyErr_Clear();
+        Py_XDECREF(code);
+        return -1;
+    }
+    snprintf(buf, n, "%s:%d", file, PyFrame_GetLineNumber(f));
+    Py_DECREF(code);
+    return 0;
+}
+
 static int compiled_traverse(PyObject *o, visitproc visit, void *arg) {
     JGCompiled *self = (JGCompiled *)o;
     Py_VISIT(self->fn);
     Py_VISIT(self->classes);
     Py_VISIT(self->templates);
     Py_VISIT(self->objects);
+    Py_VISIT(self->run_objects);
     return 0;
 }
 
@@ -784,6 +825,7 @@ static int compiled_clear(PyObject *o) {
     Py_CLEAR(self->classes);
     Py_CLEAR(self->templates);
     Py_CLEAR(self->objects);
+    Py_CLEAR(self->run_objects);
     Py_CLEAR(self->scopes);
     Py_CLEAR(self->last_scope);
     Py_CLEAR(self->last_vals);
@@ -863,6 +905,8 @@ static PyObject *compiled_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     }
     if (self->c && jg_compiled_set_input_namer)
         jg_compiled_set_input_namer(self->c, input_name, self);
+    if (self->c && jg_compiled_set_break_site)
+        jg_compiled_set_break_site(self->c, break_site, self);
     if (self->c && dyn_mode && jg_compiled_set_dynamic &&
         jg_compiled_set_dynamic(self->c, dyn_mode) < 0) {
         jg_compiled_free(self->c);
@@ -957,7 +1001,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto done;
     }
-    compiled_call call = {self, args, kwargs, key, current, room};
+    compiled_call call = {self, args, kwargs, key, current, room, false};
     current = &call;
     PyObject *prev_classes = jgp_trace_classes, *prev_objects = jgp_call_objects;
     jgp_trace_classes = self->classes;
@@ -1045,16 +1089,41 @@ static PyObject *m_fallbacks(PyObject *o, PyObject *unused) {
     return PyLong_FromLong(self->c && jg_compiled_fallbacks ? jg_compiled_fallbacks(self->c) : 0);
 }
 
+/* The graph breaks of the last call that ran in pieces, with reasons. */
+static PyObject *m_breaks(PyObject *o, PyObject *unused) {
+    (void)unused;
+    JGCompiled *self = (JGCompiled *)o;
+    const char *const *why = NULL;
+    int n = self->c && jg_compiled_breaks ? jg_compiled_breaks(self->c, &why) : 0;
+    if (n < 0)
+        return jgp_raise();
+    PyObject *r = PyList_New(n);
+    for (int i = 0; r && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(why[i]);
+        if (!s)
+            Py_CLEAR(r);
+        else
+            PyList_SET_ITEM(r, i, s);
+    }
+    return r;
+}
+
+/* Graphs run so far (a call in pieces runs one per piece). */
+static PyObject *m_graphs_run(PyObject *o, PyObject *unused) {
+    (void)unused;
+    JGCompiled *self = (JGCompiled *)o;
+    return PyLong_FromLong(self->c && jg_compiled_graphs_run ? jg_compiled_graphs_run(self->c) : 0);
+}
+
 static PyObject *get_backend(PyObject *o, void *c) {
     (void)c;
     return PyUnicode_FromString(((JGCompiled *)o)->backend);
 }
 
 static PyMethodDef compiled_methods[] = {
-    {"graph", m_graph, METH_VARARGS, NULL},
-    {"entries", m_entries, METH_NOARGS, NULL},
-    {"fallbacks", m_fallbacks, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
+    {"graph", m_graph, METH_VARARGS, NULL},          {"entries", m_entries, METH_NOARGS, NULL},
+    {"fallbacks", m_fallbacks, METH_NOARGS, NULL},   {"breaks", m_breaks, METH_NOARGS, NULL},
+    {"graphs_run", m_graphs_run, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef compiled_getset[] = {

@@ -932,8 +932,24 @@ static int check_roots(int n_roots, jg_tensor *const *roots, jg_tensor *const *g
 }
 
 int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_grads,
-                  unsigned flags, int n_capture, jg_tensor *const *capture, jg_tensor **captured) {
+                  unsigned flags, int n_capture, jg_tensor *const *capture_t,
+                  jg_tensor **captured) {
+    jg_tensor *const *capture = capture_t;
     bool no_grad_roots = flags & JG_ENGINE_NO_GRAD_ROOTS;
+    bool concrete = n_roots > 0 && roots;
+    for (int r = 0; r < n_roots && concrete; r++)
+        concrete =
+            roots[r] && !roots[r]->sym && (!root_grads || !root_grads[r] || !root_grads[r]->sym);
+    if (concrete && jg_trace_capture && jg_hooks.on_symbolic_read &&
+        jg_hooks.on_symbolic_read(NULL, "backward() of a computed tensor (it runs eagerly)")) {
+        /* a program run in pieces differentiates what an earlier piece
+         * computed: the piece before this point ran, so the backward runs
+         * here, eagerly, as in eager mode; then the next piece */
+        uint64_t saved = jg_hooks.trace_suspend();
+        int rc = jg_engine_run(n_roots, roots, root_grads, flags, n_capture, capture_t, captured);
+        jg_hooks.trace_resume(saved);
+        return rc;
+    }
     if (n_roots == 1 && roots && roots[0] && roots[0]->sym && !n_capture && !no_grad_roots &&
         jg_hooks.trace_backward) { /* traced into the program's graph (trace/backward.c) */
         int rc = jg_hooks.trace_backward(roots[0], root_grads ? root_grads[0] : NULL, flags);

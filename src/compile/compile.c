@@ -32,6 +32,10 @@ struct jg_compiled {
     void *namer_user;
     jg_dyn **dyn; /* templates serving dynamic sizes (compile/dynamic.h) */
     int n_dyn;
+    jg_segments *segs;     /* entries run in pieces (compile/segments.c) */
+    jg_break_site_fn site; /* (jg_compiled_set_break_site) */
+    void *site_user;
+    long graphs_run; /* whole-program graphs run, all calls (pieces: segs) */
 };
 
 /* JITGRAD_CACHE_SIZE_LIMIT, default 8 as PyTorch's; 0 turns the limit off. */
@@ -114,6 +118,7 @@ void jg_compiled_free(jg_compiled *c) {
     for (int i = 0; i < c->n_dyn; i++)
         jg_dyn_free(c->dyn[i]);
     free(c->dyn);
+    jg_segments_free(c->segs);
     free(c);
 }
 
@@ -147,6 +152,14 @@ int jg_compiled_set_dynamic(jg_compiled *c, int mode) {
                          "set it before the first call",
                          c->n_entries);
     c->dynamic = mode;
+    return 0;
+}
+
+int jg_compiled_set_break_site(jg_compiled *c, jg_break_site_fn fn, void *user) {
+    if (!c)
+        return jg_errorf("jg_compiled_set_break_site: compiled function is NULL");
+    c->site = fn;
+    c->site_user = user;
     return 0;
 }
 
@@ -628,6 +641,15 @@ static int take_captures(jg_entry *e, const jg_call_key *k, jg_tensor *const *in
     return rc < 0 ? -1 : 0;
 }
 
+int jg_compile_take_captures(jg_entry *e) {
+    return take_captures(e, &e->key, NULL);
+}
+
+int jg_compile_build(jg_entry *e, jg_graph *g) {
+    const jg_function *failed = NULL;
+    return build(NULL, e, g, &failed);
+}
+
 /* Traces the program for this key.  Returns the new entry (possibly an eager
  * one after a graph break), or NULL + error (*failed: the function of a
  * custom call whose backward could not be traced). */
@@ -802,6 +824,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             rc = -1;
         } else {
             e->eager = true;
+            /* value reads in the program itself split it into pieces */
+            e->pieces = jg_trace_read_breaks() == breaks;
             e->break_reason = strdup(jg_trace_break_reason());
             if (!e->break_reason)
                 rc = jg_errorf("out of memory in jg_compile");
@@ -1249,10 +1273,9 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
         }
         c->entries[c->n_entries++] = e;
         if (e->eager)
-            fprintf(stderr,
-                    "jitgrad: graph break (entry %d): %s; calls with these guards run "
-                    "eagerly\n",
-                    e->index, e->break_reason);
+            fprintf(stderr, "jitgrad: graph break (entry %d): %s; calls with these guards run %s\n",
+                    e->index, e->break_reason,
+                    e->pieces ? "as compiled pieces around each read" : "eagerly");
         if (c->log & LOG_GRAPHS)
             log_graphs(e);
         /* (without a traced graph, custom calls: the reason is logged) */
@@ -1262,10 +1285,39 @@ int jg_compiled_call(jg_compiled *c, const void *args, size_t args_size, int n_i
     } else if (in != small) {
         free(in);
     }
+    if (e->pieces) {
+        jg_segments_env env = {c->fn,
+                               c->user,
+                               c->backend,
+                               e->index,
+                               (c->log & LOG_GRAPHS) != 0,
+                               (c->log & LOG_BREAKS) != 0,
+                               c->site,
+                               c->site_user};
+        int n_out = jg_segments_call(&c->segs, &env, args, n_inputs, inputs, outputs);
+        if (n_out == JG_SEGMENTS_BROKE) {
+            /* this program can break where nothing splits it: from now on
+             * its calls run eagerly */
+            e->pieces = false;
+            fprintf(stderr, "jitgrad: entry %d: %s; calls with these guards run eagerly\n",
+                    e->index, jg_last_error());
+            return -1;
+        }
+        if (n_out != JG_SEGMENTS_EAGER)
+            return n_out;
+        /* a break nothing can split came first: this call runs eagerly */
+        if (c->log & LOG_BREAKS)
+            fprintf(stderr, "jitgrad: entry %d runs eagerly this call: %s\n", e->index,
+                    jg_last_error());
+        jg_clear_error();
+        c->fallbacks++;
+        return run_eager(c, args, n_inputs, inputs, outputs);
+    }
     if (e->eager) {
         c->fallbacks++;
         return run_eager(c, args, n_inputs, inputs, outputs);
     }
+    c->graphs_run++;
     int n_out = e->n_mut || e->n_lmut || e->n_gset
                     ? jg_entry_run_mutating(e, n_inputs, inputs, outputs)
                     : jg_entry_run(e, inputs, outputs);
@@ -1321,5 +1373,17 @@ char *jg_compiled_graph(const jg_compiled *c, int entry) {
     if (entry < 0 || entry >= c->n_entries)
         return jg_errorf_null("jg_compiled_graph: entry %d out of range (%d entries)", entry,
                               c->n_entries);
+    if (c->entries[entry]->pieces)
+        return jg_segments_graph(c->segs, entry);
     return jg_compiled_graph_of(c->entries[entry]);
+}
+
+int jg_compiled_breaks(const jg_compiled *c, const char *const **reasons) {
+    if (!c || !reasons)
+        return jg_errorf("jg_compiled_breaks: %s is NULL", c ? "reasons" : "compiled function");
+    return jg_segments_breaks(c->segs, reasons);
+}
+
+long jg_compiled_graphs_run(const jg_compiled *c) {
+    return c ? c->graphs_run + jg_segments_graphs(c->segs) : 0;
 }

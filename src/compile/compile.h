@@ -106,6 +106,9 @@ typedef struct jg_entry {
     jg_call_key key; /* owns in[] and args */
     /* a graph break: calls matching this key run eagerly */
     bool eager;
+    /* ... or, when every break was a value read in the program, in compiled
+     * pieces around the reads (compile/segments.c) */
+    bool pieces;
     /* ... for this call only: the entry is not kept (jg_trace_note_retry_break) */
     bool retry;
     char *break_reason;
@@ -256,6 +259,43 @@ int jg_compile_verify(jg_program_fn fn, void *user, const void *args, int n,
 /* Test hook: when set, compiled backward doubles its first gradient, so tests
  * can check that verify notices a wrong backend result. */
 extern int jg_debug_corrupt_backward;
+
+/* For compile/segments.c: moves the innermost frame's captured tensors
+ * into e with their guards (e has no call inputs), and builds e from its
+ * traced graph g (e owns g from then on, also when it fails).  0 or -1. */
+int jg_compile_take_captures(jg_entry *e);
+int jg_compile_build(jg_entry *e, jg_graph *g);
+
+/* Partial graphs (compile/segments.c): an entry whose trace read values
+ * runs as compiled pieces around each read. */
+typedef struct jg_segments jg_segments;
+typedef struct jg_segments_env {
+    jg_program_fn fn;
+    void *user;
+    const jg_backend *backend;
+    int entry; /* (for the log) */
+    bool log_graphs, log_breaks;
+    jg_break_site_fn site; /* (may be NULL) */
+    void *site_user;
+} jg_segments_env;
+/* jg_segments_call's answer when the program broke, before any piece ran,
+ * where it cannot be split: the call runs eagerly. */
+#define JG_SEGMENTS_EAGER (-2)
+/* ... and when it broke so after pieces ran: the call fails (their effects
+ * happened), later calls of the entry run eagerly. */
+#define JG_SEGMENTS_BROKE (-3)
+/* Runs the program in pieces (*s: the pieces' cache, made on first use).
+ * The number of outputs, JG_SEGMENTS_EAGER, JG_SEGMENTS_BROKE + error, or
+ * -1 + error. */
+int jg_segments_call(jg_segments **s, const jg_segments_env *env, const void *args, int n,
+                     jg_tensor *const *inputs, jg_tensor **outputs);
+void jg_segments_free(jg_segments *s);
+/* The last call's breaks (owned by s), and how many. */
+int jg_segments_breaks(const jg_segments *s, const char *const **reasons);
+/* Graphs run by pieces, all calls. */
+long jg_segments_graphs(const jg_segments *s);
+/* The last call's pieces, printed (caller frees). */
+char *jg_segments_graph(const jg_segments *s, int entry);
 
 /* Verifies g, then runs dedup, CSE (when cse is true) and DCE on it,
  * verifying again after each pass. */

@@ -621,7 +621,26 @@ jg_tensor *jg_tensor_symbolic(const jg_meta *m, const jg_sym *sym) {
     t->sym = (jg_sym *)(void *)t->inline_data;
     *t->sym = *sym;
     t->inline_storage.version = 0;
+    if (jg_hooks.on_symbolic_new)
+        jg_hooks.on_symbolic_new(t);
     return t;
+}
+
+void jg_tensor_become(jg_tensor *s, jg_tensor *r) {
+    JG_ASSERT(s->sym && !r->sym && s->dtype == r->dtype && jg_same_shape(s, r));
+    /* as jg_tensor_view_of shares memory: r's storage (inline in r or not)
+     * lives while s does */
+    s->storage = r->storage;
+    s->storage->refcount++;
+    s->offset = r->offset;
+    memcpy(s->stride, r->stride, sizeof(int64_t) * (size_t)r->ndim);
+    jg_node_retain(r->grad_fn);
+    jg_node_release(s->grad_fn);
+    s->grad_fn = r->grad_fn;
+    s->output_nr = r->output_nr;
+    s->requires_grad = r->requires_grad;
+    s->no_grad_view = r->no_grad_view;
+    s->sym = NULL;
 }
 
 /* (plain stores: the zeroing loop would otherwise become a memset call) */
@@ -821,8 +840,8 @@ int jg_check_concrete(const jg_tensor *t, const char *what) {
         return jg_errorf("%s: tensor is NULL", what);
     if (!t->sym && !jg_trace_captured(t))
         return 0;
-    if (jg_hooks.on_symbolic_read)
-        jg_hooks.on_symbolic_read(t, what);
+    if (jg_hooks.on_symbolic_read && jg_hooks.on_symbolic_read(t, what))
+        return 0; /* the piece before the read ran: t holds its values */
     char d[64];
     jg_describe(t, d, sizeof d);
     if (!t->sym)

@@ -81,6 +81,12 @@ struct jg_tensor {
     _Alignas(64) unsigned char inline_data[JG_INLINE_BYTES];
 };
 
+/* Symbolic tensor s takes concrete r's memory, layout and history in place
+ * (s's view link stays): a program run in pieces turns the stand-ins it
+ * still holds into the values a piece computed (compile/segments.c).  The
+ * same dtype and shape. */
+void jg_tensor_become(jg_tensor *s, jg_tensor *r);
+
 /* Shape and dtype of a value without data: what shape rules compute. */
 typedef struct jg_meta {
     jg_dtype dtype;
@@ -185,8 +191,18 @@ void jg_node_release(jg_node *n);
 /* ---- hooks installed by higher layers (data flows down; calls go up only
  * through these) ---- */
 typedef struct jg_core_hooks {
-    /* Called when a symbolic tensor's values are read; `what` names the read. */
-    void (*on_symbolic_read)(const jg_tensor *t, const char *what);
+    /* Called when a symbolic (or captured) tensor's values are read; `what`
+     * names the read.  True when the tracer made t concrete (a program run
+     * in pieces: compile/segments.c), so the read goes on. */
+    bool (*on_symbolic_read)(const jg_tensor *t, const char *what);
+    /* Called for every new symbolic tensor (the tracer keeps the ones of a
+     * program run in pieces). */
+    void (*on_symbolic_new)(jg_tensor *t);
+    /* Hides every open trace frame (nothing is traced or captured) until
+     * trace_resume(the returned value): work a program run in pieces does
+     * eagerly between two pieces. */
+    uint64_t (*trace_suspend)(void);
+    void (*trace_resume)(uint64_t saved);
     /* Called when a program being traced does what a graph cannot hold
      * (draws random numbers, writes into a captured tensor): a graph break,
      * `why` its reason. */

@@ -233,6 +233,19 @@ static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_
     jg_tensor *s = jg_hooks.captured_write_begin
                        ? jg_hooks.captured_write_begin(self, other, why, sizeof why)
                        : NULL;
+    if (!s && jg_hooks.on_symbolic_read &&
+        jg_hooks.on_symbolic_read(NULL,
+                                  "an in-place write the trace cannot hold (it runs eagerly)")) {
+        /* a program run in pieces: the piece before the write ran, so the
+         * write happens here, eagerly (with eager's checks and history),
+         * and the next piece reads the tensor it wrote */
+        uint64_t saved = jg_hooks.trace_suspend();
+        int rc = check_target(fn, self, other) < 0 ? -1
+                 : copy                            ? copy_run(self, other)
+                                                   : inplace_run(fn, op, a, self, other);
+        jg_hooks.trace_resume(saved);
+        return rc;
+    }
     if (!s) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s() on a tensor captured from outside the program: %s", fn,

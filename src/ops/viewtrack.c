@@ -167,6 +167,25 @@ static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
     return x;
 }
 
+int jg_view_become_concrete(jg_tensor *t) {
+    jg_view_info *v = t->view;
+    JG_ASSERT(v && t->sym && !v->base->sym);
+    bool gm = jg_grad_mode;
+    jg_grad_mode = !v->no_grad;
+    jg_scope_push();
+    jg_tensor *r = replay(v, v->n_steps, v->base);
+    if (r && r->storage != v->base->storage)
+        r = jg_errorf_null("internal error: a traced view does not view its base's memory once "
+                           "the base is computed");
+    if (r) {
+        jg_tensor_become(t, r);
+        v->version = base_version(v->base);
+    }
+    jg_scope_pop();
+    jg_grad_mode = gm;
+    return r ? 0 : -1;
+}
+
 int jg_view_track_alias(jg_tensor *in, jg_tensor *out) {
     if (out == in || out->view || out->sym || in->sym || out->storage != in->storage ||
         in->requires_grad || (!in->view && in->is_view))
@@ -216,8 +235,15 @@ int jg_view_refresh(jg_tensor *t) {
      * function's traced forward) is remade in its own graph, where it lives */
     uint64_t outer = 0;
     bool entered = t->sym && jg_hooks.enter_graph && jg_hooks.enter_graph(t->sym->graph, &outer);
+    /* a concrete view of a concrete base gets concrete history, also while
+     * a program is traced (its base was written between two pieces of a
+     * program run in pieces, compile/segments.c) */
+    uint32_t capture = jg_trace_capture;
+    if (!t->sym && !v->base->sym)
+        jg_trace_capture = 0;
     jg_scope_push();
     jg_tensor *r = replay(v, v->n_steps, v->base);
+    jg_trace_capture = capture;
     if (r) {
         if (t->sym) {
             *t->sym = *r->sym; /* the record lives in each tensor */

@@ -56,6 +56,11 @@ int jg_view_refresh(jg_tensor *t);
 static inline int jg_view_sync(jg_tensor *t) {
     return t && t->view ? jg_view_refresh(t) : 0;
 }
+/* Traced view t, whose base is concrete now (a program run in pieces: the
+ * piece that computed the base ran), becomes the view eager mode has: its
+ * view ops replayed on the base (with history unless t was made without
+ * grad mode), their memory and history taken in place.  0 or -1. */
+int jg_view_become_concrete(jg_tensor *t);
 /* The value the base of view t takes when t's elements become src (t's
  * shape and dtype): computed out of place with history.  Borrowed from the
  * current scope, or NULL + error. */

@@ -518,6 +518,16 @@ static int check_param(const char *what, jg_tensor *param) {
 
 int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *param,
                     jg_tensor *grad, jg_tensor **state) {
+    if (jg_tracing() && state && state_missing(kind, h, state) && jg_hooks.on_symbolic_read &&
+        jg_hooks.on_symbolic_read(NULL, "an optimizer step that creates its state (it runs "
+                                        "eagerly)")) {
+        /* a program run in pieces: the piece before ran, this first step
+         * runs here, eagerly, and the next piece goes on */
+        uint64_t saved = jg_hooks.trace_suspend();
+        int rc = jg_optim_update(kind, h, param, grad, state);
+        jg_hooks.trace_resume(saved);
+        return rc;
+    }
     if (jg_tracing() && state && state_missing(kind, h, state)) {
         /* The first step creates state that outlives the program: a tensor
          * made while tracing must not reach it.  The call runs eagerly

@@ -58,6 +58,13 @@ typedef struct frame {
     int *lifted_val;             /* per lifted tensor: its placeholder */
     jg_trace_resolve_fn resolve; /* symbolic tensors of other graphs */
     void *resolve_user;
+    int read_breaks; /* breaks that were value reads in the program itself */
+    /* a program run in pieces (jg_trace_set_segmenter): the symbolic tensors
+     * of the graph (retained) */
+    jg_trace_segment_fn seg;
+    void *seg_user;
+    jg_tensor **syms;
+    int n_syms, cap_syms;
 } frame;
 
 static _Thread_local frame *frames;
@@ -66,6 +73,8 @@ static _Thread_local int n_frames, cap_frames;
 static frame *top(void) {
     return n_frames ? &frames[n_frames - 1] : NULL;
 }
+
+static bool lifting(void);
 
 bool jg_tracing(void) {
     return n_frames > 0;
@@ -127,6 +136,9 @@ void jg_trace_end(void) {
     free(f->gs_grad);
     free(f->lifted_val);
     free(f->freed);
+    for (int i = 0; i < f->n_syms; i++)
+        jg_release(f->syms[i]);
+    free(f->syms);
     jg_trace_capture = f->outer_capture;
     n_frames--;
     if (!n_frames) {
@@ -193,6 +205,44 @@ int jg_trace_take_lifted(jg_tensor ***lifted) {
     f->lifted = NULL;
     f->n_lifted = f->cap_lifted = 0;
     return n;
+}
+
+int jg_trace_read_breaks(void) {
+    return n_frames ? top()->read_breaks : 0;
+}
+
+void jg_trace_set_segmenter(jg_trace_segment_fn fn, void *user) {
+    frame *f = top();
+    JG_ASSERT(f);
+    f->seg = fn;
+    f->seg_user = user;
+}
+
+int jg_trace_take_symbolic(jg_tensor ***syms) {
+    frame *f = top();
+    JG_ASSERT(f);
+    *syms = f->syms;
+    int n = f->n_syms;
+    f->syms = NULL;
+    f->n_syms = f->cap_syms = 0;
+    return n;
+}
+
+static void on_symbolic_new(jg_tensor *t) {
+    frame *f = top();
+    if (!f || !f->seg || t->sym->graph != f->g->id)
+        return;
+    if (f->n_syms == f->cap_syms) {
+        int cap = f->cap_syms ? f->cap_syms * 2 : 64;
+        jg_tensor **s = realloc(f->syms, (size_t)cap * sizeof *s);
+        if (!s) { /* (the stand-in cannot be followed: no piece can close) */
+            jg_trace_note_break("out of memory while tracing");
+            return;
+        }
+        f->syms = s;
+        f->cap_syms = cap;
+    }
+    f->syms[f->n_syms++] = jg_retain(t);
 }
 
 int jg_trace_breaks(void) {
@@ -286,7 +336,10 @@ int jg_trace_value(jg_tensor *t) {
      * that requires grad also gets its gradient through the compiled call).
      * Tensors the program made while traced are constants: copies, since
      * the program may still write into them after this use. */
-    if ((f->flags & JG_TRACE_LIFT) && (rg || !created)) {
+    /* (a lifted tensor's value requires grad when the tensor does: grad
+     * mode decides per op, so a first use under no_grad does not cut the
+     * gradient of a later use with grad mode on) */
+    if ((f->flags & JG_TRACE_LIFT) && (t->requires_grad || !created)) {
         if (f->n_lifted == f->cap_lifted) {
             int cap = f->cap_lifted ? f->cap_lifted * 2 : 4;
             jg_tensor **l = realloc(f->lifted, (size_t)cap * sizeof *l);
@@ -302,7 +355,7 @@ int jg_trace_value(jg_tensor *t) {
         jg_meta_of(t, &m);
         char name[32];
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
-        if ((v = jg_graph_add_input(f->g, &m, rg, name)) < 0)
+        if ((v = jg_graph_add_input(f->g, &m, t->requires_grad, name)) < 0)
             return -1;
         f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
@@ -586,6 +639,8 @@ void jg_trace_note_retry_break(const char *fmt, ...) {
     frame *f = top();
     if (!f)
         return;
+    if (lifting())
+        f->read_breaks++; /* (after a read, a run in pieces splits here too) */
     if (!f->breaks++) {
         va_list ap;
         va_start(ap, fmt);
@@ -642,7 +697,21 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     return 0;
 }
 
-static void on_symbolic_read(const jg_tensor *t, const char *what) {
+static bool on_symbolic_read(const jg_tensor *t, const char *what) {
+    frame *f = top();
+    bool program = lifting(); /* a read in the program itself */
+    if (!t) /* a split point that reads nothing (backward() of a computed tensor) */
+        return program && f->seg && !f->breaks && f->seg(f->seg_user, NULL, what) == 0;
+    if (program && f->seg && !f->breaks) {
+        if (f->seg(f->seg_user, t, what) == 0)
+            return true; /* (f is closed: a new frame is the innermost) */
+        char why[600];
+        snprintf(why, sizeof why, "%s", jg_last_error());
+        jg_trace_note_break("%s", why);
+        return false;
+    }
+    if (program && f)
+        f->read_breaks++;
     char d[64];
     jg_describe(t, d, sizeof d);
     if (!t->sym)
@@ -654,6 +723,41 @@ static void on_symbolic_read(const jg_tensor *t, const char *what) {
                             "not exist while the program is traced, so data-dependent code cannot "
                             "be compiled into a graph",
                             what, d, t->sym->value);
+    return false;
+}
+
+/* Eager work between two pieces of a program run in pieces: no frame is
+ * open meanwhile (a frame opened then gets an array of its own). */
+static _Thread_local struct suspended {
+    frame *frames;
+    int n, cap;
+    uint32_t capture;
+} * suspended;
+static _Thread_local int n_suspended;
+
+static uint64_t trace_suspend(void) {
+    struct suspended *s = realloc(suspended, sizeof *s * (size_t)(n_suspended + 1));
+    JG_ASSERT(s); /* (a few bytes; the caller cannot recover a half-hidden stack) */
+    suspended = s;
+    s[n_suspended] = (struct suspended){frames, n_frames, cap_frames, jg_trace_capture};
+    frames = NULL;
+    n_frames = cap_frames = 0;
+    jg_trace_capture = 0;
+    return (uint64_t)n_suspended++;
+}
+
+static void trace_resume(uint64_t saved) {
+    JG_ASSERT(n_frames == 0 && (int)saved == n_suspended - 1);
+    free(frames);
+    struct suspended *s = &suspended[--n_suspended];
+    frames = s->frames;
+    n_frames = s->n;
+    cap_frames = s->cap;
+    jg_trace_capture = s->capture;
+    if (!n_suspended) {
+        free(suspended);
+        suspended = NULL;
+    }
 }
 
 /* *save: the frames hidden (high half) and jg_trace_capture (low half). */
@@ -696,5 +800,8 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
+    jg_hooks.on_symbolic_new = on_symbolic_new;
+    jg_hooks.trace_suspend = trace_suspend;
+    jg_hooks.trace_resume = trace_resume;
     jg_trace_custom_init(); /* also links trace/custom.c into static programs */
 }

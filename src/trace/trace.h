@@ -65,6 +65,26 @@ const char *jg_trace_break_reason(void);
 /* Records a break in the innermost frame (for callers like jg_apply's hook). */
 void jg_trace_note_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* How many of the innermost frame's breaks were value reads (jg_item,
+ * jg_copy_to, jg_data ...) or retry breaks (an optimizer creating its
+ * state) in the program itself (not inside a custom function's callbacks
+ * or a traced backward): the breaks a program run in pieces splits at
+ * (compile/segments.c). */
+int jg_trace_read_breaks(void);
+
+/* Running a program in pieces (compile/segments.c): the innermost frame
+ * keeps every symbolic tensor of its graph made from now on (retained, so
+ * a refcount above 1 means the program still holds it), and a value read
+ * in the program itself calls fn instead of breaking: fn runs the graph so
+ * far and makes the stand-ins concrete (read: the tensor read), closing
+ * this frame and opening the next; 0, or -1 + error when it cannot (the
+ * read is then a break).  Cleared when the frame ends. */
+typedef int (*jg_trace_segment_fn)(void *user, const jg_tensor *read, const char *what);
+void jg_trace_set_segmenter(jg_trace_segment_fn fn, void *user);
+/* The symbolic tensors the innermost frame kept (array and references move
+ * to the caller), in the order they were made. */
+int jg_trace_take_symbolic(jg_tensor ***syms);
+
 /* A break that holds for this call only: the program changes state that
  * decides what it does (an optimizer creating its state on the first step),
  * so jg_compile runs the call eagerly without caching an entry and traces

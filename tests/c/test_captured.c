@@ -507,6 +507,47 @@ static void test_captured_inside_custom_callbacks(void **state) {
     }
 }
 
+/* w used first under no_grad (a running statistic updated from it), then
+ * with grad on: its value in the graph must still require grad */
+static int p_no_grad_first(void *user, const void *args, int n, jg_tensor *const *in,
+                           jg_tensor **out) {
+    (void)args, (void)n;
+    model *m = user;
+    bool gm = jg_set_grad_enabled(false);
+    int rc = jg_add_(m->k, m->w);
+    jg_set_grad_enabled(gm);
+    out[0] = rc < 0 ? NULL : jg_sum(jg_mul(jg_tanh(m->w), in[0]));
+    return out[0] ? 1 : -1;
+}
+
+/* Regression: a captured tensor lifted at a use under no_grad was an input
+ * without requires_grad, so a later use with grad on gave it no gradient. */
+static void test_captured_first_used_under_no_grad(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        model m = {jg_full(JG_F32, 1, TU_SHAPE(3), 0.0), jg_randn(JG_F32, 1, TU_SHAPE(3))};
+        jg_set_requires_grad(m.w, true);
+        jg_tensor *x = jg_randn(JG_F32, 1, TU_SHAPE(3)), *o;
+        assert_int_equal(p_no_grad_first(&m, NULL, 1, &x, &o), 1);
+        assert_int_equal(jg_backward(o, NULL, 0), 0);
+        jg_tensor *eg = jg_clone(jg_grad(m.w));
+        jg_clear_grad(m.w);
+        jg_compiled *c =
+            jg_compile(p_no_grad_first, &m,
+                       &(jg_compile_options){.backend = b ? "c" : "interp", .fullgraph = true});
+        for (int call = 0; call < 2; call++) {
+            if (jg_compiled_call(c, NULL, 0, 1, &x, &o) != 1)
+                fail_msg("%s", jg_last_error());
+            assert_int_equal(jg_backward(o, NULL, 0), 0);
+            TU_SAME(jg_grad(m.w), eg);
+            jg_clear_grad(m.w);
+        }
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_captured_inplace_update_seen),
@@ -523,6 +564,7 @@ int main(void) {
         TU_TEST(test_captured_nested_compiled),
         TU_TEST(test_captured_inside_custom_callbacks),
         TU_TEST(test_captured_created_modified_after_use),
+        TU_TEST(test_captured_first_used_under_no_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

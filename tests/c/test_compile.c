@@ -567,10 +567,14 @@ static void fallback_run(void) {
         assert_int_equal(jg_backward(e, NULL, 0), 0);
     }
     TU_SAME(jg_grad(x), g);
-    assert_int_equal(jg_compiled_fallbacks(c), 3);
+    /* a value read splits the program: two compiled graphs per call */
+    assert_int_equal(jg_compiled_fallbacks(c), 0);
+    assert_int_equal(jg_compiled_graphs_run(c), 6);
     assert_int_equal(jg_compiled_entries(c), 1);
     char *s = jg_compiled_graph(c, 0);
-    assert_non_null(strstr(s, "entry 0 runs eagerly (graph break: jg_item() read"));
+    assert_non_null(strstr(s, "entry 0 runs in pieces; its last call ran 2 graphs:\n"
+                              "graph break 0: jg_item() read the values of f32[]\n"
+                              "piece 0:\nforward("));
     free(s);
     jg_compiled_free(c);
 }
@@ -579,6 +583,38 @@ static void test_fallback(void **state) {
     (void)state;
     char *s = tu_capture_stderr(fallback_run);
     assert_non_null(strstr(s, "jitgrad: graph break (entry 0): jg_item() read the values"));
+    assert_non_null(strstr(s, "run as compiled pieces around each read"));
+    free(s);
+}
+
+/* backward(gradient) inside the program: a break that is no value read */
+static int p_bwd_grad(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *y = jg_mul(in[0], in[0]);
+    if (jg_backward(y, jg_full(JG_F32, 1, TU_SHAPE(3), 1.0), 0) < 0)
+        return -1;
+    out[0] = jg_sum(jg_exp(in[0]));
+    return out[0] ? 1 : -1;
+}
+
+static void fallback_eager_run(void) {
+    jg_tensor *x = leaf(JG_F32, 1, TU_SHAPE(3)), *o = NULL;
+    jg_compiled *c = jg_compile(p_bwd_grad, NULL, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 3);
+    assert_int_equal(jg_compiled_graphs_run(c), 0);
+    char *s = jg_compiled_graph(c, 0);
+    assert_non_null(strstr(s, "entry 0 runs eagerly (graph break: "));
+    free(s);
+    jg_compiled_free(c);
+}
+
+static void test_fallback_eager(void **state) {
+    (void)state;
+    char *s = tu_capture_stderr(fallback_eager_run);
+    assert_non_null(strstr(s, "jitgrad: graph break (entry 0): "));
+    assert_non_null(strstr(s, "calls with these guards run eagerly"));
     free(s);
 }
 
@@ -645,6 +681,7 @@ int main(void) {
         TU_TEST(test_golden_graph),
         TU_TEST(test_fullgraph_error),
         TU_TEST(test_fallback),
+        TU_TEST(test_fallback_eager),
         TU_TEST(test_bad_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

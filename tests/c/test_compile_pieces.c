@@ -1,0 +1,337 @@
+/* Partial graphs: a program that reads values while traced runs as compiled
+ * pieces around each read (src/compile/segments.c), bitwise eager's values
+ * and gradients on both backends. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *backends[] = {"interp", "c"};
+
+static jg_tensor *leaf(int64_t n, double scale) {
+    jg_tensor *t = jg_mul_scalar(jg_randn(JG_F32, 1, TU_SHAPE(n)), scale);
+    jg_set_requires_grad(t, true);
+    return t;
+}
+
+static jg_tensor *grad_copy(jg_tensor *t) {
+    jg_tensor *g = jg_grad(t);
+    return g ? jg_clone(g) : NULL;
+}
+
+/* user: how many reads (0..3), each scaling what follows by the value
+ * read: y = tanh(x) * w; repeat: v = sum(y).item(); y = y * v + x */
+static int p_reads(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    int reads = *(const int *)user;
+    jg_tensor *y = jg_mul(jg_tanh(in[0]), in[1]);
+    for (int k = 0; k < reads && y; k++) {
+        double v = jg_item(jg_sum(y));
+        if (v != v)
+            return -1;
+        y = jg_add(jg_mul_scalar(y, v / 4), in[0]);
+    }
+    out[0] = y ? jg_sum(jg_mul(y, y)) : NULL;
+    out[1] = y;
+    return out[0] ? 2 : -1;
+}
+
+/* a data-dependent branch: x * 2 or exp(x) by the sign of sum(x) */
+static int p_branch(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *h = jg_tanh(jg_mul(in[0], in[1]));
+    double v = jg_item(jg_sum(h));
+    if (v != v)
+        return -1;
+    jg_tensor *y = v > 0 ? jg_mul_scalar(h, 2.0) : jg_exp(h);
+    out[0] = jg_sum(jg_mul(y, in[1]));
+    return out[0] ? 1 : -1;
+}
+
+/* a view held across the read: the view is remade from its computed base,
+ * and writing the base afterwards shows through it as in eager mode */
+static int p_view(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *h = jg_mul(in[0], in[1]);
+    jg_tensor *s = jg_slice(h, 0, 1, 3);
+    double v = jg_item(jg_sum(h));
+    if (v != v)
+        return -1;
+    if (jg_mul_scalar_(h, 3.0) < 0)
+        return -1;
+    out[0] = jg_sum(jg_mul(s, jg_slice(in[0], 0, 0, 2)));
+    return out[0] ? 1 : -1;
+}
+
+/* Runs prog eagerly and compiled for `calls` calls (inputs in[], backward
+ * through output 0) and checks outputs and gradients bitwise; returns c. */
+static jg_compiled *check_pieces(jg_program_fn prog, void *user, const char *backend, int n,
+                                 jg_tensor *const *in, int calls) {
+    jg_compiled *c = jg_compile(prog, user, &(jg_compile_options){.backend = backend});
+    assert_non_null(c);
+    for (int call = 0; call < calls; call++) {
+        jg_tensor *eout[4], *cout[4], *eg[4];
+        for (int i = 0; i < n; i++)
+            jg_clear_grad(in[i]);
+        int ne = prog(user, NULL, n, in, eout);
+        assert_true(ne >= 1);
+        assert_int_equal(jg_backward(eout[0], NULL, 0), 0);
+        for (int i = 0; i < n; i++) {
+            eg[i] = grad_copy(in[i]);
+            jg_clear_grad(in[i]);
+        }
+        int nc = jg_compiled_call(c, NULL, 0, n, in, cout);
+        if (nc < 0)
+            fail_msg("%s", jg_last_error());
+        assert_int_equal(nc, ne);
+        for (int j = 0; j < ne; j++) {
+            assert_false(jg_is_traced(cout[j]));
+            TU_SAME(cout[j], eout[j]);
+        }
+        if (jg_backward(cout[0], NULL, 0) < 0)
+            fail_msg("%s", jg_last_error());
+        for (int i = 0; i < n; i++)
+            TU_SAME(jg_grad(in[i]), eg[i]);
+    }
+    assert_int_equal(jg_compiled_fallbacks(c), 0);
+    assert_int_equal(jg_compiled_entries(c), 1);
+    return c;
+}
+
+static void pieces_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        for (int reads = 1; reads <= 3; reads++) {
+            jg_tensor *in[2] = {leaf(5, 1.0), leaf(5, 0.5)};
+            jg_compiled *c = check_pieces(p_reads, &reads, backends[b], 2, in, 3);
+            /* N reads: N + 1 graphs per call */
+            assert_int_equal(jg_compiled_graphs_run(c), 3 * (reads + 1));
+            const char *const *why;
+            assert_int_equal(jg_compiled_breaks(c, &why), reads);
+            for (int k = 0; k < reads; k++)
+                assert_non_null(strstr(why[k], "jg_item() read the values of f32[]"));
+            char *g = jg_compiled_graph(c, 0);
+            assert_non_null(g);
+            assert_non_null(strstr(g, "entry 0 runs in pieces"));
+            char piece[32];
+            snprintf(piece, sizeof piece, "piece %d:\nforward(", reads);
+            assert_non_null(strstr(g, piece));
+            free(g);
+            jg_compiled_free(c);
+        }
+    }
+}
+
+static void test_reads(void **state) {
+    (void)state;
+    char *s = tu_capture_stderr(pieces_run);
+    assert_non_null(strstr(s, "jitgrad: graph break (entry 0): jg_item() read the values of "
+                              "traced tensor f32[]"));
+    assert_non_null(strstr(s, "run as compiled pieces around each read"));
+    free(s);
+}
+
+static void branch_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_tensor *x = leaf(4, 1.0), *w = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 1, 1, 1));
+        jg_set_requires_grad(w, true);
+        jg_compiled *c = check_pieces(p_branch, NULL, backends[b], 2, (jg_tensor *[]){x, w}, 1);
+        /* both branches, each one correct, from the same entry */
+        double signs[4] = {1, -1, 1, -1};
+        for (int k = 0; k < 4; k++) {
+            bool gm = jg_set_grad_enabled(false);
+            jg_tensor *xs = jg_mul_scalar(jg_abs(x), signs[k]); /* (a leaf) */
+            jg_set_grad_enabled(gm);
+            jg_set_requires_grad(xs, true);
+            jg_tensor *eo, *co;
+            jg_clear_grad(w);
+            assert_int_equal(p_branch(NULL, NULL, 2, (jg_tensor *[]){xs, w}, &eo), 1);
+            assert_int_equal(jg_backward(eo, NULL, 0), 0);
+            jg_tensor *egx = grad_copy(xs), *egw = grad_copy(w);
+            jg_clear_grad(xs);
+            jg_clear_grad(w);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){xs, w}, &co), 1);
+            TU_SAME(co, eo);
+            if (jg_backward(co, NULL, 0) < 0)
+                fail_msg("%s", jg_last_error());
+            TU_SAME(jg_grad(xs), egx);
+            TU_SAME(jg_grad(w), egw);
+        }
+        assert_int_equal(jg_compiled_graphs_run(c), 2 * 5);
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        jg_compiled_free(c);
+    }
+}
+
+static void test_branch(void **state) {
+    (void)state;
+    free(tu_capture_stderr(branch_run));
+}
+
+static void view_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_tensor *in[2] = {leaf(4, 1.0), leaf(4, 1.0)};
+        jg_compiled *c = check_pieces(p_view, NULL, backends[b], 2, in, 2);
+        jg_compiled_free(c);
+    }
+}
+
+static void test_view_across_read(void **state) {
+    (void)state;
+    free(tu_capture_stderr(view_run));
+}
+
+/* A training step that logs its loss before backward(): the read splits
+ * the forward from the rest, backward() of the computed loss runs eagerly
+ * between the pieces, and the optimizer step (Adam: its first step makes
+ * the state, eagerly too) is the second graph. */
+typedef struct {
+    jg_tensor *w1, *w2, *x, *y;
+    jg_optim *opt;
+    double logged;
+} mlp;
+
+static int p_step(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n, (void)in;
+    mlp *m = user;
+    jg_tensor *h = jg_tanh(jg_matmul(m->x, m->w1));
+    jg_tensor *loss = jg_mse_loss(jg_matmul(h, m->w2), m->y, JG_REDUCTION_MEAN);
+    if (!loss)
+        return -1;
+    m->logged = jg_item(loss);
+    if (m->logged != m->logged || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
+        jg_optim_zero_grad(m->opt, true) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+static void train(mlp *m, const char *backend, double *losses, long *graphs) {
+    jg_manual_seed(3);
+    m->w1 = jg_mul_scalar(jg_randn(JG_F32, 2, TU_SHAPE(4, 8)), 0.5);
+    m->w2 = jg_mul_scalar(jg_randn(JG_F32, 2, TU_SHAPE(8, 2)), 0.5);
+    m->x = jg_randn(JG_F32, 2, TU_SHAPE(16, 4));
+    m->y = jg_randn(JG_F32, 2, TU_SHAPE(16, 2));
+    jg_set_requires_grad(m->w1, true);
+    jg_set_requires_grad(m->w2, true);
+    m->opt = jg_optim_adam((jg_tensor *[]){m->w1, m->w2}, 2, 0.01, 0.9, 0.999, 1e-8, 0.0);
+    jg_compiled *c =
+        backend ? jg_compile(p_step, m, &(jg_compile_options){.backend = backend}) : NULL;
+    for (int s = 0; s < 20; s++) {
+        jg_tensor *o;
+        long before = jg_compiled_graphs_run(c);
+        int r = c ? jg_compiled_call(c, NULL, 0, 0, NULL, &o) : p_step(m, NULL, 0, NULL, &o);
+        if (r != 1)
+            fail_msg("%s", jg_last_error());
+        graphs[s] = jg_compiled_graphs_run(c) - before;
+        losses[s] = m->logged;
+        assert_true(jg_item(o) == m->logged);
+    }
+    if (c) {
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        const char *const *why;
+        assert_int_equal(jg_compiled_breaks(c, &why), 2);
+        assert_non_null(strstr(why[0], "jg_item() read the values of f32[]"));
+        assert_non_null(strstr(why[1], "backward() of a computed tensor"));
+    }
+    jg_compiled_free(c);
+}
+
+static void step_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        mlp e = {0}, m = {0};
+        double le[20], lc[20];
+        long ge[20], gc[20];
+        train(&e, NULL, le, ge);
+        train(&m, backends[b], lc, gc);
+        for (int s = 0; s < 20; s++) {
+            assert_true(le[s] == lc[s]);
+            assert_int_equal(gc[s], 2); /* the forward, the optimizer step */
+        }
+        TU_SAME(m.w1, e.w1);
+        TU_SAME(m.w2, e.w2);
+        assert_null(jg_grad(m.w1));
+        jg_optim_free(e.opt);
+        jg_optim_free(m.opt);
+    }
+}
+
+static void test_training_step(void **state) {
+    (void)state;
+    free(tu_capture_stderr(step_run));
+}
+
+/* user: whether to assign x.grad after the read (a break nothing splits:
+ * it would happen once, at trace time) */
+static int p_late_break(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor *y = jg_mul(in[0], in[0]);
+    double v = jg_item(jg_sum(y));
+    if (v != v)
+        return -1;
+    if (*(const bool *)user && jg_set_grad(in[0], jg_full(JG_F32, 1, TU_SHAPE(3), 1.0)) < 0)
+        return -1;
+    out[0] = jg_sum(jg_mul_scalar(y, v));
+    return out[0] ? 1 : -1;
+}
+
+static void late_break_run(void) {
+    bool late = false;
+    jg_tensor *x = leaf(3, 1.0), *o;
+    jg_compiled *c = jg_compile(p_late_break, &late, NULL);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    /* now the program breaks after its first piece ran: the call fails
+     * (the piece's effects happened), later calls run eagerly */
+    late = true;
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), -1);
+    TU_ERROR("jg_compiled_call: after 1 compiled pieces of the program ran, it broke where it "
+             "cannot be split: ");
+    jg_clear_grad(x);
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(jg_compiled_fallbacks(c), 1);
+    assert_non_null(jg_grad(x)); /* (the eager run's assignment) */
+    jg_compiled_free(c);
+}
+
+static void test_break_after_a_piece_ran(void **state) {
+    (void)state;
+    char *s = tu_capture_stderr(late_break_run);
+    assert_non_null(strstr(s, "jitgrad: entry 0: jg_compiled_call: after 1 compiled pieces"));
+    free(s);
+}
+
+/* fullgraph keeps failing at the read */
+static void test_fullgraph(void **state) {
+    (void)state;
+    int reads = 1;
+    jg_tensor *in[2] = {leaf(3, 1.0), leaf(3, 1.0)}, *o[2];
+    jg_compiled *c = jg_compile(p_reads, &reads, &(jg_compile_options){.fullgraph = true});
+    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, o), -1);
+    TU_ERROR("jg_compiled_call(fullgraph): the program cannot be captured in one graph: jg_item()");
+    const char *const *why;
+    assert_int_equal(jg_compiled_breaks(c, &why), 0);
+    assert_int_equal(jg_compiled_breaks(NULL, &why), -1);
+    TU_ERROR("jg_compiled_breaks: compiled function is NULL");
+    jg_compiled_free(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        TU_TEST(test_reads),
+        TU_TEST(test_branch),
+        TU_TEST(test_view_across_read),
+        TU_TEST(test_training_step),
+        TU_TEST(test_break_after_a_piece_ran),
+        TU_TEST(test_fullgraph),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
