@@ -587,25 +587,29 @@ static void test_fallback(void **state) {
     free(s);
 }
 
-/* backward(gradient) inside the program: a break that is no value read */
-static int p_bwd_grad(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+/* backward() through an input whose history continues outside the program:
+ * a break that is no value read, so the call runs eagerly */
+static int p_bwd_outside(void *user, const void *args, int n, jg_tensor *const *in,
+                         jg_tensor **out) {
     (void)user, (void)args, (void)n;
-    jg_tensor *y = jg_mul(in[0], in[0]);
-    if (jg_backward(y, jg_full(JG_F32, 1, TU_SHAPE(3), 1.0), 0) < 0)
+    if (jg_backward(jg_sum(jg_mul(in[0], in[0])), NULL, 0) < 0)
         return -1;
     out[0] = jg_sum(jg_exp(in[0]));
     return out[0] ? 1 : -1;
 }
 
 static void fallback_eager_run(void) {
-    jg_tensor *x = leaf(JG_F32, 1, TU_SHAPE(3)), *o = NULL;
-    jg_compiled *c = jg_compile(p_bwd_grad, NULL, NULL);
+    jg_tensor *w = leaf(JG_F32, 1, TU_SHAPE(3)), *o = NULL;
+    jg_tensor *x = jg_mul_scalar(w, 2.0); /* not a leaf: the gradient continues to w */
+    jg_compiled *c = jg_compile(p_bwd_outside, NULL, NULL);
     for (int i = 0; i < 3; i++)
         assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, &o), 1);
     assert_int_equal(jg_compiled_fallbacks(c), 3);
     assert_int_equal(jg_compiled_graphs_run(c), 0);
+    assert_non_null(jg_grad(w)); /* eager's backward reached w, three times */
     char *s = jg_compiled_graph(c, 0);
     assert_non_null(strstr(s, "entry 0 runs eagerly (graph break: "));
+    assert_non_null(strstr(s, "no leaf"));
     free(s);
     jg_compiled_free(c);
 }
