@@ -130,9 +130,14 @@ static bool switch_core(const openblas_dyn *o, const char *name, void *table) {
     if (user && !saved)
         return false;
     void *old = *o->gotoblas;
-    *o->gotoblas = NULL;
     setenv("OPENBLAS_CORETYPE", name, 1);
-    o->dynamic_init();
+    /* OpenBLAS now and then (about 1 process in 100 on a loaded machine)
+     * ignores the name and detects again, falling back to the old core:
+     * asking again has always given it */
+    for (int attempt = 0; attempt < 4 && *o->gotoblas != table; attempt++) {
+        *o->gotoblas = NULL;
+        o->dynamic_init();
+    }
     if (saved)
         setenv("OPENBLAS_CORETYPE", saved, 1);
     else

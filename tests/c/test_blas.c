@@ -135,7 +135,9 @@ static void test_default(void **state) {
         assert_int_equal(r.core_lines, 1);
     } else {
         assert_string_equal(r.core, r.avx512 ? "SkylakeX" : "Haswell");
-        assert_int_equal(r.core_lines, 2); /* OpenBLAS's load, then jitgrad's choice */
+        /* OpenBLAS's load, then jitgrad's choice (asked again if OpenBLAS
+         * fell back: src/core/blas.c) */
+        assert_true(r.core_lines >= 2);
     }
 }
 
@@ -203,7 +205,7 @@ static void test_log(void **state) {
     child_result r;
     run_child(NULL, NULL, "blas", &r);
     char want[256];
-    if (r.core_lines == 2)
+    if (r.core_lines >= 2)
         snprintf(want, sizeof want, "jitgrad: OpenBLAS core %s (was %s; cpuid: ", r.core, r.first);
     else
         snprintf(want, sizeof want, "jitgrad: OpenBLAS core %s (kept: OpenBLAS's choice)", r.core);
