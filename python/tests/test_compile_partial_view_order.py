@@ -1,11 +1,10 @@
-"""Fuzz seed 2402013 (known, open): a program run in pieces (a value read
-splits it, docs/compiler.md "Graph breaks") that returns a view of a
-tensor its last piece computed.  The view is remade from its base outside
-the piece, so its gradient reaches the piece's backward through the base:
-the output's gradient and the piece's own use of the view are added in
-another order than eager's (which adds them at the view first).  The .grad
-then differs from eager's in the last bit.  The same program without the
-read (one graph) is bitwise eager's."""
+"""Fuzz seed 2402013: a program run in pieces (a value read splits it,
+docs/compiler.md "Graph breaks") that returns a view of a tensor its last
+piece computed.  The view is a piece output of its own (aliasing its base),
+so its gradient and the piece's own use of the view are added at the view,
+in eager's order: the .grad is bitwise eager's, as for the same program
+without the read (one graph).  Remade from its base only, the view's
+gradient reached the piece through the base and differed in the last bit."""
 import pytest
 
 SEEDS = (7, 8, 24, 40)
@@ -37,8 +36,6 @@ def test_one_graph_view_output_grad_bitwise(jg, backend):
     assert grads(jg, backend, read=False) == grads(jg, None, read=False)
 
 
-@pytest.mark.xfail(strict=True, reason="pieces remake a returned view from its base: the view's "
-                   "gradient terms are summed in another order than eager's (last bit)")
 @pytest.mark.parametrize("backend", ["interp", "c"])
 def test_pieces_view_output_grad_bitwise(jg, backend):
     assert grads(jg, backend, read=True) == grads(jg, None, read=True)

@@ -5,9 +5,10 @@
  * The program runs traced as usual, its inputs the call's real tensors
  * (lifted like any tensor it captures).  At a read in the program itself
  * the piece traced so far is closed: its outputs are the stand-ins the
- * program still holds (a reference count above the frame's own; views are
- * remade from their bases instead) plus the tensors it wrote in place and
- * the .grad it set; it is compiled (or found in the piece cache: same graph,
+ * program still holds (a reference count above the frame's own; a view
+ * with history is one too, for its gradient, but takes its memory from its
+ * base, as one without history does) plus the tensors it wrote in place
+ * and the .grad it set; it is compiled (or found in the piece cache: same graph,
  * same guards) and run as an ordinary compiled call, so its outputs carry
  * its compiled backward node; each stand-in then takes its real tensor's
  * memory and history in place (jg_tensor_become), the read goes on with
@@ -332,15 +333,26 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
     /* live: what the program holds (the frame holds one reference) */
     jg_tensor **live = malloc(sizeof *live * (size_t)(n_syms + 1));
     int *vals = malloc(sizeof(int) * (size_t)(n_syms + 1));
+    /* own[i]: live[i] is one of the piece's outputs (a value, or a view
+     * with history) */
+    bool *own = malloc(sizeof *own * (size_t)(n_syms + 1));
     jg_entry *e = calloc(1, sizeof *e);
     int n_live = 0, n_val = 0;
-    if (!live || !vals || !e)
+    if (!live || !vals || !own || !e)
         rc = jg_errorf("out of memory running a program in pieces");
     for (int i = 0; i < n_syms && rc == 0; i++)
         if (syms[i]->refcount > 1 || syms[i] == read)
             live[n_live++] = syms[i];
     for (int i = 0; i < n_live && rc == 0; i++)
         rc = convertible(r, g, live[i], live, n_live);
+    /* a view with history is an output too, its own value: its gradient
+     * then enters the compiled backward at the view and is summed there
+     * with the piece's uses of it, in eager's order (remade from its base,
+     * it would reach the piece through the base); it still takes its
+     * memory from the base (jg_view_become_output) */
+    for (int i = 0; i < n_live && rc == 0; i++)
+        own[i] = !live[i]->view ||
+                 (!live[i]->view->no_grad && g->vals[live[i]->sym->value].requires_grad);
     /* the piece's entry: no call inputs, everything lifted */
     if (rc == 0) {
         e->refcount = 1;
@@ -354,9 +366,10 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
     }
     for (int i = 0; i < n_live && rc == 0; i++) {
         jg_tensor *t = live[i];
-        if (t->view)
+        if (!own[i])
             continue; /* remade from its base */
-        e->out_relayout[n_val] = !jg_dense(t);
+        /* (a view's memory is its base's: no relayout) */
+        e->out_relayout[n_val] = !t->view && !jg_dense(t);
         memcpy(e->out_stride[n_val], t->stride, sizeof(int64_t) * (size_t)t->ndim);
         vals[n_val++] = t->sym->value;
     }
@@ -364,7 +377,7 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
     if (rc == 0 && !valt)
         rc = jg_errorf("out of memory running a program in pieces");
     for (int i = 0, k = 0; i < n_live && rc == 0; i++)
-        if (!live[i]->view)
+        if (own[i])
             valt[k++] = live[i];
     if (rc == 0) {
         rc = jg_lifted_mutations_find(e, &e->key, NULL, n_val, valt, &vals, n_val, r->why,
@@ -382,6 +395,7 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             jg_release(syms[i]);
         free(syms);
         free(live);
+        free(own);
         free(valt);
         jg_entry_release(e);
         return rc;
@@ -419,8 +433,10 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             cache_add(r->s, key, key_len, e);
     }
     jg_entry_release(e);
-    jg_tensor **ro = NULL;
-    if (run_e) {
+    jg_tensor **ro = NULL, **view_val = calloc((size_t)n_live + 1, sizeof *view_val);
+    if (!view_val)
+        rc = jg_errorf("out of memory running a program in pieces");
+    if (run_e && rc == 0) {
         ro = calloc((size_t)run_e->n_prog_out + 1, sizeof *ro);
         if (!ro)
             rc = jg_errorf("out of memory running a program in pieces");
@@ -461,9 +477,13 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
      * of them (and of captured tensors) */
     for (int i = 0, k = 0; i < n_live && rc == 0; i++) {
         jg_tensor *t = live[i];
-        if (t->view)
+        if (!own[i])
             continue;
         jg_tensor *v = ro[k++];
+        if (t->view) {
+            view_val[i] = v; /* (its history, once its base is real) */
+            continue;
+        }
         const jg_value *gv = &run_e->fwd->vals[run_e->fwd->outputs[k - 1]];
         if (gv->kind == JG_VAL_CONST && !(v = jg_clone(v))) /* (the graph keeps its own) */
             rc = -1;
@@ -472,9 +492,12 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
     }
     for (int i = 0; i < n_live && rc == 0; i++)
         if (live[i]->view && live[i]->sym)
-            rc = jg_view_become_concrete(live[i]);
+            rc = view_val[i] ? jg_view_become_output(live[i], view_val[i])
+                             : jg_view_become_concrete(live[i]);
     jg_entry_release(run_e);
     free(ro);
+    free(view_val);
+    free(own);
     for (int i = 0; i < n_syms; i++)
         jg_release(syms[i]);
     free(syms);

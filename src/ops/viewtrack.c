@@ -186,6 +186,33 @@ int jg_view_become_concrete(jg_tensor *t) {
     return r ? 0 : -1;
 }
 
+int jg_view_become_output(jg_tensor *t, jg_tensor *value) {
+    jg_view_info *v = t->view;
+    JG_ASSERT(v && t->sym && !v->base->sym && !value->sym);
+    if (!value->grad_fn) /* (no history to take: the base's, as eager's) */
+        return jg_view_become_concrete(t);
+    bool gm = jg_grad_mode;
+    jg_grad_mode = false; /* (the memory only: the history is value's) */
+    jg_scope_push();
+    jg_tensor *r = replay(v, v->n_steps, v->base);
+    if (r && r->storage != v->base->storage)
+        r = jg_errorf_null("internal error: a traced view does not view its base's memory once "
+                           "the base is computed");
+    if (r) {
+        jg_tensor_become(t, r);
+        jg_node_retain(value->grad_fn);
+        jg_node_release(t->grad_fn);
+        t->grad_fn = value->grad_fn;
+        t->output_nr = value->output_nr;
+        t->requires_grad = value->requires_grad;
+        t->no_grad_view = false;
+        v->version = base_version(v->base);
+    }
+    jg_scope_pop();
+    jg_grad_mode = gm;
+    return r ? 0 : -1;
+}
+
 int jg_view_track_alias(jg_tensor *in, jg_tensor *out) {
     if (out == in || out->view || out->sym || in->sym || out->storage != in->storage ||
         in->requires_grad || (!in->view && in->is_view))

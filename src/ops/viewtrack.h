@@ -61,6 +61,11 @@ static inline int jg_view_sync(jg_tensor *t) {
  * view ops replayed on the base (with history unless t was made without
  * grad mode), their memory and history taken in place.  0 or -1. */
 int jg_view_become_concrete(jg_tensor *t);
+/* As jg_view_become_concrete, but t takes the history of `value`, the
+ * concrete result of t's own traced value (a piece's output, whose
+ * compiled backward sums t's gradient terms where eager mode does), and
+ * keeps its memory and tracking as a view of its base.  0 or -1. */
+int jg_view_become_output(jg_tensor *t, jg_tensor *value);
 /* The value the base of view t takes when t's elements become src (t's
  * shape and dtype): computed out of place with history.  Borrowed from the
  * current scope, or NULL + error. */
