@@ -134,7 +134,7 @@ static int opaque_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
 /* While a custom call's backward is traced into B: the tensors its forward
  * kept (symbolic tensors of its forward subgraph) map to B's placeholders. */
 typedef struct {
-    const jg_graph *fwd;
+    uint64_t fwd_id; /* the forward subgraph as traced (kept tensors name it) */
     const jg_custom_info *info;
     jg_tensor *const *ph;
     const char *name;
@@ -142,7 +142,7 @@ typedef struct {
 
 static int resolve_kept(void *user, jg_tensor *t) {
     const kept_map *m = user;
-    for (int j = 0; t->sym->graph == m->fwd->id && j < m->info->n_kept; j++)
+    for (int j = 0; t->sym->graph == m->fwd_id && j < m->info->n_kept; j++)
         if (m->info->kept_fval[j] == t->sym->value)
             return m->ph[j]->sym->value;
     return jg_errorf("the backward of %s used a tensor of another trace (its forward's, not "
@@ -150,25 +150,87 @@ static int resolve_kept(void *user, jg_tensor *t) {
                      m->name);
 }
 
-/* A custom call's backward: the user's backward callback — with the call's
- * own ctx, as in eager mode — is traced into a subgraph (inputs: the output
- * gradients that arrived and the saved values; outputs: one value per slot,
- * "none" where it wrote NULL), which is then replayed into the backward
- * graph.  gin[slot] are borrowed from the current scope. */
+/* Traces call n's backward callback (with its own ctx, as in eager mode)
+ * into B: placeholders for the output gradients present[k] says arrived,
+ * then each saved value (saved_m[j]; skipped where saved_out[j] < 0), then
+ * each kept value (kept_m[j]); B's outputs are one value per slot, -1 where
+ * the callback wrote NULL.  out_meta: the call's outputs. */
+static int trace_custom_bwd(jg_graph *B, const jg_gnode *n, const jg_meta *out_meta,
+                            const bool *present, const jg_meta *saved_m, const jg_meta *kept_m) {
+    const jg_gcustom *c = n->custom;
+    const jg_custom_info *info = c->user;
+    const char *name = c->fn->name ? c->fn->name : "Function";
+    int ns = c->n_slots, nco = info->n_call_out, nr = 0, rc = 0;
+    jg_tensor *ph[JG_MAX_OUTPUTS + 128] = {0}, *saved_ph[64] = {0}, *kept_ph[64] = {0};
+    jg_tensor *gout_b[JG_MAX_OUTPUTS] = {0}, *gin_b[64] = {0};
+    /* the backward callback's ops on tensors it reaches from outside are
+     * traced, those tensors read at run time (custom.c's backward_traces
+     * tries it the same way) */
+    if (jg_trace_begin(B, JG_TRACE_CAPTURE) < 0)
+        return -1;
+    char bname[96];
+    snprintf(bname, sizeof bname, "%s.backward", name);
+    B->name = jg_arena_strdup(&B->arena, bname);
+    for (int k = 0; k < nco && rc == 0; k++) {
+        if (!present[k])
+            continue;
+        char pn[24];
+        snprintf(pn, sizeof pn, "g%d", k);
+        if (!(ph[nr++] = gout_b[k] = jg_trace_placeholder(&out_meta[k], false, false, pn)))
+            rc = -1;
+    }
+    for (int j = 0; j < info->n_saved && rc == 0; j++) {
+        if (info->saved_out[j] < 0)
+            continue;
+        char pn[24];
+        snprintf(pn, sizeof pn, "saved%d", j);
+        if (!(ph[nr++] = saved_ph[j] = jg_trace_placeholder(&saved_m[j], false, false, pn)))
+            rc = -1;
+    }
+    for (int j = 0; j < info->n_kept && rc == 0; j++) {
+        char pn[24];
+        snprintf(pn, sizeof pn, "kept%d", j);
+        if (!(ph[nr++] = kept_ph[j] = jg_trace_placeholder(&kept_m[j], false, false, pn)))
+            rc = -1;
+    }
+    kept_map km = {c->kept_id ? c->kept_id : c->fwd->id, info, kept_ph, name};
+    jg_trace_set_resolver(resolve_kept, &km);
+    int outs[64];
+    if (rc == 0) {
+        jg_scope_push();
+        rc = jg_custom_trace_backward(c->state, nco, out_meta, gout_b, saved_ph, gin_b);
+        for (int k = 0; k < ns && rc == 0; k++)
+            if ((outs[k] = gin_b[k] ? jg_trace_value(gin_b[k]) : -1) < -1)
+                rc = -1;
+        if (rc == 0)
+            rc = jg_graph_set_outputs(B, ns, outs);
+        jg_scope_pop();
+    }
+    jg_trace_end();
+    for (int k = 0; k < nr; k++)
+        jg_release(ph[k]);
+    return rc;
+}
+
+/* A custom call's backward: the user's backward callback traced into a
+ * subgraph (trace_custom_bwd), which is then replayed into the backward
+ * graph; or, for a call that carries its backward already (an instance of
+ * a dynamic-size entry: the template's backward at this size), that one,
+ * every output gradient present (a missing one is zeros, as the callback
+ * gets it with materialize_grads, the only case such a call has).
+ * gin[slot] are borrowed from the current scope. */
 static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor **gin) {
     const jg_gcustom *c = n->custom;
     if (c->opaque)
         return opaque_vjp(s, n, acc, gin);
     const jg_custom_info *info = c->user;
-    jg_ctx *ctx = c->state;
     const char *name = c->fn->name ? c->fn->name : "Function";
-    int ns = c->n_slots, nco = info->n_call_out, nr = 0, rc = 0;
+    int ns = c->n_slots, nco = info->n_call_out, nr = 0;
     /* replay inputs: arrived grads, then saved, then kept values */
     jg_tensor *rin[JG_MAX_OUTPUTS + 128];
-    jg_tensor *ph[JG_MAX_OUTPUTS + 128] = {0}, *saved_in[64] = {0}, *saved_ph[64] = {0};
-    jg_tensor *kept_in[64] = {0}, *kept_ph[64] = {0};
-    jg_tensor *gout_b[JG_MAX_OUTPUTS] = {0}, *gin_b[64] = {0};
-    jg_meta out_meta[JG_MAX_OUTPUTS];
+    jg_tensor *saved_in[64] = {0}, *kept_in[64] = {0};
+    jg_meta out_meta[JG_MAX_OUTPUTS], saved_m[64], kept_m[64];
+    bool present[JG_MAX_OUTPUTS];
     if (ns > 64 || info->n_saved > 64 || info->n_kept > 64)
         return jg_errorf("autodiff: %s has more than 64 slots, saved or kept tensors", name);
     /* the saved values' stand-ins in the backward graph (made before B's
@@ -182,6 +244,7 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
             v = jg_gnode_slot_value(n, c->fwd->vals[fo].index);
         if (!(saved_in[j] = fwd_value(s, v, true)))
             return -1;
+        jg_meta_of(saved_in[j], &saved_m[j]);
     }
     for (int j = 0; j < info->n_kept; j++) {
         int fv = info->kept_fval[j], v = n->out[info->kept_out + j];
@@ -189,65 +252,58 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
             v = jg_gnode_slot_value(n, c->fwd->vals[fv].index);
         if (!(kept_in[j] = fwd_value(s, v, false)))
             return -1;
+        jg_meta_of(kept_in[j], &kept_m[j]);
     }
-    jg_graph *B = jg_graph_new_child(jg_trace_graph());
-    /* the backward callback's ops on tensors it reaches from outside are
-     * traced, those tensors read at run time (custom.c's backward_traces
-     * tries it the same way) */
-    if (!B || jg_trace_begin(B, JG_TRACE_CAPTURE) < 0)
-        return -1;
-    char bname[96];
-    snprintf(bname, sizeof bname, "%s.backward", name);
-    B->name = jg_arena_strdup(&B->arena, bname);
-    for (int k = 0; k < nco && rc == 0; k++) {
+    for (int k = 0; k < nco; k++) {
         out_meta[k] = s->f->vals[n->out[k]].meta;
-        if (!acc[n->out[k]])
-            continue;
-        char pn[24];
-        snprintf(pn, sizeof pn, "g%d", k);
-        rin[nr] = acc[n->out[k]];
-        if (!(ph[nr++] = gout_b[k] = jg_trace_placeholder(&out_meta[k], false, false, pn)))
-            rc = -1;
+        jg_tensor *g = acc[n->out[k]];
+        present[k] = g || c->bwd;
+        if (!g && c->bwd &&
+            !(g = jg_full(out_meta[k].dtype, out_meta[k].ndim, out_meta[k].shape, 0.0)))
+            return -1;
+        if (g)
+            rin[nr++] = g;
     }
-    for (int j = 0; j < info->n_saved && rc == 0; j++) {
-        if (!saved_in[j])
-            continue;
-        jg_meta m;
-        jg_meta_of(saved_in[j], &m);
-        char pn[24];
-        snprintf(pn, sizeof pn, "saved%d", j);
-        rin[nr] = saved_in[j];
-        if (!(ph[nr++] = saved_ph[j] = jg_trace_placeholder(&m, false, false, pn)))
-            rc = -1;
+    for (int j = 0; j < info->n_saved; j++)
+        if (saved_in[j])
+            rin[nr++] = saved_in[j];
+    for (int j = 0; j < info->n_kept; j++)
+        rin[nr++] = kept_in[j];
+    if (c->bwd)
+        return jg_trace_replay(c->bwd, rin, gin);
+    jg_graph *B = jg_graph_new_child(jg_trace_graph());
+    if (!B || trace_custom_bwd(B, n, out_meta, present, saved_m, kept_m) < 0)
+        return -1;
+    return jg_trace_replay(B, rin, gin);
+}
+
+jg_graph *jg_custom_backward_template(const jg_graph *f, const jg_gnode *n) {
+    const jg_gcustom *c = n->custom;
+    const jg_custom_info *info = c->user;
+    jg_meta out_meta[JG_MAX_OUTPUTS], saved_m[64], kept_m[64];
+    bool present[JG_MAX_OUTPUTS];
+    if (c->n_slots > 64 || info->n_saved > 64 || info->n_kept > 64 ||
+        info->n_call_out > JG_MAX_OUTPUTS)
+        return jg_errorf_null("autodiff: a custom call has more than 64 slots, saved or kept "
+                              "tensors");
+    for (int k = 0; k < info->n_call_out; k++) {
+        out_meta[k] = f->vals[n->out[k]].meta;
+        present[k] = true;
     }
-    for (int j = 0; j < info->n_kept && rc == 0; j++) {
-        jg_meta m;
-        jg_meta_of(kept_in[j], &m);
-        char pn[24];
-        snprintf(pn, sizeof pn, "kept%d", j);
-        rin[nr] = kept_in[j];
-        if (!(ph[nr++] = kept_ph[j] = jg_trace_placeholder(&m, false, false, pn)))
-            rc = -1;
+    for (int j = 0; j < info->n_saved; j++)
+        if (info->saved_out[j] >= 0)
+            saved_m[j] = f->vals[n->out[info->saved_out[j]]].meta;
+    for (int j = 0; j < info->n_kept; j++)
+        kept_m[j] = f->vals[n->out[info->kept_out + j]].meta;
+    jg_graph *B = jg_graph_new();
+    bool prev = jg_set_grad_enabled(false); /* (as autodiff runs it) */
+    int rc = B ? trace_custom_bwd(B, n, out_meta, present, saved_m, kept_m) : -1;
+    jg_set_grad_enabled(prev);
+    if (rc < 0) {
+        jg_graph_free(B);
+        return NULL;
     }
-    kept_map km = {c->fwd, info, kept_ph, name};
-    jg_trace_set_resolver(resolve_kept, &km);
-    int outs[64];
-    if (rc == 0) {
-        jg_scope_push();
-        rc = jg_custom_trace_backward(ctx, nco, out_meta, gout_b, saved_ph, gin_b);
-        for (int k = 0; k < ns && rc == 0; k++)
-            if ((outs[k] = gin_b[k] ? jg_trace_value(gin_b[k]) : -1) < -1)
-                rc = -1;
-        if (rc == 0)
-            rc = jg_graph_set_outputs(B, ns, outs);
-        jg_scope_pop();
-    }
-    jg_trace_end();
-    for (int k = 0; k < nr; k++)
-        jg_release(ph[k]);
-    if (rc == 0)
-        rc = jg_trace_replay(B, rin, gin);
-    return rc;
+    return B;
 }
 
 /* A custom call's info, whose n_args says where its lifted slots start;

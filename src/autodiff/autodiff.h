@@ -67,6 +67,13 @@ int jg_autodiff_capture(const jg_graph *fwd, int n_seeds, const int *seeds, int 
                         const int *reach, int n_capture, const int *capture, jg_autodiff_result *r);
 void jg_autodiff_result_free(jg_autodiff_result *r);
 
+/* The backward of custom call n (a traced call, not opaque) of graph f,
+ * traced from its callback with its ctx as graph autodiff traces it, every
+ * output gradient present: inputs g0.. (one per call output), the saved
+ * values present, the kept values; one output per slot (-1: none).  A
+ * graph of its own (caller frees), or NULL + error. */
+jg_graph *jg_custom_backward_template(const jg_graph *f, const jg_gnode *n);
+
 /* contrib_reached[c] (one per contribution, jg_autodiff's layout): whether
  * contribution c's node is part of eager's backward graph when the values
  * `from` are (reached from the outputs through differentiable operands),

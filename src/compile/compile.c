@@ -736,12 +736,6 @@ static bool lifted_written(void) {
 
 /* A graph of op nodes only: custom calls keep records (and callbacks'
  * state) that a template's instances cannot share. */
-static bool plain_ops(const jg_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].kind != JG_GN_OP)
-            return false;
-    return g->n_children == 0;
-}
 
 /* outs: the caller's outputs array, which the program writes as when called
  * directly (so it holds as many outputs as the program returns) */
@@ -906,8 +900,9 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         jg_graph_free(g);
         return e;
     }
-    if (rc == 0 && c->dynamic != JG_DYNAMIC_OFF && plain_ops(g))
-        e->traced = jg_graph_clone(g); /* (NULL when out of memory: no dynamic sizes) */
+    /* (NULL when out of memory: no dynamic sizes) */
+    if (rc == 0 && c->dynamic != JG_DYNAMIC_OFF && !(e->traced = jg_dyn_keep_traced(g)))
+        jg_clear_error();
     if (rc == 0)
         rc = build(c, e, g, failed);
     else

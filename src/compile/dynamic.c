@@ -2,7 +2,9 @@
  * dynamic.h and docs/compiler.md, "Dynamic shapes"). */
 #include "compile/dynamic.h"
 
+#include "autodiff/autodiff.h"
 #include "core/strbuf.h"
+#include "trace/custom.h"
 #include "trace/trace.h"
 
 #include <ctype.h>
@@ -27,6 +29,29 @@ typedef struct {
     uint8_t e[JG_DYN_MAX_SYMS];
 } mono;
 
+/* The monomials of one graph's integers (the traced program, or a custom
+ * call's forward or backward subgraph), per slot of the base trace's. */
+typedef struct {
+    mono *shape_m;    /* n_vals * JG_MAX_DIMS */
+    mono *attr_m;     /* n_nodes * (JG_MAX_DIMS + 4) */
+    mono *s_m;        /* n_nodes */
+    mono *const_m;    /* n_consts (one-element constants) */
+    bool *const_fill; /* n_consts: a constant of one value whose shape varies */
+    int *const_iota;  /* n_consts: d + 1 when each element is its index along dim d
+                         (arange(T), expanded: an embedding's positions), else 0 */
+} gfit;
+
+/* A traced custom call of the program: its forward subgraph's fit, and its
+ * backward's, traced from the callback of every trace with that trace's
+ * ctx (the sizes a ctx keeps, ctx.n = x.numel(), are fitted like any
+ * other); instances replay the base's backward at their sizes instead of
+ * running the callback with the base's ctx. */
+typedef struct {
+    int node; /* in the traced graph */
+    gfit fwd, bwd;
+    jg_graph *bwd_g; /* the base trace's backward */
+} cfit;
+
 struct jg_dyn {
     /* the traces it was made from (retained), tr[0] the base: the one whose
      * other guards and trace state the instances copy */
@@ -37,15 +62,10 @@ struct jg_dyn {
     bool probed; /* tr[1] was traced by dynamic=True's probe, not called */
     int n_dims;
     int *dim_in, *dim_d, *dim_sym; /* the (call input, dim) pairs and their symbols */
-    /* per slot of the base's traced graph */
-    mono *shape_m;    /* n_vals * JG_MAX_DIMS */
-    mono *attr_m;     /* n_nodes * (JG_MAX_DIMS + 4) */
-    mono *s_m;        /* n_nodes */
-    mono *const_m;    /* n_consts (one-element constants) */
-    bool *const_fill; /* n_consts: a constant of one value whose shape varies */
-    int *const_iota;  /* n_consts: d + 1 when each element is its index along dim d
-                         (arange(T), expanded: an embedding's positions), else 0 */
-    mono *lifted_m;   /* n_lifted: a one-element tensor made while traced (a VJP's count) */
+    gfit main;                     /* the traced program */
+    cfit *cf;                      /* its traced custom calls */
+    int n_cf;
+    mono *lifted_m; /* n_lifted: a one-element tensor made while traced (a VJP's count) */
     jg_entry *inst[DYN_INSTANCES];
     int64_t inst_s[DYN_INSTANCES][JG_DYN_MAX_SYMS];
     uint64_t inst_used[DYN_INSTANCES];
@@ -225,23 +245,24 @@ static bool one_result(int op, const mono *a, const mono *b) {
                              : holds(op, at_min) == holds(op, slope);
 }
 
-/* Every comparison of sizes the program made has one result for every size
- * >= 2 of every symbol: the traces made the same comparisons, and each
- * side fits a monomial. */
-static int check_sizes(const jg_dyn *d, char *why, size_t why_size) {
-    const jg_sizes_record *rb = &d->tr[0]->sizes;
+/* Every comparison of sizes in rec[t] (one record per trace) has one
+ * result for every size >= 2 of every symbol: the traces made the same
+ * comparisons, and each side fits a monomial. */
+static int check_records(const jg_dyn *d, const jg_sizes_record *const *rec, char *why,
+                         size_t why_size) {
+    const jg_sizes_record *rb = rec[0];
     for (int t = 0; t < d->n_tr; t++) {
-        const jg_sizes_record *r = &d->tr[t]->sizes;
+        const jg_sizes_record *r = rec[t];
         if (r->n < 0)
             return WHY("out of memory");
         if (r->n != rb->n)
             return WHY("the program compared sizes a different number of times");
     }
     for (int i = 0; i < rb->n; i++) {
-        const struct jg_size_use *y = &rb->use[i], *x = &d->tr[1]->sizes.use[i];
+        const struct jg_size_use *y = &rb->use[i], *x = &rec[1]->use[i];
         int64_t va[JG_DYN_MAX_SYMS + 1], vb[JG_DYN_MAX_SYMS + 1];
         for (int t = 0; t < d->n_tr; t++) {
-            const struct jg_size_use *u = &d->tr[t]->sizes.use[i];
+            const struct jg_size_use *u = &rec[t]->use[i];
             if (u->op != y->op)
                 return WHY("the program compared sizes differently");
             va[t] = u->a, vb[t] = u->b;
@@ -265,6 +286,14 @@ static int check_sizes(const jg_dyn *d, char *why, size_t why_size) {
                        x->a, cmp_name[x->op], x->b, y->a, cmp_name[y->op], y->b);
     }
     return 0;
+}
+
+/* The same for the comparisons the program made while traced. */
+static int check_sizes(const jg_dyn *d, char *why, size_t why_size) {
+    const jg_sizes_record *rec[JG_DYN_MAX_SYMS + 1];
+    for (int t = 0; t < d->n_tr; t++)
+        rec[t] = &d->tr[t]->sizes;
+    return check_records(d, rec, why, why_size);
 }
 
 static bool contiguous_key(const jg_in_key *in) {
@@ -446,11 +475,42 @@ static int different_graphs(char *why, size_t why_size) {
     return WHY("the traces made different graphs (the program depends on the size)");
 }
 
+static bool same_structure(const jg_graph *ga, const jg_graph *gb);
+
+/* Whether custom call nodes x and y (of two traces) are the same call:
+ * function, arguments, slots, outputs, what it saved and kept, and its
+ * forward subgraph's structure. */
+static bool same_call(const jg_gnode *x, const jg_gnode *y) {
+    const jg_gcustom *a = x->custom, *b = y->custom;
+    if (a->fn != b->fn || a->args_size != b->args_size ||
+        (a->args_size && memcmp(a->args, b->args, a->args_size)) || a->n_slots != b->n_slots ||
+        !same_ints(a->slot_map, b->slot_map, a->n_slots) || a->n_call_out != b->n_call_out ||
+        a->opaque != b->opaque || a->opaque_backward != b->opaque_backward ||
+        a->no_grads != b->no_grads || !a->fwd != !b->fwd || !a->bwd != !b->bwd ||
+        !a->user != !b->user)
+        return false;
+    if (a->fwd && !same_structure(a->fwd, b->fwd))
+        return false;
+    if (!a->user)
+        return true;
+    if (a->opaque_backward) /* per slot asked for: whether it answers NULL */
+        return !memcmp(a->user, b->user, sizeof(bool) * (size_t)(x->n_out / 2));
+    const jg_custom_info *p = a->user, *q = b->user;
+    return p->n_call_out == q->n_call_out && p->n_saved == q->n_saved &&
+           p->materialize == q->materialize && p->n_kept == q->n_kept &&
+           p->kept_out == q->kept_out && p->n_args == q->n_args &&
+           !memcmp(p->diff, q->diff, sizeof(bool) * (size_t)p->n_call_out) &&
+           same_ints(p->saved_out, q->saved_out, p->n_saved) &&
+           same_ints(p->kept_fval, q->kept_fval, p->n_kept) && !p->none_slot == !q->none_slot &&
+           (!p->none_slot ||
+            !memcmp(p->none_slot, q->none_slot, sizeof(bool) * (size_t)a->n_slots));
+}
+
 /* Whether traced graph ga has gb's structure (everything but the sizes). */
 static bool same_structure(const jg_graph *ga, const jg_graph *gb) {
     if (ga->n_vals != gb->n_vals || ga->n_nodes != gb->n_nodes || ga->n_inputs != gb->n_inputs ||
-        ga->n_consts != gb->n_consts || ga->n_outputs != gb->n_outputs || ga->n_children ||
-        gb->n_children || !same_ints(ga->inputs, gb->inputs, ga->n_inputs) ||
+        ga->n_consts != gb->n_consts || ga->n_outputs != gb->n_outputs ||
+        !same_ints(ga->inputs, gb->inputs, ga->n_inputs) ||
         !same_ints(ga->const_vals, gb->const_vals, ga->n_consts) ||
         !same_ints(ga->outputs, gb->outputs, ga->n_outputs))
         return false;
@@ -463,71 +523,79 @@ static bool same_structure(const jg_graph *ga, const jg_graph *gb) {
     }
     for (int i = 0; i < gb->n_nodes; i++) {
         const jg_gnode *x = &ga->nodes[i], *y = &gb->nodes[i];
-        if (x->kind != y->kind)
+        if (x->kind != y->kind || x->n_in != y->n_in || x->n_out != y->n_out ||
+            !same_ints(x->in, y->in, x->n_in) || !same_ints(x->out, y->out, x->n_out))
             return false;
-        if (x->kind != JG_GN_OP)
+        if (x->kind != JG_GN_OP) {
+            if (!same_call(x, y))
+                return false;
             continue;
+        }
         const jg_attrs *p = &x->attrs, *q = &y->attrs;
-        if (x->op != y->op || x->n_in != y->n_in || x->n_out != y->n_out ||
-            !same_ints(x->in, y->in, x->n_in) || !same_ints(x->out, y->out, x->n_out) ||
-            p->n != q->n || p->whole != q->whole || p->keepdim != q->keepdim ||
+        if (x->op != y->op || p->n != q->n || p->whole != q->whole || p->keepdim != q->keepdim ||
             p->dtype != q->dtype)
             return false;
     }
     return true;
 }
 
-/* Fits every integer of the traced graphs: each slot a monomial in the
- * symbols. */
-static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
-    const jg_graph *gb = d->tr[0]->traced;
-    for (int t = 1; t < d->n_tr; t++)
-        if (!same_structure(d->tr[t]->traced, gb))
-            return different_graphs(why, why_size);
-    for (int i = 0; i < gb->n_nodes; i++)
-        if (gb->nodes[i].kind != JG_GN_OP)
-            return WHY("the program calls custom functions (not supported with dynamic sizes)");
-    d->shape_m = calloc((size_t)(gb->n_vals ? gb->n_vals : 1) * JG_MAX_DIMS, sizeof(mono));
-    d->attr_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1) * N_ATTR, sizeof(mono));
-    d->s_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(mono));
-    d->const_m = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(mono));
-    d->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
-    d->const_iota = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int));
-    if (!d->shape_m || !d->attr_m || !d->s_m || !d->const_m || !d->const_fill || !d->const_iota)
+static void gfit_free(gfit *f) {
+    free(f->shape_m);
+    free(f->attr_m);
+    free(f->s_m);
+    free(f->const_m);
+    free(f->const_fill);
+    free(f->const_iota);
+}
+
+/* Fits every integer of graphs gs (one per trace, of one structure): each
+ * slot a monomial in the symbols. */
+static int fit_graph(const jg_dyn *d, const jg_graph *const *gs, gfit *f, char *why,
+                     size_t why_size) {
+    const jg_graph *gb = gs[0];
+    f->shape_m = calloc((size_t)(gb->n_vals ? gb->n_vals : 1) * JG_MAX_DIMS, sizeof(mono));
+    f->attr_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1) * N_ATTR, sizeof(mono));
+    f->s_m = calloc((size_t)(gb->n_nodes ? gb->n_nodes : 1), sizeof(mono));
+    f->const_m = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(mono));
+    f->const_fill = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(bool));
+    f->const_iota = calloc((size_t)(gb->n_consts ? gb->n_consts : 1), sizeof(int));
+    if (!f->shape_m || !f->attr_m || !f->s_m || !f->const_m || !f->const_fill || !f->const_iota)
         return WHY("out of memory");
     int64_t v[JG_DYN_MAX_SYMS + 1];
-    double f[JG_DYN_MAX_SYMS + 1];
+    double fv[JG_DYN_MAX_SYMS + 1];
     for (int u = 0; u < gb->n_vals; u++)
         for (int i = 0; i < gb->vals[u].meta.ndim; i++) {
             for (int t = 0; t < d->n_tr; t++)
-                v[t] = d->tr[t]->traced->vals[u].meta.shape[i];
-            mono *m = &d->shape_m[(size_t)u * JG_MAX_DIMS + (size_t)i];
+                v[t] = gs[t]->vals[u].meta.shape[i];
+            mono *m = &f->shape_m[(size_t)u * JG_MAX_DIMS + (size_t)i];
             if (!fit_mono(d, v, m))
                 return WHY("a size in the graph is not proportional to the dims (%" PRId64
                            " -> %" PRId64 ")",
                            v[1], v[0]);
         }
     for (int i = 0; i < gb->n_nodes; i++) {
+        if (gb->nodes[i].kind != JG_GN_OP)
+            continue; /* (no attributes: its subgraphs are fitted on their own) */
         for (int j = 0; j < N_ATTR; j++) {
             for (int t = 0; t < d->n_tr; t++)
-                v[t] = d->tr[t]->traced->nodes[i].attrs.i[j];
-            if (!fit_mono(d, v, &d->attr_m[(size_t)i * N_ATTR + (size_t)j]))
+                v[t] = gs[t]->nodes[i].attrs.i[j];
+            if (!fit_mono(d, v, &f->attr_m[(size_t)i * N_ATTR + (size_t)j]))
                 return WHY("an argument of %s is not proportional to the dims (%" PRId64
                            " -> %" PRId64 ")",
                            jg_ops[gb->nodes[i].op].name, v[1], v[0]);
         }
         for (int t = 0; t < d->n_tr; t++)
-            f[t] = d->tr[t]->traced->nodes[i].attrs.s;
-        if (!fit_mono_f64(d, f, &d->s_m[i]))
+            fv[t] = gs[t]->nodes[i].attrs.s;
+        if (!fit_mono_f64(d, fv, &f->s_m[i]))
             return WHY("the scalar argument of %s is not proportional to the dims (%.17g -> "
                        "%.17g)",
-                       jg_ops[gb->nodes[i].op].name, f[1], f[0]);
+                       jg_ops[gb->nodes[i].op].name, fv[1], fv[0]);
     }
     for (int i = 0; i < gb->n_consts; i++) {
         jg_tensor *y = gb->consts[i];
         bool same_ptr = true, same_shape = true;
         for (int t = 1; t < d->n_tr; t++) {
-            jg_tensor *x = d->tr[t]->traced->consts[i];
+            jg_tensor *x = gs[t]->consts[i];
             same_ptr &= x == y;
             if (x->dtype != y->dtype || x->ndim != y->ndim)
                 return WHY("the traces made different constants");
@@ -541,9 +609,9 @@ static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
             double vy;
             int dim = iota(y);
             for (int t = 1; t < d->n_tr && dim; t++)
-                dim = iota(d->tr[t]->traced->consts[i]) == dim ? dim : 0;
+                dim = iota(gs[t]->consts[i]) == dim ? dim : 0;
             if (dim) { /* arange(T): each instance makes its own */
-                d->const_iota[i] = dim;
+                f->const_iota[i] = dim;
                 continue;
             }
             if (!uniform(y, &vy))
@@ -552,28 +620,148 @@ static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
                            i, jg_dtype_name(y->dtype));
             for (int t = 1; t < d->n_tr; t++) {
                 double vx;
-                if (!uniform(d->tr[t]->traced->consts[i], &vx) || memcmp(&vx, &vy, sizeof vx))
+                if (!uniform(gs[t]->consts[i], &vx) || memcmp(&vx, &vy, sizeof vx))
                     return WHY("a tensor the program made (c%d, %s) has a shape that depends on "
                                "the dims",
                                i, jg_dtype_name(y->dtype));
             }
-            d->const_fill[i] = true;
+            f->const_fill[i] = true;
             continue;
         }
         if (jg_numel(y) == 1 && y->dtype != JG_BOOL) {
             for (int t = 0; t < d->n_tr; t++)
-                f[t] = jg_item(d->tr[t]->traced->consts[i]);
-            if (!fit_mono_f64(d, f, &d->const_m[i]))
+                fv[t] = jg_item(gs[t]->consts[i]);
+            if (!fit_mono_f64(d, fv, &f->const_m[i]))
                 return WHY("a constant the program made is not proportional to the dims (%.17g "
                            "-> %.17g)",
-                           f[1], f[0]);
+                           fv[1], fv[0]);
             continue;
         }
         for (int t = 1; t < d->n_tr; t++)
-            if (!same_values(d->tr[t]->traced->consts[i], y))
+            if (!same_values(gs[t]->consts[i], y))
                 return WHY("a tensor the program made has values that depend on the dims");
     }
     return 0;
+}
+
+static const char *call_name(const jg_gcustom *c) {
+    return c->fn && c->fn->name ? c->fn->name : "(unnamed)";
+}
+
+static bool plain(const jg_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].kind != JG_GN_OP)
+            return false;
+    return true;
+}
+
+/* Whether every dim of value v of the base graph is fixed. */
+static bool fixed_value(const jg_dyn *d, int v) {
+    const jg_graph *g = d->tr[0]->traced;
+    for (int i = 0; i < g->vals[v].meta.ndim; i++)
+        if (!is_fixed(&d->main.shape_m[(size_t)v * JG_MAX_DIMS + (size_t)i]))
+            return false;
+    return true;
+}
+
+/* The custom calls of the program (its graph fitted): a traced call's
+ * forward subgraph and its backward (traced here from each trace's ctx,
+ * recording the comparisons of sizes it makes) are fitted like the
+ * program; an opaque call, whose callbacks run at run time on real tensors
+ * of the base's sizes as far as the graph knows, must not touch a dim that
+ * changes. */
+static int fit_customs(jg_dyn *d, char *why, size_t why_size) {
+    const jg_graph *gb = d->tr[0]->traced;
+    int n = 0;
+    for (int i = 0; i < gb->n_nodes; i++)
+        n += gb->nodes[i].kind == JG_GN_CUSTOM;
+    if (n && !(d->cf = calloc((size_t)n, sizeof *d->cf)))
+        return WHY("out of memory");
+    for (int i = 0; i < gb->n_nodes; i++) {
+        const jg_gnode *nd = &gb->nodes[i];
+        if (nd->kind != JG_GN_CUSTOM)
+            continue;
+        const jg_gcustom *c = nd->custom;
+        if (c->opaque || c->opaque_backward || !c->fwd) {
+            bool fixed = true;
+            for (int k = 0; k < nd->n_in && fixed; k++)
+                fixed = fixed_value(d, nd->in[k]);
+            for (int k = 0; k < nd->n_out && fixed; k++)
+                fixed = fixed_value(d, nd->out[k]);
+            if (!fixed)
+                return WHY("the program calls the custom function %s, which cannot be traced (its "
+                           "callbacks read tensor values): the dims it sees stay static",
+                           call_name(c));
+            continue;
+        }
+        const jg_custom_info *info = c->user;
+        if (!info->materialize)
+            return WHY("the custom function %s sets materialize_grads off (its backward depends on "
+                       "which gradients arrive): its dims stay static",
+                       call_name(c));
+        if (!plain(c->fwd))
+            return WHY("the custom function %s calls another custom function: its dims stay "
+                       "static",
+                       call_name(c));
+        cfit *f = &d->cf[d->n_cf++];
+        f->node = i;
+        const jg_graph *gs[JG_DYN_MAX_SYMS + 1];
+        for (int t = 0; t < d->n_tr; t++)
+            gs[t] = d->tr[t]->traced->nodes[i].custom->fwd;
+        if (fit_graph(d, gs, &f->fwd, why, why_size) < 0)
+            return -1;
+        /* its backward at every trace, with that trace's ctx */
+        jg_graph *bg[JG_DYN_MAX_SYMS + 1] = {0};
+        jg_sizes_record rec[JG_DYN_MAX_SYMS + 1] = {0};
+        const jg_sizes_record *recp[JG_DYN_MAX_SYMS + 1];
+        int rc = 0;
+        for (int t = 0; t < d->n_tr && rc == 0; t++) {
+            const jg_graph *g = d->tr[t]->traced;
+            jg_sizes_record *prev = jg_sizes_record_begin(&rec[t]);
+            bg[t] = jg_custom_backward_template(g, &g->nodes[i]);
+            jg_sizes_record_end(prev);
+            recp[t] = &rec[t];
+            if (!bg[t])
+                rc = WHY("the backward of the custom function %s could not be traced: %s",
+                         call_name(c), jg_last_error());
+            else if (!plain(bg[t]))
+                rc = WHY("the backward of the custom function %s calls a custom function: its "
+                         "dims stay static",
+                         call_name(c));
+            else if (t && !same_structure(bg[t], bg[0]))
+                rc = WHY("the traces of the backward of the custom function %s made different "
+                         "graphs (it depends on the size)",
+                         call_name(c));
+        }
+        jg_clear_error();
+        if (rc == 0)
+            rc = check_records(d, recp, why, why_size);
+        if (rc == 0)
+            rc = fit_graph(d, (const jg_graph *const *)bg, &f->bwd, why, why_size);
+        for (int t = 0; t < d->n_tr; t++) {
+            free(rec[t].use);
+            if (t || rc < 0)
+                jg_graph_free(bg[t]);
+        }
+        if (rc < 0)
+            return -1;
+        f->bwd_g = bg[0];
+    }
+    return 0;
+}
+
+/* Fits every integer of the traced graphs: each slot a monomial in the
+ * symbols. */
+static int fit_graphs(jg_dyn *d, char *why, size_t why_size) {
+    const jg_graph *gs[JG_DYN_MAX_SYMS + 1];
+    for (int t = 0; t < d->n_tr; t++)
+        gs[t] = d->tr[t]->traced;
+    for (int t = 1; t < d->n_tr; t++)
+        if (!same_structure(gs[t], gs[0]))
+            return different_graphs(why, why_size);
+    if (fit_graph(d, gs, &d->main, why, why_size) < 0)
+        return -1;
+    return fit_customs(d, why, why_size);
 }
 
 /* How call keys a and b differ: 0 in nothing but sizes of some dims, each
@@ -624,26 +812,12 @@ static int64_t key_size(const jg_call_key *k, int in, int d) {
     return k->in[in].meta.shape[d];
 }
 
-/* The name of a custom function e's program calls, or NULL. */
-static const char *custom_name(const jg_entry *e) {
-    const jg_graph *g = e->fwd_ad ? e->fwd_ad : e->fwd;
-    for (int i = 0; g && i < g->n_nodes; i++)
-        if (g->nodes[i].kind == JG_GN_CUSTOM && g->nodes[i].custom->fn)
-            return g->nodes[i].custom->fn->name ? g->nodes[i].custom->fn->name : "(unnamed)";
-    return NULL;
-}
-
 /* Fits the template once d's traces, symbols and dims are set. */
 static int dyn_fit(jg_dyn *d, char *why, size_t why_size) {
     for (int t = 0; t < d->n_tr; t++) {
         const jg_entry *e = d->tr[t];
-        const char *fn = e->traced ? NULL : custom_name(e);
-        if (fn)
-            return WHY("the program calls the custom function %s (custom functions keep their "
-                       "sizes static)",
-                       fn);
         if (e->eager || !e->traced)
-            return WHY("the program calls custom functions (not supported with dynamic sizes)");
+            return WHY("out of memory keeping the traced graph");
         for (int j = 0; j < d->n_sym; j++)
             for (int k = 0; k < d->n_dims; k++)
                 if (d->dim_sym[k] == j) {
@@ -995,54 +1169,137 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
     return e;
 }
 
-/* The base graph with the sizes of s (each fitted slot's monomial at s);
- * one-element constants are made as the program made them (jg_full of the
- * value converted to double). */
-static jg_graph *substitute(const jg_dyn *d, const int64_t *s, bool consts) {
-    jg_graph *g = jg_graph_clone(d->tr[0]->traced);
-    if (!g)
+/* ------------------------------------------------------- copying graphs */
+
+static void *arena_dup(jg_arena *a, const void *p, size_t n) {
+    if (!p)
         return NULL;
+    void *q = jg_arena_alloc(a, n ? n : 1);
+    if (q)
+        memcpy(q, p, n);
+    return q;
+}
+
+static jg_graph *clone_deep(const jg_graph *g, bool keep_state);
+
+/* A copy of custom call n's record in g's arena, its subgraphs g's own. */
+static jg_gcustom *copy_call(jg_graph *g, const jg_gnode *n, bool keep_state) {
+    const jg_gcustom *o = n->custom;
+    jg_arena *a = &g->arena;
+    jg_gcustom *r = jg_arena_alloc(a, sizeof *r);
+    if (!r)
+        return NULL;
+    *r = *o;
+    r->fwd = r->bwd = NULL;
+    r->user = NULL;
+    if (!keep_state) { /* (its backward is r->bwd, set by the caller) */
+        r->state = NULL;
+        r->free_state = NULL;
+        r->owner = g;
+    } /* else the ctx stays borrowed: its owner, not g, frees it */
+    if ((o->args_size && !(r->args = arena_dup(a, o->args, o->args_size))) ||
+        !(r->slot_map = arena_dup(a, o->slot_map, sizeof(int) * (size_t)o->n_slots)))
+        return NULL;
+    const jg_graph *sub[2] = {o->fwd, o->bwd};
+    jg_graph **dst[2] = {&r->fwd, &r->bwd};
+    for (int k = 0; k < 2; k++) {
+        if (!sub[k])
+            continue;
+        jg_graph *c = clone_deep(sub[k], keep_state);
+        if (!c || jg_graph_adopt(g, c) < 0) {
+            jg_graph_free(c);
+            return NULL;
+        }
+        *dst[k] = c;
+    }
+    if (!o->user)
+        return r;
+    if (o->opaque_backward) { /* per slot asked for: whether it answers NULL */
+        r->user = arena_dup(a, o->user, sizeof(bool) * (size_t)(n->n_out / 2));
+        return r->user ? r : NULL;
+    }
+    const jg_custom_info *p = o->user;
+    jg_custom_info *q = arena_dup(a, p, sizeof *p);
+    if (!q)
+        return NULL;
+    q->diff = arena_dup(a, p->diff, sizeof(bool) * (size_t)p->n_call_out);
+    q->saved_out = arena_dup(a, p->saved_out, sizeof(int) * (size_t)p->n_saved);
+    q->kept_fval = arena_dup(a, p->kept_fval, sizeof(int) * (size_t)p->n_kept);
+    q->none_slot = arena_dup(a, p->none_slot, sizeof(bool) * (size_t)o->n_slots);
+    if ((p->diff && !q->diff) || (p->saved_out && !q->saved_out) ||
+        (p->kept_fval && !q->kept_fval) || (p->none_slot && !q->none_slot))
+        return NULL;
+    r->user = q;
+    return r;
+}
+
+/* A copy of g (same value ids) whose custom call records and subgraphs are
+ * its own (jg_graph_clone shares them), so that it may outlive g and the
+ * pipeline's passes on g (dedup rewrites a record's slot map) do not reach
+ * it.  keep_state: each record keeps its call's ctx, borrowed (to trace the
+ * backward callback from the copy while g lives); else it has none. */
+static jg_graph *clone_deep(const jg_graph *g, bool keep_state) {
+    jg_graph *c = jg_graph_clone(g);
+    for (int i = 0; c && i < c->n_nodes; i++)
+        if (c->nodes[i].kind == JG_GN_CUSTOM &&
+            !(c->nodes[i].custom = copy_call(c, &g->nodes[i], keep_state))) {
+            jg_graph_free(c); /* (the records not copied yet are g's: not freed) */
+            c = jg_errorf_null("out of memory copying a graph");
+        }
+    return c;
+}
+
+jg_graph *jg_dyn_keep_traced(const jg_graph *g) {
+    return clone_deep(g, true);
+}
+
+/* Graph g (a copy of the base trace's graph of fit f) with the sizes of s
+ * (each fitted slot's monomial at s); one-element constants are made as the
+ * program made them (jg_full of the value converted to double).  0 or -1. */
+static int subst_graph(const jg_dyn *d, const gfit *f, jg_graph *g, const int64_t *s, bool consts) {
     bool ok = true;
     for (int v = 0; v < g->n_vals; v++)
         for (int i = 0; i < g->vals[v].meta.ndim; i++) {
-            const mono *m = &d->shape_m[(size_t)v * JG_MAX_DIMS + (size_t)i];
+            const mono *m = &f->shape_m[(size_t)v * JG_MAX_DIMS + (size_t)i];
             if (!is_fixed(m))
                 ok &= mono_eval(m, s, d->n_sym, &g->vals[v].meta.shape[i]);
         }
     for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].kind != JG_GN_OP)
+            continue;
         jg_attrs *a = &g->nodes[i].attrs;
         for (int j = 0; j < N_ATTR; j++) {
-            const mono *m = &d->attr_m[(size_t)i * N_ATTR + (size_t)j];
+            const mono *m = &f->attr_m[(size_t)i * N_ATTR + (size_t)j];
             if (!is_fixed(m))
                 ok &= mono_eval(m, s, d->n_sym, &a->i[j]);
         }
         int64_t x = 0;
-        if (!is_fixed(&d->s_m[i])) {
-            ok &= mono_eval(&d->s_m[i], s, d->n_sym, &x);
+        if (!is_fixed(&f->s_m[i])) {
+            ok &= mono_eval(&f->s_m[i], s, d->n_sym, &x);
             a->s = (double)x;
         }
     }
     int rc = ok ? 0 : jg_errorf("a size of the graph does not fit in 62 bits");
     jg_scope_push();
     for (int i = 0; i < g->n_consts && rc == 0 && consts; i++) {
-        if (is_fixed(&d->const_m[i]) && !d->const_fill[i] && !d->const_iota[i])
+        if (is_fixed(&f->const_m[i]) && !f->const_fill[i] && !f->const_iota[i])
             continue;
         jg_tensor *old = g->consts[i];
         const jg_meta *m = &g->vals[g->const_vals[i]].meta; /* (substituted above) */
         double fill;
         int64_t x = 0;
         jg_tensor *t = NULL;
-        if (d->const_iota[i]) {
+        if (f->const_iota[i]) {
             int64_t n = jg_shape_numel(m->ndim, m->shape);
             double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
             if (v)
-                iota_values(m, d->const_iota[i] - 1, v);
-            jg_tensor *f = v ? jg_tensor_new(JG_F64, m->ndim, m->shape, v) : NULL;
+                iota_values(m, f->const_iota[i] - 1, v);
+            jg_tensor *ft = v ? jg_tensor_new(JG_F64, m->ndim, m->shape, v) : NULL;
             free(v);
-            t = f ? jg_to_dtype(f, old->dtype) : NULL;
-        } else if (d->const_fill[i])
+            t = ft ? jg_to_dtype(ft, old->dtype) : NULL;
+        } else if (f->const_fill[i])
             t = uniform(old, &fill) ? jg_full(old->dtype, m->ndim, m->shape, fill) : NULL;
-        else if (mono_eval(&d->const_m[i], s, d->n_sym, &x))
+        else if (mono_eval(&f->const_m[i], s, d->n_sym, &x))
             t = jg_full(old->dtype, old->ndim, old->shape, (double)x);
         if (!t)
             rc = -1;
@@ -1052,6 +1309,30 @@ static jg_graph *substitute(const jg_dyn *d, const int64_t *s, bool consts) {
         }
     }
     jg_scope_pop();
+    return rc;
+}
+
+/* The base graph at sizes s, its custom calls' records its own: each
+ * traced call's forward subgraph at s, and its backward (the base's, at s)
+ * in place of its callback. */
+static jg_graph *substitute(const jg_dyn *d, const int64_t *s, bool consts) {
+    jg_graph *g = clone_deep(d->tr[0]->traced, false);
+    int rc = g ? subst_graph(d, &d->main, g, s, consts) : -1;
+    for (int i = 0; i < d->n_cf && rc == 0; i++) {
+        const cfit *f = &d->cf[i];
+        jg_gcustom *c = g->nodes[f->node].custom;
+        jg_graph *b = clone_deep(f->bwd_g, false);
+        if (!b || jg_graph_adopt(g, b) < 0) {
+            jg_graph_free(b);
+            rc = -1;
+            break;
+        }
+        c->bwd = b;
+        rc = subst_graph(d, &f->fwd, c->fwd, s, consts) < 0 ||
+                     subst_graph(d, &f->bwd, b, s, consts) < 0
+                 ? -1
+                 : 0;
+    }
     if (rc < 0) {
         jg_graph_free(g);
         return NULL;
@@ -1211,12 +1492,13 @@ void jg_dyn_free(jg_dyn *d) {
     free(d->dim_in);
     free(d->dim_d);
     free(d->dim_sym);
-    free(d->shape_m);
-    free(d->attr_m);
-    free(d->s_m);
-    free(d->const_m);
-    free(d->const_fill);
-    free(d->const_iota);
+    gfit_free(&d->main);
+    for (int i = 0; i < d->n_cf; i++) {
+        gfit_free(&d->cf[i].fwd);
+        gfit_free(&d->cf[i].bwd);
+        jg_graph_free(d->cf[i].bwd_g);
+    }
+    free(d->cf);
     free(d->lifted_m);
     free(d);
 }

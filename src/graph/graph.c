@@ -113,6 +113,13 @@ jg_graph *jg_graph_new_child(jg_graph *parent) {
     return c;
 }
 
+int jg_graph_adopt(jg_graph *parent, jg_graph *child) {
+    if (GROW(parent, parent->children, parent->cap_children, parent->n_children + 1) < 0)
+        return -1;
+    parent->children[parent->n_children++] = child;
+    return 0;
+}
+
 static int new_value(jg_graph *g, jg_val_kind kind, int node, int index, const jg_meta *m,
                      bool rg) {
     if (GROW(g, g->vals, g->cap_vals, g->n_vals + 1) < 0)

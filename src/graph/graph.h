@@ -62,8 +62,12 @@ typedef struct jg_gcustom {
     const jg_function *fn;
     void *args; /* copy of the call's non-tensor args (part of the guard) */
     size_t args_size;
-    jg_graph *fwd; /* one placeholder per slot -> the call's outputs */
-    jg_graph *bwd; /* (output grads, saved values) -> one value per slot, -1 = none */
+    jg_graph *fwd;    /* one placeholder per slot -> the call's outputs */
+    jg_graph *bwd;    /* (output grads, saved values, kept values) -> one value per slot, -1 =
+                         none: when set, autodiff replays it instead of tracing the backward
+                         callback (an instance of a dynamic-size entry, compile/dynamic.c) */
+    uint64_t kept_id; /* the id of the forward subgraph as traced: the ctx's kept tensors
+                         name it (a copy of the record has a forward of another id) */
     int n_slots;
     int *slot_map;        /* slot -> operand index (identity before dedup) */
     int n_call_out;       /* outputs [0, n_call_out) are the call's; the rest are values the
@@ -127,6 +131,9 @@ void jg_graph_free(jg_graph *g); /* also frees subgraphs, releases constants */
 jg_graph *jg_graph_clone(const jg_graph *g);
 /* A graph owned (and freed) by parent, e.g. a custom node's subgraph. */
 jg_graph *jg_graph_new_child(jg_graph *parent);
+/* Makes child (a graph of its own) a subgraph parent owns and frees.  0 or
+ * -1 + error (child is then not owned). */
+int jg_graph_adopt(jg_graph *parent, jg_graph *child);
 
 /* Builders: return the new value id, or -1 + error (out of memory). */
 int jg_graph_add_input(jg_graph *g, const jg_meta *m, bool requires_grad, const char *name);

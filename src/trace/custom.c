@@ -568,6 +568,7 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
                        .args = (void *)args,
                        .args_size = args_size,
                        .fwd = F,
+                       .kept_id = F ? F->id : 0,
                        .n_slots = n + lifted->n,
                        .n_call_out = n_out,
                        .opaque = opaque,
