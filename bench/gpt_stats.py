@@ -5,11 +5,13 @@ tensor data during the steady steps (jitgrad.max_memory_allocated), and how
 many graphs were traced and how many calls ran eagerly (graph breaks) over
 the run.  Modes: eager; compile(model) on interp / c (backward and AdamW
 outside the program); the whole step (forward, backward, AdamW, zero_grad)
-compiled on c.  --vary makes every 10th batch one sample smaller (the last
-partial batch of an epoch, over and over): how many traces a changing batch
-size costs.
+compiled on c.  --vary makes every 10th batch one or (alternately) two
+samples smaller (the last partial batch of an epoch, over and over: three
+batch sizes in all): how many traces a changing batch size costs.  --attn custom runs the model's attention as its custom
+autograd.Function (SharedKVAttention.apply(q, k, k, scale)), which goes
+dynamic like the rest.
 
-  build/python-venv/bin/python bench/gpt_stats.py [--steps 100] [--vary]
+  build/python-venv/bin/python bench/gpt_stats.py [--steps 100] [--vary] [--attn custom]
 
 Prints one line per mode: `gpt_stats mode=... ms=... cpu_ms=... tokens_per_s=...
 peak_MB=... graphs=... eager_calls=...` (bench/suite.py reads them)."""
@@ -35,7 +37,7 @@ def load(name, rel):
 def run_mode(mode, args, train, M):
     torch.manual_seed(1337)
     cfg = M.GPTConfig(vocab_size=128, block_size=args.block, n_layer=args.layers,
-                      n_head=args.heads, n_embd=args.width)
+                      n_head=args.heads, n_embd=args.width, attn=args.attn)
     GPT, _ = M.build(torch)
     model = GPT(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
@@ -55,8 +57,9 @@ def run_mode(mode, args, train, M):
     times, cpu, tokens = [], [], 0
     for i in range(args.steps):
         xs, ys = next(it)
-        if args.vary and i % 10 == 9:
-            xs, ys = xs[:-1], ys[:-1]
+        if args.vary and i % 10 == 9:  # one sample short, then two: three sizes in all
+            cut = 1 + (i // 10) % 2
+            xs, ys = xs[:-cut], ys[:-cut]
         x, y = torch.tensor(xs, dtype=torch.long), torch.tensor(ys, dtype=torch.long)
         if i == 2:  # steady state from here: compiled, optimizer state made
             torch.reset_peak_memory_stats()
@@ -74,7 +77,8 @@ def run_mode(mode, args, train, M):
     graphs = comp.entries() if comp else 0
     eager_calls = comp.fallbacks() if comp else 0
     cpu_ms = 1000 * statistics.median(cpu[2:])
-    print(f"gpt_stats mode={mode} vary={int(args.vary)} steps={args.steps} ms={ms:.3f} "
+    print(f"gpt_stats mode={mode} vary={int(args.vary)} attn={args.attn} steps={args.steps} "
+          f"ms={ms:.3f} "
           f"cpu_ms={cpu_ms:.3f} "
           f"tokens_per_s={tokens / sum(steady):.0f} "
           f"peak_MB={(torch.max_memory_allocated() - base) / 2**20:.2f} graphs={graphs} "
@@ -91,6 +95,7 @@ def main():
     p.add_argument("--width", type=int, default=128)
     p.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     p.add_argument("--vary", action="store_true")
+    p.add_argument("--attn", default="builtin", choices=["builtin", "custom"])
     p.add_argument("--modes", default="eager,interp,c,step-c")
     args = p.parse_args()
     train = load("jitgrad_bench_gpt_train", "examples/gpt/train.py")

@@ -328,7 +328,7 @@ def main():
     # batch size that changes every 10th step
     gpt_stats = []
     stats_py = os.path.join(ROOT, "bench", "gpt_stats.py")
-    for vary in ([], ["--vary"]) if want("gpt_stats") else ():
+    for vary in ([], ["--vary"], ["--vary", "--attn", "custom"]) if want("gpt_stats") else ():
         cmd = [JG_PY, stats_py, "--steps", "12" if QUICK else "100"] + vary
         if vary:
             cmd += ["--modes", "interp,c,step-c"]
@@ -499,7 +499,8 @@ def main():
         out.append(f"\n## GPT step on jitgrad (bench/gpt_stats.py, 1 thread, "
                    f"{gpt_stats[0]['steps']} steps; peak: tensor bytes above the steady "
                    f"state, jitgrad.max_memory_allocated)\n")
-        rows = [[{"step-c": "whole step compiled (c)"}.get(e["mode"], e["mode"]),
+        rows = [[{"step-c": "whole step compiled (c)"}.get(e["mode"], e["mode"]) +
+                 (", custom attention" if e.get("attn") == "custom" else ""),
                   "every 10th batch smaller" if e["vary"] == "1" else "fixed",
                   float(e["ms"]), float(e["cpu_ms"]) if "cpu_ms" in e else None,
                   float(e["tokens_per_s"]), float(e["peak_MB"]),
