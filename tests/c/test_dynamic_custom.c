@@ -6,7 +6,9 @@
  * object per graph; a backward that reads a size its forward kept in the
  * ctx is fitted like any other integer (a wrong size would fail or give
  * other gradients); an opaque call (its forward reads values) keeps only
- * its own dims static, and the log says why when the batch reaches it. */
+ * its own dims static, and the log says why when the batch reaches it; a
+ * whole training step (backward and SGD inside the program) through MyFn
+ * trains like the eager loop from two traces. */
 #include "testutil.h"
 #include "testutil_fns.h"
 #include "backend/cache.h"
@@ -267,12 +269,79 @@ static void test_dynamic_custom_opaque(void **state) {
     free(err);
 }
 
+/* A whole training step through the seed function: k = x * w in both
+ * slots of MyFn(q = x, k, k), loss = sum, backward, SGD and zero_grad
+ * inside the program; w.grad gets both slots' gradients. */
+typedef struct {
+    jg_tensor *w;
+    jg_optim *opt;
+    bool mask;
+} seed_model;
+
+static void seed_model_init(seed_model *m, bool mask) {
+    jg_manual_seed(11);
+    m->w = jg_keep(jg_randn(JG_F32, 1, TU_SHAPE(5)));
+    jg_set_requires_grad(m->w, true);
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_SGD);
+    h.lr = 0.05;
+    m->opt = jg_optim_new(JG_OPTIM_SGD, &m->w, 1, &h);
+    m->mask = mask;
+    assert_non_null(m->opt);
+}
+
+static int p_seed_step(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    seed_model *m = user;
+    jg_tensor *k = jg_mul(in[0], m->w);
+    jg_tensor *y =
+        k ? tf_apply1(&tf_myfn, 3, (jg_tensor *[]){in[0], k, k}, &m->mask, sizeof m->mask) : NULL;
+    jg_tensor *loss = y ? jg_sum(jg_tanh(y)) : NULL;
+    if (!loss || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
+        jg_optim_zero_grad(m->opt, true) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+static void test_dynamic_custom_train_step(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        for (int m = 0; m < 2; m++) {
+            seed_model e, k;
+            seed_model_init(&e, m == 1);
+            seed_model_init(&k, m == 1);
+            jg_compiled *c =
+                jg_compile(p_seed_step, &k, &(jg_compile_options){.backend = backends[b]});
+            assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+            jg_manual_seed(12);
+            for (int r = 0; r < 2; r++)
+                for (int i = 0; i < N_BATCH; i++) {
+                    jg_scope_push();
+                    jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(batches[i], 5));
+                    jg_tensor *le = NULL, *lc[1] = {0};
+                    assert_int_equal(p_seed_step(&e, NULL, 1, &x, &le), 1);
+                    assert_int_equal(jg_compiled_call(c, NULL, 0, 1, &x, lc), 1);
+                    TU_SAME(le, lc[0]);
+                    TU_SAME(e.w, k.w);
+                    jg_scope_pop();
+                }
+            /* traced at 4 and 7, every later size from the second */
+            assert_int_equal(jg_compiled_entries(c), 2);
+            assert_int_equal(jg_compiled_fallbacks(c), 0);
+            jg_compiled_free(c);
+            jg_optim_free(e.opt), jg_optim_free(k.opt);
+            jg_release(e.w), jg_release(k.w);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_dynamic_custom_seed),
-        TU_TEST(test_dynamic_custom_one_object),
-        TU_TEST(test_dynamic_custom_ctx_size),
-        TU_TEST(test_dynamic_custom_opaque),
+        TU_TEST(test_dynamic_custom_seed),       TU_TEST(test_dynamic_custom_one_object),
+        TU_TEST(test_dynamic_custom_ctx_size),   TU_TEST(test_dynamic_custom_opaque),
+        TU_TEST(test_dynamic_custom_train_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
