@@ -492,38 +492,48 @@ static bool exp_guard(const jg_graph *g, const jg_gnode *n) {
     return true;
 }
 
-static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
-                         int nv, int n_seg, const int *seg, const int *def, const int *slot,
-                         const char *seen, const char *ind, bool blocked, bool guard, int pass);
+static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, const int *mem,
+                         int n_mem, int *ops, int n_seg, const int *seg, const int *def,
+                         const int *slot, const char *seen, const char *ind, bool blocked,
+                         bool guard, int pass);
 
 static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
                      const char *seen) {
     const jg_graph *g = L->g;
-    int nv = g->n_vals, n_seg = 0;
+    int nv = g->n_vals, n_seg = 0, n_mem = 0, n_opnd = 0;
+    for (int i = 0; i <= lastn; i++)
+        if (in_loop(L, gi, i)) {
+            n_mem++;
+            n_opnd += g->nodes[i].n_in;
+        }
+    int *mem = malloc(sizeof(int) * (size_t)(n_mem ? n_mem : 1)); /* the loop's nodes */
+    int *ops = malloc(sizeof(int) * (size_t)(n_opnd ? n_opnd : 1));
     int *seg = malloc(sizeof(int) * (size_t)(lastn + 1));   /* node -> segment */
     int *def = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* value -> segment, -1 */
     int *lastuse = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
     int *slot = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
-    int *slot_free = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* segment it frees at */
-    jg_dtype *slot_dt = malloc(sizeof(jg_dtype) * (size_t)(nv ? nv : 1));
+    int *slot_free = malloc(sizeof(int) * (size_t)(n_mem ? n_mem : 1)); /* segment it frees at */
+    jg_dtype *slot_dt = malloc(sizeof(jg_dtype) * (size_t)(n_mem ? n_mem : 1));
+    /* arrays touched by the current segment (seen[u] == 1), and their list */
+    char *in_seg = calloc((size_t)(nv ? nv : 1), 1);
+    int *touched = malloc(sizeof(int) * (size_t)(n_opnd ? n_opnd : 1));
     int rc = 0;
-    if (!seg || !def || !lastuse || !slot || !slot_free || !slot_dt) {
+    if (!mem || !ops || !seg || !def || !lastuse || !slot || !slot_free || !slot_dt || !in_seg ||
+        !touched) {
         rc = jg_errorf("out of memory generating code");
         goto out;
     }
+    n_mem = 0;
+    for (int i = 0; i <= lastn; i++)
+        if (in_loop(L, gi, i))
+            mem[n_mem++] = i;
     /* segments: a heavy node alone; otherwise nodes in order while they
      * touch at most MAX_STREAMS arrays in memory (inputs read, outputs
      * stored) */
-    char *in_seg = calloc((size_t)(nv ? nv : 1), 1); /* array touched by the segment */
-    if (!in_seg) {
-        rc = jg_errorf("out of memory generating code");
-        goto out;
-    }
     bool prev_heavy = false, split = false;
-    int streams = 0;
-    for (int i = 0; i <= lastn; i++) {
-        if (!in_loop(L, gi, i))
-            continue;
+    int streams = 0, n_touched = 0;
+    for (int m = 0; m < n_mem; m++) {
+        int i = mem[m];
         const jg_gnode *n = &g->nodes[i];
         bool h = heavy(n);
         int add = L->ext[n->out[0]];
@@ -533,26 +543,33 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
             split |= n_seg > 0;
             n_seg++;
             streams = 0;
-            memset(in_seg, 0, (size_t)(nv ? nv : 1));
+            while (n_touched > 0)
+                in_seg[touched[--n_touched]] = 0;
             add = L->ext[n->out[0]];
             for (int k = 0; k < n->n_in; k++)
                 add += seen[n->in[k]] == 1 && (k == 0 || n->in[k] != n->in[0]);
         }
         for (int k = 0; k < n->n_in; k++)
-            if (seen[n->in[k]] == 1)
+            if (seen[n->in[k]] == 1 && !in_seg[n->in[k]]) {
                 in_seg[n->in[k]] = 1;
+                touched[n_touched++] = n->in[k];
+            }
         streams += add;
         seg[i] = n_seg - 1;
         prev_heavy = h;
     }
-    free(in_seg);
     if (!split)
         n_seg = 1;
-    for (int u = 0; u < nv; u++)
-        def[u] = lastuse[u] = slot[u] = -1;
-    for (int i = 0; i <= lastn; i++) {
-        if (!in_loop(L, gi, i))
-            continue;
+    /* def, lastuse and slot are read for the loop's operands and results
+     * only */
+    for (int m = 0; m < n_mem; m++) {
+        const jg_gnode *n = &g->nodes[mem[m]];
+        def[n->out[0]] = lastuse[n->out[0]] = slot[n->out[0]] = -1;
+        for (int k = 0; k < n->n_in; k++)
+            def[n->in[k]] = lastuse[n->in[k]] = slot[n->in[k]] = -1;
+    }
+    for (int m = 0; m < n_mem; m++) {
+        int i = mem[m];
         if (n_seg == 1)
             seg[i] = 0;
         const jg_gnode *n = &g->nodes[i];
@@ -562,29 +579,28 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
                 lastuse[n->in[k]] = seg[i];
     }
     /* block arrays for values read by a later segment (and not stored to
-     * an output buffer, which serves as well), reused after their last use */
+     * an output buffer, which serves as well), reused after their last use;
+     * mem is in segment order */
     int n_slots = 0;
-    for (int s = 0; s < n_seg; s++)
-        for (int i = 0; i <= lastn; i++) {
-            if (!in_loop(L, gi, i) || seg[i] != s)
-                continue;
-            int v = g->nodes[i].out[0];
-            if (lastuse[v] <= s || L->ext[v])
-                continue;
-            jg_dtype dt = g->vals[v].meta.dtype;
-            int k = 0;
-            while (k < n_slots && (slot_dt[k] != dt || slot_free[k] >= s))
-                k++;
-            if (k == n_slots) {
-                slot_dt[n_slots++] = dt;
-                sb_add(f, "    %s jg_t%d[%d];\n", ctype(dt), k, BLOCK);
-            }
-            slot[v] = k;
-            slot_free[k] = lastuse[v];
+    for (int m = 0; m < n_mem; m++) {
+        int i = mem[m], s = seg[i];
+        int v = g->nodes[i].out[0];
+        if (lastuse[v] <= s || L->ext[v])
+            continue;
+        jg_dtype dt = g->vals[v].meta.dtype;
+        int k = 0;
+        while (k < n_slots && (slot_dt[k] != dt || slot_free[k] >= s))
+            k++;
+        if (k == n_slots) {
+            slot_dt[n_slots++] = dt;
+            sb_add(f, "    %s jg_t%d[%d];\n", ctype(dt), k, BLOCK);
         }
+        slot[v] = k;
+        slot_free[k] = lastuse[v];
+    }
     bool guard = false;
-    for (int i = 0; i <= lastn; i++)
-        guard |= in_loop(L, gi, i) && exp_guard(g, &g->nodes[i]);
+    for (int m = 0; m < n_mem; m++)
+        guard |= exp_guard(g, &g->nodes[mem[m]]);
     const bool blocked = n_seg > 1 || guard;
     const char *ind = blocked ? "        " : "    ";
     if (blocked) {
@@ -598,7 +614,7 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     for (int pass = 0; pass < (guard ? 2 : 1) && rc == 0; pass++) {
         if (pass == 1)
             sb_add(f, "%sif (jg_big > JG_EW_EXPF_NORMAL_MAX) {\n", ind);
-        rc = emit_segments(f, rows, row_done, L, gi, lastn, nv, n_seg, seg, def, slot, seen, ind,
+        rc = emit_segments(f, rows, row_done, L, mem, n_mem, ops, n_seg, seg, def, slot, seen, ind,
                            blocked, guard, pass);
         if (pass == 1)
             sb_add(f, "%s}\n", ind);
@@ -606,27 +622,44 @@ static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int g
     if (blocked)
         sb_add(f, "    }\n");
 out:
+    free(mem);
+    free(ops);
     free(seg);
     free(def);
     free(lastuse);
     free(slot);
     free(slot_free);
     free(slot_dt);
+    free(in_seg);
+    free(touched);
     return rc;
 }
 
 /* The passes of one block of emit_loop's loop (the whole loop when it is not
  * blocked): segment by segment, pass 1 being a guarded loop's redo. */
-static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
-                         int nv, int n_seg, const int *seg, const int *def, const int *slot,
-                         const char *seen, const char *ind, bool blocked, bool guard, int pass) {
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* mem: the nodes computed in the loop (in_loop), in order; ops: room for
+ * their operands (the sum of their n_in).  Each segment goes over mem, not
+ * over the whole graph: generating a large program (a whole training step)
+ * was cubic, every segment of every loop testing every value against every
+ * node. */
+static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, const int *mem,
+                         int n_mem, int *ops, int n_seg, const int *seg, const int *def,
+                         const int *slot, const char *seen, const char *ind, bool blocked,
+                         bool guard, int pass) {
     const jg_graph *g = L->g;
     int rc = 0;
     for (int s = 0; s < n_seg && rc == 0; s++) {
         int hn = -1; /* a heavy node alone in this segment, read from an array */
-        for (int i = 0; i <= lastn && n_seg > 1; i++)
-            if (in_loop(L, gi, i) && seg[i] == s)
+        for (int m = 0; m < n_mem && n_seg > 1; m++) {
+            int i = mem[m];
+            if (seg[i] == s)
                 hn = heavy(&g->nodes[i]) && seen[g->nodes[i].in[0]] != 2 ? i : -1;
+        }
         if (hn >= 0) {
             const jg_gnode *n = &g->nodes[hn];
             int u = n->in[0], v = n->out[0];
@@ -652,14 +685,17 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, i
                    ind, ind);
         else
             sb_add(f, "    for (int64_t jg_i = jg_lo; jg_i < jg_hi; jg_i++) {\n");
-        /* operands: the group's inputs, and values of earlier segments */
-        for (int u = 0; u < nv; u++) {
-            bool used = false;
-            for (int i = 0; i <= lastn && !used; i++)
-                if (in_loop(L, gi, i) && seg[i] == s)
-                    for (int k = 0; k < g->nodes[i].n_in; k++)
-                        used |= g->nodes[i].in[k] == u;
-            if (!used)
+        /* operands: the group's inputs, and values of earlier segments, in
+         * the order of their value numbers */
+        int n_ops = 0;
+        for (int m = 0; m < n_mem; m++)
+            if (seg[mem[m]] == s)
+                for (int k = 0; k < g->nodes[mem[m]].n_in; k++)
+                    ops[n_ops++] = g->nodes[mem[m]].in[k];
+        qsort(ops, (size_t)n_ops, sizeof *ops, cmp_int);
+        for (int o = 0; o < n_ops; o++) {
+            int u = ops[o];
+            if (o > 0 && ops[o - 1] == u)
                 continue;
             const char *T = ctype(g->vals[u].meta.dtype);
             if (seen[u] == 1)
@@ -669,8 +705,9 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, i
             else if (def[u] >= 0 && def[u] < s)
                 sb_add(f, "%s    const %s v%d = o%d[jg_i];\n", ind, T, u, u);
         }
-        for (int i = 0; i <= lastn && rc == 0; i++) {
-            if (!in_loop(L, gi, i) || seg[i] != s)
+        for (int m = 0; m < n_mem && rc == 0; m++) {
+            int i = mem[m];
+            if (seg[i] != s)
                 continue;
             const jg_gnode *n = &g->nodes[i];
             const jg_op_info *info = &jg_ops[n->op];
@@ -687,11 +724,12 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, i
                            pass == 0 && guard && exp_guard(g, n));
             sb_add(f, ");\n");
         }
-        for (int i = 0; i <= lastn && rc == 0; i++) {
-            if (!in_loop(L, gi, i) || seg[i] != s)
+        for (int m = 0; m < n_mem && rc == 0; m++) {
+            int i = mem[m];
+            if (seg[i] != s)
                 continue;
             int v = g->nodes[i].out[0];
-            if (L->sum[gi] >= 0 && v == g->nodes[L->sum[gi]].in[0] && !L->ext[v])
+            if (L->sum[L->group[i]] >= 0 && v == g->nodes[L->sum[L->group[i]]].in[0] && !L->ext[v])
                 sb_add(f, "%s    jg_sv[jg_i - jg_lo] = v%d;\n", ind, v);
             if (L->ext[v])
                 sb_add(f, "%s    o%d[jg_i] = v%d;\n", ind, v, v);

@@ -333,7 +333,6 @@ JG_EW_INLINE float jg_ew_logf(float xf) {
 JG_EW_INLINE double jg_ew_signd(double r, double x) {
     return jg_ew_u2d(jg_ew_d2u(r) | (jg_ew_d2u(x) & 0x8000000000000000u));
 }
-#define JG_EW_CLEN(c) (t = (c) + u2 * b1 - b2, b2 = b1, b1 = t)
 
 /* erf of a double.  |x| < 1: erf(x) = x + x P(x^2), P the Taylor series of
  * erf(x)/x - 1 to degree 19 (truncation below 2^-62).  1 <= |x| < 6:
@@ -399,56 +398,76 @@ JG_EW_INLINE double jg_ew_erfd(double x) {
     return jg_ew_signd(r, x);
 }
 
-/* erf for f32, in double: |x| < 1 the same series to degree 12 (below
- * 2^-33); 1 <= |x| < 4 erf's own degree 22 Chebyshev interpolant on [1, 4]
- * (absolute error below 2^-40); |x| >= 4: 1 (f32 erf rounds to 1 from
- * 3.92). */
+/* erf of an f32, in f32 arithmetic (8 lanes per AVX2 vector): at most
+ * 1.31 ulp from the exact value (docs/kernels.md; tests/c/test_ew_math.c
+ * sweeps it against long-double erf).  With a = |x|:
+ * - a < 1: erf a = a + a P(z), z = a^2, P of degree 6 (a least squares
+ *   fit of erf(a) / a - 1 in relative error of erf on [0, 1],
+ *   scripts/ew_math_coeffs.py), Horner's rule;
+ * - 1 <= a: erf a = 1 - exp(-a^2) g(v), g erfcx's degree 12 fit on [1, 4]
+ *   in relative error (v = (2a - 5) / 3 in [-1, 1]; the terms alternate
+ *   in sign, so at a = 1 they add up), a clamped to [1, 4] (from 3.92
+ *   the result rounds to 1).  a^2 = ah^2 + d with ah a's 12 high bits
+ *   (ah^2 exact) and d = (a - ah)(a + ah): exp(-a^2) is jg_ew_expf_y's
+ *   reduction of -ah^2 with d folded into the low part of the reduced
+ *   argument, so that the rounding of a^2 (up to 2^-20 for a near 4, 16
+ *   ulps of exp) does not reach the result.  k is in [-24, -1], so the
+ *   scale 2^k is added to y's exponent bits exactly.
+ * Both are computed and one is picked by a mask; the sign is copied back;
+ * a NaN x is given back, quieted.  Neither formula's argument is clamped
+ * with ?: (gcc turned a clamp to a constant into a branch, as the clamped
+ * lanes' whole formula folds to a constant, and stopped vectorizing):
+ * the a < 1 formula takes a itself (inf or NaN for large a, masked out),
+ * the other a clamp made of integer masks.  Computing in double instead
+ * rounds correctly (0.5 ulp) but took about 4x the time (AVX2, 1M f32),
+ * and erf is most of the exact GELU's time. */
 JG_EW_INLINE float jg_ew_erff(float xf) {
-    const double x = (double)xf, a = jg_ew_absd(x), z = a * a;
-    const double P =
-        0.1283791670955126 +
-        z * (-0.37612638903183754 +
-             z * (0.11283791670955126 +
-                  z * (-0.026866170645131252 +
-                       z * (0.005223977625442188 +
-                            z * (-0.0008548327023450853 +
-                                 z * (0.00012055332981789664 +
-                                      z * (-1.492565035840625e-05 +
-                                           z * (1.6462114365889248e-06 +
-                                                z * (-1.6365844691234924e-07 +
-                                                     z * (1.4807192815879218e-08 +
-                                                          z * (-1.2290555301717928e-09 +
-                                                               z * 9.422759064650411e-11)))))))))));
-    const double e1 = a + a * P;
-    /* c = |x| clamped to [1, 4] (NaN stays NaN), on the f32 bits */
-    const int32_t cu0 = jg_ew_f32bits(xf) & INT32_MAX;
-    const int32_t lo = JG_EW_MASK32(cu0 < 0x3f800000),
-                  hi = JG_EW_MASK32((cu0 > 0x40800000) & (cu0 <= 0x7f800000));
-    const double c = (double)jg_ew_f32((0x3f800000 & lo) | (0x40800000 & hi) | (cu0 & ~(lo | hi)));
-    const double u = c * (2.0 / 3) - 5.0 / 3, u2 = 2.0 * u; /* [1, 4] -> [-1, 1] */
-    double b1 = -1.34135803504103e-13, b2 = 0.0, t;
-    JG_EW_CLEN(-1.0256595335573194e-12), JG_EW_CLEN(6.703021725718315e-12),
-        JG_EW_CLEN(-3.6333864321340552e-12);
-    JG_EW_CLEN(-1.1749025341173542e-10), JG_EW_CLEN(5.025677543477286e-10),
-        JG_EW_CLEN(2.2594969787659848e-10);
-    JG_EW_CLEN(-9.389144816826722e-09), JG_EW_CLEN(3.172083480584066e-08),
-        JG_EW_CLEN(2.368918482528064e-08);
-    JG_EW_CLEN(-5.517666253719251e-07), JG_EW_CLEN(1.808171484975447e-06),
-        JG_EW_CLEN(7.040156716481389e-08);
-    JG_EW_CLEN(-2.2288475290383267e-05), JG_EW_CLEN(8.896524124863495e-05),
-        JG_EW_CLEN(-0.0001268622107139334);
-    JG_EW_CLEN(-0.0003576751739022138), JG_EW_CLEN(0.002748111832708624),
-        JG_EW_CLEN(-0.009314174792884993);
-    JG_EW_CLEN(0.0217974878038496), JG_EW_CLEN(-0.03876375643903423);
-    JG_EW_CLEN(0.05425132389646088);
-    const double e2 = 0.9696974794600052 + u * b1 - b2;
-    /* |x| < 1: e1; 1 <= |x| < 4: e2; 4 <= |x| <= inf: 1; NaN: NaN (e2) */
-    const int32_t xu = jg_ew_f32bits(xf), au = xu & INT32_MAX;
-    int32_t m = JG_EW_MASK32(au < 0x3f800000);
-    int32_t r = (jg_ew_f32bits((float)e1) & m) | (jg_ew_f32bits((float)e2) & ~m);
-    m = JG_EW_MASK32((au >= 0x40800000) & (au <= 0x7f800000));
-    r = (0x3f800000 & m) | (r & ~m);
-    return jg_ew_f32(r | (xu & INT32_MIN));
+    const int32_t u = jg_ew_f32bits(xf), au = u & INT32_MAX;
+    const float a = jg_ew_f32(au), z = a * a;
+    const float P =
+        0x1.06eba8p-3f +
+        z * (-0x1.81274p-2f +
+             z * (0x1.ce2d4p-4f +
+                  z * (-0x1.b7fd3cp-6f +
+                       z * (0x1.5422a6p-8f + z * (-0x1.a4b50ep-11f + z * 0x1.4b4662p-14f)))));
+    const float e1 = a + a * P;
+    /* c = a clamped to [1, 4] (NaN to 4: its result is replaced below) */
+    const int32_t lo = JG_EW_MASK32(au < 0x3f800000), hi = JG_EW_MASK32(au > 0x40800000);
+    const int32_t cu = (0x3f800000 & lo) | (0x40800000 & hi) | (au & ~(lo | hi));
+    const float c = jg_ew_f32(cu), ch = jg_ew_f32(cu & (int32_t)0xfffff000);
+    const float d = (c - ch) * (c + ch);                   /* c - ch exact */
+    const float kf = (c * c) * -0x1.715476p0f + 0x1.8p23f; /* -1/ln2 */
+    const float k = kf - 0x1.8p23f;
+    /* -ch^2 - k LN2F_HI is exact: both are multiples of 2^-20, the
+     * difference below 0.36 */
+    const float rh = -(ch * ch) - k * JG_EW_LN2F_HI, rl = k * JG_EW_LN2F_LO + d;
+    const float r = rh - rl, r2 = r * r;
+    const float p01 = 0x1.fffff8p-2f + r * 0x1.555486p-3f;
+    const float p23 = 0x1.555b94p-5f + r * 0x1.124188p-7f;
+    const float p = p01 + r2 * (p23 + r2 * 0x1.686acap-10f);
+    const float y = 1.0f + (rh + (r2 * p - rl));
+    const float ex =
+        jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(y) + ((uint32_t)jg_ew_f32bits(kf) << 23)));
+    const float v = c * (2.0f / 3) - 5.0f / 3;
+    const float g =
+        0x1.afbb4p-3f +
+        v * (-0x1.c8ca4p-4f +
+             v * (0x1.cba848p-5f +
+                  v * (-0x1.ba75fep-6f +
+                       v * (0x1.993eccp-7f +
+                            v * (-0x1.6ce1acp-8f +
+                                 v * (0x1.3b19p-9f +
+                                      v * (-0x1.0a7032p-10f +
+                                           v * (0x1.ade7aep-12f +
+                                                v * (-0x1.2f720ep-13f +
+                                                     v * (0x1.ef198cp-15f +
+                                                          v * (-0x1.337be6p-15f +
+                                                               v * 0x1.a19b5p-17f)))))))))));
+    const float e2 = 1.0f - ex * g;
+    const int32_t small = JG_EW_MASK32(au < 0x3f800000);
+    const int32_t r32 = (jg_ew_f32bits(e1) & small) | (jg_ew_f32bits(e2) & ~small);
+    const int32_t nan = JG_EW_MASK32(au > 0x7f800000); /* x, quieted */
+    return jg_ew_f32(((u | 0x00400000) & nan) | ((r32 | (u & INT32_MIN)) & ~nan));
 }
 
 /* pow for f32, in double: exp(y log|x|) (log and exp of the f32 cores:

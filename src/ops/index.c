@@ -122,26 +122,37 @@ static void walk_init(walk *w, int dim, const jg_tensor *idx, const jg_tensor *x
     w->xsize = x->ndim ? x->shape[dim] : 1;
 }
 
+/* The offsets of the outer dims (all but the last) are worked out once per
+ * row of idx's last dim, which runs as a plain loop (the embedding's
+ * gather and its backward's scatter_add walk rows of the width): the same
+ * elements in the same order as an element-by-element walk, so
+ * scatter_add's duplicates accumulate in the same order. */
 #define WALK(w, idx_base, BODY)                                                                    \
     do {                                                                                           \
-        int64_t pos_[JG_MAX_DIMS] = {0}, total_ = 1;                                               \
-        for (int d_ = 0; d_ < (w).nd; d_++)                                                        \
-            total_ *= (w).shape[d_];                                                               \
-        for (int64_t e_ = 0; e_ < total_; e_++) {                                                  \
-            int64_t io_ = 0, xo = 0, vo = 0;                                                       \
-            for (int d_ = 0; d_ < (w).nd; d_++) {                                                  \
-                io_ += pos_[d_] * (w).ist[d_];                                                     \
-                vo += pos_[d_] * (w).vst[d_];                                                      \
+        const int l_ = (w).nd - 1;                                                                 \
+        const int64_t n_ = (w).shape[l_], is_ = (w).ist[l_], vs_ = (w).vst[l_];                    \
+        const int64_t xs_ = l_ == (w).dim ? 0 : (w).xst[l_], xd_ = (w).xst[(w).dim];               \
+        int64_t pos_[JG_MAX_DIMS] = {0}, rows_ = 1;                                                \
+        for (int d_ = 0; d_ < l_; d_++)                                                            \
+            rows_ *= (w).shape[d_];                                                                \
+        for (int64_t r_ = 0; r_ < rows_ && n_ > 0; r_++) {                                         \
+            int64_t io0_ = 0, xo0_ = 0, vo0_ = 0;                                                  \
+            for (int d_ = 0; d_ < l_; d_++) {                                                      \
+                io0_ += pos_[d_] * (w).ist[d_];                                                    \
+                vo0_ += pos_[d_] * (w).vst[d_];                                                    \
                 if (d_ != (w).dim)                                                                 \
-                    xo += pos_[d_] * (w).xst[d_];                                                  \
+                    xo0_ += pos_[d_] * (w).xst[d_];                                                \
             }                                                                                      \
-            int64_t j_ = (idx_base)[io_];                                                          \
-            if (j_ < 0 || j_ >= (w).xsize)                                                         \
-                return jg_errorf("index %lld is out of bounds for dimension %d with size %lld",    \
-                                 (long long)j_, (w).dim, (long long)(w).xsize);                    \
-            xo += j_ * (w).xst[(w).dim];                                                           \
-            BODY;                                                                                  \
-            for (int d_ = (w).nd - 1; d_ >= 0; d_--) {                                             \
+            for (int64_t k_ = 0; k_ < n_; k_++) {                                                  \
+                const int64_t j_ = (idx_base)[io0_ + k_ * is_];                                    \
+                if (j_ < 0 || j_ >= (w).xsize)                                                     \
+                    return jg_errorf("index %lld is out of bounds for dimension %d with size "     \
+                                     "%lld",                                                       \
+                                     (long long)j_, (w).dim, (long long)(w).xsize);                \
+                const int64_t xo = xo0_ + k_ * xs_ + j_ * xd_, vo = vo0_ + k_ * vs_;               \
+                BODY;                                                                              \
+            }                                                                                      \
+            for (int d_ = l_ - 1; d_ >= 0; d_--) {                                                 \
                 if (++pos_[d_] < (w).shape[d_])                                                    \
                     break;                                                                         \
                 pos_[d_] = 0;                                                                      \

@@ -75,9 +75,13 @@ MAX_RUN(f64, double, int64_t)
 /* y = exp(x - m) over n elements, f32: as the exp op's loops
  * (ops/elementwise.c), blocks whose every |x - m| is at most
  * JG_EW_EXPF_NORMAL_MAX run jg_ew_expf_normal (jg_ew_expf's bits there,
- * with a third fewer instructions) and a block holding a larger one, an inf
- * or a NaN is redone with jg_ew_expf. */
+ * with a third fewer instructions) and a block holding a larger one, a
+ * positive inf or a NaN is redone with jg_ew_expf.  x - m <= -104 (-inf
+ * included: a masked logit) gives 0, which is jg_ew_expf's result there
+ * (its clamp), in the first pass: a causal attention's rows hold -inf in
+ * nearly every block, which made every such block run twice. */
 enum { EXP_NBLK = 512 };
+#define EXP_ZERO_MIN 0x42d00000u /* 104.0f: exp(-104) and below round to 0 */
 static inline __attribute__((always_inline)) void
 exp_shift_f32(float *restrict y, const float *restrict x, int64_t n, float m) {
     for (int64_t i0 = 0; i0 < n; i0 += EXP_NBLK) {
@@ -85,9 +89,14 @@ exp_shift_f32(float *restrict y, const float *restrict x, int64_t n, float m) {
         uint32_t big = 0;
         for (int64_t i = i0; i < i1; i++) {
             const float d = x[i] - m;
-            const uint32_t du = (uint32_t)jg_ew_f32bits(d) & 0x7fffffffu;
-            big = du > big ? du : big;
-            y[i] = jg_ew_expf_normal(d);
+            const int32_t db = jg_ew_f32bits(d);
+            const uint32_t du = (uint32_t)db & 0x7fffffffu;
+            /* all ones where d is in [-inf, -104] */
+            const uint32_t z =
+                (uint32_t)JG_EW_MASK32((db < 0) & (du >= EXP_ZERO_MIN) & (du <= 0x7f800000u));
+            const uint32_t dk = du & ~z;
+            big = dk > big ? dk : big;
+            y[i] = jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(jg_ew_expf_normal(d)) & ~z));
         }
         if (big > JG_EW_EXPF_NORMAL_MAX)
             for (int64_t i = i0; i < i1; i++)

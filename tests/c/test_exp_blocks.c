@@ -137,11 +137,70 @@ static void test_softmax_exp_blocks(void **state) {
     free(x);
 }
 
+/* softmax's exp pass gives 0 for x - max <= -104 (-inf included) in its
+ * fast pass, without redoing the block: rows masked as a causal attention
+ * masks them (-inf above the diagonal), rows with finite values at and
+ * beyond -104 and just inside it (-103.9, -90: subnormal or small results,
+ * the slow pass), NaN, +inf and an all -inf row, at 64 and 1100 columns
+ * (one block, three blocks): the dense rows equal the strided pass (which
+ * calls jg_ew_expf per element) bit for bit. */
+static void test_softmax_masked_rows(void **state) {
+    (void)state;
+    static const int lens[] = {64, 1100};
+    static const float specials[] = {-INFINITY, -1e30f, -200.0f, -104.0f,
+                                     -103.9f,   -90.0f, NAN,     INFINITY};
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+        const int C = lens[l], R = 64 + 3 * (int)(sizeof specials / sizeof *specials) + 1;
+        float *x = malloc((size_t)R * (size_t)C * sizeof *x);
+        assert_non_null(x);
+        for (int r = 0; r < R; r++)
+            fill(x + (size_t)r * (size_t)C, C, 300 + (uint64_t)r, -1, 0.0f);
+        for (int r = 0; r < 64; r++) /* causal: row r sees columns <= r * C / 64 */
+            for (int c = r * C / 64 + 1; c < C; c++)
+                x[(size_t)r * (size_t)C + (size_t)c] = -INFINITY;
+        int r = 64;
+        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
+            /* the special value in one element, in every other one, and
+             * in every element but the first (its value alone sets the max
+             * for -inf / large negative specials) */
+            x[(size_t)r++ * (size_t)C + (size_t)(C / 2)] = specials[k];
+            for (int c = 1; c < C; c += 2)
+                x[(size_t)r * (size_t)C + (size_t)c] = specials[k];
+            r++;
+            for (int c = 1; c < C; c++)
+                x[(size_t)r * (size_t)C + (size_t)c] = specials[k];
+            r++;
+        }
+        for (int c = 0; c < C; c++) /* all -inf: NaN, as PyTorch */
+            x[(size_t)r * (size_t)C + (size_t)c] = -INFINITY;
+        jg_tensor *t = jg_tensor_from_blob(JG_F32, 2, TU_SHAPE(R, C), NULL, x, NULL, NULL);
+        assert_non_null(t);
+        jg_tensor *tt = jg_contiguous(jg_transpose(t, 0, 1));
+        assert_non_null(tt);
+        for (int lg = 0; lg <= 1; lg++) {
+            jg_tensor *dense = lg ? jg_log_softmax(t, 1) : jg_softmax(t, 1);
+            jg_tensor *strided = lg ? jg_log_softmax(jg_transpose(tt, 0, 1), 1)
+                                    : jg_softmax(jg_transpose(tt, 0, 1), 1);
+            assert_non_null(dense);
+            assert_non_null(strided);
+            TU_SAME(dense, jg_contiguous(strided));
+        }
+        /* the masked entries are exact zeros */
+        jg_tensor *sm = jg_softmax(t, 1);
+        assert_non_null(sm);
+        const float *y = (const float *)jg_tensor_ptr(sm);
+        for (int c = 1; c < C; c++)
+            assert_true(fbits(y[c]) == 0u);
+        free(x);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_exp_blocks_match_expression),
         TU_TEST(test_exp_normal_same_bits),
         TU_TEST(test_softmax_exp_blocks),
+        TU_TEST(test_softmax_masked_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -157,6 +157,53 @@ static void test_scatter_add_forward(void **state) {
              TU_VALS(0, 0, 12, 0, 0, 0), 0);
 }
 
+/* The embedding's pattern: an index [N, 1] expanded to [N, C] (stride 0
+ * along the rows the kernels walk), gathering rows of a [V, C] table and
+ * scatter-adding them back with repeated rows (their sums in index order,
+ * f32 rounding at each step), and the same index out of range in the
+ * middle of a row: PyTorch's message. */
+static void test_gather_scatter_expanded_index(void **state) {
+    (void)state;
+    enum { V = 5, C = 7, N = 9 };
+    double xv[V * C], iv[N], sv[N * C];
+    for (int i = 0; i < V * C; i++)
+        xv[i] = (double)(float)(0.37 * i - 3.1);
+    for (int i = 0; i < N * C; i++)
+        sv[i] = (double)(float)(1.0 / (i + 3));
+    lcg_index(iv, N, V, 77); /* repeats rows */
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(V, C), xv);
+    jg_tensor *i1 = tu_tensor(JG_I64, 2, TU_SHAPE(N, 1), iv);
+    jg_tensor *idx = jg_expand(i1, 2, TU_SHAPE(N, C));
+    assert_non_null(idx);
+    double rows[N * C], want[V * C];
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            rows[n * C + c] = xv[(int)iv[n] * C + c];
+    TU_CHECK(gather(x, 0, idx), 2, TU_SHAPE(N, C), rows, 0);
+    memset(want, 0, sizeof want);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double *w = &want[(int)iv[n] * C + c];
+            *w = (double)(float)(*w + sv[n * C + c]);
+        }
+    jg_tensor *src = tu_tensor(JG_F32, 2, TU_SHAPE(N, C), sv);
+    TU_CHECK(scatter_add(src, 0, idx, 2, TU_SHAPE(V, C)), 2, TU_SHAPE(V, C), want, 0);
+    /* along the walked dim itself: dim 1 of the expanded index */
+    jg_tensor *xt = tu_tensor(JG_F32, 2, TU_SHAPE(N, V), sv);
+    jg_tensor *ir = jg_expand(tu_tensor(JG_I64, 2, TU_SHAPE(1, N), iv), 2, TU_SHAPE(N, N));
+    assert_non_null(ir);
+    double wr[N * N];
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < N; k++)
+            wr[r * N + k] = sv[r * V + (int)iv[k]];
+    TU_CHECK(gather(xt, 1, ir), 2, TU_SHAPE(N, N), wr, 0);
+    iv[4] = V; /* out of range */
+    jg_tensor *bad = jg_expand(tu_tensor(JG_I64, 2, TU_SHAPE(N, 1), iv), 2, TU_SHAPE(N, C));
+    assert_null(gather(x, 0, bad));
+    assert_string_equal(jg_last_error(), "index 5 is out of bounds for dimension 0 with size 5");
+    assert_null(scatter_add(src, 0, bad, 2, TU_SHAPE(V, C)));
+}
+
 typedef struct {
     int op; /* 0 gather, 1 scatter_add, 2 d/dx sum(gather(x)^3) */
     int dim;
@@ -607,6 +654,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_gather_forward),
         TU_TEST(test_scatter_add_forward),
+        TU_TEST(test_gather_scatter_expanded_index),
         TU_TEST(test_index_gradcheck),
         TU_TEST(test_index_errors),
         TU_TEST(test_softmax_forward),
