@@ -177,7 +177,9 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
  * src/ops/sum_order.h (block partials of JG_SUM_BLOCK elements, added in
  * block order), which is what the eager kernel does for a full reduction of
  * a dense input.  The loop then keeps the summand in a block buffer instead
- * of storing it and reading it back. */
+ * of storing it and reading it back.  A mean over all dims ends a loop the
+ * same way: the eager kernel is that sum, then one division by the count
+ * in the dtype (jg_k_mean). */
 #define SUM_BLOCK 4096      /* JG_SUM_BLOCK */
 #define SUM_STACK_BLOCKS 64 /* partials on the stack of jg_gen_run; more: rt->tmp */
 _Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LANES_F64 == 16 &&
@@ -186,9 +188,10 @@ _Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LAN
 
 static bool heavy(const jg_gnode *n);
 
-/* The open group node n (a sum) can end, or -1. */
+/* The open group node n (a sum or mean) can end, or -1. */
 static int sum_target(const jg_graph *g, const layout *L, const bool *sealed, const jg_gnode *n) {
-    if (n->kind != JG_GN_OP || n->op != JG_OP_SUM || n->n_in != 1 || n->n_out != 1)
+    if (n->kind != JG_GN_OP || (n->op != JG_OP_SUM && n->op != JG_OP_MEAN) || n->n_in != 1 ||
+        n->n_out != 1)
         return -1;
     const jg_value *v = &g->vals[n->in[0]];
     const jg_meta *o = &g->vals[n->out[0]].meta;
@@ -940,13 +943,16 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
                JG_PARALLEL_GRAIN, st);
         sb_add(b, "            %s%d(0, jg_N%s%s);\n        }\n", entry, st, arg.len ? arg.s : "",
                sn >= 0 ? ", jg_part" : "");
+        /* a mean divides the sum by the count, in the dtype, as jg_k_mean */
         if (sn >= 0)
             sb_add(b,
                    "        %s jg_s = jg_part[0];\n"
                    "        for (int64_t jg_k = 1; jg_k < jg_nb; jg_k++)\n"
                    "            jg_s += jg_part[jg_k];\n"
-                   "        *o%d = jg_s;\n",
-                   ST, sv);
+                   "        *o%d = jg_s%s%s%s;\n",
+                   ST, sv, g->nodes[sn].op == JG_OP_MEAN ? " / (" : "",
+                   g->nodes[sn].op == JG_OP_MEAN ? ST : "",
+                   g->nodes[sn].op == JG_OP_MEAN ? ")jg_N" : "");
         sb_add(b, "    }\n");
         sb_add(
             f,

@@ -2,8 +2,8 @@
  * fuse_groups): a loop that ends in a sum and a later loop over the same
  * elements that does not read the sum run as one loop.  A forward and its
  * backward traced into one program (loss.backward() inside it) become one
- * pass: (a * b + c).relu().sum() and its three gradients are computed by a
- * single generated loop, bitwise equal to eager (the sum and every
+ * pass: (a * b + c).relu().sum() (or a mean) and its three gradients are
+ * computed by a single generated loop, bitwise equal to eager (the sum and every
  * gradient; f32 and f64; below and above the parallel threshold; 1, 2 and
  * 3 threads).  Where the later loop reads the sum, or a node between the
  * two reads the first loop's values, the loops stay apart, with eager's
@@ -36,6 +36,26 @@ static int p_step(void *u, const void *args, int n, jg_tensor *const *in, jg_ten
     if (!loss || jg_backward(loss, NULL, 0) < 0)
         return -1;
     out[0] = jg_detach(loss);
+    return out[0] ? 1 : -1;
+}
+
+/* The same with a mean (an MSE-style loss): the mean ends the forward's
+ * loop (the sum's blocks, then one division by the count), and its
+ * backward's seed, the count's reciprocal broadcast, is one value. */
+static int p_step_mean(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    jg_tensor *d = jg_sub(jg_mul(in[0], in[1]), in[2]);
+    jg_tensor *loss = jg_mean(jg_mul(d, d));
+    if (!loss || jg_backward(loss, NULL, 0) < 0)
+        return -1;
+    out[0] = jg_detach(loss);
+    return out[0] ? 1 : -1;
+}
+
+/* A mean ending a compiled forward whose backward runs after the call. */
+static int p_mean(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    out[0] = jg_mean(jg_relu(jg_add(jg_mul(in[0], in[1]), in[2])));
     return out[0] ? 1 : -1;
 }
 
@@ -88,6 +108,9 @@ static result run_once(jg_compiled *c, jg_program_fn prog, jg_tensor *const *in)
     r.n_out = c ? jg_compiled_call(c, NULL, 0, 3, in, r.out) : prog(NULL, NULL, 3, in, r.out);
     if (r.n_out < 1)
         fail_msg("%s: %s", c ? "c" : "eager", jg_last_error());
+    /* an output with history: its backward after the call */
+    if (jg_requires_grad(r.out[0]) && jg_backward(r.out[0], NULL, 0) < 0)
+        fail_msg("backward: %s", jg_last_error());
     for (int i = 0; i < 3; i++)
         r.grad[i] = jg_grad(in[i]) ? jg_clone(jg_grad(in[i])) : NULL;
     return r;
@@ -159,6 +182,22 @@ static void test_onepass_step_one_loop(void **state) {
     jg_compiled_free(c);
 }
 
+/* A mean ending the chain: one loop in one program, its division by the
+ * count that of the eager kernel; compiled forward + later backward too. */
+static void test_onepass_mean(void **state) {
+    (void)state;
+    REQUIRE_C();
+    const int64_t sizes[] = {1, 1000, N_BIG};
+    const jg_dtype dts[] = {JG_F32, JG_F64};
+    for (size_t s = 0; s < 3; s++)
+        for (size_t d = 0; d < 2; d++) {
+            int loops = check(p_step_mean, dts[d], sizes[s], true);
+            if (sizes[s] > 1)
+                assert_int_equal(loops, 1);
+            check(p_mean, dts[d], sizes[s], true);
+        }
+}
+
 /* The generated source of the step: one loop function, the sum's blocks
  * and the three gradient stores in it, relu's output never stored. */
 static void test_onepass_step_source(void **state) {
@@ -205,6 +244,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_onepass_step_one_loop),
         TU_TEST(test_onepass_step_source),
+        TU_TEST(test_onepass_mean),
         TU_TEST(test_onepass_reads_sum_stays_apart),
         TU_TEST(test_onepass_reader_between_stays_apart),
         TU_TEST(test_onepass_sibling_fuses),
