@@ -46,7 +46,11 @@ def main(argv):
     ax.legend()
 
     labels, groups = [], []
-    for key, short in (("fused", "fused 4M\nfwd+bwd"), ("mlp", "MLP step\nb64")):
+    for key, short in (
+        ("fused", "fused 4M\nfwd+bwd"),
+        ("fused_one_program", "fused 4M\none program"),
+        ("mlp", "MLP step\nb64"),
+    ):
         for e in res.get(key, []):
             if not e.get("bound_us"):
                 continue

@@ -14,6 +14,12 @@
  *                               thread the whole cost, not stretched by other
  *                               processes on the machine), faults: page
  *                               faults per call
+ *                               fused_one_program: the same step with the
+ *                               backward inside the compiled program
+ *                               (loss.backward() traced with the forward, as
+ *                               in a whole training step): one pass over a,
+ *                               b, c writing the sum and the 3 gradients,
+ *                               against its bound of 24 B per element
  *   roofline mlp     [threads]  MLP 784-256-256-10, batch 64, one SGD step:
  *                               eager, interp, c, and the sgemm bound (the
  *                               step's matmul FLOPs / cblas_sgemm's rate at
@@ -129,6 +135,19 @@ static int p_fused(void *user, const void *args, int n, jg_tensor *const *in, jg
     return out[0] ? 1 : -1;
 }
 
+/* The forward and the backward in one program: what a compiled training
+ * step holds.  The loss is returned without history (the gradients are
+ * already in .grad). */
+static int p_fused_step(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *loss = jg_sum(jg_relu(jg_add(jg_mul(in[0], in[1]), in[2])));
+    if (!loss || jg_backward(loss, NULL, 0) < 0)
+        return -1;
+    out[0] = jg_detach(loss);
+    return out[0] ? 1 : -1;
+}
+
 /* Also measured by fused_median: the median CPU time of the calling thread
  * (the whole cost at 1 thread, whatever else runs on the machine) and the
  * page faults per call. */
@@ -138,6 +157,8 @@ static double g_cpu_median, g_faults;
  * f; acc: the leaves' gradients accumulate from call to call, else they are
  * set to None after each backward (inside the timing, as a training step's
  * zero_grad(set_to_none=True)). */
+static bool g_inner_backward; /* the program runs the backward itself */
+
 static double fused_median(jg_compiled *c, jg_program_fn f, int n, jg_tensor *const *in,
                            int samples, bool acc) {
     double *t = malloc(sizeof(double) * 2 * (size_t)samples), *cpu = t + samples;
@@ -151,7 +172,7 @@ static double fused_median(jg_compiled *c, jg_program_fn f, int n, jg_tensor *co
         jg_scope_push();
         jg_tensor *out;
         int rc = c ? jg_compiled_call(c, NULL, 0, n, in, &out) : f(NULL, NULL, n, in, &out);
-        if (rc < 0 || jg_backward(out, NULL, 0) < 0)
+        if (rc < 0 || (!g_inner_backward && jg_backward(out, NULL, 0) < 0))
             die("fused fwd+bwd");
         for (int i = 0; i < n && !acc; i++)
             if (jg_set_grad(in[i], NULL) < 0)
@@ -225,6 +246,15 @@ static void run_fused(void) {
                name, bytes / rate * 1e6, bytes, rate / 1e9, onepass / rate * 1e6, g_threads,
                bytes / g_triad_cpu_rate * 1e6);
     }
+    /* One program: the forward reads a, b, c, the backward's loop is the
+     * forward's (the sum's gradient is its seed, not its value), so the
+     * least it moves is a, b, c read once and the 3 gradients written. */
+    g_inner_backward = true;
+    time_backends("fused_one_program", p_fused_step, 3, in, SAMPLES, false, t);
+    g_inner_backward = false;
+    double bytes = 6.0 * sizeof(float) * FUSED_N;
+    printf("bound fused_one_program us=%.4g bytes=%.0f triad_GBps=%.4g threads=%d cpu_us=%.4g\n",
+           bytes / rate * 1e6, bytes, rate / 1e9, g_threads, bytes / g_triad_cpu_rate * 1e6);
     jg_scope_pop();
 }
 

@@ -3,8 +3,9 @@
  *
  *   scaling KERNEL THREADS [CALLS [GAP_US]]
  *
- * KERNEL: max_dim1 (max over dim 1 of 1024x1024 f32, values and indices)
- * or tanh (1M f32), grad mode off.  Prints the best, 10th percentile and
+ * KERNEL: max_dim1 (max over dim 1 of 1024x1024 f32, values and indices),
+ * tanh (1M f32), sum_all (sum of 1M f32) or sum_dim1 (sum over dim 1 of
+ * 1024x1024 f32), grad mode off.  Prints the best, 10th percentile and
  * median wall time of one call over CALLS calls, and the process's CPU time
  * per call (every thread's).  GAP_US: a busy wait between calls; past the
  * pool's spin time (20 us, src/core/parallel.c) the workers sleep, and each
@@ -27,8 +28,14 @@ static double cpu_now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[1], "max_dim1") && strcmp(argv[1], "tanh"))) {
-        fprintf(stderr, "usage: %s max_dim1|tanh THREADS [CALLS [GAP_US]]\n", argv[0]);
+    static const char *const kernels[] = {"max_dim1", "tanh", "sum_all", "sum_dim1"};
+    int kern = -1;
+    for (int k = 0; argc >= 3 && k < 4; k++)
+        if (!strcmp(argv[1], kernels[k]))
+            kern = k;
+    if (kern < 0) {
+        fprintf(stderr, "usage: %s max_dim1|tanh|sum_all|sum_dim1 THREADS [CALLS [GAP_US]]\n",
+                argv[0]);
         return 2;
     }
     int threads = atoi(argv[2]), calls = argc > 3 ? atoi(argv[3]) : 300;
@@ -39,9 +46,9 @@ int main(int argc, char **argv) {
     }
     jg_set_grad_enabled(false);
     jg_manual_seed(0);
-    bool tanh_k = !strcmp(argv[1], "tanh");
-    jg_tensor *x = tanh_k ? jg_randn(JG_F32, 1, (int64_t[]){1 << 20})
-                          : jg_randn(JG_F32, 2, (int64_t[]){1024, 1024});
+    bool flat = kern == 1 || kern == 2;
+    jg_tensor *x = flat ? jg_randn(JG_F32, 1, (int64_t[]){1 << 20})
+                        : jg_randn(JG_F32, 2, (int64_t[]){1024, 1024});
     double *t = malloc(sizeof(double) * (size_t)calls);
     if (!x || !t) {
         fprintf(stderr, "scaling: %s\n", x ? "out of memory" : jg_last_error());
@@ -52,7 +59,10 @@ int main(int argc, char **argv) {
         jg_scope_push();
         double t0 = bench_now();
         jg_tensor *v = NULL, *ix = NULL;
-        int rc = tanh_k ? (jg_tanh(x) ? 0 : -1) : jg_max_dim(x, 1, false, &v, &ix);
+        int rc = kern == 0   ? jg_max_dim(x, 1, false, &v, &ix)
+                 : kern == 1 ? (jg_tanh(x) ? 0 : -1)
+                 : kern == 2 ? (jg_sum(x) ? 0 : -1)
+                             : (jg_sum_dims(x, 1, (const int[]){1}, false) ? 0 : -1);
         double dt = bench_now() - t0;
         jg_scope_pop();
         if (rc < 0) {

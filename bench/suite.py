@@ -9,7 +9,9 @@ then ratio tables (markdown) and a machine-readable results file.
                from Python, jitgrad eager/interp/c from C (bench/roofline),
                against the memory bound (bytes / STREAM-triad rate, same run);
                gradients set to None after each step, and (C only, `_acc`)
-               accumulated into the existing .grad
+               accumulated into the existing .grad; `fused_one_program`
+               (C): the backward traced into the compiled program with the
+               forward, against its one-pass bound (24 B per element)
   3. mlp       784-256-256-10, batch 64, one SGD step: the same, against the
                sgemm bound (the step's matmul FLOPs / cblas_sgemm's rate)
   4. latency   the compiled (c backend) MLP step's first call with an empty
@@ -360,7 +362,7 @@ def main():
                 traces.append(dict(kv, workload=name))
 
     # ---- tables
-    res = {"meta": meta, "kernels": [], "fused": [], "fused_acc": [], "mlp": [], "latency": latency,
+    res = {"meta": meta, "kernels": [], "fused": [], "fused_acc": [], "fused_one_program": [], "mlp": [], "latency": latency,
            "eager_ops": [], "thread_control": {f"{k[0]}@{k[1]}": v for k, v in thread_note.items()}}
     names = []
     for (lib, name, n) in py:
@@ -400,10 +402,14 @@ def main():
         ("fused_acc", "fused_relu_4M_fwd_bwd_acc", "fused_relu_4M_fwd_bwd_acc",
          "grads accumulated into .grad; bound = bytes (as above, plus reading the 3 .grad) / "
          "STREAM triad rate"),
+        ("fused_one_program", "fused_relu_4M_fwd_bwd", "fused_one_program",
+         "forward and backward traced into one compiled program, grads set to None after each "
+         "step; Python rows: the same step eagerly; bound = bytes (a, b, c read once, 3 grads "
+         "written: 24 B per element) / STREAM triad rate"),
         ("mlp", "mlp_784_256_256_10_b64_sgd_step", "mlp_784_256_256_10_b64_sgd_step",
          "bound = FLOPs of the 8 matmuls / cblas_sgemm rate at those shapes"),
     ):
-        out.append(f"\n## {pyname} (us; {bound_note})\n")
+        out.append(f"\n## {cname} (us; {bound_note})\n")
         rows = []
         for n in threads:
             b = croof.get(("bound", cname, n), {})

@@ -114,11 +114,29 @@ static int64_t meta_numel(const jg_meta *m) {
     return jg_shape_numel(m->ndim, m->shape);
 }
 
+/* Is constant t one value repeated (its elements all the same bits)?  A
+ * backward traced into the program starts from such a constant: the seed
+ * of the sum, expanded to the summand's shape, is folded at trace time
+ * into a full-size copy.  The code depends on the answer, so a constant
+ * of other values makes other code; constants never change. */
+static bool uniform_const(const jg_tensor *t) {
+    if (t->numel <= 1 || !jg_is_contiguous(t) || !t->storage->data)
+        return false;
+    const char *d = jg_tensor_ptr(t);
+    size_t es = jg_dtype_size(t->dtype);
+    for (int64_t i = 1; i < t->numel; i++)
+        if (memcmp(d, d + (size_t)i * es, es))
+            return false;
+    return true;
+}
+
 /* Is value u one element repeated: expand() of a single element (what the
- * backward of a sum starts from)?  The loops then read that element once
- * instead of a materialized copy. */
+ * backward of a sum starts from), or a constant of one value?  The loops
+ * then read that element once instead of a materialized copy. */
 static bool repeated_scalar(const jg_graph *g, int u) {
     const jg_value *v = &g->vals[u];
+    if (v->kind == JG_VAL_CONST)
+        return uniform_const(g->consts[v->index]);
     if (v->kind != JG_VAL_NODE)
         return false;
     const jg_gnode *n = &g->nodes[v->node];
@@ -159,7 +177,9 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
  * src/ops/sum_order.h (block partials of JG_SUM_BLOCK elements, added in
  * block order), which is what the eager kernel does for a full reduction of
  * a dense input.  The loop then keeps the summand in a block buffer instead
- * of storing it and reading it back. */
+ * of storing it and reading it back.  A mean over all dims ends a loop the
+ * same way: the eager kernel is that sum, then one division by the count
+ * in the dtype (jg_k_mean). */
 #define SUM_BLOCK 4096      /* JG_SUM_BLOCK */
 #define SUM_STACK_BLOCKS 64 /* partials on the stack of jg_gen_run; more: rt->tmp */
 _Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LANES_F64 == 16 &&
@@ -168,9 +188,10 @@ _Static_assert(SUM_BLOCK == JG_SUM_BLOCK && JG_SUM_LANES_F32 == 32 && JG_SUM_LAN
 
 static bool heavy(const jg_gnode *n);
 
-/* The open group node n (a sum) can end, or -1. */
+/* The open group node n (a sum or mean) can end, or -1. */
 static int sum_target(const jg_graph *g, const layout *L, const bool *sealed, const jg_gnode *n) {
-    if (n->kind != JG_GN_OP || n->op != JG_OP_SUM || n->n_in != 1 || n->n_out != 1)
+    if (n->kind != JG_GN_OP || (n->op != JG_OP_SUM && n->op != JG_OP_MEAN) || n->n_in != 1 ||
+        n->n_out != 1)
         return -1;
     const jg_value *v = &g->vals[n->in[0]];
     const jg_meta *o = &g->vals[n->out[0]].meta;
@@ -198,6 +219,99 @@ static void layout_free(layout *L) {
     free(L->ext);
     free(L->steps);
     free(L->step_of_node);
+}
+
+/* Can group e, whose last node comes before group h's, run in h's loop, at
+ * h's place?  Both loop over the same elements (shape: the output of one
+ * of their nodes that is not a sum, rep); at most one ends in a sum (the
+ * loop keeps one block buffer); no node between e's last node and h's
+ * last one, outside e and h, reads a value of e (it would run before e
+ * now does); and h does not read e's sum (a loop cannot read a result its
+ * own blocks are still adding up).  Everything e reads exists before its
+ * last node, so it exists at h's place too. */
+static bool fusable_groups(const jg_graph *g, const layout *L, const int *rep, int e, int h) {
+    if ((L->sum[e] >= 0 && L->sum[h] >= 0) || rep[e] < 0 || rep[h] < 0 ||
+        !same_shape(&g->vals[g->nodes[rep[e]].out[0]].meta, &g->vals[g->nodes[rep[h]].out[0]].meta))
+        return false;
+    int sum_out = L->sum[e] >= 0 ? g->nodes[L->sum[e]].out[0] : -1;
+    for (int j = L->last[e] + 1; j <= L->last[h]; j++) {
+        const jg_gnode *n = &g->nodes[j];
+        if (L->group[j] == e)
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            const jg_value *v = &g->vals[n->in[k]];
+            if (v->kind != JG_VAL_NODE || L->group[v->node] != e)
+                continue;
+            if (L->group[j] != h || n->in[k] == sum_out)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Same-shape earlier groups fuse_groups tries per group at most (each try
+ * scans the nodes between the two; this bounds the time on large graphs). */
+#define FUSE_TRIES 8
+
+/* Loop fusion across a sum: the greedy grouping seals a group at a sum
+ * (or at any outside reader), but a later group over the same elements
+ * that does not depend on the sum can still take the earlier group into
+ * its loop (fusable_groups).  Each element goes through the same
+ * operations, and the sum keeps its blocks and their order, so no bit
+ * changes.  A forward and its backward traced into one program
+ * (loss.backward() inside it) become one pass over memory this way: the
+ * backward of a sum starts from its seed broadcast, not from its value,
+ * so the forward's loop and the backward's run as one, and what the
+ * backward reads of the forward (relu's output) stays in registers. */
+static int fuse_groups(const jg_graph *g, layout *L) {
+    int nn = g->n_nodes;
+    int *rep = malloc(sizeof(int) * (size_t)(L->n_groups ? L->n_groups : 1));
+    if (!rep)
+        return jg_errorf("out of memory generating code");
+    for (int k = 0; k < L->n_groups; k++)
+        rep[k] = -1;
+    for (int i = 0; i < nn; i++) {
+        int gi = L->group[i];
+        if (gi < 0)
+            continue;
+        L->last[gi] = i;
+        if (rep[gi] < 0 && in_loop(L, gi, i))
+            rep[gi] = i;
+    }
+    for (int i = 0; i < nn; i++) {
+        int h = L->group[i];
+        if (h < 0 || L->last[h] != i)
+            continue;
+        /* earlier groups, latest first */
+        for (int j = i - 1, tries = 0; j >= 0 && tries < FUSE_TRIES; j--) {
+            int e = L->group[j];
+            if (e < 0 || e == h || L->last[e] != j || rep[e] < 0 ||
+                !same_shape(&g->vals[g->nodes[rep[e]].out[0]].meta,
+                            &g->vals[g->nodes[rep[h]].out[0]].meta))
+                continue;
+            tries++;
+            if (!fusable_groups(g, L, rep, e, h))
+                continue;
+            for (int m = 0; m <= j; m++)
+                if (L->group[m] == e)
+                    L->group[m] = h;
+            if (L->sum[e] >= 0)
+                L->sum[h] = L->sum[e];
+        }
+    }
+    free(rep);
+    /* what is read across steps, again */
+    memset(L->ext, 0, sizeof *L->ext * (size_t)(g->n_vals ? g->n_vals : 1));
+    for (int i = 0; i < nn; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            const jg_value *v = &g->vals[n->in[k]];
+            if (v->kind == JG_VAL_NODE &&
+                (L->group[v->node] < 0 || L->group[v->node] != L->group[i]))
+                L->ext[n->in[k]] = true;
+        }
+    }
+    return 0;
 }
 
 /* Greedy grouping in node order.  A fusable node joins (and merges) the open
@@ -271,6 +385,10 @@ static int layout_make(const jg_graph *g, layout *L) {
         }
     }
     free(sealed);
+    if (fuse_groups(g, L) < 0) {
+        layout_free(L);
+        return -1;
+    }
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] >= 0)
             L->ext[g->outputs[k]] = true;
@@ -863,13 +981,16 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
                JG_PARALLEL_GRAIN, st);
         sb_add(b, "            %s%d(0, jg_N%s%s);\n        }\n", entry, st, arg.len ? arg.s : "",
                sn >= 0 ? ", jg_part" : "");
+        /* a mean divides the sum by the count, in the dtype, as jg_k_mean */
         if (sn >= 0)
             sb_add(b,
                    "        %s jg_s = jg_part[0];\n"
                    "        for (int64_t jg_k = 1; jg_k < jg_nb; jg_k++)\n"
                    "            jg_s += jg_part[jg_k];\n"
-                   "        *o%d = jg_s;\n",
-                   ST, sv);
+                   "        *o%d = jg_s%s%s%s;\n",
+                   ST, sv, g->nodes[sn].op == JG_OP_MEAN ? " / (" : "",
+                   g->nodes[sn].op == JG_OP_MEAN ? ST : "",
+                   g->nodes[sn].op == JG_OP_MEAN ? ")jg_N" : "");
         sb_add(b, "    }\n");
         sb_add(
             f,
