@@ -201,7 +201,7 @@ typedef struct {
 static void storage_release(jg_storage *s) {
     if (!s || --s->refcount > 0)
         return;
-    switch (s->kind) {
+    switch ((jg_storage_kind)s->kind) {
     case JG_STORAGE_BLOCK:
         atomic_fetch_sub_explicit(&mem_now, (int64_t)s->nbytes, memory_order_relaxed);
         if (!storage_pool_put(s))
@@ -738,7 +738,11 @@ jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
         free(e);
         return jg_errorf_null("out of memory in jg_tensor_from_blob");
     }
-    e->base = (jg_storage){1, 0, nbytes, data, JG_STORAGE_EXTERNAL, jg_trace_capture, false};
+    e->base = (jg_storage){.refcount = 1,
+                           .nbytes = nbytes,
+                           .data = data,
+                           .kind = JG_STORAGE_EXTERNAL,
+                           .trace_id = jg_trace_capture};
     e->release = release;
     e->release_ctx = release_ctx;
     if (ndim)
@@ -870,7 +874,7 @@ int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes) {
                          need);
     }
     jg_tensor tmp = *t; /* a contiguous tensor over dst, same dtype */
-    jg_storage st = {1, 0, need, dst, JG_STORAGE_BLOCK, 0, false};
+    jg_storage st = {.refcount = 1, .nbytes = need, .data = dst, .kind = JG_STORAGE_BLOCK};
     tmp.storage = &st;
     tmp.offset = 0;
     jg_contiguous_strides(t->ndim, t->shape, tmp.stride);

@@ -28,10 +28,10 @@ typedef struct jg_storage {
     int64_t refcount;
     uint64_t version; /* bumped by in-place ops; checked by saved tensors */
     size_t nbytes;
-    void *data; /* 64-byte aligned, except for EXTERNAL storage */
-    jg_storage_kind kind;
-    uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
+    void *data;        /* 64-byte aligned, except for EXTERNAL storage */
+    uint8_t kind;      /* a jg_storage_kind (a byte: room for pinned in the 40 bytes) */
     bool pinned;       /* its address left the library (jg_data): the memory never moves */
+    uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
 } jg_storage;
 
 /* A differentiable view's link to its base (ops/viewtrack.c): the root tensor
