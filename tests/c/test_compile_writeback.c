@@ -294,12 +294,91 @@ static void test_writeback_written_input(void **state) {
     }
 }
 
+/* A call that fails at run time (a target out of range: nll_loss checks
+ * its targets as it runs, after the forward's first matmuls) writes
+ * nothing: parameters, .grad, momentum buffers keep their values, their
+ * memory and their versions; the next good call goes on as eager. */
+static int p_step_ce(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    net *m = user;
+    jg_tensor *h = jg_relu(jg_add(jg_matmul(in[0], m->p[0]), m->p[1]));
+    jg_tensor *loss = jg_cross_entropy(jg_add(jg_matmul(h, m->p[2]), m->p[3]), in[1]);
+    if (!loss || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
+        jg_optim_zero_grad(m->opt, false) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+static void test_writeback_failed_call_writes_nothing(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        for (int md = 0; md < 2; md++) {
+            net e = {0}, k = {0};
+            net_init(&e);
+            net_init(&k);
+            jg_compiled *c =
+                jg_compile(p_step_ce, &k, &(jg_compile_options){.backend = backends[b]});
+            assert_int_equal(jg_compiled_set_mode(c, modes[md]), 0);
+            jg_manual_seed(7);
+            jg_tensor *x = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(BATCH, IN)));
+            int64_t good[BATCH], bad[BATCH];
+            for (int i = 0; i < BATCH; i++)
+                good[i] = bad[i] = i % OUT;
+            bad[BATCH - 1] = OUT + 4;
+            jg_tensor *yg = jg_keep(jg_tensor_new(JG_I64, 1, TU_SHAPE(BATCH), good));
+            jg_tensor *yb = jg_keep(jg_tensor_new(JG_I64, 1, TU_SHAPE(BATCH), bad));
+            for (int s = 0; s < 5; s++) {
+                jg_scope_push();
+                jg_tensor *in[2] = {x, yg}, *le = NULL, *lk = NULL;
+                assert_int_equal(p_step_ce(&e, NULL, 2, in, &le), 1);
+                assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &lk), 1);
+                TU_SAME(le, lk);
+                check_same(&e, &k);
+                if (s == 2) { /* the entry exists and has replayed: now a bad call */
+                    jg_tensor *before[3][4];
+                    jg_storage *mem[3][4];
+                    uint64_t ver[3][4];
+                    for (int what = 0; what < 3; what++)
+                        for (int i = 0; i < 4; i++) {
+                            jg_tensor *t = written(&k, what, i);
+                            before[what][i] = jg_clone(t);
+                            mem[what][i] = t->storage;
+                            ver[what][i] = jg_version(t);
+                        }
+                    jg_tensor *ib[2] = {x, yb}, *lb = NULL;
+                    assert_int_equal(jg_compiled_call(c, NULL, 0, 2, ib, &lb), -1);
+                    TU_ERROR("Target 7 is out of bounds.");
+                    jg_clear_error();
+                    for (int what = 0; what < 3; what++)
+                        for (int i = 0; i < 4; i++) {
+                            jg_tensor *t = written(&k, what, i);
+                            TU_SAME(t, before[what][i]);
+                            assert_ptr_equal(t->storage, mem[what][i]);
+                            assert_int_equal(jg_version(t), ver[what][i]);
+                        }
+                    check_same(&e, &k);
+                }
+                jg_scope_pop();
+            }
+            assert_int_equal(jg_compiled_entries(c), 1);
+            jg_compiled_free(c);
+            jg_release(x), jg_release(yg), jg_release(yb);
+            net_free(&e);
+            net_free(&k);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_writeback_swaps_sole_owners),
         TU_TEST(test_writeback_keeps_handed_out_addresses),
         TU_TEST(test_writeback_views_see_new_values),
         TU_TEST(test_writeback_written_input),
+        TU_TEST(test_writeback_failed_call_writes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
