@@ -77,3 +77,32 @@ def test_parameter_view_sees_every_step(backend):
         sk(x, y)
         assert flat.numpy().tobytes() == w.detach().numpy().tobytes()
         assert state_bytes(me, oe) == state_bytes(mk, ok)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_dict_and_checkpoint_follow_the_parameters(backend):
+    """model.state_dict() shares the parameters' memory (as PyTorch's): held
+    across compiled steps it shows the current values; a checkpoint saved
+    mid-training holds the values of the step it was saved at."""
+    import io
+
+    me, oe, se = make()
+    mk, ok, sk = make()
+    sk = T.compile(sk, backend=backend, fullgraph=True)
+    T.manual_seed(1)
+    x, y = T.randn(8, 12), T.randn(8, 3)
+    sd = mk.state_dict()
+    saved = None
+    for s in range(6):
+        se(x, y)
+        sk(x, y)
+        for name, p in mk.named_parameters():
+            assert sd[name].numpy().tobytes() == p.detach().numpy().tobytes()
+        if s == 2:
+            buf = io.BytesIO()
+            T.save(mk.state_dict(), buf)
+            saved = {k: v.numpy().tobytes() for k, v in mk.state_dict().items()}
+        assert state_bytes(me, oe) == state_bytes(mk, ok)
+    buf.seek(0)
+    loaded = T.load(buf)
+    assert {k: v.numpy().tobytes() for k, v in loaded.items()} == saved
