@@ -105,7 +105,9 @@ uint64_t jg_version(const jg_tensor *t);                     /* bumped by every 
 int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes); /* row-major */
 double jg_item(const jg_tensor *t); /* one-element tensors; NaN + error otherwise */
 /* Address of element [0,...,0] (strides apply); NULL + error for a traced
- * (symbolic) tensor, whose values do not exist yet. */
+ * (symbolic) tensor, whose values do not exist yet.  The address stays
+ * t's: a compiled program that writes t copies its result there instead of
+ * giving t other memory (docs/compiler.md). */
 void *jg_data(jg_tensor *t);
 /* Whether t is such a traced (symbolic) tensor; never an error. */
 bool jg_is_traced(const jg_tensor *t);

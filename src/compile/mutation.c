@@ -5,7 +5,11 @@
  * extra graph outputs, and every call writes them back into the real inputs
  * as an in-place op's result is -- so the version bumps, the history (the
  * input now comes out of the compiled call, or for a view, its base does:
- * CopySlices) and the errors are eager's. */
+ * CopySlices) and the errors are eager's.  The write-back comes after the
+ * whole graph ran, so a failed call writes nothing; where no one can see the
+ * memory move, it swaps the new value's memory in instead of copying it
+ * (jg_tensor_take_memory: a training step's parameters, optimizer state and
+ * .grad are megabytes per call). */
 #include "autograd/node.h"
 #include "compile/compile.h"
 #include "ops/viewtrack.h"
@@ -197,8 +201,9 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     for (int m = 0; m < e->n_lmut && rc == 0; m++) {
         /* written without history (trace/trace.c refuses others): the
          * values, and one version bump per write, as eager's */
-        jg_tensor *t = e->lifted[e->lmut_lifted[m]];
-        jg_copy_data(t, outs[n_user + e->n_mut + m]);
+        jg_tensor *t = e->lifted[e->lmut_lifted[m]], *v = outs[n_user + e->n_mut + m];
+        if (!jg_tensor_take_memory(t, v))
+            jg_copy_data(t, v);
         t->storage->version += e->lmut_writes[m];
     }
     for (int m = 0; m < e->n_gset && rc == 0; m++) {
@@ -230,7 +235,8 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
         if (jg_any_requires_grad(2, in2)) {
             rc = jg_inplace_commit(x, in2[1]);
         } else {
-            jg_copy_data(x, in2[1]);
+            if (!jg_tensor_take_memory(x, in2[1]))
+                jg_copy_data(x, in2[1]);
             x->storage->version++;
         }
         if (rc == 0 && e->mut_writes[m] > 1)

@@ -177,6 +177,7 @@ static jg_storage *storage_new(size_t nbytes) {
     s->data = (char *)s + JG_STORAGE_HDR;
     s->kind = JG_STORAGE_BLOCK;
     s->trace_id = jg_trace_capture;
+    s->pinned = false;
     mem_add(nbytes);
     return s;
 }
@@ -200,7 +201,7 @@ typedef struct {
 static void storage_release(jg_storage *s) {
     if (!s || --s->refcount > 0)
         return;
-    switch (s->kind) {
+    switch ((jg_storage_kind)s->kind) {
     case JG_STORAGE_BLOCK:
         atomic_fetch_sub_explicit(&mem_now, (int64_t)s->nbytes, memory_order_relaxed);
         if (!storage_pool_put(s))
@@ -585,6 +586,7 @@ jg_tensor *jg_tensor_alloc(jg_dtype dtype, int ndim, const int64_t *shape) {
         s->data = t->inline_data;
         s->kind = JG_STORAGE_INLINE;
         s->trace_id = jg_trace_capture;
+        s->pinned = false;
         t->storage = s;
         return t;
     }
@@ -736,7 +738,11 @@ jg_tensor *jg_tensor_from_blob(jg_dtype dtype, int ndim, const int64_t *shape,
         free(e);
         return jg_errorf_null("out of memory in jg_tensor_from_blob");
     }
-    e->base = (jg_storage){1, 0, nbytes, data, JG_STORAGE_EXTERNAL, jg_trace_capture};
+    e->base = (jg_storage){.refcount = 1,
+                           .nbytes = nbytes,
+                           .data = data,
+                           .kind = JG_STORAGE_EXTERNAL,
+                           .trace_id = jg_trace_capture};
     e->release = release;
     e->release_ctx = release_ctx;
     if (ndim)
@@ -868,7 +874,7 @@ int jg_copy_to(const jg_tensor *t, void *dst, size_t bytes) {
                          need);
     }
     jg_tensor tmp = *t; /* a contiguous tensor over dst, same dtype */
-    jg_storage st = {1, 0, need, dst, JG_STORAGE_BLOCK, 0};
+    jg_storage st = {.refcount = 1, .nbytes = need, .data = dst, .kind = JG_STORAGE_BLOCK};
     tmp.storage = &st;
     tmp.offset = 0;
     jg_contiguous_strides(t->ndim, t->shape, tmp.stride);
@@ -909,5 +915,32 @@ bool jg_is_traced(const jg_tensor *t) {
 void *jg_data(jg_tensor *t) {
     if (jg_check_concrete(t, "jg_data") < 0)
         return NULL;
+    t->storage->pinned = true; /* the caller may keep the address: never swapped away */
     return jg_tensor_ptr(t);
+}
+
+/* t is the one tensor over its memory and covers all of it (is_view may
+ * still be set: the tensor it was made from is gone, as for an
+ * nn.Parameter made over a temporary). */
+static bool sole_block(const jg_tensor *t) {
+    const jg_storage *s = t->storage;
+    return s && s->kind == JG_STORAGE_BLOCK && s->refcount == 1 && !s->pinned && !t->view &&
+           t->offset == 0 && jg_is_contiguous(t) &&
+           (size_t)t->numel * jg_dtype_size(t->dtype) == s->nbytes;
+}
+
+bool jg_tensor_take_memory(jg_tensor *dst, jg_tensor *src) {
+    if (dst == src || src->refcount != 1 || dst->dtype != src->dtype || !jg_same_shape(dst, src) ||
+        !sole_block(dst) || !sole_block(src))
+        return false;
+    jg_storage *d = dst->storage, *s = src->storage;
+    uint64_t v = d->version;
+    uint32_t id = d->trace_id;
+    d->version = s->version;
+    d->trace_id = s->trace_id;
+    s->version = v;
+    s->trace_id = id;
+    dst->storage = s;
+    src->storage = d;
+    return true;
 }

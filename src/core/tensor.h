@@ -28,8 +28,9 @@ typedef struct jg_storage {
     int64_t refcount;
     uint64_t version; /* bumped by in-place ops; checked by saved tensors */
     size_t nbytes;
-    void *data; /* 64-byte aligned, except for EXTERNAL storage */
-    jg_storage_kind kind;
+    void *data;        /* 64-byte aligned, except for EXTERNAL storage */
+    uint8_t kind;      /* a jg_storage_kind (a byte: room for pinned in the 40 bytes) */
+    bool pinned;       /* its address left the library (jg_data): the memory never moves */
     uint32_t trace_id; /* jg_trace_capture when it was made: made by the program being traced */
 } jg_storage;
 
@@ -86,6 +87,15 @@ struct jg_tensor {
  * still holds into the values a piece computed (compile/segments.c).  The
  * same dtype and shape. */
 void jg_tensor_become(jg_tensor *s, jg_tensor *r);
+
+/* dst takes src's memory as its new value, src gets dst's old memory, when
+ * no one can tell the memory moved: each is the one tensor over a block
+ * storage of its own (same size, contiguous from offset 0, no view, no
+ * address handed out by jg_data) and nothing else holds src.  Each keeps its
+ * version counter.  A compiled call's write-back of a new value (compiled
+ * mutation) is then a swap instead of a copy.  Returns false, changing
+ * nothing, when any condition fails: the caller copies. */
+bool jg_tensor_take_memory(jg_tensor *dst, jg_tensor *src);
 
 /* Shape and dtype of a value without data: what shape rules compute. */
 typedef struct jg_meta {
