@@ -95,6 +95,7 @@ void jg_entry_release(jg_entry *e) {
     free(e->edge_input);
     free(e->mut_input);
     free(e->mut_writes);
+    free(e->mut_check);
     free(e->out_input);
     for (int j = 0; e->out_view_steps && j < e->n_out_view; j++)
         free(e->out_view_steps[j]);

@@ -678,7 +678,7 @@ static int passthrough_input(const jg_graph *g, int v) {
     return g->vals[in].kind == JG_VAL_INPUT ? in : -1;
 }
 
-static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
+int jg_compile_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
     for (int j = 0; j < n_out; j++) {
         jg_opcode ops[16];
         const jg_attrs *attrs[16];
@@ -869,7 +869,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
         if (rc == 0 && n_out && !e->n_mut)
-            rc = find_output_views(e, g, n_out, vals);
+            rc = jg_compile_output_views(e, g, n_out, vals);
         for (int j = 0; j < n_out && rc == 0; j++) {
             e->out_relayout[j] = !outs[j]->is_view && !jg_dense(outs[j]);
             memcpy(e->out_stride[j], outs[j]->stride, sizeof(int64_t) * (size_t)outs[j]->ndim);

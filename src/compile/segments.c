@@ -383,6 +383,9 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         rc = jg_lifted_mutations_find(e, &e->key, NULL, n_val, valt, &vals, n_val, r->why,
                                       sizeof r->why);
     }
+    /* (a written captured tensor's views would alias its old value) */
+    if (rc == 0 && n_val && !e->n_lmut)
+        rc = jg_compile_output_views(e, g, n_val, vals);
     if (rc == 0)
         rc = jg_grad_sets_find(e, &vals, n_val + e->n_lmut);
     if (rc == 0)
@@ -489,6 +492,16 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             rc = -1;
         else
             jg_tensor_become(t, v);
+        /* a view of a captured tensor (the trace keeps no record of those)
+         * comes back as that tensor's tracked view: a later write through
+         * it gets eager's checks and reaches the tensor, as in eager mode;
+         * made without grad mode from a tensor that requires grad, it is
+         * eager's no_grad view */
+        if (rc == 0 && v->view && !t->view && (rc = jg_view_copy_record(t, v)) == 0 &&
+            t->view->base->requires_grad && !gv->requires_grad) {
+            t->view->no_grad = true;
+            t->requires_grad = t->no_grad_view = true;
+        }
     }
     for (int i = 0; i < n_live && rc == 0; i++)
         if (live[i]->view && live[i]->sym)

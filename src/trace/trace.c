@@ -65,6 +65,16 @@ typedef struct frame {
     void *seg_user;
     jg_tensor **syms;
     int n_syms, cap_syms;
+    /* traced tensors written with grad mode on (jg_hooks.traced_write; not
+     * retained, only compared), in the order of their first such write,
+     * and whether that write went through a view */
+    const jg_tensor **wr_root;
+    bool *wr_view;
+    int n_wr, cap_wr;
+    /* traced tensors that required grad when written without grad mode
+     * (not retained, only compared) */
+    const jg_tensor **ng_root;
+    int n_ng, cap_ng;
 } frame;
 
 static _Thread_local frame *frames;
@@ -75,6 +85,10 @@ static frame *top(void) {
 }
 
 static bool lifting(void);
+static bool written_without_grad(const frame *f, const jg_tensor *t);
+static bool on_symbolic_read(const jg_tensor *t, const char *what);
+static const_entry *find_entry(frame *f, const jg_tensor *t);
+static int nograd_break(const char *what);
 
 bool jg_tracing(void) {
     return n_frames > 0;
@@ -136,6 +150,9 @@ void jg_trace_end(void) {
     free(f->gs_grad);
     free(f->lifted_val);
     free(f->freed);
+    free(f->wr_root);
+    free(f->wr_view);
+    free(f->ng_root);
     for (int i = 0; i < f->n_syms; i++)
         jg_release(f->syms[i]);
     free(f->syms);
@@ -662,9 +679,25 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     const jg_op_info *info = &jg_ops[op];
     if (!f)
         return jg_errorf("%s(): a traced tensor was used outside its trace", info->name);
+    /* a captured tensor that requires grad, used with grad mode on after the
+     * program wrote it (without history): in a program run in pieces the
+     * piece with the write closes here, so the next piece reads the tensor
+     * itself (eager's gradient reaches it); in one graph it is a break
+     * (jg_trace_value) */
+    for (int k = 0; k < info->n_in && f->seg && jg_grad_mode; k++) {
+        const_entry *hit = in[k]->sym || !in[k]->requires_grad ? NULL : find_entry(f, in[k]);
+        if (hit && hit->writes &&
+            on_symbolic_read(NULL, "a use with grad mode on of a captured tensor the program "
+                                   "wrote in place")) {
+            f = top();
+            break;
+        }
+    }
     int ids[4];
     bool rg = false;
     for (int k = 0; k < info->n_in; k++) {
+        if (jg_grad_mode && f->n_ng && in[k]->sym && written_without_grad(f, in[k]))
+            return nograd_break("used");
         if ((ids[k] = jg_trace_value(in[k])) < 0)
             return -1;
         rg |= f->g->vals[ids[k]].requires_grad;
@@ -784,6 +817,77 @@ static bool lifting(void) {
     return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id;
 }
 
+static bool written_without_grad(const frame *f, const jg_tensor *t) {
+    const jg_tensor *root = t->view ? t->view->base : t;
+    for (int i = 0; i < f->n_ng; i++)
+        if (f->ng_root[i] == root)
+            return true;
+    return false;
+}
+
+static int nograd_break(const char *what) {
+    jg_trace_note_break("a traced tensor that requires grad is %s with grad mode on after the "
+                        "program wrote it in place without grad mode (eager keeps its history)",
+                        what);
+    return jg_errorf("a traced tensor that requires grad is %s with grad mode on after the "
+                     "program wrote it in place without grad mode",
+                     what);
+}
+
+static int traced_write(const jg_tensor *root, bool via_view) {
+    frame *f = top();
+    if (!f)
+        return 0;
+    if (!jg_grad_mode) {
+        if (!root->requires_grad || written_without_grad(f, root))
+            return 0;
+        if (f->n_ng == f->cap_ng) {
+            int cap = f->cap_ng ? f->cap_ng * 2 : 4;
+            const jg_tensor **r = realloc(f->ng_root, (size_t)cap * sizeof *r);
+            if (!r)
+                return jg_errorf("out of memory while tracing");
+            f->ng_root = r;
+            f->cap_ng = cap;
+        }
+        f->ng_root[f->n_ng++] = root;
+        return 0;
+    }
+    if (written_without_grad(f, root))
+        return nograd_break("written");
+    for (int i = 0; i < f->n_wr; i++)
+        if (f->wr_root[i] == root)
+            return 0;
+    if (f->n_wr == f->cap_wr) {
+        int cap = f->cap_wr ? f->cap_wr * 2 : 4;
+        const jg_tensor **r = realloc(f->wr_root, (size_t)cap * sizeof *r);
+        if (r)
+            f->wr_root = r;
+        bool *v = r ? realloc(f->wr_view, (size_t)cap * sizeof *v) : NULL;
+        if (!v)
+            return jg_errorf("out of memory while tracing");
+        f->wr_view = v;
+        f->cap_wr = cap;
+    }
+    f->wr_root[f->n_wr] = root;
+    f->wr_view[f->n_wr++] = via_view;
+    return 0;
+}
+
+int jg_trace_written_without_grad(const jg_tensor *t) {
+    frame *f = top();
+    return f && written_without_grad(f, t);
+}
+
+int jg_trace_first_write(const jg_tensor *t, bool *via_view) {
+    frame *f = top();
+    for (int i = 0; f && i < f->n_wr; i++)
+        if (f->wr_root[i] == t) {
+            *via_view = f->wr_view[i];
+            return i;
+        }
+    return -1;
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }
@@ -797,6 +901,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.captured_write_end = captured_write_end;
     jg_hooks.on_grad_read = on_grad_read;
     jg_hooks.on_grad_clear = on_grad_clear;
+    jg_hooks.traced_write = traced_write;
     jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;
