@@ -183,6 +183,10 @@ typedef struct jg_entry {
      * required grad and was written only without grad mode (its values are
      * written back, its history kept, as eager's) */
     int *mut_check;
+    /* per graph output (NULL: none): a backward from it goes through a node
+     * an in-program backward without retain_graph freed, one that saves
+     * tensors: eager's second backward fails there, so the call's fails too */
+    bool *out_freed;
     int *out_input; /* per program output: the written call input it is, or -1 */
     /* captured tensors the program writes in place (an optimizer's update of
      * parameters and state): their new values are the graph outputs after

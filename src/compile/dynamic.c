@@ -964,6 +964,7 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
     e->mut_input = dup(b->mut_input, sizeof(int) * (size_t)b->n_mut);
     e->mut_writes = dup(b->mut_writes, sizeof(uint64_t) * (size_t)b->n_mut);
     e->mut_check = dup(b->mut_check, sizeof(int) * (size_t)b->n_mut);
+    e->out_freed = dup(b->out_freed, sizeof(bool) * (size_t)b->n_prog_out);
     e->out_input = dup(b->out_input, sizeof(int) * (size_t)(n_out ? n_out : 1));
     e->n_lmut = b->n_lmut;
     e->lmut_lifted = dup(b->lmut_lifted, sizeof(int) * (size_t)b->n_lmut);
@@ -979,9 +980,10 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
         (b->gr_had && !e->gr_had) || (b->lifted_grad_of && !e->lifted_grad_of) ||
         (b->pinned && !e->pinned) || (b->pinned_input && !e->pinned_input) ||
         (b->mut_input && !e->mut_input) || (b->mut_writes && !e->mut_writes) ||
-        (b->mut_check && !e->mut_check) || (b->out_input && !e->out_input) ||
-        (b->lmut_lifted && !e->lmut_lifted) || (b->lmut_writes && !e->lmut_writes) ||
-        (b->gset_owner && !e->gset_owner) || (b->gset_out && !e->gset_out)) {
+        (b->mut_check && !e->mut_check) || (b->out_freed && !e->out_freed) ||
+        (b->out_input && !e->out_input) || (b->lmut_lifted && !e->lmut_lifted) ||
+        (b->lmut_writes && !e->lmut_writes) || (b->gset_owner && !e->gset_owner) ||
+        (b->gset_out && !e->gset_out)) {
         /* (the counts say how many of each to release; a failed copy is NULL) */
         if (!e->lifted)
             e->n_lifted = 0;
