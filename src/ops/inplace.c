@@ -31,6 +31,13 @@ static int untraceable(const char *why) {
     return jg_errorf("%s", why);
 }
 
+#define MSG_NO_GRAD_VIEW                                                                           \
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "    \
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "     \
+    "your code by moving both the view and the inplace either both inside the no_grad block (if "  \
+    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "    \
+    "tracked)."
+
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
@@ -50,6 +57,12 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
                          "as an input cannot be traced; pass that tensor as an input",
                          fn);
+    /* traced, a view made without grad mode of a tensor that requires grad
+     * (traced views keep no such mark: theirs is the only way a view of such
+     * a base does not require grad) fails as eagerly, whatever the base */
+    if (self->sym && jg_grad_mode && self->view && self->view->base->requires_grad &&
+        !self->requires_grad)
+        return jg_errorf(MSG_NO_GRAD_VIEW);
     /* traced: whether an input is a leaf is checked when the call writes it
      * back (compile/mutation.c), for its first write with grad mode on */
     if (self->sym && jg_hooks.traced_write &&
@@ -59,12 +72,7 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return 0;
     if ((self->no_grad_view && !self->grad_fn && !(self->view && !self->view->no_grad)) ||
         (self->view && self->view->no_grad && self->view->base->requires_grad))
-        return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
-                         "grad mode enabled. Given that this use case is ambiguous and "
-                         "error-prone, it is forbidden. You can clarify your code by moving both "
-                         "the view and the inplace either both inside the no_grad block (if you "
-                         "don't want the inplace to be tracked) or both outside (if you want the "
-                         "inplace to be tracked).");
+        return jg_errorf(MSG_NO_GRAD_VIEW);
     if (self->view && self->view->base->requires_grad && !self->view->base->grad_fn)
         return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
                          "in-place operation.");
