@@ -1,5 +1,6 @@
-"""A program that calls loss.backward() without retain_graph frees the
-graph it went through, as eager's backward frees its saved tensors: a
+"""A program that calls loss.backward() (or autograd.grad()) without
+retain_graph frees the graph it went through, as eager's backward frees its
+saved tensors (also run in pieces, where a read splits it): a
 second backward through the returned loss after the compiled call raises
 eager's (PyTorch's) "Trying to backward through the graph a second time"
 and leaves .grad as the first backward left it.  Regression: the returned
@@ -18,7 +19,12 @@ def program(T, w, kind):
             loss = (w + x).sum()
         else:
             loss = (w * x).tanh().sum()
-        loss.backward(retain_graph=kind == "retain")
+        if kind == "pieces":  # a read: the backward runs eagerly between two pieces
+            float(loss)
+        if kind == "grad":  # autograd.grad frees the graph the same way
+            T.autograd.grad(loss, [w])
+        else:
+            loss.backward(retain_graph=kind == "retain")
         other = (w * x * 2.0).sum()  # not reached by the in-program backward
         return loss, other
     return prog
@@ -31,21 +37,22 @@ def run(T, kind, backend, again="loss"):
     if backend is not None:
         f = T.compile(f, backend=backend)
     loss, other = f(x)
-    first = w.grad.tolist()
+    first = None if w.grad is None else w.grad.tolist()
     try:
         (loss if again == "loss" else other).backward()
     except RuntimeError as e:
-        assert w.grad.tolist() == first  # intact
+        assert (None if w.grad is None else w.grad.tolist()) == first  # intact
         return "error", str(e), first
     return "ok", first, w.grad.tolist()
 
 
 @pytest.mark.parametrize("backend", ["interp", "c"])
-def test_second_backward_after_in_program_backward_raises(jg, torch, backend):
-    eager = run(jg, "free", None)
+@pytest.mark.parametrize("kind", ["free", "grad", "pieces"])
+def test_second_backward_after_in_program_backward_raises(jg, torch, backend, kind):
+    eager = run(jg, kind, None)
     assert eager[0] == "error" and eager[1].startswith(FREED)
-    assert run(torch, "free", None)[1].startswith(FREED)
-    assert run(jg, "free", backend) == eager
+    assert run(torch, kind, None)[1].startswith(FREED)
+    assert run(jg, kind, backend) == eager
 
 
 @pytest.mark.parametrize("backend", ["interp", "c"])

@@ -71,12 +71,12 @@ def no_grad(T, on):
     return T.no_grad() if on else contextlib.nullcontext()
 
 
-def make_prog(T, read, depth, grad_write, captured, grad_view=True):
+def make_prog(T, read, depth, grad_write, captured, grad_view=True, op="mul_"):
     """read: 0 none, 1 before the view is made, 2 between the view and the
     write, 3 after the write; depth: 0 the leaf itself, 1 a view, 2 a view
     of a view; grad_write: grad mode on at the write; captured: the leaf is
     a global the program reaches instead of its argument; grad_view: grad
-    mode on where the view is made."""
+    mode on where the view is made; op: the write (mul_ or copy_)."""
     cell = {}
 
     def body(x):
@@ -91,7 +91,10 @@ def make_prog(T, read, depth, grad_write, captured, grad_view=True):
         if read == 2:
             float(v.sum())
         with no_grad(T, not grad_write):
-            v.mul_(2)
+            if op == "mul_":
+                v.mul_(2)
+            else:
+                v.copy_(T.ones_like(v) * 7)
         if read == 3:
             float(x.sum())
         return (x * 3).sum() + v.sum()
@@ -125,15 +128,16 @@ def outcome(T, case, backend, calls=2):
     return got
 
 
-CASES = list(itertools.product(range(4), range(3), (True, False), (True, False), (False, True)))
+CASES = list(itertools.product(range(4), range(3), (True, False), (True, False), (False, True),
+                               (True,), ("mul_", "copy_")))
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "read%d-depth%d-%s-%s-%s" % (
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "read%d-depth%d-%s-%s-%s-%s" % (
     c[0], c[1], "grad" if c[2] else "nograd", "rg" if c[3] else "norg",
-    "captured" if c[4] else "arg"))
+    "captured" if c[4] else "arg", c[6]))
 def test_sweep_compiled_as_eager(jg, torch, case):
     """Read position x view depth x grad mode x requires_grad x input or
-    captured: the compiled calls give eager's results (values, the leaf
+    captured x mul_ or copy_: the compiled calls give eager's results (values, the leaf
     after the call, its version and gradient) or eager's error, and
     eager's error is PyTorch's."""
     eager = outcome(jg, case, None)

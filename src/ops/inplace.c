@@ -233,11 +233,6 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
 
 static int copy_run(jg_tensor *dst, jg_tensor *src);
 
-/* An in-place op (copy: jg_copy_) writing a tensor captured from outside
- * the program being traced: it is traced on a stand-in holding the
- * tensor's value in the graph, whose new value then becomes the tensor's
- * (a mutation jg_compile writes back after every call; nothing is written
- * now).  Writes that cannot be traced that way are graph breaks. */
 /* A program run in pieces: closes the piece before the write (its
  * stand-ins, self among them, become real), then writes eagerly, with
  * eager's checks and history; the next piece reads what it wrote.  1 when
@@ -269,6 +264,11 @@ static const char *untraced_write(const jg_tensor *self) {
     return NULL;
 }
 
+/* An in-place op (copy: jg_copy_) writing a tensor captured from outside
+ * the program being traced: it is traced on a stand-in holding the
+ * tensor's value in the graph, whose new value then becomes the tensor's
+ * (a mutation jg_compile writes back after every call; nothing is written
+ * now).  Writes that cannot be traced that way are graph breaks. */
 static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                             jg_tensor *other, bool copy) {
     char why[300] = "";
@@ -313,7 +313,8 @@ static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_
 static int inplace_untraced(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                             jg_tensor *other, bool copy, const char *why) {
     int rc = write_between_pieces(fn, op, a, self, other, copy,
-                                  "an in-place write the trace cannot hold (it runs eagerly)");
+                                  "an in-place write through a view of a captured tensor (it "
+                                  "runs eagerly)");
     if (rc != 1)
         return rc;
     char msg[400];

@@ -72,7 +72,9 @@ typedef struct frame {
     bool *wr_view;
     int n_wr, cap_wr;
     /* traced tensors that required grad when written without grad mode
-     * (not retained, only compared) */
+     * (not retained, which would make them live at a piece's end: one
+     * freed meanwhile can only make a later tensor at its address a
+     * needless break) */
     const jg_tensor **ng_root;
     int n_ng, cap_ng;
 } frame;
@@ -696,7 +698,10 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     int ids[4];
     bool rg = false;
     for (int k = 0; k < info->n_in; k++) {
-        if (jg_grad_mode && f->n_ng && in[k]->sym && written_without_grad(f, in[k]))
+        /* (a view op only passes it on: bringing a view up to date after
+         * such a write runs one with grad mode on; its uses are checked) */
+        if (jg_grad_mode && f->n_ng && in[k]->sym && !(info->flags & JG_OPF_VIEW) &&
+            written_without_grad(f, in[k]))
             return nograd_break("used");
         if ((ids[k] = jg_trace_value(in[k])) < 0)
             return -1;
