@@ -483,6 +483,7 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         if (!own[i])
             continue;
         jg_tensor *v = ro[k++];
+        bool ngv = t->no_grad_view; /* (made without grad mode: jg_tensor_become resets it) */
         if (t->view) {
             view_val[i] = v; /* (its history, once its base is real) */
             continue;
@@ -495,18 +496,21 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         /* a view of a captured tensor (the trace keeps no record of those)
          * comes back as that tensor's tracked view: a later write through
          * it gets eager's checks and reaches the tensor, as in eager mode;
-         * made without grad mode from a tensor that requires grad, it is
-         * eager's no_grad view */
-        if (rc == 0 && v->view && !t->view && (rc = jg_view_copy_record(t, v)) == 0 &&
-            t->view->base->requires_grad && !gv->requires_grad) {
+         * made without grad mode, it is eager's no_grad view (of a tensor
+         * that requires grad; of one that does not, eager tracks none) */
+        if (rc == 0 && v->view && !t->view && !(ngv && !v->view->base->requires_grad) &&
+            (rc = jg_view_copy_record(t, v)) == 0 && ngv) {
             t->view->no_grad = true;
             t->requires_grad = t->no_grad_view = true;
         }
     }
     for (int i = 0; i < n_live && rc == 0; i++)
-        if (live[i]->view && live[i]->sym)
+        if (live[i]->view && live[i]->sym) {
+            /* (made without grad mode: remade so, as eager made it) */
+            live[i]->view->no_grad = live[i]->no_grad_view;
             rc = view_val[i] ? jg_view_become_output(live[i], view_val[i])
                              : jg_view_become_concrete(live[i]);
+        }
     jg_entry_release(run_e);
     free(ro);
     free(view_val);

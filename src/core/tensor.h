@@ -66,7 +66,9 @@ struct jg_tensor {
     bool is_view; /* shares storage with the tensor it was made from */
     /* a view made in no_grad mode of a tensor that requires grad: it
      * requires grad too, but while it has no grad_fn the gradients that
-     * reach it are dropped (no edge leads to it), as in PyTorch */
+     * reach it are dropped (no edge leads to it), as in PyTorch.  Traced:
+     * any view made in no_grad mode (or of such a view), whatever its base
+     * (a traced view's record cannot say it: it follows its base's value) */
     bool no_grad_view;
     bool has_grad_hooks; /* autograd/hooks.c holds hooks for it */
     int64_t offset;      /* in elements */

@@ -57,12 +57,6 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
                          "as an input cannot be traced; pass that tensor as an input",
                          fn);
-    /* traced, a view made without grad mode of a tensor that requires grad
-     * (traced views keep no such mark: theirs is the only way a view of such
-     * a base does not require grad) fails as eagerly, whatever the base */
-    if (self->sym && jg_grad_mode && self->view && self->view->base->requires_grad &&
-        !self->requires_grad)
-        return jg_errorf(MSG_NO_GRAD_VIEW);
     /* traced: whether an input is a leaf is checked when the call writes it
      * back (compile/mutation.c), for its first write with grad mode on */
     if (self->sym && jg_hooks.traced_write &&
@@ -255,12 +249,23 @@ static int write_between_pieces(const char *fn, jg_opcode op, const jg_attrs *a,
 /* Why a write into traced tensor self cannot be traced (NULL: it can):
  * self views a tensor from outside the trace (a captured one, or one the
  * program made that requires grad), for which the trace records no base,
- * so the write would not reach it. */
-static const char *untraced_write(const jg_tensor *self) {
+ * so the write would not reach it; or self is a view made without grad
+ * mode (no_grad_view) written with grad mode on: of a tensor that requires
+ * grad eager refuses it (after any error of an earlier write the call
+ * checks, a leaf input: so the eager run decides), of one that does not,
+ * a write with history gives the view a history of its own, not its base
+ * (which eager does not track such a view for). */
+static const char *untraced_write(const jg_tensor *self, const jg_tensor *other) {
     const jg_tensor *root = self->view ? self->view->base : self;
     if (root->sym && root->is_view && !root->view)
         return "through a view of a tensor captured from outside the program: the write would "
                "not reach the tensor";
+    if (jg_grad_mode && self->view && self->no_grad_view && root->requires_grad)
+        return "with grad mode on into a view made without it: eager mode refuses it";
+    if (jg_grad_mode && self->view && self->no_grad_view &&
+        (self->requires_grad || (other && other->requires_grad)))
+        return "with history into a view made without grad mode: eager gives the view a history "
+               "of its own, not its base";
     return NULL;
 }
 
@@ -313,8 +318,7 @@ static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_
 static int inplace_untraced(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                             jg_tensor *other, bool copy, const char *why) {
     int rc = write_between_pieces(fn, op, a, self, other, copy,
-                                  "an in-place write through a view of a captured tensor (it "
-                                  "runs eagerly)");
+                                  "an in-place write the trace cannot hold (it runs eagerly)");
     if (rc != 1)
         return rc;
     char msg[400];
@@ -326,7 +330,7 @@ static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *s
                    jg_tensor *other) {
     if (self && jg_trace_captured(self))
         return inplace_captured(fn, op, a, self, other, false);
-    const char *why = self && self->sym ? untraced_write(self) : NULL;
+    const char *why = self && self->sym ? untraced_write(self, other) : NULL;
     if (why)
         return inplace_untraced(fn, op, a, self, other, false, why);
     if (check_target(fn, self, other) < 0)
@@ -468,7 +472,7 @@ static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (dst && jg_trace_captured(dst))
         return inplace_captured("jg_copy_", JG_OP_CLONE, NULL, dst, src, true);
-    const char *why = dst && dst->sym ? untraced_write(dst) : NULL;
+    const char *why = dst && dst->sym ? untraced_write(dst, src) : NULL;
     if (why)
         return inplace_untraced("jg_copy_", JG_OP_CLONE, NULL, dst, src, true, why);
     if (check_target("jg_copy_", dst, src) < 0)
@@ -479,8 +483,9 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
 }
 
 int jg_inplace_take_(jg_tensor *dst, jg_tensor *src) {
-    if (!dst || !src || !src->sym || src->view || dst->view || (dst->sym && untraced_write(dst)) ||
-        dst->dtype != src->dtype || dst->ndim != src->ndim ||
+    if (!dst || !src || !src->sym || src->view || dst->view ||
+        (dst->sym && untraced_write(dst, src)) || dst->dtype != src->dtype ||
+        dst->ndim != src->ndim ||
         memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)dst->ndim))
         return jg_copy_(dst, src);
     jg_tensor *s = dst;

@@ -23,6 +23,9 @@ typedef struct {
     /* a lifted tensor the program wrote in place: value is its new value,
      * writes how many in-place ops wrote it (jg_trace_lifted_written) */
     int writes;
+    /* a view op read it: traced views of a captured tensor keep no base,
+     * so a traced write of it would not reach them */
+    bool viewed;
 } const_entry;
 
 typedef struct frame {
@@ -77,6 +80,7 @@ typedef struct frame {
      * needless break) */
     const jg_tensor **ng_root;
     int n_ng, cap_ng;
+    bool any_writes; /* a captured tensor was written (captured_write_end) */
 } frame;
 
 static _Thread_local frame *frames;
@@ -88,6 +92,7 @@ static frame *top(void) {
 
 static bool lifting(void);
 static bool written_without_grad(const frame *f, const jg_tensor *t);
+static bool stale_view(const frame *f, const jg_tensor *t);
 static bool on_symbolic_read(const jg_tensor *t, const char *what);
 static const_entry *find_entry(frame *f, const jg_tensor *t);
 static int nograd_break(const char *what);
@@ -204,7 +209,7 @@ static int add_const_entry(frame *f, const_entry e) {
 int jg_trace_bind(jg_tensor *t, int value, int input) {
     frame *f = top();
     JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
-    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0});
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0, false});
 }
 
 int jg_trace_bound_used(int input) {
@@ -388,7 +393,7 @@ int jg_trace_value(jg_tensor *t) {
             return -1;
         /* the entry holds t, so its address is not reused for another
          * tensor while the frame is open */
-        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0};
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0, false};
         if (hit) {
             jg_release(hit->t);
             *hit = e;
@@ -402,7 +407,7 @@ int jg_trace_value(jg_tensor *t) {
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0}) < 0)
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0, false}) < 0)
         return -1;
     return v;
 }
@@ -430,12 +435,26 @@ static jg_tensor *captured_write_begin(jg_tensor *t, const jg_tensor *other, cha
                  "in-place updates of captured tensors are traced without grad");
         return NULL;
     }
+    /* the graph reads every captured tensor as it was at the call: a write
+     * through one alias would not be seen through another */
+    for (int i = 0; i < f->n_lifted; i++)
+        if (f->lifted[i] != t && jg_same_storage(f->lifted[i], t)) {
+            snprintf(why, n, "it shares storage with another captured tensor");
+            return NULL;
+        }
     int v = jg_trace_value(t);
     if (v < 0) {
         snprintf(why, n, "%s", jg_last_error());
         return NULL;
     }
     const_entry *hit = find_entry(f, t);
+    if (hit && hit->viewed && f->seg) {
+        /* (run in pieces, the write runs eagerly between two: the views,
+         * then its tracked views, see it; in one graph a use of such a view
+         * after the write is a break, stale_view) */
+        snprintf(why, n, "the program made views of it, which a traced write would not update");
+        return NULL;
+    }
     bool lifted = false;
     for (int i = 0; i < f->n_lifted && !lifted; i++)
         lifted = f->lifted[i] == t;
@@ -459,6 +478,7 @@ static int captured_write_end(jg_tensor *t, jg_tensor *s) {
     JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
     hit->value = s->sym->value;
     hit->writes++;
+    f->any_writes = true;
     return 0;
 }
 
@@ -681,16 +701,26 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     const jg_op_info *info = &jg_ops[op];
     if (!f)
         return jg_errorf("%s(): a traced tensor was used outside its trace", info->name);
-    /* a captured tensor that requires grad, used with grad mode on after the
-     * program wrote it (without history): in a program run in pieces the
-     * piece with the write closes here, so the next piece reads the tensor
-     * itself (eager's gradient reaches it); in one graph it is a break
-     * (jg_trace_value) */
-    for (int k = 0; k < info->n_in && f->seg && jg_grad_mode; k++) {
-        const_entry *hit = in[k]->sym || !in[k]->requires_grad ? NULL : find_entry(f, in[k]);
-        if (hit && hit->writes &&
-            on_symbolic_read(NULL, "a use with grad mode on of a captured tensor the program "
-                                   "wrote in place")) {
+    /* in a program run in pieces, the piece that wrote a captured tensor
+     * (without history) closes before: a use of it with grad mode on when it
+     * requires grad (the next piece reads the tensor itself, so eager's
+     * gradient reaches it; in one graph a break, jg_trace_value), a view of
+     * it (made from the tensor itself, it is its view as in eager mode), a
+     * use of another captured tensor sharing its memory (which sees the
+     * write as in eager mode) */
+    for (int k = 0; k < info->n_in && f->seg; k++) {
+        if (in[k]->sym || !jg_trace_captured(in[k]))
+            continue;
+        const_entry *hit = find_entry(f, in[k]);
+        bool split = hit && hit->writes &&
+                     ((in[k]->requires_grad && jg_grad_mode) || (info->flags & JG_OPF_VIEW));
+        for (int i = 0; i < f->n_lifted && !split; i++)
+            if (f->lifted[i] != in[k] && jg_same_storage(f->lifted[i], in[k])) {
+                const_entry *w = find_entry(f, f->lifted[i]);
+                split = w && w->writes;
+            }
+        if (split && on_symbolic_read(NULL, "a use of a captured tensor after the program "
+                                            "wrote it in place")) {
             f = top();
             break;
         }
@@ -703,9 +733,18 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
         if (jg_grad_mode && f->n_ng && in[k]->sym && !(info->flags & JG_OPF_VIEW) &&
             written_without_grad(f, in[k]))
             return nograd_break("used");
+        if (f->any_writes && stale_view(f, in[k])) {
+            jg_trace_note_break("a view of a captured tensor is used after the program wrote "
+                                "the tensor in place (the traced view keeps its old values)");
+            return jg_errorf("a view of a captured tensor is used after the program wrote the "
+                             "tensor in place");
+        }
         if ((ids[k] = jg_trace_value(in[k])) < 0)
             return -1;
         rg |= f->g->vals[ids[k]].requires_grad;
+        const_entry *hit = (info->flags & JG_OPF_VIEW) && !in[k]->sym ? find_entry(f, in[k]) : NULL;
+        if (hit)
+            hit->viewed = true;
     }
     /* the eager rule: history is recorded when grad mode is on and some input
      * requires grad */
@@ -820,6 +859,27 @@ static void leave_graph(uint64_t save) {
 static bool lifting(void) {
     frame *f = top();
     return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id;
+}
+
+/* Whether traced t, a view of a captured tensor (which the trace records
+ * no base for), was made before a traced write of that tensor: its value
+ * is the tensor's old one, where eager's view shows the write. */
+static bool stale_view(const frame *f, const jg_tensor *t) {
+    if (!t->sym || !t->is_view || t->view || t->sym->graph != f->g->id)
+        return false;
+    int v = t->sym->value;
+    for (int steps = 0; steps < 64 && f->g->vals[v].kind == JG_VAL_NODE; steps++) {
+        const jg_gnode *nd = &f->g->nodes[f->g->vals[v].node];
+        if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
+            return false;
+        v = nd->in[0];
+    }
+    for (int i = 0; i < f->n_lifted; i++)
+        if (f->lifted_val[i] == v) {
+            const_entry *hit = find_entry((frame *)f, f->lifted[i]);
+            return hit && hit->writes && hit->value != v;
+        }
+    return false;
 }
 
 static bool written_without_grad(const frame *f, const jg_tensor *t) {
