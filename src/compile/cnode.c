@@ -95,6 +95,8 @@ void jg_entry_release(jg_entry *e) {
     free(e->edge_input);
     free(e->mut_input);
     free(e->mut_writes);
+    free(e->mut_check);
+    free(e->out_freed);
     free(e->out_input);
     for (int j = 0; e->out_view_steps && j < e->n_out_view; j++)
         free(e->out_view_steps[j]);
@@ -739,6 +741,9 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
                        bool create_graph) {
     compiled_node *c = (compiled_node *)n;
     jg_entry *e = c->e;
+    for (int k = 0; e->out_freed && k < e->n_node_out; k++)
+        if (gout[k] && e->out_freed[e->node_out_prog[k]])
+            return jg_errorf("%s", JG_SAVED_FREED_MSG);
     /* outputs reached without a gradient matter only to custom calls, whose
      * backward runs anyway (as eager runs it) */
     if (create_graph)

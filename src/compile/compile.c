@@ -678,7 +678,7 @@ static int passthrough_input(const jg_graph *g, int v) {
     return g->vals[in].kind == JG_VAL_INPUT ? in : -1;
 }
 
-static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
+int jg_compile_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals) {
     for (int j = 0; j < n_out; j++) {
         jg_opcode ops[16];
         const jg_attrs *attrs[16];
@@ -721,6 +721,52 @@ static int find_output_views(jg_entry *e, const jg_graph *g, int n_out, const in
         e->out_view_n[j] = n;
         e->out_view_in[j] = g->vals[v].index;
     }
+    return 0;
+}
+
+/* Which graph outputs a backward after the call cannot go through, as
+ * eager's cannot: from them it reaches a node that saves tensors and that
+ * an in-program backward without retain_graph freed (e->out_freed; left
+ * NULL when there is none).  The innermost frame is g's.  0 or -1. */
+static int find_freed_outputs(jg_entry *e, const jg_graph *g) {
+    bool any = false;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+        any = jg_trace_node_freed(i);
+    if (!any || !g->n_outputs)
+        return 0;
+    bool *seen = malloc(sizeof *seen * (size_t)g->n_vals);
+    int *stack = malloc(sizeof *stack * (size_t)g->n_vals);
+    if (!seen || !stack || !(e->out_freed = calloc((size_t)g->n_outputs, sizeof *e->out_freed))) {
+        free(seen);
+        free(stack);
+        return jg_errorf("out of memory in jg_compile");
+    }
+    for (int j = 0; j < g->n_outputs; j++) {
+        memset(seen, 0, sizeof *seen * (size_t)g->n_vals);
+        int n = 0;
+        stack[n++] = g->outputs[j];
+        seen[g->outputs[j]] = true;
+        while (n && !e->out_freed[j]) {
+            const jg_value *v = &g->vals[stack[--n]];
+            if (v->kind != JG_VAL_NODE || !v->requires_grad)
+                continue;
+            const jg_gnode *nd = &g->nodes[v->node];
+            /* (a custom call's node is taken to save what its forward saved) */
+            bool saves =
+                nd->kind != JG_GN_OP || (jg_ops[nd->op].flags & (JG_OPF_SAVE_IN | JG_OPF_SAVE_OUT));
+            if (saves && jg_trace_node_freed(v->node)) {
+                e->out_freed[j] = true;
+                break;
+            }
+            for (int s = 0; s < nd->n_in; s++)
+                if (!seen[nd->in[s]]) {
+                    seen[nd->in[s]] = true;
+                    stack[n++] = nd->in[s];
+                }
+        }
+    }
+    free(seen);
+    free(stack);
     return 0;
 }
 
@@ -863,7 +909,7 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             if (jg_view_sync(outs[j]) < 0 || (vals[j] = jg_trace_value(outs[j])) < 0)
                 rc = -1;
         if (rc == 0 && n_out && !e->n_mut)
-            rc = find_output_views(e, g, n_out, vals);
+            rc = jg_compile_output_views(e, g, n_out, vals);
         for (int j = 0; j < n_out && rc == 0; j++) {
             e->out_relayout[j] = !outs[j]->is_view && !jg_dense(outs[j]);
             memcpy(e->out_stride[j], outs[j]->stride, sizeof(int64_t) * (size_t)outs[j]->ndim);
@@ -888,6 +934,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
             rc = jg_grad_sets_find(e, &vals, n_out + e->n_mut + e->n_lmut);
         if (rc == 0 && !e->eager)
             rc = jg_graph_set_outputs(g, n_out + e->n_mut + e->n_lmut + e->n_gset_out, vals);
+        if (rc == 0 && !e->eager)
+            rc = find_freed_outputs(e, g);
         if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }

@@ -177,7 +177,17 @@ typedef struct jg_entry {
     int n_mut;
     int *mut_input;       /* per mutation output: the call input written */
     uint64_t *mut_writes; /* ... and how many in-place writes it received */
-    int *out_input;       /* per program output: the written call input it is, or -1 */
+    /* ... and its first write with grad mode on, which eager mode checks
+     * for a leaf that requires grad: its order among those writes times 2,
+     * plus 1 when it went through a view of the input; -1: none; -2: it
+     * required grad and was written only without grad mode (its values are
+     * written back, its history kept, as eager's) */
+    int *mut_check;
+    /* per graph output (NULL: none): a backward from it goes through a node
+     * an in-program backward without retain_graph freed, one that saves
+     * tensors: eager's second backward fails there, so the call's fails too */
+    bool *out_freed;
+    int *out_input; /* per program output: the written call input it is, or -1 */
     /* captured tensors the program writes in place (an optimizer's update of
      * parameters and state): their new values are the graph outputs after
      * the n_mut above, written back after each call */
@@ -265,6 +275,10 @@ extern int jg_debug_corrupt_backward;
  * traced graph g (e owns g from then on, also when it fails).  0 or -1. */
 int jg_compile_take_captures(jg_entry *e);
 int jg_compile_build(jg_entry *e, jg_graph *g);
+/* Records which of the first n_out outputs (graph values vals) are made by
+ * view ops from a graph input: the call hands them out as tracked views of
+ * that input's tensor (jg_entry.out_view_in).  0 or -1. */
+int jg_compile_output_views(jg_entry *e, const jg_graph *g, int n_out, const int *vals);
 
 /* Partial graphs (compile/segments.c): an entry whose trace read values
  * runs as compiled pieces around each read. */

@@ -429,7 +429,8 @@ static bool same_trace_state(const jg_entry *a, const jg_entry *b) {
         !same_ints(a->pinned_input, b->pinned_input, a->n_pinned))
         return false;
     if (a->n_mut != b->n_mut || !same_ints(a->mut_input, b->mut_input, a->n_mut) ||
-        !same_u64(a->mut_writes, b->mut_writes, a->n_mut) || !a->out_input != !b->out_input ||
+        !same_u64(a->mut_writes, b->mut_writes, a->n_mut) ||
+        !same_ints(a->mut_check, b->mut_check, a->n_mut) || !a->out_input != !b->out_input ||
         (a->out_input && !same_ints(a->out_input, b->out_input, n_out)))
         return false;
     if (a->n_lmut != b->n_lmut || !same_ints(a->lmut_lifted, b->lmut_lifted, a->n_lmut) ||
@@ -1136,6 +1137,8 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
     e->n_mut = b->n_mut;
     e->mut_input = dup(b->mut_input, sizeof(int) * (size_t)b->n_mut);
     e->mut_writes = dup(b->mut_writes, sizeof(uint64_t) * (size_t)b->n_mut);
+    e->mut_check = dup(b->mut_check, sizeof(int) * (size_t)b->n_mut);
+    e->out_freed = dup(b->out_freed, sizeof(bool) * (size_t)b->n_prog_out);
     e->out_input = dup(b->out_input, sizeof(int) * (size_t)(n_out ? n_out : 1));
     e->n_lmut = b->n_lmut;
     e->lmut_lifted = dup(b->lmut_lifted, sizeof(int) * (size_t)b->n_lmut);
@@ -1151,6 +1154,7 @@ static jg_entry *copy_trace_state(const jg_entry *b, const jg_call_key *k) {
         (b->gr_had && !e->gr_had) || (b->lifted_grad_of && !e->lifted_grad_of) ||
         (b->pinned && !e->pinned) || (b->pinned_input && !e->pinned_input) ||
         (b->mut_input && !e->mut_input) || (b->mut_writes && !e->mut_writes) ||
+        (b->mut_check && !e->mut_check) || (b->out_freed && !e->out_freed) ||
         (b->out_input && !e->out_input) || (b->lmut_lifted && !e->lmut_lifted) ||
         (b->lmut_writes && !e->lmut_writes) || (b->gset_owner && !e->gset_owner) ||
         (b->gset_out && !e->gset_out)) {

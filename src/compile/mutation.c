@@ -53,11 +53,24 @@ int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, 
     }
     e->mut_input = mut; /* (n_distinct long) */
     if (!(e->mut_writes = malloc(sizeof(uint64_t) * (size_t)n_mut)) ||
+        !(e->mut_check = malloc(sizeof(int) * (size_t)n_mut)) ||
         !(e->out_input = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1))))
         return jg_errorf("out of memory in jg_compile");
     e->n_mut = n_mut;
     for (int m = 0; m < n_mut; m++) {
         e->mut_writes[m] = jg_version(sym[mut[m]]);
+        bool via_view = false;
+        int first = jg_trace_first_write(sym[mut[m]], &via_view);
+        e->mut_check[m] = first < 0 ? -1 : first * 2 + via_view;
+        if (jg_trace_written_without_grad(sym[mut[m]])) {
+            if (first >= 0) { /* (its value lost the history the first write gave) */
+                snprintf(why, why_size,
+                         "input %d is written in place with grad mode on and then without it",
+                         mut[m]);
+                return 1;
+            }
+            e->mut_check[m] = -2;
+        }
     }
     /* the program returning a written input returns that tensor itself */
     for (int j = 0; j < n_out; j++) {
@@ -154,18 +167,31 @@ int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals) {
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                           jg_tensor **outputs) {
     int n_user = e->n_prog_out - e->n_mut - e->n_lmut - e->n_gset_out;
-    for (int m = 0; m < e->n_mut; m++) { /* eager's checks, before anything runs */
+    /* eager's checks, before anything runs: the first write with grad mode
+     * on (in the program's order) of a leaf that requires grad, or of a
+     * view of one, fails as eager's, naming the view when the write went
+     * through one (or the input is one); writes under no_grad pass */
+    int failed = -1, failed_check = -1;
+    for (int m = 0; m < e->n_mut; m++) {
         jg_tensor *x = inputs[e->mut_input[m]];
         if (jg_view_sync(x) < 0)
             return -1;
-        if (!jg_grad_mode)
+        int check = e->mut_check ? e->mut_check[m] : jg_grad_mode ? 0 : -1;
+        if (check < 0 || (failed >= 0 && failed_check < check))
             continue;
-        if (x->requires_grad && !x->grad_fn)
-            return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
-                             "operation.");
-        if (x->view && x->view->base->requires_grad && !x->view->base->grad_fn)
+        bool view_leaf = x->view && x->view->base->requires_grad && !x->view->base->grad_fn;
+        if (view_leaf || (x->requires_grad && !x->grad_fn)) {
+            failed = m;
+            failed_check = check;
+        }
+    }
+    if (failed >= 0) {
+        jg_tensor *x = inputs[e->mut_input[failed]];
+        if (x->view || failed_check % 2)
             return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
                              "in-place operation.");
+        return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
+                         "operation.");
     }
     jg_tensor *small[16], **ins = small;
     if (n_inputs > 16 && !(ins = malloc(sizeof *ins * (size_t)n_inputs)))
@@ -232,7 +258,7 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
         /* the new value's history is the compiled call's: x moves onto it
          * (a view: its base's region is replaced), as an in-place op's result */
         jg_tensor *x = inputs[e->mut_input[m]], *in2[2] = {x, outs[n_user + m]};
-        if (jg_any_requires_grad(2, in2)) {
+        if (jg_any_requires_grad(2, in2) && e->mut_check[m] != -2) {
             rc = jg_inplace_commit(x, in2[1]);
         } else {
             if (!jg_tensor_take_memory(x, in2[1]))

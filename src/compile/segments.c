@@ -383,6 +383,9 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         rc = jg_lifted_mutations_find(e, &e->key, NULL, n_val, valt, &vals, n_val, r->why,
                                       sizeof r->why);
     }
+    /* (a written captured tensor's views would alias its old value) */
+    if (rc == 0 && n_val && !e->n_lmut)
+        rc = jg_compile_output_views(e, g, n_val, vals);
     if (rc == 0)
         rc = jg_grad_sets_find(e, &vals, n_val + e->n_lmut);
     if (rc == 0)
@@ -480,6 +483,7 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         if (!own[i])
             continue;
         jg_tensor *v = ro[k++];
+        bool ngv = t->no_grad_view; /* (made without grad mode: jg_tensor_become resets it) */
         if (t->view) {
             view_val[i] = v; /* (its history, once its base is real) */
             continue;
@@ -489,11 +493,24 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             rc = -1;
         else
             jg_tensor_become(t, v);
+        /* a view of a captured tensor (the trace keeps no record of those)
+         * comes back as that tensor's tracked view: a later write through
+         * it gets eager's checks and reaches the tensor, as in eager mode;
+         * made without grad mode, it is eager's no_grad view (of a tensor
+         * that requires grad; of one that does not, eager tracks none) */
+        if (rc == 0 && v->view && !t->view && !(ngv && !v->view->base->requires_grad) &&
+            (rc = jg_view_copy_record(t, v)) == 0 && ngv) {
+            t->view->no_grad = true;
+            t->requires_grad = t->no_grad_view = true;
+        }
     }
     for (int i = 0; i < n_live && rc == 0; i++)
-        if (live[i]->view && live[i]->sym)
+        if (live[i]->view && live[i]->sym) {
+            /* (made without grad mode: remade so, as eager made it) */
+            live[i]->view->no_grad = live[i]->no_grad_view;
             rc = view_val[i] ? jg_view_become_output(live[i], view_val[i])
                              : jg_view_become_concrete(live[i]);
+        }
     jg_entry_release(run_e);
     free(ro);
     free(view_val);

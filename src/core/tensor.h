@@ -67,7 +67,9 @@ struct jg_tensor {
     bool is_view; /* shares storage with the tensor it was made from */
     /* a view made in no_grad mode of a tensor that requires grad: it
      * requires grad too, but while it has no grad_fn the gradients that
-     * reach it are dropped (no edge leads to it), as in PyTorch */
+     * reach it are dropped (no edge leads to it), as in PyTorch.  Traced:
+     * any view made in no_grad mode (or of such a view), whatever its base
+     * (a traced view's record cannot say it: it follows its base's value) */
     bool no_grad_view;
     bool has_grad_hooks; /* autograd/hooks.c holds hooks for it */
     int64_t offset;      /* in elements */
@@ -248,6 +250,14 @@ typedef struct jg_core_hooks {
     /* The program being traced sets captured tensor t's .grad to None: 0
      * when the trace records it, else -1 (a graph break). */
     int (*on_grad_clear)(jg_tensor *t);
+    /* An in-place op writes traced tensor `root` (the written tensor, or
+     * the base of the written view: via_view).  With grad mode on, eager
+     * mode would check for a leaf that requires grad: jg_compile checks the
+     * first such write of each input at every call.  Without grad mode,
+     * eager keeps a tensor's history through the write, which a traced
+     * value cannot: a later use or write of it with grad mode on is a graph
+     * break (-1 + error), as is such a write here. */
+    int (*traced_write)(const jg_tensor *root, bool via_view);
     /* backward() on symbolic root (grad: NULL or its gradient) while a
      * program is traced: 0 (the backward was traced), -1 + error, or 1 when
      * it cannot be traced (a graph break). */

@@ -283,6 +283,9 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF) &&
             (rc = jg_view_track(op, a, in[0], out[0])) < 0)
             jg_release(out[0]);
+        if (rc == 0 && (info->flags & JG_OPF_VIEW) && !(info->flags & JG_OPF_NONDIFF))
+            out[0]->no_grad_view =
+                !jg_grad_mode || in[0]->no_grad_view || (in[0]->view && in[0]->view->no_grad);
     } else {
         bool have_out = !(info->flags & JG_OPF_VIEW); /* views make their own */
         if (have_out)

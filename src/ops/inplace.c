@@ -31,6 +31,13 @@ static int untraceable(const char *why) {
     return jg_errorf("%s", why);
 }
 
+#define MSG_NO_GRAD_VIEW                                                                           \
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "    \
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "     \
+    "your code by moving both the view and the inplace either both inside the no_grad block (if "  \
+    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "    \
+    "tracked)."
+
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
         return jg_errorf("%s: tensor is NULL", fn);
@@ -51,17 +58,15 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
                          "as an input cannot be traced; pass that tensor as an input",
                          fn);
     /* traced: whether an input is a leaf is checked when the call writes it
-     * back (compile/mutation.c) */
+     * back (compile/mutation.c), for its first write with grad mode on */
+    if (self->sym && jg_hooks.traced_write &&
+        jg_hooks.traced_write(self->view ? self->view->base : self, self->view != NULL) < 0)
+        return -1;
     if (self->sym || !jg_grad_mode)
         return 0;
     if ((self->no_grad_view && !self->grad_fn && !(self->view && !self->view->no_grad)) ||
         (self->view && self->view->no_grad && self->view->base->requires_grad))
-        return jg_errorf("A view was created in no_grad mode and is being modified inplace with "
-                         "grad mode enabled. Given that this use case is ambiguous and "
-                         "error-prone, it is forbidden. You can clarify your code by moving both "
-                         "the view and the inplace either both inside the no_grad block (if you "
-                         "don't want the inplace to be tracked) or both outside (if you want the "
-                         "inplace to be tracked).");
+        return jg_errorf(MSG_NO_GRAD_VIEW);
     if (self->view && self->view->base->requires_grad && !self->view->base->grad_fn)
         return jg_errorf("a view of a leaf Variable that requires grad is being used in an "
                          "in-place operation.");
@@ -222,6 +227,48 @@ static int inplace_run(const char *fn, jg_opcode op, const jg_attrs *a, jg_tenso
 
 static int copy_run(jg_tensor *dst, jg_tensor *src);
 
+/* A program run in pieces: closes the piece before the write (its
+ * stand-ins, self among them, become real), then writes eagerly, with
+ * eager's checks and history; the next piece reads what it wrote.  1 when
+ * the program cannot be split here (nothing happened). */
+static int write_between_pieces(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                                jg_tensor *other, bool copy, const char *what) {
+    if (!jg_hooks.on_symbolic_read || !jg_hooks.on_symbolic_read(NULL, what))
+        return 1;
+    if (self->sym || (other && other->sym))
+        return jg_errorf("internal error: %s() on a tensor that stayed traced after its piece ran",
+                         fn);
+    uint64_t saved = jg_hooks.trace_suspend();
+    int rc = check_target(fn, self, other) < 0 ? -1
+             : copy                            ? copy_run(self, other)
+                                               : inplace_run(fn, op, a, self, other);
+    jg_hooks.trace_resume(saved);
+    return rc;
+}
+
+/* Why a write into traced tensor self cannot be traced (NULL: it can):
+ * self views a tensor from outside the trace (a captured one, or one the
+ * program made that requires grad), for which the trace records no base,
+ * so the write would not reach it; or self is a view made without grad
+ * mode (no_grad_view) written with grad mode on: of a tensor that requires
+ * grad eager refuses it (after any error of an earlier write the call
+ * checks, a leaf input: so the eager run decides), of one that does not,
+ * a write with history gives the view a history of its own, not its base
+ * (which eager does not track such a view for). */
+static const char *untraced_write(const jg_tensor *self, const jg_tensor *other) {
+    const jg_tensor *root = self->view ? self->view->base : self;
+    if (root->sym && root->is_view && !root->view)
+        return "through a view of a tensor captured from outside the program: the write would "
+               "not reach the tensor";
+    if (jg_grad_mode && self->view && self->no_grad_view && root->requires_grad)
+        return "with grad mode on into a view made without it: eager mode refuses it";
+    if (jg_grad_mode && self->view && self->no_grad_view &&
+        (self->requires_grad || (other && other->requires_grad)))
+        return "with history into a view made without grad mode: eager gives the view a history "
+               "of its own, not its base";
+    return NULL;
+}
+
 /* An in-place op (copy: jg_copy_) writing a tensor captured from outside
  * the program being traced: it is traced on a stand-in holding the
  * tensor's value in the graph, whose new value then becomes the tensor's
@@ -230,21 +277,25 @@ static int copy_run(jg_tensor *dst, jg_tensor *src);
 static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                             jg_tensor *other, bool copy) {
     char why[300] = "";
+    /* a tracked view (made by an earlier piece) is written between two
+     * pieces: eager's checks (a view of a leaf that requires grad, a view
+     * made without grad mode) and the write through to its base, which a
+     * written-back copy of the view could not order with the base's uses */
+    if (self->view) {
+        int rc = write_between_pieces(fn, op, a, self, other, copy,
+                                      "an in-place write through a view of a captured tensor "
+                                      "(it runs eagerly)");
+        if (rc != 1)
+            return rc;
+    }
     jg_tensor *s = jg_hooks.captured_write_begin
                        ? jg_hooks.captured_write_begin(self, other, why, sizeof why)
                        : NULL;
-    if (!s && jg_hooks.on_symbolic_read &&
-        jg_hooks.on_symbolic_read(NULL,
-                                  "an in-place write the trace cannot hold (it runs eagerly)")) {
-        /* a program run in pieces: the piece before the write ran, so the
-         * write happens here, eagerly (with eager's checks and history),
-         * and the next piece reads the tensor it wrote */
-        uint64_t saved = jg_hooks.trace_suspend();
-        int rc = check_target(fn, self, other) < 0 ? -1
-                 : copy                            ? copy_run(self, other)
-                                                   : inplace_run(fn, op, a, self, other);
-        jg_hooks.trace_resume(saved);
-        return rc;
+    if (!s) {
+        int rc = write_between_pieces(fn, op, a, self, other, copy,
+                                      "an in-place write the trace cannot hold (it runs eagerly)");
+        if (rc != 1)
+            return rc;
     }
     if (!s) {
         char msg[400];
@@ -261,10 +312,27 @@ static int inplace_captured(const char *fn, jg_opcode op, const jg_attrs *a, jg_
     return rc < 0 ? -1 : jg_hooks.captured_write_end(self, s);
 }
 
+/* A traced write that cannot be traced (untraced_write: why): written
+ * between two pieces when the program runs in pieces, else a graph break
+ * (the call runs eagerly). */
+static int inplace_untraced(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
+                            jg_tensor *other, bool copy, const char *why) {
+    int rc = write_between_pieces(fn, op, a, self, other, copy,
+                                  "an in-place write the trace cannot hold (it runs eagerly)");
+    if (rc != 1)
+        return rc;
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s() %s", fn, why);
+    return untraceable(msg);
+}
+
 static int inplace(const char *fn, jg_opcode op, const jg_attrs *a, jg_tensor *self,
                    jg_tensor *other) {
     if (self && jg_trace_captured(self))
         return inplace_captured(fn, op, a, self, other, false);
+    const char *why = self && self->sym ? untraced_write(self, other) : NULL;
+    if (why)
+        return inplace_untraced(fn, op, a, self, other, false, why);
     if (check_target(fn, self, other) < 0)
         return -1;
     if (self->sym)
@@ -404,6 +472,9 @@ static jg_tensor *over_history(jg_tensor *dst, jg_tensor *r) {
 int jg_copy_(jg_tensor *dst, jg_tensor *src) {
     if (dst && jg_trace_captured(dst))
         return inplace_captured("jg_copy_", JG_OP_CLONE, NULL, dst, src, true);
+    const char *why = dst && dst->sym ? untraced_write(dst, src) : NULL;
+    if (why)
+        return inplace_untraced("jg_copy_", JG_OP_CLONE, NULL, dst, src, true, why);
     if (check_target("jg_copy_", dst, src) < 0)
         return -1;
     if (dst->sym)
@@ -412,7 +483,8 @@ int jg_copy_(jg_tensor *dst, jg_tensor *src) {
 }
 
 int jg_inplace_take_(jg_tensor *dst, jg_tensor *src) {
-    if (!dst || !src || !src->sym || src->view || dst->view || dst->dtype != src->dtype ||
+    if (!dst || !src || !src->sym || src->view || dst->view ||
+        (dst->sym && untraced_write(dst, src)) || dst->dtype != src->dtype ||
         dst->ndim != src->ndim ||
         memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)dst->ndim))
         return jg_copy_(dst, src);

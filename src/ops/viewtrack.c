@@ -167,9 +167,34 @@ static jg_tensor *replay(const jg_view_info *v, int upto, jg_tensor *x) {
     return x;
 }
 
+/* Traced view t's base became a tracked view itself (a piece's output
+ * viewing a captured tensor): t is recorded from that view's base, through
+ * its steps and then t's, as eager records a view of a view.  0 or -1. */
+static int rebase_on_root(jg_tensor *t) {
+    jg_view_info *v = t->view;
+    const jg_view_info *bv = v->base->view;
+    if (!bv)
+        return 0;
+    view_step *s = malloc(sizeof *s * (size_t)(bv->n_steps + v->n_steps));
+    if (!s)
+        return jg_errorf("out of memory recording a view");
+    memcpy(s, bv->steps, sizeof *s * (size_t)bv->n_steps);
+    memcpy(s + bv->n_steps, v->steps, sizeof *s * (size_t)v->n_steps);
+    jg_tensor *old = v->base;
+    v->base = jg_retain(bv->base);
+    v->no_grad = v->no_grad || bv->no_grad;
+    free(v->steps);
+    v->steps = s;
+    v->n_steps += bv->n_steps;
+    jg_release(old);
+    return 0;
+}
+
 int jg_view_become_concrete(jg_tensor *t) {
     jg_view_info *v = t->view;
     JG_ASSERT(v && t->sym && !v->base->sym);
+    if (rebase_on_root(t) < 0)
+        return -1;
     bool gm = jg_grad_mode;
     jg_grad_mode = !v->no_grad;
     jg_scope_push();
@@ -191,6 +216,8 @@ int jg_view_become_output(jg_tensor *t, jg_tensor *value) {
     JG_ASSERT(v && t->sym && !v->base->sym && !value->sym);
     if (!value->grad_fn) /* (no history to take: the base's, as eager's) */
         return jg_view_become_concrete(t);
+    if (rebase_on_root(t) < 0)
+        return -1;
     bool gm = jg_grad_mode;
     jg_grad_mode = false; /* (the memory only: the history is value's) */
     jg_scope_push();
@@ -211,6 +238,26 @@ int jg_view_become_output(jg_tensor *t, jg_tensor *value) {
     jg_scope_pop();
     jg_grad_mode = gm;
     return r ? 0 : -1;
+}
+
+int jg_view_copy_record(jg_tensor *t, const jg_tensor *from) {
+    const jg_view_info *f = from->view;
+    if (!f || t->view)
+        return 0;
+    jg_view_info *v = malloc(sizeof *v);
+    view_step *s = malloc(sizeof *s * (size_t)(f->n_steps ? f->n_steps : 1));
+    if (!v || !s) {
+        free(v);
+        free(s);
+        return jg_errorf("out of memory recording a view");
+    }
+    memcpy(s, f->steps, sizeof *s * (size_t)f->n_steps);
+    *v = *f;
+    v->base = jg_retain(f->base);
+    v->steps = s;
+    t->view = v;
+    t->is_view = true;
+    return 0;
 }
 
 int jg_view_track_alias(jg_tensor *in, jg_tensor *out) {

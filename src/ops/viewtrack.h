@@ -66,6 +66,10 @@ int jg_view_become_concrete(jg_tensor *t);
  * compiled backward sums t's gradient terms where eager mode does), and
  * keeps its memory and tracking as a view of its base.  0 or -1. */
 int jg_view_become_output(jg_tensor *t, jg_tensor *value);
+/* Gives t, which has no view record, a copy of from's (t takes over
+ * from's memory: a piece's output that views a captured tensor), so t is
+ * that tensor's tracked view as in eager mode.  0 or -1. */
+int jg_view_copy_record(jg_tensor *t, const jg_tensor *from);
 /* The value the base of view t takes when t's elements become src (t's
  * shape and dtype): computed out of place with history.  Borrowed from the
  * current scope, or NULL + error. */

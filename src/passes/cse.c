@@ -20,11 +20,17 @@ static uint64_t node_hash(const jg_gnode *n) {
     return h;
 }
 
-static bool same(const jg_gnode *a, const jg_gnode *b) {
+/* (outputs recorded under different grad modes are different values: a
+ * use with grad mode on of the one recorded without would lose its
+ * gradient, and the verifier refuses it) */
+static bool same(const jg_graph *g, const jg_gnode *a, const jg_gnode *b) {
     if (a->op != b->op || a->n_in != b->n_in || memcmp(&a->attrs, &b->attrs, sizeof a->attrs))
         return false;
     for (int k = 0; k < a->n_in; k++)
         if (a->in[k] != b->in[k])
+            return false;
+    for (int k = 0; k < a->n_out; k++)
+        if (g->vals[a->out[k]].requires_grad != g->vals[b->out[k]].requires_grad)
             return false;
     return true;
 }
@@ -55,7 +61,7 @@ int jg_pass_cse(jg_graph *g) {
         size_t s = (size_t)hashes[i] & (cap - 1);
         for (; table[s] >= 0; s = (s + 1) & (cap - 1)) {
             int j = table[s];
-            if (hashes[j] == hashes[i] && same(&g->nodes[j], n))
+            if (hashes[j] == hashes[i] && same(g, &g->nodes[j], n))
                 break;
         }
         if (table[s] < 0) {
@@ -63,11 +69,8 @@ int jg_pass_cse(jg_graph *g) {
             continue;
         }
         const jg_gnode *keep = &g->nodes[table[s]];
-        for (int k = 0; k < n->n_out; k++) {
-            /* the duplicate's gradient flags may differ only if grad mode
-             * changed between them; keep the original's */
+        for (int k = 0; k < n->n_out; k++)
             jg_graph_replace_uses(g, n->out[k], keep->out[k]);
-        }
         dead[i] = true;
         removed++;
     }

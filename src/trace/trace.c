@@ -23,6 +23,9 @@ typedef struct {
     /* a lifted tensor the program wrote in place: value is its new value,
      * writes how many in-place ops wrote it (jg_trace_lifted_written) */
     int writes;
+    /* a view op read it: traced views of a captured tensor keep no base,
+     * so a traced write of it would not reach them */
+    bool viewed;
 } const_entry;
 
 typedef struct frame {
@@ -65,6 +68,19 @@ typedef struct frame {
     void *seg_user;
     jg_tensor **syms;
     int n_syms, cap_syms;
+    /* traced tensors written with grad mode on (jg_hooks.traced_write; not
+     * retained, only compared), in the order of their first such write,
+     * and whether that write went through a view */
+    const jg_tensor **wr_root;
+    bool *wr_view;
+    int n_wr, cap_wr;
+    /* traced tensors that required grad when written without grad mode
+     * (not retained, which would make them live at a piece's end: one
+     * freed meanwhile can only make a later tensor at its address a
+     * needless break) */
+    const jg_tensor **ng_root;
+    int n_ng, cap_ng;
+    bool any_writes; /* a captured tensor was written (captured_write_end) */
 } frame;
 
 static _Thread_local frame *frames;
@@ -75,6 +91,11 @@ static frame *top(void) {
 }
 
 static bool lifting(void);
+static bool written_without_grad(const frame *f, const jg_tensor *t);
+static bool stale_view(const frame *f, const jg_tensor *t);
+static bool on_symbolic_read(const jg_tensor *t, const char *what);
+static const_entry *find_entry(frame *f, const jg_tensor *t);
+static int nograd_break(const char *what);
 
 bool jg_tracing(void) {
     return n_frames > 0;
@@ -136,6 +157,9 @@ void jg_trace_end(void) {
     free(f->gs_grad);
     free(f->lifted_val);
     free(f->freed);
+    free(f->wr_root);
+    free(f->wr_view);
+    free(f->ng_root);
     for (int i = 0; i < f->n_syms; i++)
         jg_release(f->syms[i]);
     free(f->syms);
@@ -185,7 +209,7 @@ static int add_const_entry(frame *f, const_entry e) {
 int jg_trace_bind(jg_tensor *t, int value, int input) {
     frame *f = top();
     JG_ASSERT(f && t && !t->sym && value >= 0 && value < f->g->n_vals);
-    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0});
+    return add_const_entry(f, (const_entry){t, value, input, false, false, 0, 0, false});
 }
 
 int jg_trace_bound_used(int input) {
@@ -369,7 +393,7 @@ int jg_trace_value(jg_tensor *t) {
             return -1;
         /* the entry holds t, so its address is not reused for another
          * tensor while the frame is open */
-        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0};
+        const_entry e = {jg_retain(t), v, -1, true, true, t->storage->version, 0, false};
         if (hit) {
             jg_release(hit->t);
             *hit = e;
@@ -383,7 +407,7 @@ int jg_trace_value(jg_tensor *t) {
     } else if ((v = jg_graph_add_const(f->g, t)) < 0) {
         return -1;
     }
-    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0}) < 0)
+    if (add_const_entry(f, (const_entry){t, v, -1, true, false, 0, 0, false}) < 0)
         return -1;
     return v;
 }
@@ -411,12 +435,26 @@ static jg_tensor *captured_write_begin(jg_tensor *t, const jg_tensor *other, cha
                  "in-place updates of captured tensors are traced without grad");
         return NULL;
     }
+    /* the graph reads every captured tensor as it was at the call: a write
+     * through one alias would not be seen through another */
+    for (int i = 0; i < f->n_lifted; i++)
+        if (f->lifted[i] != t && jg_same_storage(f->lifted[i], t)) {
+            snprintf(why, n, "it shares storage with another captured tensor");
+            return NULL;
+        }
     int v = jg_trace_value(t);
     if (v < 0) {
         snprintf(why, n, "%s", jg_last_error());
         return NULL;
     }
     const_entry *hit = find_entry(f, t);
+    if (hit && hit->viewed && f->seg) {
+        /* (run in pieces, the write runs eagerly between two: the views,
+         * then its tracked views, see it; in one graph a use of such a view
+         * after the write is a break, stale_view) */
+        snprintf(why, n, "the program made views of it, which a traced write would not update");
+        return NULL;
+    }
     bool lifted = false;
     for (int i = 0; i < f->n_lifted && !lifted; i++)
         lifted = f->lifted[i] == t;
@@ -440,6 +478,7 @@ static int captured_write_end(jg_tensor *t, jg_tensor *s) {
     JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
     hit->value = s->sym->value;
     hit->writes++;
+    f->any_writes = true;
     return 0;
 }
 
@@ -662,12 +701,50 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
     const jg_op_info *info = &jg_ops[op];
     if (!f)
         return jg_errorf("%s(): a traced tensor was used outside its trace", info->name);
+    /* in a program run in pieces, the piece that wrote a captured tensor
+     * (without history) closes before: a use of it with grad mode on when it
+     * requires grad (the next piece reads the tensor itself, so eager's
+     * gradient reaches it; in one graph a break, jg_trace_value), a view of
+     * it (made from the tensor itself, it is its view as in eager mode), a
+     * use of another captured tensor sharing its memory (which sees the
+     * write as in eager mode) */
+    for (int k = 0; k < info->n_in && f->seg; k++) {
+        if (in[k]->sym || !jg_trace_captured(in[k]))
+            continue;
+        const_entry *hit = find_entry(f, in[k]);
+        bool split = hit && hit->writes &&
+                     ((in[k]->requires_grad && jg_grad_mode) || (info->flags & JG_OPF_VIEW));
+        for (int i = 0; i < f->n_lifted && !split; i++)
+            if (f->lifted[i] != in[k] && jg_same_storage(f->lifted[i], in[k])) {
+                const_entry *w = find_entry(f, f->lifted[i]);
+                split = w && w->writes;
+            }
+        if (split && on_symbolic_read(NULL, "a use of a captured tensor after the program "
+                                            "wrote it in place")) {
+            f = top();
+            break;
+        }
+    }
     int ids[4];
     bool rg = false;
     for (int k = 0; k < info->n_in; k++) {
+        /* (a view op only passes it on: bringing a view up to date after
+         * such a write runs one with grad mode on; its uses are checked) */
+        if (jg_grad_mode && f->n_ng && in[k]->sym && !(info->flags & JG_OPF_VIEW) &&
+            written_without_grad(f, in[k]))
+            return nograd_break("used");
+        if (f->any_writes && stale_view(f, in[k])) {
+            jg_trace_note_break("a view of a captured tensor is used after the program wrote "
+                                "the tensor in place (the traced view keeps its old values)");
+            return jg_errorf("a view of a captured tensor is used after the program wrote the "
+                             "tensor in place");
+        }
         if ((ids[k] = jg_trace_value(in[k])) < 0)
             return -1;
         rg |= f->g->vals[ids[k]].requires_grad;
+        const_entry *hit = (info->flags & JG_OPF_VIEW) && !in[k]->sym ? find_entry(f, in[k]) : NULL;
+        if (hit)
+            hit->viewed = true;
     }
     /* the eager rule: history is recorded when grad mode is on and some input
      * requires grad */
@@ -784,6 +861,98 @@ static bool lifting(void) {
     return f && (f->flags & JG_TRACE_LIFT) && jg_trace_capture == f->id;
 }
 
+/* Whether traced t, a view of a captured tensor (which the trace records
+ * no base for), was made before a traced write of that tensor: its value
+ * is the tensor's old one, where eager's view shows the write. */
+static bool stale_view(const frame *f, const jg_tensor *t) {
+    if (!t->sym || !t->is_view || t->view || t->sym->graph != f->g->id)
+        return false;
+    int v = t->sym->value;
+    for (int steps = 0; steps < 64 && f->g->vals[v].kind == JG_VAL_NODE; steps++) {
+        const jg_gnode *nd = &f->g->nodes[f->g->vals[v].node];
+        if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
+            return false;
+        v = nd->in[0];
+    }
+    for (int i = 0; i < f->n_lifted; i++)
+        if (f->lifted_val[i] == v) {
+            const_entry *hit = find_entry((frame *)f, f->lifted[i]);
+            return hit && hit->writes && hit->value != v;
+        }
+    return false;
+}
+
+static bool written_without_grad(const frame *f, const jg_tensor *t) {
+    const jg_tensor *root = t->view ? t->view->base : t;
+    for (int i = 0; i < f->n_ng; i++)
+        if (f->ng_root[i] == root)
+            return true;
+    return false;
+}
+
+static int nograd_break(const char *what) {
+    jg_trace_note_break("a traced tensor that requires grad is %s with grad mode on after the "
+                        "program wrote it in place without grad mode (eager keeps its history)",
+                        what);
+    return jg_errorf("a traced tensor that requires grad is %s with grad mode on after the "
+                     "program wrote it in place without grad mode",
+                     what);
+}
+
+static int traced_write(const jg_tensor *root, bool via_view) {
+    frame *f = top();
+    if (!f)
+        return 0;
+    if (!jg_grad_mode) {
+        if (!root->requires_grad || written_without_grad(f, root))
+            return 0;
+        if (f->n_ng == f->cap_ng) {
+            int cap = f->cap_ng ? f->cap_ng * 2 : 4;
+            const jg_tensor **r = realloc(f->ng_root, (size_t)cap * sizeof *r);
+            if (!r)
+                return jg_errorf("out of memory while tracing");
+            f->ng_root = r;
+            f->cap_ng = cap;
+        }
+        f->ng_root[f->n_ng++] = root;
+        return 0;
+    }
+    if (written_without_grad(f, root))
+        return nograd_break("written");
+    for (int i = 0; i < f->n_wr; i++)
+        if (f->wr_root[i] == root)
+            return 0;
+    if (f->n_wr == f->cap_wr) {
+        int cap = f->cap_wr ? f->cap_wr * 2 : 4;
+        const jg_tensor **r = realloc(f->wr_root, (size_t)cap * sizeof *r);
+        if (r)
+            f->wr_root = r;
+        bool *v = r ? realloc(f->wr_view, (size_t)cap * sizeof *v) : NULL;
+        if (!v)
+            return jg_errorf("out of memory while tracing");
+        f->wr_view = v;
+        f->cap_wr = cap;
+    }
+    f->wr_root[f->n_wr] = root;
+    f->wr_view[f->n_wr++] = via_view;
+    return 0;
+}
+
+int jg_trace_written_without_grad(const jg_tensor *t) {
+    frame *f = top();
+    return f && written_without_grad(f, t);
+}
+
+int jg_trace_first_write(const jg_tensor *t, bool *via_view) {
+    frame *f = top();
+    for (int i = 0; f && i < f->n_wr; i++)
+        if (f->wr_root[i] == t) {
+            *via_view = f->wr_view[i];
+            return i;
+        }
+    return -1;
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }
@@ -797,6 +966,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.captured_write_end = captured_write_end;
     jg_hooks.on_grad_read = on_grad_read;
     jg_hooks.on_grad_clear = on_grad_clear;
+    jg_hooks.traced_write = traced_write;
     jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;
     jg_hooks.on_symbolic_read = on_symbolic_read;

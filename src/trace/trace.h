@@ -141,6 +141,14 @@ jg_tensor *jg_trace_input_tensor(int value);
  * frees those nodes' saved tensors, so a later backward through one of them
  * fails eagerly (jg_trace_node_freed).  0 or -1. */
 int jg_trace_nodes_free(int n_nodes, const bool *nodes);
+/* The innermost frame's first in-place write with grad mode on of traced
+ * tensor t, directly or through a view of it (jg_hooks.traced_write): its
+ * order among the first writes of the tensors written so, with *via_view;
+ * -1 when there was none. */
+int jg_trace_first_write(const jg_tensor *t, bool *via_view);
+/* Whether traced tensor t (or its view's base) required grad when the
+ * innermost frame's program wrote it in place without grad mode. */
+int jg_trace_written_without_grad(const jg_tensor *t);
 bool jg_trace_node_freed(int node);
 /* Whether jg_compile's frame is open (a program is traced). */
 bool jg_trace_in_program(void);

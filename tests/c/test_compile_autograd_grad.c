@@ -532,6 +532,64 @@ static void test_compile_backward_gradient(void **state) {
     }
 }
 
+/* user: the flags of the program's backward (0, or JG_RETAIN_GRAPH); a
+ * second output that the backward does not reach */
+static int p_bw_freed(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *loss = jg_sum(jg_tanh(jg_matmul(in[0], c->w)));
+    if (!loss || jg_backward(loss, NULL, c->flags) < 0)
+        return -1;
+    out[0] = loss;
+    out[1] = jg_sum(jg_mul_scalar(jg_matmul(in[0], c->w), 2.0));
+    return out[1] ? 2 : -1;
+}
+
+/* Regression: after an in-program backward without retain_graph, the
+ * returned loss could be backpropagated again after the call (its compiled
+ * node kept what eager frees).  Now eager's error, .grad intact; with
+ * JG_RETAIN_GRAPH, or through an output the backward did not reach, the
+ * second backward runs as eagerly (bitwise). */
+static void test_compile_backward_again_after_in_program_backward(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        for (int retain = 0; retain < 2; retain++) {
+            for (int again = 0; again < 2; again++) { /* through the loss, the other output */
+                ctx c;
+                ctx_init(&c);
+                c.flags = retain ? JG_RETAIN_GRAPH : 0;
+                jg_compile_options o = {.backend = backends[b], .fullgraph = true};
+                jg_compiled *k = jg_compile(p_bw_freed, &c, &o);
+                jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(4, 5)), *g[2][2];
+                int rc[2];
+                for (int run = 0; run < 2; run++) {
+                    jg_tensor *out[2];
+                    jg_clear_grad(c.w);
+                    int n = run ? jg_compiled_call(k, NULL, 0, 1, &x, out)
+                                : p_bw_freed(&c, NULL, 1, &x, out);
+                    assert_int_equal(n, 2);
+                    g[run][0] = jg_clone(jg_grad(c.w));
+                    rc[run] = jg_backward(out[again], NULL, 0);
+                    if (rc[run] < 0)
+                        TU_ERROR("Trying to backward through the graph a second time");
+                    g[run][1] = jg_clone(jg_grad(c.w));
+                }
+                assert_int_equal(rc[1], rc[0]);
+                assert_int_equal(rc[0], retain || again ? 0 : -1);
+                TU_SAME(g[1][0], g[0][0]);
+                TU_SAME(g[1][1], g[0][1]);
+                if (rc[0] < 0)
+                    TU_SAME(g[1][1], g[1][0]); /* (intact) */
+                assert_int_equal(jg_compiled_fallbacks(k), 0);
+                jg_compiled_free(k);
+                ctx_free(&c);
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_autograd_grad_penalty),
@@ -546,6 +604,7 @@ int main(void) {
         TU_TEST(test_compile_autograd_grad_retain_per_backward),
         TU_TEST(test_compile_backward_create_graph),
         TU_TEST(test_compile_backward_gradient),
+        TU_TEST(test_compile_backward_again_after_in_program_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
