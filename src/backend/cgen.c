@@ -156,6 +156,38 @@ static bool calls_math(const char *cexpr) {
            strstr(cexpr, "jg_ew_tanh") || strstr(cexpr, "jg_ew_erf");
 }
 
+/* How operand shape m is read in a loop over shape o, operands aligned on
+ * their last dims: 0 at the same index or as one element; 1 (outer) m is o's
+ * leading dims then 1s (LayerNorm's mean), one element per row of
+ * numel(o) / numel(m); 2 (inner) m is 1s then o's trailing dims (a bias),
+ * read again every numel(m) elements; -1 any other broadcast (read through a
+ * materialized copy by the eager kernel). */
+static int bcast_kind(const jg_meta *m, const jg_meta *o) {
+    if (same_shape(m, o) || meta_numel(m) == 1)
+        return 0;
+    if (m->ndim > o->ndim)
+        return -1;
+    int nd = o->ndim, pad = o->ndim - m->ndim;
+    int64_t pm[JG_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        pm[d] = d < pad ? 1 : m->shape[d - pad];
+    int k = 0; /* outer: equal dims, then 1s */
+    while (k < nd && pm[k] == o->shape[k])
+        k++;
+    bool ok = true;
+    for (int d = k; d < nd; d++)
+        ok &= pm[d] == 1;
+    if (ok)
+        return 1;
+    k = 0; /* inner: 1s, then equal dims */
+    while (k < nd && pm[k] == 1)
+        k++;
+    for (int d = k; d < nd; d++)
+        if (pm[d] != o->shape[d])
+            return -1;
+    return 2;
+}
+
 static bool fusable(const jg_graph *g, const jg_gnode *n) {
     if (n->kind != JG_GN_OP)
         return false;
@@ -167,7 +199,7 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {
         const jg_meta *m = &g->vals[n->in[k]].meta;
-        if (!same_shape(m, o) && meta_numel(m) != 1)
+        if (bcast_kind(m, o) < 0)
             return false;
     }
     return true;
@@ -203,6 +235,16 @@ static int sum_target(const jg_graph *g, const layout *L, const bool *sealed, co
     int h = L->group[v->node];
     if (h < 0 || sealed[h] || heavy(&g->nodes[v->node]))
         return -1;
+    /* a loop with broadcast operands runs row by row, while the sum's
+     * blocks are fixed on the flat index: the sum stays a node of its own */
+    for (int j = 0; j < (int)(n - g->nodes); j++) {
+        if (L->group[j] != h)
+            continue;
+        const jg_gnode *m = &g->nodes[j];
+        for (int k = 0; k < m->n_in; k++)
+            if (bcast_kind(&g->vals[m->in[k]].meta, &g->vals[m->out[0]].meta) > 0)
+                return -1;
+    }
     return h;
 }
 
@@ -879,12 +921,24 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     sb_add(b, "    {\n        const int64_t jg_N = rt->numel(ctx, %d);\n", su);
     /* pointers: external operands (array or single element), then stores */
     int nv = g->n_vals;
-    char *seen = calloc((size_t)(nv ? nv : 1), 1); /* 1 array input, 2 scalar input */
-    if (!seen)
+    /* 1 array input, 2 scalar input, 3 / 4 outer / inner broadcast input
+     * (bcast_kind); lseen: how the loop function reads them (3 -> 2, 4 -> 1) */
+    char *seen = calloc((size_t)(nv ? nv : 1), 1);
+    char *lseen = calloc((size_t)(nv ? nv : 1), 1);
+    if (!seen || !lseen) {
+        free(seen);
+        free(lseen);
         return jg_errorf("out of memory generating code");
-    /* par: the loop's parameters; arg: the call's arguments; fld / farg: the
-     * same as the fields of the struct a parallel loop's chunks read */
-    sbuf chk = {0}, par = {0}, arg = {0}, fld = {0}, farg = {0}, pnm = {0};
+    }
+    /* par: the entry's parameters; arg: the call's arguments; fld / farg: the
+     * same as the fields of the struct a parallel loop's chunks read.  With
+     * broadcast operands the entry (jg_rowsN) cuts its range at rows of
+     * jg_L elements, where every broadcast operand is one element (outer) or
+     * a contiguous run (inner), and calls the loop on each piece: lpar the
+     * loop's parameters, lcall that call's arguments. */
+    sbuf chk = {0}, par = {0}, arg = {0}, fld = {0}, farg = {0}, pnm = {0}, lpar = {0}, lcall = {0},
+         rlen = {0};
+    bool bc = false;
     /* scalar attributes: read at run time (no constant for gcc to fold),
      * then converted to T in the loop exactly as the eager kernels convert
      * theirs */
@@ -896,6 +950,8 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             sb_add(&fld, " double s%d;", i);
             sb_add(&farg, ", a->s%d", i);
             sb_add(&pnm, ", s%d", i);
+            sb_add(&lpar, ", const double s%d", i);
+            sb_add(&lcall, ", s%d", i);
         }
     for (int i = 0; i <= lastn; i++) {
         if (!in_loop(L, gi, i))
@@ -907,20 +963,54 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             if ((v->kind == JG_VAL_NODE && L->group[v->node] == gi) || seen[u])
                 continue;
             const char *T = ctype(v->meta.dtype);
-            seen[u] = same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
+            int bk = repeated_scalar(g, u) ? 0 : bcast_kind(&v->meta, S);
+            seen[u] = bk > 0 ? 2 + bk : same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
+            lseen[u] = seen[u] == 3 ? 2 : seen[u] == 4 ? 1 : seen[u];
             sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
-                   seen[u] == 1 ? "in" : "elem", u);
+                   seen[u] != 2 ? "in" : "elem", u);
             sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
+            if (seen[u] >= 3) {
+                /* per row one element of an outer operand, jg_rN elements
+                 * apart; an inner one wraps every jg_mN elements */
+                char c = seen[u] == 3 ? 'r' : 'm';
+                bc = true;
+                if (seen[u] == 3)
+                    sb_add(b,
+                           "        const int64_t jg_r%d = jg_N ? jg_N / rt->numel(ctx, %d) : 1;\n",
+                           u, u);
+                else
+                    sb_add(b, "        const int64_t jg_m%d = jg_N ? rt->numel(ctx, %d) : 1;\n", u,
+                           u);
+                sb_add(&rlen, "        if (jg_%c%d < jg_L)\n            jg_L = jg_%c%d;\n", c, u, c,
+                       u);
+                sb_add(&par, ", const %s *restrict x%d, const int64_t jg_%c%d", T, u, c, u);
+                sb_add(&fld, " const %s *x%d; int64_t jg_%c%d;", T, u, c, u);
+                sb_add(&farg, ", a->x%d, a->jg_%c%d", u, c, u);
+                sb_add(&pnm, ", x%d, jg_%c%d", u, c, u);
+                sb_add(&arg, ", x%d, jg_%c%d", u, c, u);
+                if (seen[u] == 3) {
+                    sb_add(&lpar, ", const %s v%d", T, u);
+                    sb_add(&lcall, ", x%d[jg_a / jg_r%d]", u, u);
+                } else {
+                    sb_add(&lpar, ", const %s *restrict x%d", T, u);
+                    sb_add(&lcall, ", x%d + jg_a %% jg_m%d", u, u);
+                }
+                continue;
+            }
             if (seen[u] == 1) {
                 sb_add(&par, ", const %s *restrict x%d", T, u);
                 sb_add(&fld, " const %s *x%d;", T, u);
                 sb_add(&farg, ", a->x%d", u);
                 sb_add(&pnm, ", x%d", u);
+                sb_add(&lpar, ", const %s *restrict x%d", T, u);
+                sb_add(&lcall, ", x%d + jg_a", u);
             } else {
                 sb_add(&par, ", const %s v%d", T, u);
                 sb_add(&fld, " %s v%d;", T, u);
                 sb_add(&farg, ", a->v%d", u);
                 sb_add(&pnm, ", v%d", u);
+                sb_add(&lpar, ", const %s v%d", T, u);
+                sb_add(&lcall, ", v%d", u);
             }
             sb_add(&arg, ", %s%d", seen[u] == 1 ? "x" : "*x", u);
         }
@@ -937,6 +1027,15 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
         sb_add(&fld, " %s *o%d;", T, v);
         sb_add(&farg, ", a->o%d", v);
         sb_add(&pnm, ", o%d", v);
+        sb_add(&lpar, ", %s *restrict o%d", T, v);
+        sb_add(&lcall, ", o%d + jg_a", v);
+    }
+    if (bc) {
+        sb_add(b, "        int64_t jg_L = jg_N ? jg_N : 1;\n%s", rlen.s);
+        sb_add(&par, ", const int64_t jg_L");
+        sb_add(&fld, " int64_t jg_L;");
+        sb_add(&farg, ", a->jg_L");
+        sb_add(&arg, ", jg_L");
     }
     /* a sum ending the loop: its chunks compute the partials of their blocks
      * (jg_part), added in block order once every chunk is done */
@@ -954,7 +1053,8 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
         sb_add(&fld, " %s *jg_part;", ST);
         sb_add(&farg, ", a->jg_part");
     }
-    int rc = chk.oom || par.oom || arg.oom || fld.oom || farg.oom || pnm.oom
+    int rc = chk.oom || par.oom || arg.oom || fld.oom || farg.oom || pnm.oom || lpar.oom ||
+                     lcall.oom || rlen.oom
                  ? jg_errorf("out of memory generating code")
                  : 0;
     /* A large loop runs on the thread pool in chunks of JG_PARALLEL_GRAIN
@@ -965,7 +1065,7 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     if (rc == 0) {
         if (chk.len)
             sb_add(b, "        if (%s)\n            return -1;\n", chk.s);
-        const char *entry = sn >= 0 ? "jg_blocks" : "jg_loop";
+        const char *entry = sn >= 0 ? "jg_blocks" : bc ? "jg_rows" : "jg_loop";
         sb_add(b,
                "        if (jg_N >= %dLL) {\n"
                "            struct jg_args%d jg_a = {%s%s};\n"
@@ -995,9 +1095,23 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
         sb_add(
             f,
             "static JG_LOOP void jg_loop%d(const int64_t jg_lo, const int64_t jg_hi%s%s%s%s) {\n",
-            st, par.len ? par.s : "", sn >= 0 ? ", " : "", ST, sn >= 0 ? " *restrict jg_sv" : "");
-        rc = emit_loop(f, rows, row_done, L, gi, lastn, seen);
+            st,
+            bc        ? (lpar.len ? lpar.s : "")
+            : par.len ? par.s
+                      : "",
+            sn >= 0 ? ", " : "", ST, sn >= 0 ? " *restrict jg_sv" : "");
+        rc = emit_loop(f, rows, row_done, L, gi, lastn, lseen);
         sb_add(f, "}\n\n");
+        if (bc)
+            sb_add(f,
+                   "static void jg_rows%d(const int64_t jg_lo, const int64_t jg_hi%s) {\n"
+                   "    for (int64_t jg_a = jg_lo; jg_a < jg_hi;) {\n"
+                   "        const int64_t jg_z = (jg_a / jg_L + 1) * jg_L;\n"
+                   "        const int64_t jg_e = jg_z < jg_hi ? jg_z : jg_hi;\n"
+                   "        jg_loop%d(0, jg_e - jg_a%s);\n"
+                   "        jg_a = jg_e;\n"
+                   "    }\n}\n\n",
+                   st, par.s, st, lcall.len ? lcall.s : "");
         if (sn >= 0 && rc == 0) {
             /* the summand's block: in its output buffer when it has one */
             char su_name[24];
@@ -1029,7 +1143,11 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
     free(fld.s);
     free(farg.s);
     free(pnm.s);
+    free(lpar.s);
+    free(lcall.s);
+    free(rlen.s);
     free(seen);
+    free(lseen);
     return rc;
 }
 

@@ -371,11 +371,23 @@ int jg_vjp_matmul(VJP_ARGS) {
     }
     if (needs[1]) {
         jg_tensor *gb;
-        if (wnd == 2 && xnd > 2) {
-            int64_t rows = jg_shape_numel(x->ndim - 1, x->shape), p = wshape[1];
-            jg_tensor *x2 = jg_reshape(x, 2, (const int64_t[]){rows, k});
-            jg_tensor *g2 = x2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : NULL;
-            gb = g2 ? jg_matmul(jg_transpose(x2, 0, 1), g2) : NULL;
+        /* w the transpose of a contiguous [p, k] tensor (a Linear's
+         * weight.t()): its gradient is made as (g^T x)^T, in w's own layout,
+         * so the transpose's VJP gives the weight a contiguous gradient, not
+         * a view copied when it reaches .grad.  The same products, each
+         * element summed over the rows in the same order. */
+        bool wt = w && wnd == 2 && mb->ndim == 2 && w->stride[0] == 1 &&
+                  w->stride[1] == w->shape[0] && w->shape[0] > 1 && w->shape[1] > 1;
+        if (wnd == 2 && xnd >= 2) {
+            int64_t rows = jg_shape_numel(xnd - 1, xshape), p = wshape[1];
+            jg_tensor *x2 = xnd > 2 ? jg_reshape(x, 2, (const int64_t[]){rows, k}) : x;
+            jg_tensor *g2 = x2 && xnd > 2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : g;
+            if (!x2 || !g2)
+                gb = NULL;
+            else if (wt)
+                gb = jg_transpose(jg_matmul(jg_transpose(g2, 0, 1), x2), 0, 1);
+            else
+                gb = jg_matmul(jg_transpose(x2, 0, 1), g2);
         } else {
             gb = jg_matmul(jg_transpose(x, -1, -2), g);
             gb = gb ? jg_sum_to(gb, wnd, wshape) : NULL;

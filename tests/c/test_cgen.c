@@ -264,6 +264,66 @@ static void test_strided_and_scalar_inputs(void **state) {
     check3(p_strided, NULL, NULL, 0, 3, in);
 }
 
+static jg_tensor *leaf_ln(jg_dtype dt, int ndim, const int64_t *shape) {
+    jg_tensor *t = jg_randn(dt, ndim, shape);
+    jg_set_requires_grad(t, true);
+    return t;
+}
+
+/* LayerNorm written out in elementwise ops over x [..., D]: x - mean and
+ * / std read a [..., 1] operand once per row, * w and + b a [D] operand per
+ * column; out[1] adds a [3, 1, D] operand to x [3, R, D] (a broadcast in the
+ * middle dim, which stays the eager kernel's). */
+static int p_layer_norm(void *u, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)u, (void)args, (void)n;
+    int last = jg_ndim(in[0]) - 1;
+    jg_tensor *xc = jg_sub(in[0], jg_mean_dims(in[0], 1, &last, true));
+    jg_tensor *var = jg_mean_dims(jg_mul(xc, xc), 1, &last, true);
+    jg_tensor *y = jg_div(xc, jg_sqrt(jg_add_scalar(var, 1e-5)));
+    out[0] = jg_add(jg_mul(y, in[1]), in[2]);
+    out[1] = jg_ndim(in[0]) == 3 ? jg_mul(jg_add(in[0], in[3]), in[2]) : NULL;
+    return out[0] ? (out[1] ? 2 : 1) : -1;
+}
+
+static void ln_stats(jg_tensor **in, int n, int *loops, int *fused) {
+    bool prev = jg_set_grad_enabled(false);
+    jg_compiled *c = jg_compile(p_layer_norm, NULL, &(jg_compile_options){.backend = "c"});
+    jg_tensor *o[2];
+    assert_true(jg_compiled_call(c, NULL, 0, n, in, o) >= 1);
+    jg_cgen_last_stats(loops, fused, NULL);
+    jg_set_grad_enabled(prev);
+    jg_compiled_free(c);
+}
+
+/* Elementwise nodes with outer ([N, 1]) and inner ([D]) broadcast operands
+ * fuse; the loops run row by row (a parallel chunk may start mid-row). */
+static void test_broadcast_operands(void **state) {
+    (void)state;
+    REQUIRE_C();
+    jg_manual_seed(3);
+    jg_tensor *a[3] = {leaf_ln(JG_F32, 2, TU_SHAPE(6, 5)), leaf_ln(JG_F32, 1, TU_SHAPE(5)),
+                       leaf_ln(JG_F32, 1, TU_SHAPE(5))};
+    check3(p_layer_norm, NULL, NULL, 0, 3, a);
+    int loops, fused;
+    /* sub + mul; add_scalar + sqrt ([6, 1]); div + mul + add (without
+     * broadcast operands: mul, then add_scalar + sqrt) */
+    ln_stats(a, 3, &loops, &fused);
+    assert_int_equal(fused, 7);
+    assert_int_equal(loops, 3);
+    /* [260, 260]: past 2 * JG_PARALLEL_GRAIN elements, chunks of 32768 split
+     * rows; f64 */
+    jg_tensor *b[3] = {leaf_ln(JG_F64, 2, TU_SHAPE(260, 260)), leaf_ln(JG_F64, 1, TU_SHAPE(260)),
+                       leaf_ln(JG_F64, 1, TU_SHAPE(260))};
+    int before = jg_get_num_threads();
+    assert_int_equal(jg_set_num_threads(3), 0);
+    check3(p_layer_norm, NULL, NULL, 0, 3, b);
+    assert_int_equal(jg_set_num_threads(before), 0);
+    /* 3-d: [3, 4, 7] with [3, 4, 1], [7] and [4, 7]-free middle broadcast */
+    jg_tensor *c[4] = {leaf_ln(JG_F32, 3, TU_SHAPE(3, 4, 7)), leaf_ln(JG_F32, 2, TU_SHAPE(4, 7)),
+                       leaf_ln(JG_F32, 1, TU_SHAPE(7)), leaf_ln(JG_F32, 3, TU_SHAPE(3, 1, 7))};
+    check3(p_layer_norm, NULL, NULL, 0, 4, c);
+}
+
 /* ------------------------------------------------------------ programs of test_compile */
 
 static jg_tensor *leaf(jg_dtype dt, int ndim, const int64_t *shape) {
@@ -552,6 +612,7 @@ int main(void) {
         TU_TEST(test_every_op_i64),
         TU_TEST(test_long_chain),
         TU_TEST(test_strided_and_scalar_inputs),
+        TU_TEST(test_broadcast_operands),
         TU_TEST(test_programs),
         TU_TEST(test_custom_functions),
         TU_TEST(test_cache),

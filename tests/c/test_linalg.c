@@ -270,6 +270,32 @@ static void test_matmul_grad_values(void **state) {
     TU_CHECK(jg_grad(m), 2, TU_SHAPE(2, 1), TU_VALS(4, 6), 0);
 }
 
+/* x @ W.t() (a Linear): the gradient reaching W is contiguous, made in the
+ * layout of W.t()'s base ((g^T x)^T), not a transposed view that .grad would
+ * have to copy; exact values, 2-d and 3-d x. */
+static void test_matmul_grad_transposed_weight(void **state) {
+    (void)state;
+    jg_tensor *wt = tu_tensor(JG_F32, 2, TU_SHAPE(2, 3), TU_VALS(1, 2, 3, 4, 5, 6)); /* [p, k] */
+    jg_set_requires_grad(wt, true);
+    jg_tensor *x2 = tu_tensor(JG_F32, 2, TU_SHAPE(2, 3), TU_VALS(1, -1, 2, 0, 3, 1));
+    jg_set_requires_grad(x2, true); /* (the node then saves w, whose layout decides) */
+    jg_tensor *x3 = jg_reshape(x2, 3, TU_SHAPE(2, 1, 3));
+    jg_tensor *g2 = tu_tensor(JG_F32, 2, TU_SHAPE(2, 2), TU_VALS(1, 10, 100, 1000));
+    jg_tensor *g3 = jg_reshape(g2, 3, TU_SHAPE(2, 1, 2));
+    jg_tensor *xs[2] = {x2, x3}, *gs[2] = {g2, g3};
+    for (int c = 0; c < 2; c++) {
+        jg_tensor *y = jg_matmul(xs[c], jg_transpose(wt, 0, 1));
+        jg_tensor *r;
+        assert_int_equal(jg_autograd_grad(1, &y, &gs[c], 1, &wt, 0, &r), 0);
+        /* dW[j][i] = sum_r g[r][j] x[r][i] */
+        TU_CHECK(r, 2, TU_SHAPE(2, 3), TU_VALS(1, 299, 102, 10, 2990, 1020), 0);
+        assert_true(jg_is_contiguous(r));
+    }
+    /* through backward: .grad the same, and leaves other layouts alone */
+    assert_int_equal(jg_backward(jg_sum(jg_matmul(x2, jg_transpose(wt, 0, 1))), NULL, 0), 0);
+    TU_CHECK(jg_grad(wt), 2, TU_SHAPE(2, 3), TU_VALS(1, 2, 3, 1, 2, 3), 0);
+}
+
 /* Second order: the gradient of sum((a @ b)^2) w.r.t. a (or b), built with
  * JG_CREATE_GRAPH, checked against finite differences of itself. */
 typedef struct {
@@ -385,9 +411,13 @@ static void test_matmul_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_matmul_forward),         TU_TEST(test_matmul_special),
-        TU_TEST(test_matmul_gradcheck),       TU_TEST(test_matmul_grad_values),
-        TU_TEST(test_matmul_double_backward), TU_TEST(test_matmul_errors),
+        TU_TEST(test_matmul_forward),
+        TU_TEST(test_matmul_special),
+        TU_TEST(test_matmul_gradcheck),
+        TU_TEST(test_matmul_grad_values),
+        TU_TEST(test_matmul_double_backward),
+        TU_TEST(test_matmul_errors),
+        TU_TEST(test_matmul_grad_transposed_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
