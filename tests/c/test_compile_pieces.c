@@ -588,7 +588,8 @@ static void test_captured_views_and_writes(void **state) {
  * value (and history) is remade from the written base, in the same piece
  * or, across a read, in a later one; with its stale value the returned
  * view's gradient skipped the write.  user: the case (bit 0: a read between
- * the view and the write; bit 1: the view used afterwards, not returned). */
+ * the view and the write; bit 1: the view used afterwards, not returned;
+ * bit 2: a read after the write, so the stale view crossed it). */
 static int p_rebased_view(void *user, const void *args, int n, jg_tensor *const *in,
                           jg_tensor **out) {
     (void)args, (void)n;
@@ -600,7 +601,8 @@ static int p_rebased_view(void *user, const void *args, int n, jg_tensor *const 
     jg_tensor *v = jg_slice(y, 0, 0, 2);
     if (!v || ((mode & 1) && !read_x(in[1])))
         return -1;
-    if (jg_sub_(y, jg_tanh(jg_div(h, jg_add_scalar(jg_mul(h, h), 1.0)))) < 0)
+    if (jg_sub_(y, jg_tanh(jg_div(h, jg_add_scalar(jg_mul(h, h), 1.0)))) < 0 ||
+        ((mode & 4) && !read_x(in[0])))
         return -1;
     out[0] = (mode & 2) ? jg_mul(v, jg_slice(in[1], 0, 1, 3)) : v;
     return out[0] ? 1 : -1;
@@ -610,7 +612,7 @@ static void rebased_view_run(void) {
     for (int b = 0; b < 2; b++) {
         if (b == 1 && !jg_compile_backend_available("c"))
             continue;
-        for (int mode = 0; mode < 4; mode++) {
+        for (int mode = 0; mode < 8; mode++) {
             jg_compiled *c =
                 jg_compile(p_rebased_view, &mode, &(jg_compile_options){.backend = backends[b]});
             assert_non_null(c);
