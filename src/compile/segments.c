@@ -345,6 +345,13 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             live[n_live++] = syms[i];
     for (int i = 0; i < n_live && rc == 0; i++)
         rc = convertible(r, g, live[i], live, n_live);
+    /* a view whose base was written after it was made takes its value from
+     * the base's current one first (as a call's outputs do, and as eager
+     * remakes the view's history before it is used): its stale value would
+     * give the piece's output the history of the base before the write */
+    for (int i = 0; i < n_live && rc == 0; i++)
+        if (live[i]->view && live[i]->sym)
+            rc = jg_view_sync(live[i]);
     /* a view with history is an output too, its own value: its gradient
      * then enters the compiled backward at the view and is summed there
      * with the piece's uses of it, in eager's order (remade from its base,
