@@ -23,7 +23,7 @@
  *   roofline mlp     [threads]  MLP 784-256-256-10, batch 64, one SGD step:
  *                               eager, interp, c, and the sgemm bound (the
  *                               step's matmul FLOPs / cblas_sgemm's rate at
- *                               the same shapes)
+ *                               the same shapes); cpu_us as for fused
  *   roofline latency            first call of the compiled (c backend) MLP
  *                               step: trace + code generation + gcc (empty
  *                               cache) or + loading (warm disk cache); run it
