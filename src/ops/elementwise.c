@@ -7,6 +7,9 @@
 #include "ops/ew_math.h"
 
 #include <tgmath.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* relu's NaN test (a != a) is a tautology for the integer instantiations;
  * the bool ones convert arithmetic to bool on purpose (add is or, mul is
@@ -388,6 +391,36 @@ typedef struct {
     size_t es;
 } ew_tr;
 
+/* buf[i][j] = s[i + j * ld] for an nr x nc tile: 4x4 blocks transposed in
+ * SSE registers (bit copies), the edges element by element. */
+static void tr_gather_u32(uint32_t *buf, const uint32_t *s, int64_t ld, int64_t nr, int64_t nc) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    for (; j + 4 <= nc; j += 4) {
+        int64_t i = 0;
+        for (; i + 4 <= nr; i += 4) {
+            const uint32_t *p = s + i + j * ld;
+            __m128 r0 = _mm_loadu_ps((const float *)p);
+            __m128 r1 = _mm_loadu_ps((const float *)(p + ld));
+            __m128 r2 = _mm_loadu_ps((const float *)(p + 2 * ld));
+            __m128 r3 = _mm_loadu_ps((const float *)(p + 3 * ld));
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            uint32_t *d = buf + i * TR_COLS + j;
+            _mm_storeu_ps((float *)d, r0);
+            _mm_storeu_ps((float *)(d + TR_COLS), r1);
+            _mm_storeu_ps((float *)(d + 2 * TR_COLS), r2);
+            _mm_storeu_ps((float *)(d + 3 * TR_COLS), r3);
+        }
+        for (; i < nr; i++)
+            for (int m = 0; m < 4; m++)
+                buf[i * TR_COLS + j + m] = s[i + (j + m) * ld];
+    }
+#endif
+    for (; j < nc; j++)
+        for (int64_t i = 0; i < nr; i++)
+            buf[i * TR_COLS + j] = s[i + j * ld];
+}
+
 static void ew_tr_bands(void *vc, int64_t lo, int64_t hi) {
     const ew_tr *c = vc;
     _Alignas(64) char buf[TR_ROWS * TR_COLS * 8];
@@ -398,15 +431,13 @@ static void ew_tr_bands(void *vc, int64_t lo, int64_t hi) {
             int64_t nc = c->cols - c0 < TR_COLS ? c->cols - c0 : TR_COLS;
             /* element (r0 + i, c0 + j) of x[tr] is at (r0 + i) + (c0 + j) * ld */
             const char *base = c->x[c->tr] + (size_t)(c0 * c->ld) * c->es;
-            for (int64_t j = 0; j < nc; j++) {
-                const char *src = base + (size_t)(r0 + j * c->ld) * c->es;
-                if (c->es == 4)
+            const char *src = base + (size_t)r0 * c->es;
+            if (c->es == 4)
+                tr_gather_u32((uint32_t *)buf, (const uint32_t *)src, c->ld, nr, nc);
+            else
+                for (int64_t j = 0; j < nc; j++)
                     for (int64_t i = 0; i < nr; i++)
-                        ((uint32_t *)buf)[i * TR_COLS + j] = ((const uint32_t *)src)[i];
-                else
-                    for (int64_t i = 0; i < nr; i++)
-                        ((uint64_t *)buf)[i * TR_COLS + j] = ((const uint64_t *)src)[i];
-            }
+                        ((uint64_t *)buf)[i * TR_COLS + j] = ((const uint64_t *)src)[i + j * c->ld];
             for (int64_t i = 0; i < nr; i++) {
                 size_t at = (size_t)((r0 + i) * c->cols + c0) * c->es;
                 char *p[3] = {c->o + at, NULL, NULL};
