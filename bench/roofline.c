@@ -23,7 +23,7 @@
  *   roofline mlp     [threads]  MLP 784-256-256-10, batch 64, one SGD step:
  *                               eager, interp, c, and the sgemm bound (the
  *                               step's matmul FLOPs / cblas_sgemm's rate at
- *                               the same shapes)
+ *                               the same shapes); cpu_us as for fused
  *   roofline latency            first call of the compiled (c backend) MLP
  *                               step: trace + code generation + gcc (empty
  *                               cache) or + loading (warm disk cache); run it
@@ -312,15 +312,22 @@ static void mlp_step(mlp_state *m, jg_compiled *c) {
     jg_scope_pop();
 }
 
-static double mlp_median(mlp_state *m, jg_compiled *c, int samples) {
-    double *t = malloc(sizeof(double) * (size_t)samples);
+/* Median wall seconds per step; *cpu (when set): median CPU seconds of the
+ * calling thread (at 1 thread the whole cost, not stretched by other
+ * processes on the machine). */
+static double mlp_median(mlp_state *m, jg_compiled *c, int samples, double *cpu) {
+    double *t = malloc(sizeof(double) * (size_t)samples * 2), *ct = t + samples;
     for (int s = 0; s < samples; s++) {
-        double t0 = bench_now();
+        double t0 = bench_now(), c0 = thread_cpu_now();
         mlp_step(m, c);
         t[s] = bench_now() - t0;
+        ct[s] = thread_cpu_now() - c0;
     }
     qsort(t, (size_t)samples, sizeof *t, bench_cmp);
+    qsort(ct, (size_t)samples, sizeof *ct, bench_cmp);
     double r = t[samples / 2];
+    if (cpu)
+        *cpu = ct[samples / 2];
     free(t);
     return r;
 }
@@ -384,10 +391,10 @@ static void run_mlp(void) {
             if (!c)
                 die("jg_compile");
         }
-        mlp_median(&m, c, 3); /* warm-up (trace, compile) */
-        double t = mlp_median(&m, c, 31);
-        printf("jitgrad mlp_784_256_256_10_b64_sgd_step_%s us=%.4g threads=%d\n", be[k], t * 1e6,
-               g_threads);
+        mlp_median(&m, c, 3, NULL); /* warm-up (trace, compile) */
+        double cpu, t = mlp_median(&m, c, 31, &cpu);
+        printf("jitgrad mlp_784_256_256_10_b64_sgd_step_%s us=%.4g threads=%d cpu_us=%.4g\n", be[k],
+               t * 1e6, g_threads, cpu * 1e6);
         jg_compiled_free(c);
     }
     printf(
@@ -413,7 +420,7 @@ static void run_latency(void) {
     double t0 = bench_now();
     mlp_step(&m, c);
     double first = bench_now() - t0;
-    double hot = mlp_median(&m, c, 11);
+    double hot = mlp_median(&m, c, 11, NULL);
     const char *dir = getenv("JITGRAD_CACHE_DIR");
     printf("jitgrad compile_latency_mlp_c first_call_us=%.4g hot_call_us=%.4g cache_dir=%s\n",
            first * 1e6, hot * 1e6, dir ? dir : "(default)");

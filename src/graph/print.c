@@ -60,6 +60,12 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
         return;
     }
     switch (n->op) {
+    case JG_OP_MATMUL: /* attrs: ops/api.c jg_matmul */
+        if (a->i[0] & JG_MATMUL_A_COL_MAJOR)
+            emit(o, ", a_col_major");
+        if (a->i[0] & JG_MATMUL_B_COL_MAJOR)
+            emit(o, ", b_col_major");
+        return;
     case JG_OP_TO_DTYPE:
         emit(o, ", %s", jg_dtype_short((jg_dtype)a->dtype));
         return;

@@ -32,7 +32,28 @@ UNARY(jg_sqrt, SQRT)
 SCALAR(jg_pow_scalar, POW_SCALAR)
 SCALAR(jg_add_scalar, ADD_SCALAR)
 SCALAR(jg_mul_scalar, MUL_SCALAR)
-BINARY(jg_matmul, MATMUL)
+/* PyTorch's mm backward returns a column-major operand's gradient in
+ * column-major order (grad_b = (g^T a)^T instead of a^T g): the gradient of
+ * w.t() (nn.Linear's weight) is then laid out like w itself, so .grad takes
+ * it without a transposed copy or add.  jitgrad's VJP does the same from
+ * these flags, recorded where mm would be called (2-D operands; b also when
+ * a is folded to 2-D), from the strides, which a traced tensor carries as
+ * eager's: eager and compiled programs compute the same products. */
+static bool col_major(const jg_tensor *t) {
+    return t->ndim == 2 && t->stride[0] == 1 && t->stride[1] == t->shape[0];
+}
+
+jg_tensor *jg_matmul(jg_tensor *a, jg_tensor *b) {
+    int flags = 0;
+    if (a && b && a->ndim == 2 && b->ndim == 2 && col_major(a))
+        flags |= JG_MATMUL_A_COL_MAJOR;
+    if (a && b && a->ndim >= 1 && b->ndim == 2 && col_major(b))
+        flags |= JG_MATMUL_B_COL_MAJOR;
+    if (!flags) /* (no attributes: the common case stays on the shortcut) */
+        return jg_ew_call(JG_OP_MATMUL, a, b);
+    jg_attrs at = {.n = 1, .i = {flags}};
+    return jg_op1(JG_OP_MATMUL, &at, a, b);
+}
 UNARY(jg_clone, CLONE)
 
 jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype) {

@@ -7,6 +7,9 @@
 #include "ops/ew_math.h"
 
 #include <tgmath.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* relu's NaN test (a != a) is a tautology for the integer instantiations;
  * the bool ones convert arithmetic to bool on purpose (add is or, mul is
@@ -367,6 +370,124 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
         [JG_I32] = fn##_i32                                                                        \
     }
 
+/* A binary op on a row-major [rows, cols] output whose one operand is
+ * column-major (out += w.t(), a transposed gradient added into .grad): the
+ * iterator would walk that operand with a large stride, one element at a
+ * time.  Instead, bands of TR_ROWS rows, in tiles of TR_COLS columns: the
+ * tile of the transposed operand is copied into a row-major buffer (its
+ * lines stay in L1), then the row function runs on unit strides (its
+ * vectorized loops).  Each element is computed by the same expression from
+ * the same operands, so the result is the iterator's, for any tiling and
+ * thread count. */
+enum { TR_ROWS = 32, TR_COLS = 64, TR_MIN = 4096 };
+
+typedef struct {
+    jg_inner_fn row;
+    void *ctx;
+    char *o;
+    const char *x[2]; /* the operands; x[tr] is the column-major one */
+    int tr;
+    int64_t rows, cols, ld; /* ld: x[tr]'s column stride, in elements */
+    size_t es;
+} ew_tr;
+
+/* buf[i][j] = s[i + j * ld] for an nr x nc tile: 4x4 blocks transposed in
+ * SSE registers (bit copies), the edges element by element. */
+static void tr_gather_u32(uint32_t *buf, const uint32_t *s, int64_t ld, int64_t nr, int64_t nc) {
+    int64_t j = 0;
+#if defined(__SSE2__)
+    for (; j + 4 <= nc; j += 4) {
+        int64_t i = 0;
+        for (; i + 4 <= nr; i += 4) {
+            const uint32_t *p = s + i + j * ld;
+            __m128 r0 = _mm_loadu_ps((const float *)p);
+            __m128 r1 = _mm_loadu_ps((const float *)(p + ld));
+            __m128 r2 = _mm_loadu_ps((const float *)(p + 2 * ld));
+            __m128 r3 = _mm_loadu_ps((const float *)(p + 3 * ld));
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            uint32_t *d = buf + i * TR_COLS + j;
+            _mm_storeu_ps((float *)d, r0);
+            _mm_storeu_ps((float *)(d + TR_COLS), r1);
+            _mm_storeu_ps((float *)(d + 2 * TR_COLS), r2);
+            _mm_storeu_ps((float *)(d + 3 * TR_COLS), r3);
+        }
+        for (; i < nr; i++)
+            for (int m = 0; m < 4; m++)
+                buf[i * TR_COLS + j + m] = s[i + (j + m) * ld];
+    }
+#endif
+    for (; j < nc; j++)
+        for (int64_t i = 0; i < nr; i++)
+            buf[i * TR_COLS + j] = s[i + j * ld];
+}
+
+static void ew_tr_bands(void *vc, int64_t lo, int64_t hi) {
+    const ew_tr *c = vc;
+    _Alignas(64) char buf[TR_ROWS * TR_COLS * 8];
+    const int64_t es = (int64_t)c->es, st[3] = {es, es, es};
+    for (int64_t band = lo; band < hi; band++) {
+        int64_t r0 = band * TR_ROWS, nr = c->rows - r0 < TR_ROWS ? c->rows - r0 : TR_ROWS;
+        for (int64_t c0 = 0; c0 < c->cols; c0 += TR_COLS) {
+            int64_t nc = c->cols - c0 < TR_COLS ? c->cols - c0 : TR_COLS;
+            /* element (r0 + i, c0 + j) of x[tr] is at (r0 + i) + (c0 + j) * ld */
+            const char *base = c->x[c->tr] + (size_t)(c0 * c->ld) * c->es;
+            const char *src = base + (size_t)r0 * c->es;
+            if (c->es == 4)
+                tr_gather_u32((uint32_t *)buf, (const uint32_t *)src, c->ld, nr, nc);
+            else
+                for (int64_t j = 0; j < nc; j++)
+                    for (int64_t i = 0; i < nr; i++)
+                        ((uint64_t *)buf)[i * TR_COLS + j] = ((const uint64_t *)src)[i + j * c->ld];
+            for (int64_t i = 0; i < nr; i++) {
+                size_t at = (size_t)((r0 + i) * c->cols + c0) * c->es;
+                char *p[3] = {c->o + at, NULL, NULL};
+                p[1 + c->tr] = buf + (size_t)(i * TR_COLS) * c->es;
+                p[2 - c->tr] = (char *)c->x[1 - c->tr] + at;
+                c->row(c->ctx, nc, p, st);
+            }
+        }
+    }
+}
+
+static bool ew_transposed2(jg_inner_fn row, void *ctx, jg_tensor *const *in, jg_tensor *out) {
+    size_t es = jg_dtype_size(out->dtype);
+    if (out->ndim != 2 || out->numel < TR_MIN || (es != 4 && es != 8) || !jg_is_contiguous(out))
+        return false;
+    int64_t rows = out->shape[0], cols = out->shape[1];
+    int tr = -1;
+    for (int k = 0; k < 2; k++) {
+        const jg_tensor *t = in[k];
+        if (!jg_same_shape(t, out))
+            return false;
+        if (t->stride[0] == 1 && t->stride[1] >= rows) { /* column-major */
+            if (tr >= 0 || t->storage == out->storage)
+                return false;
+            tr = k;
+        } else if (t->stride[1] != 1 || t->stride[0] != cols ||
+                   (t->storage == out->storage && t->offset != out->offset)) {
+            return false; /* row-major like out: out itself (in place) or apart from it */
+        }
+    }
+    if (tr < 0)
+        return false;
+    ew_tr c = {row,
+               ctx,
+               jg_tensor_ptr(out),
+               {jg_tensor_ptr(in[0]), jg_tensor_ptr(in[1])},
+               tr,
+               rows,
+               cols,
+               in[tr]->stride[1],
+               es};
+    int64_t bands = (rows + TR_ROWS - 1) / TR_ROWS, per = TR_ROWS * cols;
+    if (jg_parallel_worth(out->numel))
+        jg_parallel_for(bands, per >= JG_PARALLEL_GRAIN ? 1 : JG_PARALLEL_GRAIN / per, ew_tr_bands,
+                        &c);
+    else
+        ew_tr_bands(&c, 0, bands);
+    return true;
+}
+
 static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *const *in,
                      jg_tensor *out) {
     double s = at ? at->s : 0.0;
@@ -399,6 +520,8 @@ static int jg_ew_run(jg_inner_fn row, const jg_attrs *at, int n_in, jg_tensor *c
     }
     /* clone of a transposed or permuted tensor (contiguous()): in tiles */
     if (n_in == 1 && row == jg_ew_rows[JG_OP_CLONE][out->dtype] && jg_copy_blocked(out, in[0]))
+        return 0;
+    if (n_in == 2 && ew_transposed2(row, &s, in, out))
         return 0;
     int64_t st[3][JG_MAX_DIMS];
     jg_broadcast_strides(out, out->ndim, out->shape, st[0]);

@@ -319,9 +319,19 @@ done:
  *   grad_a = g @ b^T,   grad_b = a^T @ g,
  * each summed over the batch dims its operand was broadcast along.  When b
  * has no batch dims, grad_b folds a's batch into the rows, as PyTorch's
- * folded matmul does: a.reshape(-1, k)^T @ g.reshape(-1, p). */
+ * folded matmul does: a.reshape(-1, k)^T @ g.reshape(-1, p).  An operand
+ * that was column-major where PyTorch calls mm (flags in a->i[0], set by
+ * jg_matmul) gets its gradient as PyTorch's mm backward computes it,
+ * column-major: grad_a = (b g^T)^T, grad_b = (g^T a)^T.  For b = w.t() that
+ * makes w's gradient row-major, w's own layout. */
+static jg_tensor *matmul_t(jg_tensor *m1, jg_tensor *m2) { /* (m1 @ m2)^T, a view */
+    jg_tensor *p = m1 ? jg_matmul(m1, m2) : NULL;
+    return p ? jg_transpose(p, 0, 1) : NULL;
+}
+
 int jg_vjp_matmul(VJP_ARGS) {
-    (void)a, (void)out;
+    (void)out;
+    int flags = a && a->n ? (int)a->i[0] : 0;
     jg_tensor *x = in[0], *w = in[1], *g = gout[0];
     const jg_meta *ma = &meta[0], *mb = &meta[1];
     if (ma->ndim == 1 && mb->ndim == 1) {
@@ -362,7 +372,8 @@ int jg_vjp_matmul(VJP_ARGS) {
             return -1;
     }
     if (needs[0]) {
-        jg_tensor *ga = jg_matmul(g, jg_transpose(w, -1, -2));
+        jg_tensor *ga = (flags & JG_MATMUL_A_COL_MAJOR) ? matmul_t(w, jg_transpose(g, 0, 1))
+                                                        : jg_matmul(g, jg_transpose(w, -1, -2));
         ga = ga ? jg_sum_to(ga, xnd, xshape) : NULL;
         if (ga && ma->ndim == 1)
             ga = jg_reshape(ga, 1, ma->shape);
@@ -371,23 +382,18 @@ int jg_vjp_matmul(VJP_ARGS) {
     }
     if (needs[1]) {
         jg_tensor *gb;
-        /* w the transpose of a contiguous [p, k] tensor (a Linear's
-         * weight.t()): its gradient is made as (g^T x)^T, in w's own layout,
-         * so the transpose's VJP gives the weight a contiguous gradient, not
-         * a view copied when it reaches .grad.  The same products, each
-         * element summed over the rows in the same order. */
-        bool wt = w && wnd == 2 && mb->ndim == 2 && w->stride[0] == 1 &&
-                  w->stride[1] == w->shape[0] && w->shape[0] > 1 && w->shape[1] > 1;
-        if (wnd == 2 && xnd >= 2) {
-            int64_t rows = jg_shape_numel(xnd - 1, xshape), p = wshape[1];
-            jg_tensor *x2 = xnd > 2 ? jg_reshape(x, 2, (const int64_t[]){rows, k}) : x;
-            jg_tensor *g2 = x2 && xnd > 2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : g;
-            if (!x2 || !g2)
+        if (wnd == 2 && xnd > 2) {
+            int64_t rows = jg_shape_numel(x->ndim - 1, x->shape), p = wshape[1];
+            jg_tensor *x2 = jg_reshape(x, 2, (const int64_t[]){rows, k});
+            jg_tensor *g2 = x2 ? jg_reshape(g, 2, (const int64_t[]){rows, p}) : NULL;
+            if (!g2)
                 gb = NULL;
-            else if (wt)
-                gb = jg_transpose(jg_matmul(jg_transpose(g2, 0, 1), x2), 0, 1);
+            else if (flags & JG_MATMUL_B_COL_MAJOR)
+                gb = matmul_t(jg_transpose(g2, 0, 1), x2);
             else
                 gb = jg_matmul(jg_transpose(x2, 0, 1), g2);
+        } else if ((flags & JG_MATMUL_B_COL_MAJOR) && xnd == 2) {
+            gb = matmul_t(jg_transpose(g, 0, 1), x);
         } else {
             gb = jg_matmul(jg_transpose(x, -1, -2), g);
             gb = gb ? jg_sum_to(gb, wnd, wshape) : NULL;

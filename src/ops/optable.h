@@ -27,6 +27,10 @@ typedef struct jg_attrs {
     int keepdim;
     int dtype; /* target dtype of to_dtype */
 } jg_attrs;
+/* matmul's attribute i[0] (ops/api.c jg_matmul): the operand was a
+ * column-major 2-D matrix, so its gradient is produced column-major too. */
+enum { JG_MATMUL_A_COL_MAJOR = 1, JG_MATMUL_B_COL_MAJOR = 2 };
+
 /* No padding bytes: `jg_attrs a = {.n = 1}` sets every byte memcmp reads. */
 _Static_assert(sizeof(jg_attrs) == sizeof(int64_t) * (JG_MAX_DIMS + 4) + 2 * sizeof(int) +
                                        sizeof(double) + 2 * sizeof(int),

@@ -623,6 +623,47 @@ static void test_errors(void **state) {
     TU_CHECK(a, 2, TU_SHAPE(2, 3), TU_VALS(1, 1, 1, 1, 1, 1), 0);
 }
 
+/* A binary op with one column-major operand on a row-major output (ops/
+ * elementwise.c, ew_transposed2: tiles through a row-major buffer) gives
+ * the bits of the same op on a contiguous copy: either operand transposed,
+ * in place (x.add_(w.t()), a transposed gradient into .grad), a column
+ * stride wider than the rows (a sliced base), ragged tiles, sizes below the
+ * tiling threshold, f32 and f64, at 1 and 2 threads. */
+static void test_transposed_operand_tiles(void **state) {
+    (void)state;
+    typedef jg_tensor *(*binop)(jg_tensor *, jg_tensor *);
+    const binop ops[4] = {jg_add, jg_sub, jg_mul, jg_div};
+    const int64_t shapes[4][2] = {{300, 517}, {64, 100}, {33, 200}, {10, 10}};
+    int saved = jg_get_num_threads();
+    for (int d = 0; d < 2; d++)
+        for (int sh = 0; sh < 4; sh++)
+            for (int threads = 1; threads <= 2; threads++) {
+                assert_int_equal(jg_set_num_threads(threads), 0);
+                jg_dtype dt = d ? JG_F64 : JG_F32;
+                int64_t r = shapes[sh][0], c = shapes[sh][1];
+                jg_manual_seed(40 + sh);
+                jg_tensor *a = jg_randn(dt, 2, TU_SHAPE(r, c));
+                /* bt: [r, c] column-major with column stride r + 3 */
+                jg_tensor *base = jg_randn(dt, 2, TU_SHAPE(c, r + 3));
+                jg_tensor *bt = jg_transpose(jg_slice(base, 1, 0, r), 0, 1);
+                jg_tensor *bc = jg_contiguous(bt);
+                assert_non_null(bc);
+                for (int o = 0; o < 4; o++) {
+                    TU_SAME(ops[o](a, bt), ops[o](a, bc));
+                    TU_SAME(ops[o](bt, a), ops[o](bc, a));
+                }
+                jg_tensor *x = jg_clone(a);
+                assert_int_equal(jg_add_(x, bt), 0);
+                TU_SAME(x, jg_add(a, bc));
+                /* w.t() of a contiguous w: the column stride is the rows */
+                jg_tensor *w = jg_contiguous(jg_transpose(bc, 0, 1));
+                x = jg_clone(a);
+                assert_int_equal(jg_add_(x, jg_transpose(w, 0, 1)), 0);
+                TU_SAME(x, jg_add(a, bc));
+            }
+    jg_set_num_threads(saved);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_forward_table),
@@ -635,6 +676,7 @@ int main(void) {
         TU_TEST(test_same_tensor_twice_and_fanout),
         TU_TEST(test_double_backward_closed_forms),
         TU_TEST(test_errors),
+        TU_TEST(test_transposed_operand_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,6 +409,119 @@ static void test_matmul_errors(void **state) {
     TU_ERROR("argument 1 is NULL");
 }
 
+/* ------------------------------------------- gradients in the operand's layout */
+
+static bool row_major(const jg_tensor *t) {
+    const int64_t *s = jg_strides(t), *sh = jg_shape(t);
+    return jg_ndim(t) == 2 && s[1] == 1 && s[0] == sh[1];
+}
+
+/* small integers: every product and sum below is exact in f32 */
+static jg_tensor *ints(int ndim, const int64_t *shape, uint64_t seed) {
+    double v[256];
+    int64_t n = tu_numel(ndim, shape);
+    assert_true(n <= 256);
+    lcg_fill(v, n, seed);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = floor(v[i] * 2);
+    return tu_tensor(JG_F32, ndim, shape, v);
+}
+
+/* y = x @ w.t() (nn.Linear; w [5, 7] row-major, so w.t() is column-major):
+ * as PyTorch's mm backward, w's gradient is computed as (g^T x)^T and comes
+ * out row-major like w, for a 2-D x, a 1-D x and an N-D x (folded); a
+ * second backward adds into .grad and keeps its layout.  A column-major x
+ * (X.t()) gets a row-major gradient for X the same way. */
+static void test_matmul_grad_in_operand_layout(void **state) {
+    (void)state;
+    const int64_t xshapes[3][3] = {{4, 7}, {7}, {2, 3, 7}};
+    const int xnd[3] = {2, 1, 3};
+    for (int c = 0; c < 3; c++) {
+        jg_tensor *w = ints(2, TU_SHAPE(5, 7), 1);
+        jg_tensor *x = ints(xnd[c], xshapes[c], 2);
+        jg_set_requires_grad(w, true);
+        jg_set_requires_grad(x, true);
+        jg_tensor *y = jg_matmul(x, jg_transpose(w, 0, 1));
+        jg_tensor *cw = ints(jg_ndim(y), jg_shape(y), 3);
+        /* the gradient itself, before .grad (which would copy a strided one) */
+        jg_tensor *l = jg_sum(jg_mul(y, cw)), *gw;
+        assert_int_equal(jg_autograd_grad(1, &l, NULL, 1, &w, JG_RETAIN_GRAPH, &gw), 0);
+        assert_true(row_major(gw));
+        for (int pass = 1; pass <= 2; pass++) {
+            assert_int_equal(jg_backward(jg_sum(jg_mul(y, cw)), NULL, 0), 0);
+            /* dL/dw = cw^T x over the rows (x, cw folded to 2-D) */
+            int64_t rows = xnd[c] == 1 ? 1 : (xnd[c] == 2 ? 4 : 6);
+            jg_tensor *x2 = jg_reshape(jg_detach(x), 2, TU_SHAPE(rows, 7));
+            jg_tensor *c2 = jg_reshape(cw, 2, TU_SHAPE(rows, 5));
+            jg_tensor *want = jg_matmul(jg_transpose(c2, 0, 1), x2);
+            if (pass == 2)
+                want = jg_add(want, want);
+            assert_true(row_major(jg_grad(w)));
+            TU_SAME(jg_grad(w), want);
+            /* x's gradient is unchanged: cw @ w */
+            jg_tensor *gx = jg_matmul(cw, jg_detach(w));
+            TU_SAME(jg_grad(x), pass == 2 ? jg_add(gx, gx) : gx);
+            if (pass == 1)
+                y = jg_matmul(x, jg_transpose(w, 0, 1));
+        }
+    }
+    /* column-major a: X [7, 4] row-major, a = X.t() */
+    jg_tensor *X = ints(2, TU_SHAPE(7, 4), 4), *b = ints(2, TU_SHAPE(7, 5), 5);
+    jg_set_requires_grad(X, true);
+    jg_set_requires_grad(b, true);
+    jg_tensor *cw = ints(2, TU_SHAPE(4, 5), 6), *gX;
+    jg_tensor *l = jg_sum(jg_mul(jg_matmul(jg_transpose(X, 0, 1), b), cw));
+    assert_int_equal(jg_autograd_grad(1, &l, NULL, 1, &X, JG_RETAIN_GRAPH, &gX), 0);
+    assert_true(row_major(gX));
+    assert_int_equal(jg_backward(l, NULL, 0), 0);
+    assert_true(row_major(jg_grad(X)));
+    TU_SAME(jg_grad(X), jg_matmul(jg_detach(b), jg_transpose(cw, 0, 1))); /* (cw b^T)^T */
+    TU_SAME(jg_grad(b), jg_matmul(jg_detach(X), cw));                     /* X cw */
+}
+
+/* in: x, w, cw -> sum((x @ w.t()) * cw) */
+static int p_linear(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_sum(jg_mul(jg_matmul(in[0], jg_transpose(in[1], 0, 1)), in[2]));
+    return out[0] ? 1 : -1;
+}
+
+/* Compiled (interp, c), the flag is in the traced graph and the gradients
+ * are eager's bits, in eager's layout (random values: real rounding). */
+static void test_matmul_grad_layout_compiled(void **state) {
+    (void)state;
+    const char *backends[2] = {"interp", "c"};
+    jg_manual_seed(3);
+    jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(64, 100));
+    jg_tensor *w = jg_randn(JG_F32, 2, TU_SHAPE(30, 100));
+    jg_tensor *cw = jg_randn(JG_F32, 2, TU_SHAPE(64, 30));
+    jg_tensor *in[3] = {x, w, cw}, *loss;
+    jg_set_requires_grad(x, true);
+    jg_set_requires_grad(w, true);
+    assert_int_equal(p_linear(NULL, NULL, 3, in, &loss), 1);
+    assert_int_equal(jg_backward(loss, NULL, 0), 0);
+    assert_true(row_major(jg_grad(w)));
+    jg_tensor *gw = jg_clone(jg_grad(w)), *gx = jg_clone(jg_grad(x)); /* (.grad is reset below) */
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_set_grad(w, NULL);
+        jg_set_grad(x, NULL);
+        jg_compiled *c = jg_compile(p_linear, NULL, &(jg_compile_options){.backend = backends[b]});
+        assert_non_null(c);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 3, in, &loss), 1);
+        assert_int_equal(jg_backward(loss, NULL, 0), 0);
+        assert_true(row_major(jg_grad(w)));
+        TU_SAME(jg_grad(w), gw);
+        TU_SAME(jg_grad(x), gx);
+        char *graph = jg_compiled_graph(c, 0);
+        assert_non_null(graph);
+        assert_non_null(strstr(graph, "b_col_major"));
+        free(graph);
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_matmul_forward),
@@ -418,6 +531,8 @@ int main(void) {
         TU_TEST(test_matmul_double_backward),
         TU_TEST(test_matmul_errors),
         TU_TEST(test_matmul_grad_transposed_weight),
+        TU_TEST(test_matmul_grad_in_operand_layout),
+        TU_TEST(test_matmul_grad_layout_compiled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
