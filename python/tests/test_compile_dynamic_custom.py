@@ -274,13 +274,14 @@ def test_gpt_stats_custom_attention_traces(jg):
 
 
 def test_dropped_call_fitted_from_a_freed_ctx():
-    """Regression (fuzz seed 2500030, minimized by hand): the program calls
-    F0 and drops its result.  The compiler removed the dead call and freed
-    its ctx while the entry's copy of the traced graph, kept for dynamic
-    sizes, still pointed at it: the second size traced F0's backward from
-    the freed ctx (SIGSEGV, or a fit failing with garbage).  Run in a child
-    so that a crash fails the test; each size's outputs and gradients are
-    eager's bit for bit and the dims go dynamic at the second size."""
+    """Regression (fuzz seed 2500030, then its minimized program): the
+    program calls F0 and drops its result.  The compiler removed the dead
+    call and freed its ctx while the entry's copy of the traced graph, kept
+    for dynamic sizes, still pointed at it: the second size traced F0's
+    backward from the freed ctx (SIGSEGV, or a fit failing with garbage).
+    Run in a child so that a crash fails the test; each size's outputs and
+    gradients are eager's bit for bit and the dims go dynamic at the second
+    size."""
     log = run_logged("""
         import gc
         import jitgrad as torch
@@ -326,6 +327,25 @@ def test_dropped_call_fitted_from_a_freed_ctx():
                 del junk
                 gc.collect()
             assert cf._jitgrad_compiled.entries() == 2, backend
+
+        # the fuzzer's minimized program: the dropped call is all there is
+        class Min(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, k0, a1, a2, k3):
+                return a1
+
+            @staticmethod
+            def backward(ctx, g0):
+                return None, g0, g0, None
+
+        def fn_min(x0, x1):
+            Min.apply(None, x0, x0, "one")
+
+        cf = torch.compile(fn_min, backend="interp")
+        for n in [4, 2, 5]:
+            x0, x1 = torch.randn(1, requires_grad=True), torch.randn(n, requires_grad=True)
+            assert cf(x0, x1) is None, n
+        assert cf._jitgrad_compiled.entries() == 2
     """)
-    assert sum("went dynamic" in line for line in log) >= 1, log
+    assert sum("went dynamic" in line for line in log) >= 2, log
     assert not any("could not be traced" in line for line in log), log
