@@ -271,3 +271,81 @@ def test_gpt_stats_custom_attention_traces(jg):
     for e in lines:
         assert e["attn"] == "custom"
         assert int(e["graphs"]) <= 2, e
+
+
+def test_dropped_call_fitted_from_a_freed_ctx():
+    """Regression (fuzz seed 2500030, then its minimized program): the
+    program calls F0 and drops its result.  The compiler removed the dead
+    call and freed its ctx while the entry's copy of the traced graph, kept
+    for dynamic sizes, still pointed at it: the second size traced F0's
+    backward from the freed ctx (SIGSEGV, or a fit failing with garbage).
+    Run in a child so that a crash fails the test; each size's outputs and
+    gradients are eager's bit for bit and the dims go dynamic at the second
+    size."""
+    log = run_logged("""
+        import gc
+        import jitgrad as torch
+
+        class F0(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, k0, a1, a2, k3):
+                t0 = a1 + a1
+                ctx.save_for_backward(a1, a2, t0)
+                ctx.k3 = k3
+                return t0
+
+            @staticmethod
+            def backward(ctx, g0):
+                s0, s1, s2 = ctx.saved_tensors
+                return None, g0 * s0.tanh() + g0 * s2.tanh(), g0 * 2.0 + g0 * s2, None
+
+        def fn(x0, x1):
+            v2 = (x0 / (x1 * x1 + 1.0)).mean()
+            F0.apply(None, v2, v2, "one")  # dropped: a dead call
+            return x1.tanh()
+
+        def b(t):
+            return t.detach().numpy().tobytes()
+
+        for backend in ["interp", "c"]:
+            if backend == "c" and not torch.HAS_COMPILER:
+                continue
+            cf = torch.compile(fn, backend=backend, fullgraph=True)
+            for n in [4, 2, 6, 3, 9]:
+                x0 = torch.randn(1, requires_grad=True)
+                x1 = torch.randn(n, requires_grad=True)
+                want = fn(x0, x1)
+                want.sum().backward()
+                g = b(x1.grad)
+                x1.grad = None
+                got = cf(x0, x1)
+                assert b(got) == b(want), n
+                got.sum().backward()
+                assert b(x1.grad) == g and x0.grad is None, n
+                # reuse the freed memory, as the fuzzer's child did
+                junk = [torch.randn(n + 1) for _ in range(50)]
+                del junk
+                gc.collect()
+            assert cf._jitgrad_compiled.entries() == 2, backend
+
+        # the fuzzer's minimized program: the dropped call is all there is
+        class Min(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, k0, a1, a2, k3):
+                return a1
+
+            @staticmethod
+            def backward(ctx, g0):
+                return None, g0, g0, None
+
+        def fn_min(x0, x1):
+            Min.apply(None, x0, x0, "one")
+
+        cf = torch.compile(fn_min, backend="interp")
+        for n in [4, 2, 5]:
+            x0, x1 = torch.randn(1, requires_grad=True), torch.randn(n, requires_grad=True)
+            assert cf(x0, x1) is None, n
+        assert cf._jitgrad_compiled.entries() == 2
+    """)
+    assert sum("went dynamic" in line for line in log) >= 2, log
+    assert not any("could not be traced" in line for line in log), log

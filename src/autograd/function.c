@@ -26,6 +26,7 @@ jg_ctx *jg_ctx_new_meta(const jg_function *fn, int n_inputs, const jg_meta *in_m
     if (!ctx)
         return jg_errorf_null("out of memory in jg_apply");
     ctx->fn = fn;
+    ctx->refcount = 1;
     ctx->n_inputs = ctx->n_own = n_inputs;
     ctx->materialize_grads = true;
     ctx->needs_input_grad = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof(bool));
@@ -68,8 +69,14 @@ jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs
     return ctx;
 }
 
+jg_ctx *jg_ctx_retain(jg_ctx *ctx) {
+    if (ctx)
+        ctx->refcount++;
+    return ctx;
+}
+
 void jg_ctx_free(jg_ctx *ctx) {
-    if (!ctx)
+    if (!ctx || --ctx->refcount > 0)
         return;
     for (int i = 0; i < ctx->n_saved; i++)
         jg_saved_free(&ctx->saved[i]);

@@ -42,6 +42,10 @@ struct jg_ctx {
     int n_dirty;
     void *state;
     void (*free_state)(void *);
+    /* holders: the call's node or record, and the copies of a traced
+     * graph that a compiled entry keeps to trace the backward again
+     * (compile/dynamic.c); jg_ctx_free drops one */
+    int refcount;
 };
 
 /* The context of a custom function's eager node n; NULL for other nodes. */
@@ -53,7 +57,10 @@ jg_ctx *jg_ctx_new(const jg_function *fn, int n_inputs, jg_tensor *const *inputs
 /* The same from per-slot metadata and needs_input_grad (the tracer's way). */
 jg_ctx *jg_ctx_new_meta(const jg_function *fn, int n_inputs, const jg_meta *in_meta,
                         const bool *needs, const void *args, size_t args_size);
+/* Drops one reference (the last frees it). */
 void jg_ctx_free(jg_ctx *ctx);
+/* One more reference to ctx (NULL stays NULL). */
+jg_ctx *jg_ctx_retain(jg_ctx *ctx);
 
 /* Runs fn->forward with grad mode off inside a scope and returns its outputs
  * as new references (aliases where the callback returned an input or a

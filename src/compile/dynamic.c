@@ -1186,6 +1186,21 @@ static void *arena_dup(jg_arena *a, const void *p, size_t n) {
 
 static jg_graph *clone_deep(const jg_graph *g, bool keep_state);
 
+static void ctx_release(void *p) {
+    jg_ctx_free(p);
+}
+
+/* Record r (a copy of o, in g) done: with keep_state it holds a reference
+ * to o's ctx (a traced call's state, trace/custom.c), since the passes
+ * that run on o's graph may drop the call and free their reference. */
+static jg_gcustom *copied_call(jg_gcustom *r, const jg_gcustom *o, bool keep_state) {
+    if (keep_state && o->state && o->free_state) {
+        r->state = jg_ctx_retain(o->state);
+        r->free_state = ctx_release;
+    }
+    return r;
+}
+
 /* A copy of custom call n's record in g's arena, its subgraphs g's own. */
 static jg_gcustom *copy_call(jg_graph *g, const jg_gnode *n, bool keep_state) {
     const jg_gcustom *o = n->custom;
@@ -1196,11 +1211,11 @@ static jg_gcustom *copy_call(jg_graph *g, const jg_gnode *n, bool keep_state) {
     *r = *o;
     r->fwd = r->bwd = NULL;
     r->user = NULL;
-    if (!keep_state) { /* (its backward is r->bwd, set by the caller) */
-        r->state = NULL;
-        r->free_state = NULL;
-        r->owner = g;
-    } /* else the ctx stays borrowed: its owner, not g, frees it */
+    /* no state until the copy is complete (copied_call): g frees it then
+     * (without keep_state the backward is r->bwd, set by the caller) */
+    r->state = NULL;
+    r->free_state = NULL;
+    r->owner = g;
     if ((o->args_size && !(r->args = arena_dup(a, o->args, o->args_size))) ||
         !(r->slot_map = arena_dup(a, o->slot_map, sizeof(int) * (size_t)o->n_slots)))
         return NULL;
@@ -1217,10 +1232,10 @@ static jg_gcustom *copy_call(jg_graph *g, const jg_gnode *n, bool keep_state) {
         *dst[k] = c;
     }
     if (!o->user)
-        return r;
+        return copied_call(r, o, keep_state);
     if (o->opaque_backward) { /* per slot asked for: whether it answers NULL */
         r->user = arena_dup(a, o->user, sizeof(bool) * (size_t)(n->n_out / 2));
-        return r->user ? r : NULL;
+        return r->user ? copied_call(r, o, keep_state) : NULL;
     }
     const jg_custom_info *p = o->user;
     jg_custom_info *q = arena_dup(a, p, sizeof *p);
@@ -1234,14 +1249,15 @@ static jg_gcustom *copy_call(jg_graph *g, const jg_gnode *n, bool keep_state) {
         (p->kept_fval && !q->kept_fval) || (p->none_slot && !q->none_slot))
         return NULL;
     r->user = q;
-    return r;
+    return copied_call(r, o, keep_state);
 }
 
 /* A copy of g (same value ids) whose custom call records and subgraphs are
  * its own (jg_graph_clone shares them), so that it may outlive g and the
  * pipeline's passes on g (dedup rewrites a record's slot map) do not reach
- * it.  keep_state: each record keeps its call's ctx, borrowed (to trace the
- * backward callback from the copy while g lives); else it has none. */
+ * it.  keep_state: each record holds a reference to its call's ctx (to
+ * trace the backward callback from the copy after g is gone); else it has
+ * none. */
 static jg_graph *clone_deep(const jg_graph *g, bool keep_state) {
     jg_graph *c = jg_graph_clone(g);
     for (int i = 0; c && i < c->n_nodes; i++)

@@ -67,8 +67,8 @@ jg_entry *jg_dyn_instance(jg_dyn *d, const int64_t *s, const jg_call_key *k, jg_
 char *jg_dyn_graph(const jg_dyn *d);
 void jg_dyn_free(jg_dyn *d);
 /* The copy of traced graph g that an entry keeps for templates (its
- * traced): custom call records and subgraphs its own, each call's ctx
- * borrowed from g (which must outlive the copy).  NULL + error. */
+ * traced): custom call records and subgraphs its own, each holding a
+ * reference to its call's ctx (the copy may outlive g).  NULL + error. */
 jg_graph *jg_dyn_keep_traced(const jg_graph *g);
 
 #endif

@@ -8,7 +8,8 @@
  * other gradients); an opaque call (its forward reads values) keeps only
  * its own dims static, and the log says why when the batch reaches it; a
  * whole training step (backward and SGD inside the program) through MyFn
- * trains like the eager loop from two traces. */
+ * trains like the eager loop from two traces; a call whose result is
+ * dropped is fitted from the ctx its entry keeps. */
 #include "testutil.h"
 #include "testutil_fns.h"
 #include "backend/cache.h"
@@ -188,6 +189,58 @@ static void test_dynamic_custom_ctx_size(void **state) {
     }
 }
 
+/* Regression (fuzz seed 2500030): a custom call whose result the program
+ * drops.  The pipeline removes the dead call from the traced graph and
+ * frees its ctx, while the entry's copy kept for dynamic sizes still
+ * traces the call's backward from that ctx when the second size arrives
+ * (a use after free: a crash, or garbage read as the count).  The copy
+ * holds its own reference to the ctx. */
+static int p_cmean_dead(void *user, const void *args, int n, jg_tensor *const *in,
+                        jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *xw = jg_mul(in[0], in[1]);
+    jg_tensor *f = xw ? jg_reshape(xw, 1, TU_SHAPE(-1)) : NULL;
+    if (!f || !tf_apply1(&cmean, 1, &f, NULL, 0)) /* (dropped) */
+        return -1;
+    out[0] = jg_sum(jg_tanh(xw));
+    return out[0] ? 1 : -1;
+}
+
+static void test_dynamic_custom_dead_call(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        jg_compiled *c =
+            jg_compile(p_cmean_dead, NULL, &(jg_compile_options){.backend = backends[b]});
+        assert_int_equal(jg_compiled_set_dynamic(c, JG_DYNAMIC_AUTO), 0);
+        jg_manual_seed(13);
+        jg_tensor *w = jg_keep(jg_randn(JG_F32, 1, TU_SHAPE(3)));
+        jg_set_requires_grad(w, true);
+        for (int i = 0; i < N_BATCH; i++) {
+            jg_scope_push();
+            jg_tensor *x = jg_randn(JG_F32, 2, TU_SHAPE(batches[i], 3));
+            jg_tensor *in[2] = {x, w}, *oe[1] = {0}, *oc[1] = {0};
+            assert_int_equal(p_cmean_dead(NULL, NULL, 2, in, oe), 1);
+            assert_int_equal(jg_backward(oe[0], NULL, 0), 0);
+            jg_tensor *gw = jg_retain(jg_grad(w));
+            jg_clear_grad(w);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, oc), 1);
+            TU_SAME(oe[0], oc[0]);
+            assert_int_equal(jg_backward(oc[0], NULL, 0), 0);
+            TU_SAME(gw, jg_grad(w));
+            jg_clear_grad(w);
+            jg_release(gw);
+            jg_scope_pop();
+        }
+        /* traced at 4 and 7 (the dead call fitted), every later size from
+         * the second */
+        assert_int_equal(jg_compiled_entries(c), 2);
+        jg_compiled_free(c);
+        jg_release(w);
+    }
+}
+
 /* An opaque custom function: its forward reads a value (the sign of its
  * input's sum), so it runs at run time on real tensors.  y = x @ Flip(w)
  * with w fixed: the batch never reaches it and the entry goes dynamic;
@@ -341,7 +394,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_dynamic_custom_seed),       TU_TEST(test_dynamic_custom_one_object),
         TU_TEST(test_dynamic_custom_ctx_size),   TU_TEST(test_dynamic_custom_opaque),
-        TU_TEST(test_dynamic_custom_train_step),
+        TU_TEST(test_dynamic_custom_train_step), TU_TEST(test_dynamic_custom_dead_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
