@@ -89,6 +89,7 @@ void jg_entry_release(jg_entry *e) {
     free(e->saved_val);
     free(e->saved_src);
     free(e->saved_check);
+    free(e->ow);
     free(e->remat);
     free(e->node_out_val);
     free(e->node_out_prog);
@@ -744,6 +745,15 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     for (int k = 0; e->out_freed && k < e->n_node_out; k++)
         if (gout[k] && e->out_freed[e->node_out_prog[k]])
             return jg_errorf("%s", JG_SAVED_FREED_MSG);
+    for (int k = 0; e->stale && k < e->n_node_out; k++)
+        if (gout[k]) {
+            /* a saved value the program overwrote: eager's backward fails */
+            const jg_saved *in = e->stale_input >= 0 && c->saved[e->n_saved + e->stale_input].t
+                                     ? &c->saved[e->n_saved + e->stale_input]
+                                     : NULL;
+            return jg_stale_saved_error(e, in ? in->version : 0, in ? jg_version(in->t) : 0,
+                                        in ? in->t->grad_fn : NULL, in ? in->t->output_nr : 0);
+        }
     /* outputs reached without a gradient matter only to custom calls, whose
      * backward runs anyway (as eager runs it) */
     if (create_graph)

@@ -499,6 +499,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         *failed = r.failed_fn;
         return -1;
     }
+    jg_stale_saved_find(e, g, r.n_in, r.in_src, r.in_checked);
     /* cheap values the backward recomputes are not saved (remat.c) */
     if (jg_entry_remat_choose(e, &r) < 0 ||
         jg_entry_remat_apply(e, r.bwd, &r.in_src, &r.in_checked, &r.n_in) < 0) {
@@ -939,6 +940,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }
+    if (rc == 0 && !e->eager)
+        rc = jg_overwrites_keep(e);
     free(vals);
     jg_scope_pop();
     jg_trace_end();

@@ -12,6 +12,7 @@
 #include "autodiff/autodiff.h"
 #include "backend/interp.h"
 #include "graph/graph.h"
+#include "trace/trace.h"
 
 /* A backend: a plan per graph, made once, run per call (jg_interp_run's
  * contract).  "interp" (backend/interp.c) and "c" (backend/cgen.c). */
@@ -191,6 +192,17 @@ typedef struct jg_entry {
     /* captured tensors the program writes in place (an optimizer's update of
      * parameters and state): their new values are the graph outputs after
      * the n_mut above, written back after each call */
+    /* the traced program's in-place writes (jg_trace_overwrites), kept from
+     * the trace's end until build() reads them */
+    jg_trace_overwrite *ow;
+    int n_ow;
+    /* a value the backward reads as eager's saved tensor, which the program
+     * wrote in place after that: eager's backward fails on it, so the
+     * compiled node's does, with eager's message (jg_stale_saved_error) */
+    bool stale;
+    int stale_val;   /* the forward value (what the message describes) */
+    int stale_input; /* the graph input written (its version at the call counts), or -1 */
+    uint64_t stale_expected, stale_actual; /* versions, counted from the call */
     int n_lmut;
     int *lmut_lifted;      /* per such output: the lifted tensor written */
     uint64_t *lmut_writes; /* ... and how many in-place writes it received */
@@ -237,6 +249,19 @@ int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const
  * set, their new .grad values appended to *vals (holding n_vals; malloc'd,
  * grown as needed).  0, or -1 + error. */
 int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals);
+/* Before the trace's frame ends: keeps its in-place writes in e (e->ow).
+ * 0 or -1 + error. */
+int jg_overwrites_keep(jg_entry *e);
+/* After autodiff of e's forward g: the first value the backward reads as
+ * eager's saved tensor (in_checked) that the program wrote in place after
+ * that, recorded in e (e->stale); frees e->ow. */
+void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
+                         const bool *in_checked);
+/* Eager's error for e->stale, when a compiled node's backward runs: base,
+ * the written input's version at the call (0 for a value the program made),
+ * now, the version of the tensor the call read for it now; fn and nr, that
+ * input's history at the call (fn NULL: none).  -1. */
+int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn, int nr);
 /* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */

@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
                       int n_out, jg_tensor *const *outs, char *why, size_t why_size) {
@@ -164,6 +165,85 @@ int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals) {
     return rc;
 }
 
+int jg_overwrites_keep(jg_entry *e) {
+    const jg_trace_overwrite *ow;
+    int n = jg_trace_overwrites(&ow);
+    free(e->ow);
+    e->ow = NULL;
+    e->n_ow = 0;
+    if (!n)
+        return 0;
+    if (!(e->ow = malloc(sizeof *ow * (size_t)n)))
+        return jg_errorf("out of memory in jg_compile");
+    memcpy(e->ow, ow, sizeof *ow * (size_t)n);
+    e->n_ow = n;
+    return 0;
+}
+
+/* The write that overwrote value v, or the value v views (through view
+ * ops, which eager's views share memory with); NULL when none did. */
+static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph *g, int v) {
+    for (int steps = 0; steps < 64; steps++) {
+        for (int i = 0; i < e->n_ow; i++)
+            if (e->ow[i].value == v)
+                return &e->ow[i];
+        if (g->vals[v].kind != JG_VAL_NODE)
+            return NULL;
+        const jg_gnode *nd = &g->nodes[g->vals[v].node];
+        if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
+            return NULL;
+        v = nd->in[0];
+    }
+    return NULL;
+}
+
+void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
+                         const bool *in_checked) {
+    /* (in the order autodiff met them: eager's backward unpacks the latest
+     * node's saved tensors first) */
+    for (int k = 0; k < n_in && e->n_ow && !e->stale; k++) {
+        if (in_src[k] < 0 || !in_checked[k])
+            continue;
+        const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k]);
+        if (!ow)
+            continue;
+        e->stale = true;
+        e->stale_val = in_src[k];
+        e->stale_input = ow->input;
+        e->stale_expected = ow->version;
+        e->stale_actual = ow->end_version;
+    }
+    free(e->ow);
+    e->ow = NULL;
+    e->n_ow = 0;
+}
+
+int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn,
+                         int nr) {
+    const jg_graph *g = e->fwd_ad;
+    const jg_value *val = &g->vals[e->stale_val];
+    jg_tensor m = {.dtype = val->meta.dtype, .ndim = val->meta.ndim};
+    memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
+    char d[96], made[128] = "";
+    jg_describe(&m, d, sizeof d);
+    /* what eager's saved tensor was made by: the input's history, or the
+     * op that made the value (its eager node) */
+    if (val->kind == JG_VAL_INPUT && fn)
+        snprintf(made, sizeof made, ", which is output %d of %s,", nr, fn->vt->name(fn));
+    else if (val->kind == JG_VAL_NODE && val->requires_grad &&
+             g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
+        snprintf(made, sizeof made, ", which is output %d of %s,", val->index,
+                 jg_ops[g->nodes[val->node].op].bw_name);
+    return jg_errorf("one of the variables needed for gradient computation has been modified by "
+                     "an inplace operation: [%.3s %s]%s is at version %llu; expected version %llu "
+                     "instead",
+                     d, d + 3, made,
+                     /* (a captured tensor is written back at the call, an
+                      * input's stand-in keeps its version then) */
+                     (unsigned long long)(now > base ? now : base + e->stale_actual),
+                     (unsigned long long)(base + e->stale_expected));
+}
+
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                           jg_tensor **outputs) {
     int n_user = e->n_prog_out - e->n_mut - e->n_lmut - e->n_gset_out;
@@ -211,6 +291,9 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                 break;
             }
             jg_copy_data(s, x);
+            /* (x as it was at the call: a backward that fails on a saved
+             * value the program overwrote counts x's writes from here) */
+            s->storage->version = x->storage->version;
             jg_node_retain(x->grad_fn);
             s->grad_fn = x->grad_fn;
             s->output_nr = x->output_nr;

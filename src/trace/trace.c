@@ -81,6 +81,12 @@ typedef struct frame {
     const jg_tensor **ng_root;
     int n_ng, cap_ng;
     bool any_writes; /* a captured tensor was written (captured_write_end) */
+    /* every in-place write of a traced tensor, in order: the value it held
+     * until then and its version then (jg_trace_overwrites); roots are only
+     * compared */
+    const jg_tensor **ow_root;
+    jg_trace_overwrite *ow;
+    int n_ow, cap_ow;
 } frame;
 
 static _Thread_local frame *frames;
@@ -160,6 +166,8 @@ void jg_trace_end(void) {
     free(f->wr_root);
     free(f->wr_view);
     free(f->ng_root);
+    free(f->ow_root);
+    free(f->ow);
     for (int i = 0; i < f->n_syms; i++)
         jg_release(f->syms[i]);
     free(f->syms);
@@ -379,7 +387,11 @@ int jg_trace_value(jg_tensor *t) {
         jg_meta_of(t, &m);
         char name[32];
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
-        if ((v = jg_graph_add_input(f->g, &m, t->requires_grad, name)) < 0)
+        /* (a view made under no_grad that has no history: eager gives it no
+         * edge, so no gradient is computed for it, nor are the values that
+         * gradient would read kept) */
+        bool edge = t->requires_grad && !(t->no_grad_view && !t->grad_fn);
+        if ((v = jg_graph_add_input(f->g, &m, edge, name)) < 0)
             return -1;
         f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
@@ -899,10 +911,42 @@ static int nograd_break(const char *what) {
                      what);
 }
 
+/* Notes that root's current value is overwritten: a saved tensor holding
+ * it (or a view of it) fails eager's backward (jg_trace_overwrites). */
+static int note_overwrite(frame *f, const jg_tensor *root) {
+    if (!root->sym || root->sym->graph != f->g->id)
+        return 0;
+    if (f->n_ow == f->cap_ow) {
+        int cap = f->cap_ow ? f->cap_ow * 2 : 8;
+        const jg_tensor **r = realloc(f->ow_root, (size_t)cap * sizeof *r);
+        if (r)
+            f->ow_root = r;
+        jg_trace_overwrite *o = r ? realloc(f->ow, (size_t)cap * sizeof *o) : NULL;
+        if (!o)
+            return jg_errorf("out of memory while tracing");
+        f->ow = o;
+        f->cap_ow = cap;
+    }
+    uint64_t v = jg_version(root);
+    int value = root->sym->value, input = -1;
+    if (f->g->vals[value].kind == JG_VAL_INPUT)
+        input = f->g->vals[value].index;
+    for (int i = 0; i < f->n_ow; i++) /* (one bump per write, as eager's) */
+        if (f->ow_root[i] == root) {
+            f->ow[i].end_version = v + 1;
+            input = f->ow[i].input; /* (its first write saw the placeholder) */
+        }
+    f->ow_root[f->n_ow] = root;
+    f->ow[f->n_ow++] = (jg_trace_overwrite){value, input, v, v + 1};
+    return 0;
+}
+
 static int traced_write(const jg_tensor *root, bool via_view) {
     frame *f = top();
     if (!f)
         return 0;
+    if (note_overwrite(f, root) < 0)
+        return -1;
     if (!jg_grad_mode) {
         if (!root->requires_grad || written_without_grad(f, root))
             return 0;
@@ -941,6 +985,12 @@ static int traced_write(const jg_tensor *root, bool via_view) {
 int jg_trace_written_without_grad(const jg_tensor *t) {
     frame *f = top();
     return f && written_without_grad(f, t);
+}
+
+int jg_trace_overwrites(const jg_trace_overwrite **ow) {
+    frame *f = top();
+    *ow = f ? f->ow : NULL;
+    return f ? f->n_ow : 0;
 }
 
 int jg_trace_first_write(const jg_tensor *t, bool *via_view) {
