@@ -10,7 +10,11 @@ used after a traced write of its tensor), 79 (a write into a no_grad view
 after a refused leaf write: eager's first error), 805 and 934 (a write with
 history into a view made under no_grad of a tensor that does not require
 grad gives the view its own history, not the base), 552 (CSE merged an op
-recorded under no_grad with the same op recorded with grad mode on)."""
+recorded under no_grad with the same op recorded with grad mode on), 279
+(two identical views of an input returned by a graph with a backward: the
+second was a copy), 1352 and 1792 (a saved value written in place later:
+eager's backward fails), 1232 and 1985 (a piece kept a view made under
+no_grad of a leaf for a gradient eager never computes)."""
 import contextlib
 import random
 
@@ -92,34 +96,38 @@ def outcome(T, seed, backend):
     return res
 
 
-GAPS = {
-    279: "identical views of an input returned by a graph with a backward do not alias it",
-}
-
-
-@pytest.mark.parametrize("seed", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=GAPS[s])) if s in GAPS else s
-    for s in range(600)])
+@pytest.mark.parametrize("seed", range(600))
 def test_compiled_as_eager(jg, seed):
     assert outcome(jg, seed, "interp") == outcome(jg, seed, None)
 
 
-@pytest.mark.xfail(strict=True, reason=GAPS[279])
-def test_known_gap_identical_views_alias_input(jg):
-    """Known, open (outputs of a compiled graph, not the mutation checks):
-    a graph with a backward that returns two identical views of an input
-    hands out copies, so writing one after the call does not reach the
-    input."""
+@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("rg", [False, True])
+def test_identical_views_alias_input(jg, backend, rg):
+    """Regression (seed 279): a graph with a backward that returned two
+    identical views of an input (CSE merged them) handed out a copy for the
+    second, so writing it after the call did not reach the input."""
     def f(x, y):
         return x[1:], x[1:], (y * 2).sum()
 
     got = []
-    for fn in (f, jg.compile(f, backend="interp")):
-        x = jg.tensor([1.0, 2.0, 3.0, 4.0])
+    for fn in (f, jg.compile(f, backend=backend)):
+        x = jg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=rg)
         a, b, _ = fn(x, jg.tensor([1.0], requires_grad=True))
-        b.mul_(2)
-        got.append(x.tolist())
-    assert got[0] == got[1]
+        r = [a is b, a.requires_grad, b.requires_grad, a.data_ptr() == b.data_ptr() == x.data_ptr() + 4]
+        if rg:
+            (a.sum() + 2 * b.sum()).backward()
+            r.append(x.grad.tolist())
+        else:
+            b.mul_(2)
+            r.append(b._version)
+        got.append(r + [x.tolist(), a.tolist()])
+    if rg:
+        assert got[1] == got[0] == [False, True, True, True, [0.0, 3.0, 3.0, 3.0],
+                                    [1.0, 2.0, 3.0, 4.0], [2.0, 3.0, 4.0]]
+    else:
+        assert got[1] == got[0] == [False, False, False, True, 1, [1.0, 4.0, 6.0, 8.0],
+                                    [4.0, 6.0, 8.0]]
 
 
 @pytest.mark.parametrize("backend", ["interp", "c"])

@@ -1,6 +1,7 @@
 /* jg_compile: guards and the cache, the trace -> passes -> autodiff ->
  * backend pipeline, graph breaks and JITGRAD_LOG. */
 #include "autodiff/autodiff.h"
+#include "autograd/node.h"
 #include "backend/cgen.h"
 #include "compile/compile.h"
 #include "compile/dynamic.h"
@@ -447,11 +448,19 @@ int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo) {
             }
         if (same_before)
             continue;
-        jg_scope_push();
-        bool prev = jg_set_grad_enabled(false);
-        jg_tensor *c = jg_keep(jg_clone(fo[j]));
-        jg_set_grad_enabled(prev);
-        jg_scope_pop();
+        jg_tensor *c;
+        if (fo[j]->is_view && e->out_view_in && e->out_view_in[j] >= 0) {
+            /* a view of an input (the same view twice): a tensor of its own
+             * over the input's memory, which jg_entry_run tracks as the
+             * input's view, as eager returns two views */
+            c = jg_alias_no_history(fo[j]);
+        } else {
+            jg_scope_push();
+            bool prev = jg_set_grad_enabled(false);
+            c = jg_keep(jg_clone(fo[j]));
+            jg_set_grad_enabled(prev);
+            jg_scope_pop();
+        }
         if (!c)
             return -1;
         jg_release(fo[j]);

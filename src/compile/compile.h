@@ -228,7 +228,8 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs);
 /* After the forward ran (fo: its n_prog_out program outputs, owned): program
  * outputs that CSE merged into one tensor but that the traced program
  * computed separately get their own copies, as eager returns distinct
- * tensors (each with its own gradient slot, and no shared storage). */
+ * tensors (each with its own gradient slot, and no shared storage); views
+ * of an input get their own tensors over its memory, as eager's views. */
 int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo);
 /* After tracing: finds the inputs whose placeholder got a new value (orig:
  * each call input's value id before the program ran) and records them in e.
