@@ -814,7 +814,7 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             bin[k] = *acc[-1 - e->n_node_out - src];
         else if (src < 0)
             bin[k] = gout[-1 - src];
-        else if (!(bin[k] = jg_saved_unpack(&c->saved[src], n, false)))
+        else if (!(bin[k] = jg_saved_read(e, src, &c->saved[src], n)))
             rc = -1;
     }
     if (rc == 0)

@@ -10,6 +10,7 @@
 #define JG_COMPILE_COMPILE_H
 
 #include "autodiff/autodiff.h"
+#include "autograd/node.h"
 #include "backend/interp.h"
 #include "graph/graph.h"
 #include "trace/trace.h"
@@ -263,6 +264,11 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
  * now, the version of the tensor the call read for it now; fn and nr, that
  * input's history at the call (fn NULL: none).  -1. */
 int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn, int nr);
+/* Saved value i of a compiled node (slot s, owner the node), as
+ * jg_saved_unpack reads it for a backward; one the program made, changed
+ * in place since the call, fails with eager's message, which names the op
+ * that made it (eager's node), not the compiled node.  NULL + error. */
+jg_tensor *jg_saved_read(const jg_entry *e, int i, jg_saved *s, jg_node *owner);
 /* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */

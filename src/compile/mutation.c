@@ -218,16 +218,16 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
     e->n_ow = 0;
 }
 
-int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn,
-                         int nr) {
-    const jg_graph *g = e->fwd_ad;
-    const jg_value *val = &g->vals[e->stale_val];
+/* Eager's message for a saved tensor changed in place: forward value v of
+ * g, named by the input's history fn/nr (an input) or by the op that made
+ * it (its eager node). */
+static int modified_error(const jg_graph *g, int v, const jg_node *fn, int nr, uint64_t now,
+                          uint64_t expected) {
+    const jg_value *val = &g->vals[v];
     jg_tensor m = {.dtype = val->meta.dtype, .ndim = val->meta.ndim};
     memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
     char d[96], made[128] = "";
     jg_describe(&m, d, sizeof d);
-    /* what eager's saved tensor was made by: the input's history, or the
-     * op that made the value (its eager node) */
     if (val->kind == JG_VAL_INPUT && fn)
         snprintf(made, sizeof made, ", which is output %d of %s,", nr, fn->vt->name(fn));
     else if (val->kind == JG_VAL_NODE && val->requires_grad &&
@@ -237,11 +237,25 @@ int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const j
     return jg_errorf("one of the variables needed for gradient computation has been modified by "
                      "an inplace operation: [%.3s %s]%s is at version %llu; expected version %llu "
                      "instead",
-                     d, d + 3, made,
-                     /* (a captured tensor is written back at the call, an
-                      * input's stand-in keeps its version then) */
-                     (unsigned long long)(now > base ? now : base + e->stale_actual),
-                     (unsigned long long)(base + e->stale_expected));
+                     d, d + 3, made, (unsigned long long)now, (unsigned long long)expected);
+}
+
+int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn,
+                         int nr) {
+    /* (a captured tensor is written back at the call, an input's stand-in
+     * keeps its version then) */
+    return modified_error(e->fwd_ad, e->stale_val, fn, nr,
+                          now > base ? now : base + e->stale_actual, base + e->stale_expected);
+}
+
+jg_tensor *jg_saved_read(const jg_entry *e, int i, jg_saved *s, jg_node *owner) {
+    int v = e->saved_val[i];
+    if (s->t && s->t->storage && !s->unchecked && s->t->storage->version != s->version &&
+        e->fwd_ad->vals[v].kind == JG_VAL_NODE) {
+        modified_error(e->fwd_ad, v, NULL, 0, s->t->storage->version, s->version);
+        return NULL;
+    }
+    return jg_saved_unpack(s, owner, false);
 }
 
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
