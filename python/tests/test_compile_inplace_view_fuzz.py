@@ -16,7 +16,9 @@ second was a copy), 1352 and 1792 (a saved value written in place later:
 eager's backward fails), 1232 and 1985 (a piece kept a view made under
 no_grad of a leaf for a gradient eager never computes), 875 (a saved view
 with history, changed in place after the call: eager's message names the
-view's node, not the compiled one)."""
+view's node, not the compiled one).  Beyond 1999: 6408 and 7449 (a view of
+a captured tensor made after a traced write of it and used after another
+was not seen as stale)."""
 import contextlib
 import random
 
@@ -263,3 +265,31 @@ def test_saved_view_written_names_its_node(jg, torch, backend, read):
         "which is output 0 of SliceBackward0, is at version 1; expected version 0 instead")
     # (PyTorch names the view's node after the write AsStridedBackward0)
     assert "is at version 1; expected version 0 instead" in got[0][0]
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("pre", [False, True])
+def test_view_of_captured_between_writes(jg, backend, pre):
+    """Regression (seeds 6408, 7449): a view of a captured tensor made
+    between two traced writes of it (pre: after a first one) and used after
+    the second kept the value it was made from, where eager's view shows the
+    write; a view made after a first write was not seen as stale."""
+    cell = {}
+
+    def body(y):
+        x = cell["x"]
+        if pre:
+            with jg.no_grad():
+                x.mul_(1.5)
+        v = x[1:]
+        x.mul_(1.5)
+        return y.sum() + (v * v).sum() + (x * 3).sum()
+
+    got = []
+    for fn in (body, jg.compile(body, backend=backend)):
+        cell["x"] = jg.tensor([1.0, 2.0, 3.0, 4.0])
+        y = jg.tensor([0.5, -1.0], requires_grad=True)
+        out = fn(y)
+        out.backward()
+        got.append((out.item(), cell["x"].tolist(), cell["x"]._version, y.grad.tolist()))
+    assert got[1] == got[0]

@@ -81,6 +81,9 @@ typedef struct frame {
     const jg_tensor **ng_root;
     int n_ng, cap_ng;
     bool any_writes; /* a captured tensor was written (captured_write_end) */
+    /* the values captured tensors held before a traced write (stale_view) */
+    int *cw_old;
+    int n_cw, cap_cw;
     /* every in-place write of a traced tensor, in order: the value it held
      * until then and its version then (jg_trace_overwrites); roots are only
      * compared */
@@ -168,6 +171,7 @@ void jg_trace_end(void) {
     free(f->ng_root);
     free(f->ow_root);
     free(f->ow);
+    free(f->cw_old);
     for (int i = 0; i < f->n_syms; i++)
         jg_release(f->syms[i]);
     free(f->syms);
@@ -488,6 +492,15 @@ static int captured_write_end(jg_tensor *t, jg_tensor *s) {
     frame *f = top();
     const_entry *hit = f ? find_entry(f, t) : NULL;
     JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
+    if (f->n_cw == f->cap_cw) {
+        int cap = f->cap_cw ? f->cap_cw * 2 : 4;
+        int *o = realloc(f->cw_old, (size_t)cap * sizeof *o);
+        if (!o)
+            return jg_errorf("out of memory while tracing");
+        f->cw_old = o;
+        f->cap_cw = cap;
+    }
+    f->cw_old[f->n_cw++] = hit->value;
     hit->value = s->sym->value;
     hit->writes++;
     f->any_writes = true;
@@ -875,7 +888,7 @@ static bool lifting(void) {
 
 /* Whether traced t, a view of a captured tensor (which the trace records
  * no base for), was made before a traced write of that tensor: its value
- * is the tensor's old one, where eager's view shows the write. */
+ * is one of the tensor's old ones, where eager's view shows the write. */
 static bool stale_view(const frame *f, const jg_tensor *t) {
     if (!t->sym || !t->is_view || t->view || t->sym->graph != f->g->id)
         return false;
@@ -883,7 +896,7 @@ static bool stale_view(const frame *f, const jg_tensor *t) {
     for (int steps = 0; steps < 64 && f->g->vals[v].kind == JG_VAL_NODE; steps++) {
         const jg_gnode *nd = &f->g->nodes[f->g->vals[v].node];
         if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
-            return false;
+            break; /* (a value some write made) */
         v = nd->in[0];
     }
     for (int i = 0; i < f->n_lifted; i++)
@@ -891,6 +904,10 @@ static bool stale_view(const frame *f, const jg_tensor *t) {
             const_entry *hit = find_entry((frame *)f, f->lifted[i]);
             return hit && hit->writes && hit->value != v;
         }
+    /* (or of a value the tensor held between two writes) */
+    for (int i = 0; i < f->n_cw; i++)
+        if (f->cw_old[i] == v)
+            return true;
     return false;
 }
 
