@@ -18,7 +18,9 @@ no_grad of a leaf for a gradient eager never computes), 875 (a saved view
 with history, changed in place after the call: eager's message names the
 view's node, not the compiled one).  Beyond 1999: 6408 and 7449 (a view of
 a captured tensor made after a traced write of it and used after another
-was not seen as stale)."""
+was not seen as stale), 2081, 5228, 6023 and 6604 (a saved piece input
+named by the compiled node that made it, not its op), 5716, 6319 and 7894
+(a saved value named by the op that made it, not its last write)."""
 import contextlib
 import random
 
@@ -293,3 +295,32 @@ def test_view_of_captured_between_writes(jg, backend, pre):
         out.backward()
         got.append((out.item(), cell["x"].tolist(), cell["x"]._version, y.grad.tolist()))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("via_view", [False, True])
+def test_saved_value_written_names_last_write(jg, backend, via_view):
+    """Regression (seeds 5716, 6319, 7894): eager's message names the
+    saved tensor's node at backward, which its last write made (CopySlices
+    for a write through a view), not the op that made the value saved."""
+    def body(x, y):
+        v = x[1:]
+        x.add_(y[0:1])
+        acc = (x * x).sum()
+        if via_view:
+            v.add_(y[0:1])
+        else:
+            x.mul_(1.5)
+        return acc + (x * 3).sum()
+
+    got = []
+    for fn in (body, jg.compile(body, backend=backend)):
+        x = jg.tensor([1.0, 2.0, 3.0, 4.0])
+        y = jg.tensor([0.5, -1.0], requires_grad=True)
+        out = fn(x, y)
+        with pytest.raises(RuntimeError) as err:
+            out.backward()
+        got.append((str(err.value), y.grad, x._version, x.tolist()))
+    assert got[1] == got[0]
+    name = "CopySlices" if via_view else "MulBackward1"
+    assert f"which is output 0 of {name}, is at version 2; expected version 1" in got[0][0]

@@ -901,6 +901,22 @@ static bool cnode_pure(const jg_node *n) {
 static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy,  cnode_name,
                                     true,        cnode_edges_reached, cnode_redirect, cnode_pure};
 
+const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr) {
+    *eager_nr = nr;
+    if (fn->vt == &cnode_vt) {
+        /* output nr of a compiled call: eager's node is the op that made it */
+        const jg_entry *e = ((const compiled_node *)fn)->e;
+        const jg_graph *g = e->fwd_ad;
+        const jg_value *v = g && nr < e->n_node_out ? &g->vals[e->node_out_val[nr]] : NULL;
+        if (v && v->kind == JG_VAL_NODE && g->nodes[v->node].kind == JG_GN_OP &&
+            jg_ops[g->nodes[v->node].op].bw_name) {
+            *eager_nr = v->index;
+            return jg_ops[g->nodes[v->node].op].bw_name;
+        }
+    }
+    return fn->vt->name(fn);
+}
+
 /* ------------------------------------------------------------------- run */
 
 /* The backends' results are row-major; an output eager lays out in its

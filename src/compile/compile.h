@@ -204,6 +204,11 @@ typedef struct jg_entry {
     int stale_val;   /* the forward value (what the message describes) */
     int stale_input; /* the graph input written (its version at the call counts), or -1 */
     uint64_t stale_expected, stale_actual; /* versions, counted from the call */
+    /* eager names the tensor's node at backward, its last write's when the
+     * value itself (not a view of it) was saved: that node (NULL: none, or
+     * not named so) and its output */
+    const char *stale_name;
+    int stale_name_nr;
     int n_lmut;
     int *lmut_lifted;      /* per such output: the lifted tensor written */
     uint64_t *lmut_writes; /* ... and how many in-place writes it received */
@@ -264,6 +269,9 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
  * now, the version of the tensor the call read for it now; fn and nr, that
  * input's history at the call (fn NULL: none).  -1. */
 int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn, int nr);
+/* The name eager's message gives output nr of node fn (*eager_nr: its
+ * number there): a compiled node's output is named by the op that made it. */
+const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr);
 /* Saved value i of a compiled node (slot s, owner the node), as
  * jg_saved_unpack reads it for a backward; one the program made, changed
  * in place since the call, fails with eager's message, which names the op

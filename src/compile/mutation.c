@@ -182,8 +182,10 @@ int jg_overwrites_keep(jg_entry *e) {
 
 /* The write that overwrote value v, or the value v views (through view
  * ops, which eager's views share memory with); NULL when none did. */
-static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph *g, int v) {
+static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph *g, int v,
+                                              bool *direct) {
     for (int steps = 0; steps < 64; steps++) {
+        *direct = steps == 0;
         for (int i = 0; i < e->n_ow; i++)
             if (e->ow[i].value == v)
                 return &e->ow[i];
@@ -204,9 +206,31 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
     for (int k = 0; k < n_in && e->n_ow && !e->stale; k++) {
         if (in_src[k] < 0 || !in_checked[k])
             continue;
-        const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k]);
+        bool direct;
+        const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k], &direct);
         if (!ow)
             continue;
+        if (direct) {
+            /* the value the tensor's last write made: the first one after
+             * it began that reads the value the tensor held then */
+            const jg_trace_overwrite *last = &e->ow[ow->last];
+            for (int w = last->next_val; w < g->n_vals && !e->stale_name; w++) {
+                const jg_value *val = &g->vals[w];
+                if (val->kind != JG_VAL_NODE || g->nodes[val->node].kind != JG_GN_OP)
+                    continue;
+                const jg_gnode *nd = &g->nodes[val->node];
+                bool reads = false;
+                for (int s = 0; s < nd->n_in; s++)
+                    reads |= nd->in[s] == last->value;
+                if (!reads)
+                    continue;
+                if (!val->requires_grad)
+                    break;
+                /* (a write through a view: eager's CopySlices) */
+                e->stale_name = last->via_view ? "CopySlices" : jg_ops[nd->op].bw_name;
+                e->stale_name_nr = last->via_view ? 0 : val->index;
+            }
+        }
         e->stale = true;
         e->stale_val = in_src[k];
         e->stale_input = ow->input;
@@ -218,6 +242,10 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
     e->n_ow = 0;
 }
 
+#define MODIFIED_MSG                                                                               \
+    "one of the variables needed for gradient computation has been modified by an inplace "        \
+    "operation"
+
 /* Eager's message for a saved tensor changed in place: forward value v of
  * g, named by the input's history fn/nr (an input) or by the op that made
  * it (its eager node). */
@@ -228,31 +256,49 @@ static int modified_error(const jg_graph *g, int v, const jg_node *fn, int nr, u
     memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
     char d[96], made[128] = "";
     jg_describe(&m, d, sizeof d);
-    if (val->kind == JG_VAL_INPUT && fn)
-        snprintf(made, sizeof made, ", which is output %d of %s,", nr, fn->vt->name(fn));
-    else if (val->kind == JG_VAL_NODE && val->requires_grad &&
-             g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
+    if (val->kind == JG_VAL_INPUT && fn) {
+        /* (a stand-in is named as what it redirects to, a leaf by none) */
+        jg_edge to = {(jg_node *)fn, nr, NULL};
+        if (fn->vt->redirect && !fn->vt->redirect(fn, nr, &to))
+            to = (jg_edge){(jg_node *)fn, nr, NULL};
+        int enr = to.nr;
+        const char *name = to.fn ? jg_node_eager_name(to.fn, to.nr, &enr) : NULL;
+        if (name)
+            snprintf(made, sizeof made, ", which is output %d of %s,", enr, name);
+    } else if (val->kind == JG_VAL_NODE && val->requires_grad &&
+               g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
         snprintf(made, sizeof made, ", which is output %d of %s,", val->index,
                  jg_ops[g->nodes[val->node].op].bw_name);
-    return jg_errorf("one of the variables needed for gradient computation has been modified by "
-                     "an inplace operation: [%.3s %s]%s is at version %llu; expected version %llu "
-                     "instead",
-                     d, d + 3, made, (unsigned long long)now, (unsigned long long)expected);
+    return jg_errorf("%s: [%.3s %s]%s is at version %llu; expected version %llu instead",
+                     MODIFIED_MSG, d, d + 3, made, (unsigned long long)now,
+                     (unsigned long long)expected);
 }
 
 int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn,
                          int nr) {
     /* (a captured tensor is written back at the call, an input's stand-in
      * keeps its version then) */
-    return modified_error(e->fwd_ad, e->stale_val, fn, nr,
-                          now > base ? now : base + e->stale_actual, base + e->stale_expected);
+    uint64_t actual = now > base ? now : base + e->stale_actual;
+    if (e->stale_name) {
+        const jg_value *val = &e->fwd_ad->vals[e->stale_val];
+        jg_tensor m = {.dtype = val->meta.dtype, .ndim = val->meta.ndim};
+        memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
+        char d[96];
+        jg_describe(&m, d, sizeof d);
+        return jg_errorf("%s: [%.3s %s], which is output %d of %s, is at version %llu; "
+                         "expected version %llu instead",
+                         MODIFIED_MSG, d, d + 3, e->stale_name_nr, e->stale_name,
+                         (unsigned long long)actual,
+                         (unsigned long long)(base + e->stale_expected));
+    }
+    return modified_error(e->fwd_ad, e->stale_val, fn, nr, actual, base + e->stale_expected);
 }
 
 jg_tensor *jg_saved_read(const jg_entry *e, int i, jg_saved *s, jg_node *owner) {
     int v = e->saved_val[i];
-    if (s->t && s->t->storage && !s->unchecked && s->t->storage->version != s->version &&
-        e->fwd_ad->vals[v].kind == JG_VAL_NODE) {
-        modified_error(e->fwd_ad, v, NULL, 0, s->t->storage->version, s->version);
+    if (s->t && s->t->storage && !s->unchecked && s->t->storage->version != s->version) {
+        modified_error(e->fwd_ad, v, s->t->grad_fn, s->t->output_nr, s->t->storage->version,
+                       s->version);
         return NULL;
     }
     return jg_saved_unpack(s, owner, false);

@@ -930,7 +930,7 @@ static int nograd_break(const char *what) {
 
 /* Notes that root's current value is overwritten: a saved tensor holding
  * it (or a view of it) fails eager's backward (jg_trace_overwrites). */
-static int note_overwrite(frame *f, const jg_tensor *root) {
+static int note_overwrite(frame *f, const jg_tensor *root, bool via_view) {
     if (!root->sym || root->sym->graph != f->g->id)
         return 0;
     if (f->n_ow == f->cap_ow) {
@@ -951,10 +951,12 @@ static int note_overwrite(frame *f, const jg_tensor *root) {
     for (int i = 0; i < f->n_ow; i++) /* (one bump per write, as eager's) */
         if (f->ow_root[i] == root) {
             f->ow[i].end_version = v + 1;
+            f->ow[i].last = f->n_ow;
             input = f->ow[i].input; /* (its first write saw the placeholder) */
         }
     f->ow_root[f->n_ow] = root;
-    f->ow[f->n_ow++] = (jg_trace_overwrite){value, input, v, v + 1};
+    f->ow[f->n_ow] = (jg_trace_overwrite){value, input, v, v + 1, via_view, f->g->n_vals, f->n_ow};
+    f->n_ow++;
     return 0;
 }
 
@@ -962,7 +964,7 @@ static int traced_write(const jg_tensor *root, bool via_view) {
     frame *f = top();
     if (!f)
         return 0;
-    if (note_overwrite(f, root) < 0)
+    if (note_overwrite(f, root, via_view) < 0)
         return -1;
     if (!jg_grad_mode) {
         if (!root->requires_grad || written_without_grad(f, root))

@@ -155,6 +155,9 @@ typedef struct jg_trace_overwrite {
     int value;
     int input; /* the tensor is this graph input (its placeholder), or -1 */
     uint64_t version, end_version;
+    bool via_view; /* the write went through a view of the tensor */
+    int next_val;  /* the graph's values from this one on came after the write began */
+    int last;      /* the tensor's last write: its index in the list */
 } jg_trace_overwrite;
 /* The innermost frame's writes so far, in order (borrowed: valid until the
  * next traced write or the frame's end). */
