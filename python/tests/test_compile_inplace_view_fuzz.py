@@ -20,7 +20,9 @@ view's node, not the compiled one).  Beyond 1999: 6408 and 7449 (a view of
 a captured tensor made after a traced write of it and used after another
 was not seen as stale), 2081, 5228, 6023 and 6604 (a saved piece input
 named by the compiled node that made it, not its op), 5716, 6319 and 7894
-(a saved value named by the op that made it, not its last write)."""
+(a saved value named by the op that made it, not its last write), 12370 (a
+view of a no_grad view of a captured tensor, used after a traced write of
+the tensor)."""
 import contextlib
 import random
 
@@ -324,3 +326,29 @@ def test_saved_value_written_names_last_write(jg, backend, via_view):
     assert got[1] == got[0]
     name = "CopySlices" if via_view else "MulBackward1"
     assert f"which is output 0 of {name}, is at version 2; expected version 1" in got[0][0]
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_view_of_captured_view_after_write(jg, backend):
+    """Regression (seed 12370): a view (with grad mode on) of a view made
+    under no_grad of a captured tensor, used after a traced write of the
+    tensor, kept the old values: its base, the untracked view, was stale."""
+    cell = {}
+
+    def body(y):
+        x = cell["x"]
+        with jg.no_grad():
+            v = x[1:]
+        w = v[1:]
+        with jg.no_grad():
+            x.add_(y[0:1])
+        return y.sum() + (w * w).sum() + (x * 3).sum()
+
+    got = []
+    for fn in (body, jg.compile(body, backend=backend)):
+        cell["x"] = jg.tensor([1.0, 2.0, 3.0, 4.0])
+        y = jg.tensor([0.5, -1.0], requires_grad=True)
+        out = fn(y)
+        out.backward()
+        got.append((out.item(), cell["x"].tolist(), cell["x"]._version, y.grad.tolist()))
+    assert got[1] == got[0]

@@ -890,6 +890,8 @@ static bool lifting(void) {
  * no base for), was made before a traced write of that tensor: its value
  * is one of the tensor's old ones, where eager's view shows the write. */
 static bool stale_view(const frame *f, const jg_tensor *t) {
+    if (t->sym && t->view && t->view->base->sym)
+        t = t->view->base; /* (a tracked view of such a view is as stale as it) */
     if (!t->sym || !t->is_view || t->view || t->sym->graph != f->g->id)
         return false;
     int v = t->sym->value;
