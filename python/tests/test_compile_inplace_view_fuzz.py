@@ -352,3 +352,22 @@ def test_view_of_captured_view_after_write(jg, backend):
         out.backward()
         got.append((out.item(), cell["x"].tolist(), cell["x"]._version, y.grad.tolist()))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_composite_inplace_reads_its_target(jg, backend):
+    """index_put_ writes through index_copy of its target (eagerly on a copy
+    of it, traced on the value itself): that read is part of the write, not
+    a saved value the write then changes, so the backward runs as eager's."""
+    def f(x):
+        c = x * 1.0
+        c[jg.tensor([1])] = x[0:1] * x[2:3]
+        return (c * c).sum()
+
+    got = []
+    for fn in (f, jg.compile(f, backend=backend)):
+        x = jg.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+        out = fn(x)
+        out.backward()
+        got.append((out.item(), x.grad.tolist()))
+    assert got[1] == got[0]

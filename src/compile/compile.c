@@ -508,7 +508,9 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         *failed = r.failed_fn;
         return -1;
     }
-    jg_stale_saved_find(e, g, r.n_in, r.in_src, r.in_checked);
+    jg_stale_saved_find(e, g, r.n_in, r.in_src, r.checked_by);
+    free(r.checked_by);
+    r.checked_by = NULL;
     /* cheap values the backward recomputes are not saved (remat.c) */
     if (jg_entry_remat_choose(e, &r) < 0 ||
         jg_entry_remat_apply(e, r.bwd, &r.in_src, &r.in_checked, &r.n_in) < 0) {

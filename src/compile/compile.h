@@ -260,10 +260,10 @@ int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals);
  * 0 or -1 + error. */
 int jg_overwrites_keep(jg_entry *e);
 /* After autodiff of e's forward g: the first value the backward reads as
- * eager's saved tensor (in_checked) that the program wrote in place after
- * that, recorded in e (e->stale); frees e->ow. */
+ * eager's saved tensor (checked_by: autodiff's) that the program wrote in
+ * place after that, recorded in e (e->stale); frees e->ow. */
 void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
-                         const bool *in_checked);
+                         const int *checked_by);
 /* Eager's error for e->stale, when a compiled node's backward runs: base,
  * the written input's version at the call (0 for a value the program made),
  * now, the version of the tensor the call read for it now; fn and nr, that

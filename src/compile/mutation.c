@@ -199,35 +199,75 @@ static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph 
     return NULL;
 }
 
+/* The value the write ow made: the first one after it began that reads
+ * the value it replaced (-1: none). */
+static int written_value(const jg_graph *g, const jg_trace_overwrite *ow) {
+    for (int w = ow->next_val; w < g->n_vals; w++) {
+        const jg_value *val = &g->vals[w];
+        if (val->kind != JG_VAL_NODE)
+            continue;
+        const jg_gnode *nd = &g->nodes[val->node];
+        for (int s = 0; s < nd->n_in; s++)
+            if (nd->in[s] == ow->value)
+                return w;
+    }
+    return -1;
+}
+
+/* Whether value r (a reader's output) is computed into what write ow
+ * wrote: the reader is part of a composite in-place op (index_put_ reads
+ * its target through index_copy, eagerly on a copy of it). */
+static bool feeds_write(const jg_graph *g, const jg_trace_overwrite *ow, int r) {
+    int w = written_value(g, ow);
+    if (w < 0 || r < 0 || r >= g->n_vals)
+        return false;
+    int *stack = malloc(sizeof(int) * (size_t)g->n_vals);
+    bool *seen = calloc((size_t)g->n_vals, sizeof *seen), found = false;
+    int n = 0;
+    if (stack && seen) {
+        stack[n++] = w;
+        seen[w] = true;
+    }
+    while (n && !found) {
+        int v = stack[--n];
+        found = v == r;
+        if (g->vals[v].kind != JG_VAL_NODE || v <= r)
+            continue; /* (values only read earlier ones) */
+        const jg_gnode *nd = &g->nodes[g->vals[v].node];
+        for (int s = 0; s < nd->n_in; s++)
+            if (!seen[nd->in[s]]) {
+                seen[nd->in[s]] = true;
+                stack[n++] = nd->in[s];
+            }
+    }
+    free(stack);
+    free(seen);
+    return found;
+}
+
 void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
-                         const bool *in_checked) {
+                         const int *checked_by) {
     /* (in the order autodiff met them: eager's backward unpacks the latest
      * node's saved tensors first) */
     for (int k = 0; k < n_in && e->n_ow && !e->stale; k++) {
-        if (in_src[k] < 0 || !in_checked[k])
+        if (in_src[k] < 0 || !checked_by)
             continue;
         bool direct;
         const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k], &direct);
-        if (!ow)
+        /* (read by a node made before the write: the write's own nodes
+         * read the value it replaces) */
+        if (!ow || checked_by[in_src[k]] >= ow->next_val ||
+            feeds_write(g, ow, checked_by[in_src[k]]))
             continue;
         if (direct) {
-            /* the value the tensor's last write made: the first one after
-             * it began that reads the value the tensor held then */
+            /* named by the value the tensor's last write made */
             const jg_trace_overwrite *last = &e->ow[ow->last];
-            for (int w = last->next_val; w < g->n_vals && !e->stale_name; w++) {
-                const jg_value *val = &g->vals[w];
-                if (val->kind != JG_VAL_NODE || g->nodes[val->node].kind != JG_GN_OP)
-                    continue;
-                const jg_gnode *nd = &g->nodes[val->node];
-                bool reads = false;
-                for (int s = 0; s < nd->n_in; s++)
-                    reads |= nd->in[s] == last->value;
-                if (!reads)
-                    continue;
-                if (!val->requires_grad)
-                    break;
+            int w = written_value(g, last);
+            const jg_value *val = w >= 0 ? &g->vals[w] : NULL;
+            if (val && val->requires_grad && g->nodes[val->node].kind == JG_GN_OP) {
                 /* (a write through a view: eager's CopySlices) */
-                e->stale_name = last->via_view ? "CopySlices" : jg_ops[nd->op].bw_name;
+                e->stale_name =
+                    last->via_view ? "CopySlices" : jg_ops[g->nodes[val->node].op].bw_name;
                 e->stale_name_nr = last->via_view ? 0 : val->index;
             }
         }
