@@ -190,9 +190,6 @@ typedef struct jg_entry {
      * tensors: eager's second backward fails there, so the call's fails too */
     bool *out_freed;
     int *out_input; /* per program output: the written call input it is, or -1 */
-    /* captured tensors the program writes in place (an optimizer's update of
-     * parameters and state): their new values are the graph outputs after
-     * the n_mut above, written back after each call */
     /* the traced program's in-place writes (jg_trace_overwrites), kept from
      * the trace's end until build() reads them */
     jg_trace_overwrite *ow;
@@ -209,6 +206,9 @@ typedef struct jg_entry {
      * not named so) and its output */
     const char *stale_name;
     int stale_name_nr;
+    /* captured tensors the program writes in place (an optimizer's update of
+     * parameters and state): their new values are the graph outputs after
+     * the n_mut above, written back after each call */
     int n_lmut;
     int *lmut_lifted;      /* per such output: the lifted tensor written */
     uint64_t *lmut_writes; /* ... and how many in-place writes it received */
