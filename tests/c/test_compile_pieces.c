@@ -583,6 +583,67 @@ static void test_captured_views_and_writes(void **state) {
     free(tu_capture_stderr(captured_views_run));
 }
 
+/* A view of captured b used after a traced write of b: one made after an
+ * earlier write (mode 0), or one made with grad mode on of a view made
+ * under no_grad (mode 1); eager's view shows the write (seeds 6408, 7449
+ * and 12370 of python/tests/test_compile_inplace_view_fuzz.py) */
+static int p_view_between_writes(void *user, const void *args, int n, jg_tensor *const *in,
+                                 jg_tensor **out) {
+    (void)args, (void)n;
+    captured_views *c = user;
+    jg_tensor *v;
+    if (c->mode == 0) {
+        if (jg_mul_scalar_(c->b, 1.5) < 0)
+            return -1;
+        v = jg_slice(c->b, 0, 1, 4);
+    } else {
+        bool prev = jg_set_grad_enabled(false);
+        jg_tensor *u = jg_slice(c->b, 0, 1, 4);
+        jg_set_grad_enabled(prev);
+        v = u ? jg_slice(u, 0, 1, 3) : NULL;
+    }
+    if (!v || jg_mul_scalar_(c->b, 2.0) < 0)
+        return -1;
+    out[0] = jg_mul(jg_sum(jg_mul(v, v)), jg_sum(in[0]));
+    return out[0] ? 1 : -1;
+}
+
+static void view_between_writes_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            captured_views e = {mode, jg_full(JG_F32, 1, TU_SHAPE(4), 0.0)};
+            captured_views c = {mode, jg_full(JG_F32, 1, TU_SHAPE(4), 0.0)};
+            jg_compiled *k = jg_compile(p_view_between_writes, &c,
+                                        &(jg_compile_options){.backend = backends[b]});
+            for (int call = 0; call < 2; call++) {
+                jg_tensor *b0 = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+                assert_int_equal(jg_copy_(e.b, b0), 0);
+                assert_int_equal(jg_copy_(c.b, b0), 0);
+                jg_tensor *x = leaf(3, 1.0), *eo, *co;
+                assert_int_equal(p_view_between_writes(&e, NULL, 1, &x, &eo), 1);
+                assert_int_equal(jg_backward(eo, NULL, 0), 0);
+                jg_tensor *eg = grad_copy(x);
+                jg_clear_grad(x);
+                if (jg_compiled_call(k, NULL, 0, 1, &x, &co) != 1)
+                    fail_msg("mode %d: %s", mode, jg_last_error());
+                assert_int_equal(jg_backward(co, NULL, 0), 0);
+                TU_SAME(co, eo);
+                TU_SAME(c.b, e.b);
+                assert_int_equal(jg_version(c.b), jg_version(e.b));
+                TU_SAME(jg_grad(x), eg);
+            }
+            jg_compiled_free(k);
+        }
+    }
+}
+
+static void test_view_of_captured_between_writes(void **state) {
+    (void)state;
+    free(tu_capture_stderr(view_between_writes_run));
+}
+
 /* x (no grad) gets history from y, then x * x saves x, then x is written
  * again: eager's backward fails on the saved x (seeds 1352 and 1792 of
  * python/tests/test_compile_inplace_view_fuzz.py); read: a value read first
@@ -704,6 +765,7 @@ int main(void) {
         TU_TEST(test_captured_views_and_writes),
         TU_TEST(test_saved_value_written_after),
         TU_TEST(test_no_grad_view_in_piece),
+        TU_TEST(test_view_of_captured_between_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
