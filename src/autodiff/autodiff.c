@@ -6,6 +6,7 @@
 #include "trace/custom.h"
 #include "trace/trace.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@ typedef struct {
     jg_tensor **fsym; /* per forward value: its stand-in in the backward trace */
     int *in_src;
     bool *in_checked;
+    int *checked_by; /* per forward value (jg_autodiff_result) */
+    int reader;      /* an output value of the node being differentiated */
     int n_in, cap_in, n_saved;
 } ad_state;
 
@@ -40,6 +43,8 @@ static int note_input(ad_state *s, int src, bool checked) {
  * the eager reader holds it as a saved tensor, whose in-place change fails
  * backward; a custom function's ctx attribute (kept) is read as it is then. */
 static jg_tensor *fwd_value(ad_state *s, int v, bool checked) {
+    if (checked && s->checked_by && s->reader < s->checked_by[v])
+        s->checked_by[v] = s->reader;
     if (s->fsym[v]) {
         for (int k = 0; checked && k < s->n_in; k++)
             if (s->in_src[k] == v)
@@ -349,6 +354,9 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
     int nv = f->n_vals ? f->n_vals : 1;
     ad_state s = {.f = f};
     s.fsym = calloc((size_t)nv, sizeof *s.fsym);
+    if ((s.checked_by = malloc(sizeof(int) * (size_t)nv)))
+        for (int v = 0; v < nv; v++)
+            s.checked_by[v] = INT_MAX;
     jg_tensor **acc = calloc((size_t)nv, sizeof *acc);
     /* contribution layout: (node, slot) with a graph input operand that
      * requires grad, latest node first */
@@ -430,6 +438,7 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
         node_ran[i] = runs && any_need;
         if (!runs || !any_need)
             continue;
+        s.reader = n->n_out ? n->out[0] : INT_MAX;
         if (n->kind == JG_GN_CUSTOM) {
             jg_scope_push();
             jg_tensor *gin[64] = {0};
@@ -504,6 +513,7 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
     if (rc < 0) {
         free(s.in_src);
         free(s.in_checked);
+        free(s.checked_by);
         free(cin);
         free(node_reached);
         free(node_ran);
@@ -518,6 +528,7 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
     r->bwd = b;
     r->in_src = s.in_src;
     r->in_checked = s.in_checked;
+    r->checked_by = s.checked_by;
     r->n_in = s.n_in;
     return 0;
 }
@@ -552,6 +563,7 @@ void jg_autodiff_result_free(jg_autodiff_result *r) {
     jg_graph_free(r->bwd);
     free(r->in_src);
     free(r->in_checked);
+    free(r->checked_by);
     free(r->contrib_input);
     free(r->node_reached);
     free(r->node_ran);

@@ -33,6 +33,10 @@ typedef struct jg_autodiff_result {
     /* per backward input: an eager reader would fail on an in-place change
      * of it since the forward (false: only ctx attributes read it) */
     bool *in_checked;
+    /* per forward value: the least value id a node that reads it as eager's
+     * saved tensor outputs (that node came before values made later);
+     * INT_MAX: none */
+    int *checked_by;
     int n_in;
     /* per backward output: the forward graph input it contributes to */
     int *contrib_input;

@@ -89,6 +89,7 @@ void jg_entry_release(jg_entry *e) {
     free(e->saved_val);
     free(e->saved_src);
     free(e->saved_check);
+    free(e->ow);
     free(e->remat);
     free(e->node_out_val);
     free(e->node_out_prog);
@@ -744,6 +745,15 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     for (int k = 0; e->out_freed && k < e->n_node_out; k++)
         if (gout[k] && e->out_freed[e->node_out_prog[k]])
             return jg_errorf("%s", JG_SAVED_FREED_MSG);
+    for (int k = 0; e->stale && k < e->n_node_out; k++)
+        if (gout[k]) {
+            /* a saved value the program overwrote: eager's backward fails */
+            const jg_saved *in = e->stale_input >= 0 && c->saved[e->n_saved + e->stale_input].t
+                                     ? &c->saved[e->n_saved + e->stale_input]
+                                     : NULL;
+            return jg_stale_saved_error(e, in ? in->version : 0, in ? jg_version(in->t) : 0,
+                                        in ? in->t->grad_fn : NULL, in ? in->t->output_nr : 0);
+        }
     /* outputs reached without a gradient matter only to custom calls, whose
      * backward runs anyway (as eager runs it) */
     if (create_graph)
@@ -804,7 +814,7 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
             bin[k] = *acc[-1 - e->n_node_out - src];
         else if (src < 0)
             bin[k] = gout[-1 - src];
-        else if (!(bin[k] = jg_saved_unpack(&c->saved[src], n, false)))
+        else if (!(bin[k] = jg_saved_read(e, src, &c->saved[src], n)))
             rc = -1;
     }
     if (rc == 0)
@@ -890,6 +900,22 @@ static bool cnode_pure(const jg_node *n) {
 
 static const jg_node_vt cnode_vt = {cnode_apply, cnode_release_saved, cnode_destroy,  cnode_name,
                                     true,        cnode_edges_reached, cnode_redirect, cnode_pure};
+
+const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr) {
+    *eager_nr = nr;
+    if (fn->vt == &cnode_vt) {
+        /* output nr of a compiled call: eager's node is the op that made it */
+        const jg_entry *e = ((const compiled_node *)fn)->e;
+        const jg_graph *g = e->fwd_ad;
+        const jg_value *v = g && nr < e->n_node_out ? &g->vals[e->node_out_val[nr]] : NULL;
+        if (v && v->kind == JG_VAL_NODE && g->nodes[v->node].kind == JG_GN_OP &&
+            jg_ops[g->nodes[v->node].op].bw_name) {
+            *eager_nr = v->index;
+            return jg_ops[g->nodes[v->node].op].bw_name;
+        }
+    }
+    return fn->vt->name(fn);
+}
 
 /* ------------------------------------------------------------------- run */
 

@@ -1,6 +1,7 @@
 /* jg_compile: guards and the cache, the trace -> passes -> autodiff ->
  * backend pipeline, graph breaks and JITGRAD_LOG. */
 #include "autodiff/autodiff.h"
+#include "autograd/node.h"
 #include "backend/cgen.h"
 #include "compile/compile.h"
 #include "compile/dynamic.h"
@@ -447,11 +448,19 @@ int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo) {
             }
         if (same_before)
             continue;
-        jg_scope_push();
-        bool prev = jg_set_grad_enabled(false);
-        jg_tensor *c = jg_keep(jg_clone(fo[j]));
-        jg_set_grad_enabled(prev);
-        jg_scope_pop();
+        jg_tensor *c;
+        if (fo[j]->is_view && e->out_view_in && e->out_view_in[j] >= 0) {
+            /* a view of an input (the same view twice): a tensor of its own
+             * over the input's memory, which jg_entry_run tracks as the
+             * input's view, as eager returns two views */
+            c = jg_alias_no_history(fo[j]);
+        } else {
+            jg_scope_push();
+            bool prev = jg_set_grad_enabled(false);
+            c = jg_keep(jg_clone(fo[j]));
+            jg_set_grad_enabled(prev);
+            jg_scope_pop();
+        }
         if (!c)
             return -1;
         jg_release(fo[j]);
@@ -499,6 +508,9 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         *failed = r.failed_fn;
         return -1;
     }
+    jg_stale_saved_find(e, g, r.n_in, r.in_src, r.checked_by);
+    free(r.checked_by);
+    r.checked_by = NULL;
     /* cheap values the backward recomputes are not saved (remat.c) */
     if (jg_entry_remat_choose(e, &r) < 0 ||
         jg_entry_remat_apply(e, r.bwd, &r.in_src, &r.in_checked, &r.n_in) < 0) {
@@ -939,6 +951,8 @@ static jg_entry *trace_entry_once(jg_compiled *c, const jg_call_key *k, jg_tenso
         if (rc == 0 && !e->eager)
             rc = take_captures(e, k, inputs);
     }
+    if (rc == 0 && !e->eager)
+        rc = jg_overwrites_keep(e);
     free(vals);
     jg_scope_pop();
     jg_trace_end();

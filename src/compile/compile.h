@@ -10,8 +10,10 @@
 #define JG_COMPILE_COMPILE_H
 
 #include "autodiff/autodiff.h"
+#include "autograd/node.h"
 #include "backend/interp.h"
 #include "graph/graph.h"
+#include "trace/trace.h"
 
 /* A backend: a plan per graph, made once, run per call (jg_interp_run's
  * contract).  "interp" (backend/interp.c) and "c" (backend/cgen.c). */
@@ -188,6 +190,22 @@ typedef struct jg_entry {
      * tensors: eager's second backward fails there, so the call's fails too */
     bool *out_freed;
     int *out_input; /* per program output: the written call input it is, or -1 */
+    /* the traced program's in-place writes (jg_trace_overwrites), kept from
+     * the trace's end until build() reads them */
+    jg_trace_overwrite *ow;
+    int n_ow;
+    /* a value the backward reads as eager's saved tensor, which the program
+     * wrote in place after that: eager's backward fails on it, so the
+     * compiled node's does, with eager's message (jg_stale_saved_error) */
+    bool stale;
+    int stale_val;   /* the forward value (what the message describes) */
+    int stale_input; /* the graph input written (its version at the call counts), or -1 */
+    uint64_t stale_expected, stale_actual; /* versions, counted from the call */
+    /* eager names the tensor's node at backward, its last write's when the
+     * value itself (not a view of it) was saved: that node (NULL: none, or
+     * not named so) and its output */
+    const char *stale_name;
+    int stale_name_nr;
     /* captured tensors the program writes in place (an optimizer's update of
      * parameters and state): their new values are the graph outputs after
      * the n_mut above, written back after each call */
@@ -216,7 +234,8 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs);
 /* After the forward ran (fo: its n_prog_out program outputs, owned): program
  * outputs that CSE merged into one tensor but that the traced program
  * computed separately get their own copies, as eager returns distinct
- * tensors (each with its own gradient slot, and no shared storage). */
+ * tensors (each with its own gradient slot, and no shared storage); views
+ * of an input get their own tensors over its memory, as eager's views. */
 int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo);
 /* After tracing: finds the inputs whose placeholder got a new value (orig:
  * each call input's value id before the program ran) and records them in e.
@@ -237,6 +256,27 @@ int jg_lifted_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const
  * set, their new .grad values appended to *vals (holding n_vals; malloc'd,
  * grown as needed).  0, or -1 + error. */
 int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals);
+/* Before the trace's frame ends: keeps its in-place writes in e (e->ow).
+ * 0 or -1 + error. */
+int jg_overwrites_keep(jg_entry *e);
+/* After autodiff of e's forward g: the first value the backward reads as
+ * eager's saved tensor (checked_by: autodiff's) that the program wrote in
+ * place after that, recorded in e (e->stale); frees e->ow. */
+void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
+                         const int *checked_by);
+/* Eager's error for e->stale, when a compiled node's backward runs: base,
+ * the written input's version at the call (0 for a value the program made),
+ * now, the version of the tensor the call read for it now; fn and nr, that
+ * input's history at the call (fn NULL: none).  -1. */
+int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn, int nr);
+/* The name eager's message gives output nr of node fn (*eager_nr: its
+ * number there): a compiled node's output is named by the op that made it. */
+const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr);
+/* Saved value i of a compiled node (slot s, owner the node), as
+ * jg_saved_unpack reads it for a backward; one the program made, changed
+ * in place since the call, fails with eager's message, which names the op
+ * that made it (eager's node), not the compiled node.  NULL + error. */
+jg_tensor *jg_saved_read(const jg_entry *e, int i, jg_saved *s, jg_node *owner);
 /* jg_entry_run for an entry that writes inputs or captured tensors: checks them as eager would,
  * runs, writes the new values back (history onto the call).  Returns the number of
  * program outputs. */

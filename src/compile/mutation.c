@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
                       int n_out, jg_tensor *const *outs, char *why, size_t why_size) {
@@ -164,6 +165,185 @@ int jg_grad_sets_find(jg_entry *e, int **vals, int n_vals) {
     return rc;
 }
 
+int jg_overwrites_keep(jg_entry *e) {
+    const jg_trace_overwrite *ow;
+    int n = jg_trace_overwrites(&ow);
+    free(e->ow);
+    e->ow = NULL;
+    e->n_ow = 0;
+    if (!n)
+        return 0;
+    if (!(e->ow = malloc(sizeof *ow * (size_t)n)))
+        return jg_errorf("out of memory in jg_compile");
+    memcpy(e->ow, ow, sizeof *ow * (size_t)n);
+    e->n_ow = n;
+    return 0;
+}
+
+/* The write that overwrote value v, or the value v views (through view
+ * ops, which eager's views share memory with); NULL when none did. */
+static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph *g, int v,
+                                              bool *direct) {
+    for (int steps = 0; steps < 64; steps++) {
+        *direct = steps == 0;
+        for (int i = 0; i < e->n_ow; i++)
+            if (e->ow[i].value == v)
+                return &e->ow[i];
+        if (g->vals[v].kind != JG_VAL_NODE)
+            return NULL;
+        const jg_gnode *nd = &g->nodes[g->vals[v].node];
+        if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
+            return NULL;
+        v = nd->in[0];
+    }
+    return NULL;
+}
+
+/* The value the write ow made: the first one after it began that reads
+ * the value it replaced (-1: none). */
+static int written_value(const jg_graph *g, const jg_trace_overwrite *ow) {
+    for (int w = ow->next_val; w < g->n_vals; w++) {
+        const jg_value *val = &g->vals[w];
+        if (val->kind != JG_VAL_NODE)
+            continue;
+        const jg_gnode *nd = &g->nodes[val->node];
+        for (int s = 0; s < nd->n_in; s++)
+            if (nd->in[s] == ow->value)
+                return w;
+    }
+    return -1;
+}
+
+/* Whether value r (a reader's output) is computed into what write ow
+ * wrote: the reader is part of a composite in-place op (index_put_ reads
+ * its target through index_copy, eagerly on a copy of it). */
+static bool feeds_write(const jg_graph *g, const jg_trace_overwrite *ow, int r) {
+    int w = written_value(g, ow);
+    if (w < 0 || r < 0 || r >= g->n_vals)
+        return false;
+    int *stack = malloc(sizeof(int) * (size_t)g->n_vals);
+    bool *seen = calloc((size_t)g->n_vals, sizeof *seen), found = false;
+    int n = 0;
+    if (stack && seen) {
+        stack[n++] = w;
+        seen[w] = true;
+    }
+    while (n && !found) {
+        int v = stack[--n];
+        found = v == r;
+        if (g->vals[v].kind != JG_VAL_NODE || v <= r)
+            continue; /* (values only read earlier ones) */
+        const jg_gnode *nd = &g->nodes[g->vals[v].node];
+        for (int s = 0; s < nd->n_in; s++)
+            if (!seen[nd->in[s]]) {
+                seen[nd->in[s]] = true;
+                stack[n++] = nd->in[s];
+            }
+    }
+    free(stack);
+    free(seen);
+    return found;
+}
+
+void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
+                         const int *checked_by) {
+    /* (in the order autodiff met them: eager's backward unpacks the latest
+     * node's saved tensors first) */
+    for (int k = 0; k < n_in && e->n_ow && !e->stale; k++) {
+        if (in_src[k] < 0 || !checked_by)
+            continue;
+        bool direct;
+        const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k], &direct);
+        /* (read by a node made before the write: the write's own nodes
+         * read the value it replaces) */
+        if (!ow || checked_by[in_src[k]] >= ow->next_val ||
+            feeds_write(g, ow, checked_by[in_src[k]]))
+            continue;
+        if (direct) {
+            /* named by the value the tensor's last write made */
+            const jg_trace_overwrite *last = &e->ow[ow->last];
+            int w = written_value(g, last);
+            const jg_value *val = w >= 0 ? &g->vals[w] : NULL;
+            if (val && val->requires_grad && g->nodes[val->node].kind == JG_GN_OP) {
+                /* (a write through a view: eager's CopySlices) */
+                e->stale_name =
+                    last->via_view ? "CopySlices" : jg_ops[g->nodes[val->node].op].bw_name;
+                e->stale_name_nr = last->via_view ? 0 : val->index;
+            }
+        }
+        e->stale = true;
+        e->stale_val = in_src[k];
+        e->stale_input = ow->input;
+        e->stale_expected = ow->version;
+        e->stale_actual = ow->end_version;
+    }
+    free(e->ow);
+    e->ow = NULL;
+    e->n_ow = 0;
+}
+
+#define MODIFIED_MSG                                                                               \
+    "one of the variables needed for gradient computation has been modified by an inplace "        \
+    "operation"
+
+/* Eager's message for a saved tensor changed in place: forward value v of
+ * g, named by the input's history fn/nr (an input) or by the op that made
+ * it (its eager node). */
+static int modified_error(const jg_graph *g, int v, const jg_node *fn, int nr, uint64_t now,
+                          uint64_t expected) {
+    const jg_value *val = &g->vals[v];
+    jg_tensor m = {.dtype = val->meta.dtype, .ndim = val->meta.ndim};
+    memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
+    char d[96], made[128] = "";
+    jg_describe(&m, d, sizeof d);
+    if (val->kind == JG_VAL_INPUT && fn) {
+        /* (a stand-in is named as what it redirects to, a leaf by none) */
+        jg_edge to = {(jg_node *)fn, nr, NULL};
+        if (fn->vt->redirect && !fn->vt->redirect(fn, nr, &to))
+            to = (jg_edge){(jg_node *)fn, nr, NULL};
+        int enr = to.nr;
+        const char *name = to.fn ? jg_node_eager_name(to.fn, to.nr, &enr) : NULL;
+        if (name)
+            snprintf(made, sizeof made, ", which is output %d of %s,", enr, name);
+    } else if (val->kind == JG_VAL_NODE && val->requires_grad &&
+               g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
+        snprintf(made, sizeof made, ", which is output %d of %s,", val->index,
+                 jg_ops[g->nodes[val->node].op].bw_name);
+    return jg_errorf("%s: [%.3s %s]%s is at version %llu; expected version %llu instead",
+                     MODIFIED_MSG, d, d + 3, made, (unsigned long long)now,
+                     (unsigned long long)expected);
+}
+
+int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const jg_node *fn,
+                         int nr) {
+    /* (a captured tensor is written back at the call, an input's stand-in
+     * keeps its version then) */
+    uint64_t actual = now > base ? now : base + e->stale_actual;
+    if (e->stale_name) {
+        const jg_value *val = &e->fwd_ad->vals[e->stale_val];
+        jg_tensor m = {.dtype = val->meta.dtype, .ndim = val->meta.ndim};
+        memcpy(m.shape, val->meta.shape, sizeof(int64_t) * (size_t)val->meta.ndim);
+        char d[96];
+        jg_describe(&m, d, sizeof d);
+        return jg_errorf("%s: [%.3s %s], which is output %d of %s, is at version %llu; "
+                         "expected version %llu instead",
+                         MODIFIED_MSG, d, d + 3, e->stale_name_nr, e->stale_name,
+                         (unsigned long long)actual,
+                         (unsigned long long)(base + e->stale_expected));
+    }
+    return modified_error(e->fwd_ad, e->stale_val, fn, nr, actual, base + e->stale_expected);
+}
+
+jg_tensor *jg_saved_read(const jg_entry *e, int i, jg_saved *s, jg_node *owner) {
+    int v = e->saved_val[i];
+    if (s->t && s->t->storage && !s->unchecked && s->t->storage->version != s->version) {
+        modified_error(e->fwd_ad, v, s->t->grad_fn, s->t->output_nr, s->t->storage->version,
+                       s->version);
+        return NULL;
+    }
+    return jg_saved_unpack(s, owner, false);
+}
+
 int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                           jg_tensor **outputs) {
     int n_user = e->n_prog_out - e->n_mut - e->n_lmut - e->n_gset_out;
@@ -211,6 +391,9 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
                 break;
             }
             jg_copy_data(s, x);
+            /* (x as it was at the call: a backward that fails on a saved
+             * value the program overwrote counts x's writes from here) */
+            s->storage->version = x->storage->version;
             jg_node_retain(x->grad_fn);
             s->grad_fn = x->grad_fn;
             s->output_nr = x->output_nr;

@@ -400,6 +400,8 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
     if (rc == 0)
         rc = jg_compile_take_captures(e);
     free(vals);
+    if (rc == 0)
+        rc = jg_overwrites_keep(e);
     if (rc != 0) {
         for (int i = 0; i < n_syms; i++)
             jg_release(syms[i]);

@@ -81,6 +81,15 @@ typedef struct frame {
     const jg_tensor **ng_root;
     int n_ng, cap_ng;
     bool any_writes; /* a captured tensor was written (captured_write_end) */
+    /* the values captured tensors held before a traced write (stale_view) */
+    int *cw_old;
+    int n_cw, cap_cw;
+    /* every in-place write of a traced tensor, in order: the value it held
+     * until then and its version then (jg_trace_overwrites); roots are only
+     * compared */
+    const jg_tensor **ow_root;
+    jg_trace_overwrite *ow;
+    int n_ow, cap_ow;
 } frame;
 
 static _Thread_local frame *frames;
@@ -160,6 +169,9 @@ void jg_trace_end(void) {
     free(f->wr_root);
     free(f->wr_view);
     free(f->ng_root);
+    free(f->ow_root);
+    free(f->ow);
+    free(f->cw_old);
     for (int i = 0; i < f->n_syms; i++)
         jg_release(f->syms[i]);
     free(f->syms);
@@ -379,7 +391,11 @@ int jg_trace_value(jg_tensor *t) {
         jg_meta_of(t, &m);
         char name[32];
         snprintf(name, sizeof name, "lifted%d", f->n_lifted);
-        if ((v = jg_graph_add_input(f->g, &m, t->requires_grad, name)) < 0)
+        /* (a view made under no_grad that has no history: eager gives it no
+         * edge, so no gradient is computed for it, nor are the values that
+         * gradient would read kept) */
+        bool edge = t->requires_grad && !(t->no_grad_view && !t->grad_fn);
+        if ((v = jg_graph_add_input(f->g, &m, edge, name)) < 0)
             return -1;
         f->lifted_val[f->n_lifted] = v;
         f->lifted[f->n_lifted++] = jg_retain(t);
@@ -476,6 +492,15 @@ static int captured_write_end(jg_tensor *t, jg_tensor *s) {
     frame *f = top();
     const_entry *hit = f ? find_entry(f, t) : NULL;
     JG_ASSERT(hit && s->sym && s->sym->graph == f->g->id);
+    if (f->n_cw == f->cap_cw) {
+        int cap = f->cap_cw ? f->cap_cw * 2 : 4;
+        int *o = realloc(f->cw_old, (size_t)cap * sizeof *o);
+        if (!o)
+            return jg_errorf("out of memory while tracing");
+        f->cw_old = o;
+        f->cap_cw = cap;
+    }
+    f->cw_old[f->n_cw++] = hit->value;
     hit->value = s->sym->value;
     hit->writes++;
     f->any_writes = true;
@@ -863,15 +888,17 @@ static bool lifting(void) {
 
 /* Whether traced t, a view of a captured tensor (which the trace records
  * no base for), was made before a traced write of that tensor: its value
- * is the tensor's old one, where eager's view shows the write. */
+ * is one of the tensor's old ones, where eager's view shows the write. */
 static bool stale_view(const frame *f, const jg_tensor *t) {
+    if (t->sym && t->view && t->view->base->sym)
+        t = t->view->base; /* (a tracked view of such a view is as stale as it) */
     if (!t->sym || !t->is_view || t->view || t->sym->graph != f->g->id)
         return false;
     int v = t->sym->value;
     for (int steps = 0; steps < 64 && f->g->vals[v].kind == JG_VAL_NODE; steps++) {
         const jg_gnode *nd = &f->g->nodes[f->g->vals[v].node];
         if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
-            return false;
+            break; /* (a value some write made) */
         v = nd->in[0];
     }
     for (int i = 0; i < f->n_lifted; i++)
@@ -879,6 +906,10 @@ static bool stale_view(const frame *f, const jg_tensor *t) {
             const_entry *hit = find_entry((frame *)f, f->lifted[i]);
             return hit && hit->writes && hit->value != v;
         }
+    /* (or of a value the tensor held between two writes) */
+    for (int i = 0; i < f->n_cw; i++)
+        if (f->cw_old[i] == v)
+            return true;
     return false;
 }
 
@@ -899,10 +930,44 @@ static int nograd_break(const char *what) {
                      what);
 }
 
+/* Notes that root's current value is overwritten: a saved tensor holding
+ * it (or a view of it) fails eager's backward (jg_trace_overwrites). */
+static int note_overwrite(frame *f, const jg_tensor *root, bool via_view) {
+    if (!root->sym || root->sym->graph != f->g->id)
+        return 0;
+    if (f->n_ow == f->cap_ow) {
+        int cap = f->cap_ow ? f->cap_ow * 2 : 8;
+        const jg_tensor **r = realloc(f->ow_root, (size_t)cap * sizeof *r);
+        if (r)
+            f->ow_root = r;
+        jg_trace_overwrite *o = r ? realloc(f->ow, (size_t)cap * sizeof *o) : NULL;
+        if (!o)
+            return jg_errorf("out of memory while tracing");
+        f->ow = o;
+        f->cap_ow = cap;
+    }
+    uint64_t v = jg_version(root);
+    int value = root->sym->value, input = -1;
+    if (f->g->vals[value].kind == JG_VAL_INPUT)
+        input = f->g->vals[value].index;
+    for (int i = 0; i < f->n_ow; i++) /* (one bump per write, as eager's) */
+        if (f->ow_root[i] == root) {
+            f->ow[i].end_version = v + 1;
+            f->ow[i].last = f->n_ow;
+            input = f->ow[i].input; /* (its first write saw the placeholder) */
+        }
+    f->ow_root[f->n_ow] = root;
+    f->ow[f->n_ow] = (jg_trace_overwrite){value, input, v, v + 1, via_view, f->g->n_vals, f->n_ow};
+    f->n_ow++;
+    return 0;
+}
+
 static int traced_write(const jg_tensor *root, bool via_view) {
     frame *f = top();
     if (!f)
         return 0;
+    if (note_overwrite(f, root, via_view) < 0)
+        return -1;
     if (!jg_grad_mode) {
         if (!root->requires_grad || written_without_grad(f, root))
             return 0;
@@ -941,6 +1006,12 @@ static int traced_write(const jg_tensor *root, bool via_view) {
 int jg_trace_written_without_grad(const jg_tensor *t) {
     frame *f = top();
     return f && written_without_grad(f, t);
+}
+
+int jg_trace_overwrites(const jg_trace_overwrite **ow) {
+    frame *f = top();
+    *ow = f ? f->ow : NULL;
+    return f ? f->n_ow : 0;
 }
 
 int jg_trace_first_write(const jg_tensor *t, bool *via_view) {

@@ -146,6 +146,22 @@ int jg_trace_nodes_free(int n_nodes, const bool *nodes);
  * order among the first writes of the tensors written so, with *via_view;
  * -1 when there was none. */
 int jg_trace_first_write(const jg_tensor *t, bool *via_view);
+/* An in-place write of a traced tensor: value, the tensor's value until
+ * then (a saved tensor holding it, or a view of it, is stale for eager's
+ * backward); version, the tensor's version then (what such a saved tensor
+ * expects; counted from the call for an input); end_version, its version
+ * after the program's last write. */
+typedef struct jg_trace_overwrite {
+    int value;
+    int input; /* the tensor is this graph input (its placeholder), or -1 */
+    uint64_t version, end_version;
+    bool via_view; /* the write went through a view of the tensor */
+    int next_val;  /* the graph's values from this one on came after the write began */
+    int last;      /* the tensor's last write: its index in the list */
+} jg_trace_overwrite;
+/* The innermost frame's writes so far, in order (borrowed: valid until the
+ * next traced write or the frame's end). */
+int jg_trace_overwrites(const jg_trace_overwrite **ow);
 /* Whether traced tensor t (or its view's base) required grad when the
  * innermost frame's program wrote it in place without grad mode. */
 int jg_trace_written_without_grad(const jg_tensor *t);

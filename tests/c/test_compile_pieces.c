@@ -583,6 +583,175 @@ static void test_captured_views_and_writes(void **state) {
     free(tu_capture_stderr(captured_views_run));
 }
 
+/* A view of captured b used after a traced write of b: one made after an
+ * earlier write (mode 0), or one made with grad mode on of a view made
+ * under no_grad (mode 1); eager's view shows the write (seeds 6408, 7449
+ * and 12370 of python/tests/test_compile_inplace_view_fuzz.py) */
+static int p_view_between_writes(void *user, const void *args, int n, jg_tensor *const *in,
+                                 jg_tensor **out) {
+    (void)args, (void)n;
+    captured_views *c = user;
+    jg_tensor *v;
+    if (c->mode == 0) {
+        if (jg_mul_scalar_(c->b, 1.5) < 0)
+            return -1;
+        v = jg_slice(c->b, 0, 1, 4);
+    } else {
+        bool prev = jg_set_grad_enabled(false);
+        jg_tensor *u = jg_slice(c->b, 0, 1, 4);
+        jg_set_grad_enabled(prev);
+        v = u ? jg_slice(u, 0, 1, 3) : NULL;
+    }
+    if (!v || jg_mul_scalar_(c->b, 2.0) < 0)
+        return -1;
+    out[0] = jg_mul(jg_sum(jg_mul(v, v)), jg_sum(in[0]));
+    return out[0] ? 1 : -1;
+}
+
+static void view_between_writes_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            captured_views e = {mode, jg_full(JG_F32, 1, TU_SHAPE(4), 0.0)};
+            captured_views c = {mode, jg_full(JG_F32, 1, TU_SHAPE(4), 0.0)};
+            jg_compiled *k = jg_compile(p_view_between_writes, &c,
+                                        &(jg_compile_options){.backend = backends[b]});
+            for (int call = 0; call < 2; call++) {
+                jg_tensor *b0 = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+                assert_int_equal(jg_copy_(e.b, b0), 0);
+                assert_int_equal(jg_copy_(c.b, b0), 0);
+                jg_tensor *x = leaf(3, 1.0), *eo, *co;
+                assert_int_equal(p_view_between_writes(&e, NULL, 1, &x, &eo), 1);
+                assert_int_equal(jg_backward(eo, NULL, 0), 0);
+                jg_tensor *eg = grad_copy(x);
+                jg_clear_grad(x);
+                if (jg_compiled_call(k, NULL, 0, 1, &x, &co) != 1)
+                    fail_msg("mode %d: %s", mode, jg_last_error());
+                assert_int_equal(jg_backward(co, NULL, 0), 0);
+                TU_SAME(co, eo);
+                TU_SAME(c.b, e.b);
+                assert_int_equal(jg_version(c.b), jg_version(e.b));
+                TU_SAME(jg_grad(x), eg);
+            }
+            jg_compiled_free(k);
+        }
+    }
+}
+
+static void test_view_of_captured_between_writes(void **state) {
+    (void)state;
+    free(tu_capture_stderr(view_between_writes_run));
+}
+
+/* x (no grad) gets history from y, then x * x saves x, then x is written
+ * again: eager's backward fails on the saved x (seeds 1352 and 1792 of
+ * python/tests/test_compile_inplace_view_fuzz.py); read: a value read first
+ * (pieces) */
+static int p_saved_written(void *user, const void *args, int n, jg_tensor *const *in,
+                           jg_tensor **out) {
+    (void)args, (void)n;
+    jg_tensor *x = in[0], *y = in[1];
+    if ((*(const int *)user && !read_x(y)) || jg_add_(x, jg_slice(y, 0, 0, 1)) < 0 ||
+        jg_mul_scalar_(x, 1.5) < 0)
+        return -1;
+    jg_tensor *acc = jg_sum(jg_mul(x, x));
+    if (jg_mul_scalar_(x, 1.5) < 0)
+        return -1;
+    out[0] = jg_add(acc, jg_sum(jg_mul_scalar(x, 3.0)));
+    return out[0] ? 1 : -1;
+}
+
+static void saved_written_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        for (int read = 0; read < 2; read++) {
+            jg_compiled *c =
+                jg_compile(p_saved_written, &read, &(jg_compile_options){.backend = backends[b]});
+            for (int call = 0; call < 3; call++) {
+                char msg[2][512];
+                for (int k = 0; k < 2; k++) {
+                    jg_tensor *in[2] = {tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4)),
+                                        leaf(2, 1.0)};
+                    jg_tensor *out;
+                    int rc = k ? jg_compiled_call(c, NULL, 0, 2, in, &out)
+                               : p_saved_written(&read, NULL, 2, in, &out);
+                    if (rc != 1)
+                        fail_msg("%s", jg_last_error());
+                    assert_int_equal(jg_backward(out, NULL, 0), -1);
+                    snprintf(msg[k], sizeof msg[k], "%s", jg_last_error());
+                    assert_null(jg_grad(in[1])); /* (nothing reached y) */
+                    assert_int_equal(jg_version(in[0]), 3);
+                }
+                assert_string_equal(msg[1], msg[0]);
+                assert_non_null(strstr(msg[0], "[f32 [4]], which is output 0 of MulBackward1, is "
+                                               "at version 3; expected version 2 instead"));
+            }
+            jg_compiled_free(c);
+        }
+    }
+}
+
+static void test_saved_value_written_after(void **state) {
+    (void)state;
+    free(tu_capture_stderr(saved_written_run));
+}
+
+/* A view made under no_grad of leaf x, used in the piece after a read, and
+ * a write of x under no_grad after that use: eager gives the view no edge,
+ * so its backward reads nothing of it (seeds 1232 and 1985) */
+static int p_no_grad_view(void *user, const void *args, int n, jg_tensor *const *in,
+                          jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *x = in[0], *a = jg_slice(x, 0, 1, 4);
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *v = jg_slice(x, 0, 1, 4);
+    jg_set_grad_enabled(prev);
+    if (!read_x(x))
+        return -1;
+    jg_tensor *acc = jg_add(jg_sum(in[1]), jg_sum(jg_mul(v, v)));
+    prev = jg_set_grad_enabled(false);
+    int rc = jg_mul_scalar_(a, 1.5);
+    jg_set_grad_enabled(prev);
+    out[0] = rc < 0 ? NULL : jg_add(acc, jg_sum(jg_mul_scalar(x, 3.0)));
+    return out[0] ? 1 : -1;
+}
+
+static void no_grad_view_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_compiled *c =
+            jg_compile(p_no_grad_view, NULL, &(jg_compile_options){.backend = backends[b]});
+        for (int call = 0; call < 3; call++) {
+            jg_tensor *x[2], *y[2], *out[2];
+            for (int k = 0; k < 2; k++) {
+                x[k] = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+                y[k] = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(0.5, -1));
+                jg_set_requires_grad(x[k], true);
+                jg_set_requires_grad(y[k], true);
+                jg_tensor *in[2] = {x[k], y[k]};
+                int rc = k ? jg_compiled_call(c, NULL, 0, 2, in, &out[k])
+                           : p_no_grad_view(NULL, NULL, 2, in, &out[k]);
+                if (rc != 1 || jg_backward(out[k], NULL, 0) < 0)
+                    fail_msg("%s", jg_last_error());
+            }
+            TU_SAME(out[1], out[0]);
+            TU_SAME(x[1], x[0]);
+            TU_SAME(jg_grad(x[1]), jg_grad(x[0]));
+            TU_SAME(jg_grad(y[1]), jg_grad(y[0]));
+            assert_int_equal(jg_version(x[1]), jg_version(x[0]));
+        }
+        jg_compiled_free(c);
+    }
+}
+
+static void test_no_grad_view_in_piece(void **state) {
+    (void)state;
+    free(tu_capture_stderr(no_grad_view_run));
+}
+
 /* Fuzz seeds 2501017 and 2501930: a view of a piece's own tensor (a clone),
  * the tensor then written in place, the view returned or used.  The view's
  * value (and history) is remade from the written base, in the same piece
@@ -654,6 +823,9 @@ int main(void) {
         TU_TEST(test_fullgraph),
         TU_TEST(test_leaf_view_write),
         TU_TEST(test_captured_views_and_writes),
+        TU_TEST(test_saved_value_written_after),
+        TU_TEST(test_no_grad_view_in_piece),
+        TU_TEST(test_view_of_captured_between_writes),
         TU_TEST(test_rebased_view_of_piece_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,10 +54,49 @@ static void test_zero_outputs_pure(void **state) {
     }
 }
 
+/* the same view of x twice, and a value with a backward (seed 279 of
+ * python/tests/test_compile_inplace_view_fuzz.py) */
+static int twin_views_fn(void *user, const void *args, int n, jg_tensor *const *in,
+                         jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_slice(in[0], 0, 1, 4);
+    out[1] = jg_slice(in[0], 0, 1, 4);
+    out[2] = jg_sum(jg_mul_scalar(in[1], 2.0));
+    return out[0] && out[1] && out[2] ? 3 : -1;
+}
+
+static void test_identical_views_alias_input(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_compile_options o = {backends[b], true, false};
+        jg_compiled *c = jg_compile(twin_views_fn, NULL, &o);
+        assert_non_null(c);
+        for (int call = 0; call < 2; call++) {
+            jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+            jg_tensor *y = tu_tensor(JG_F32, 1, TU_SHAPE(1), TU_VALS(1));
+            jg_set_requires_grad(y, true);
+            jg_tensor *out[3];
+            if (jg_compiled_call(c, NULL, 0, 2, (jg_tensor *[]){x, y}, out) != 3)
+                fail_msg("%s", jg_last_error());
+            /* two tensors, each a view of x: writing the second reaches x
+             * (and the first) */
+            assert_ptr_not_equal(out[0], out[1]);
+            assert_ptr_equal(jg_data(out[1]), (char *)jg_data(x) + 4);
+            assert_int_equal(jg_mul_scalar_(out[1], 2.0), 0);
+            TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1, 4, 6, 8), 0);
+            TU_CHECK(out[0], 1, TU_SHAPE(3), TU_VALS(4, 6, 8), 0);
+        }
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_zero_outputs_mutating),
         TU_TEST(test_zero_outputs_pure),
+        TU_TEST(test_identical_views_alias_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
