@@ -627,8 +627,18 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     for (int j = 0; j < n_stand && rc == 0; j++)
         ((use_node *)stand[j]->grad_fn)->through = true;
     jg_tensor **outs = fo + nf;
-    for (int k = 0; k < e->n_node_out; k++)
-        outs[k] = in_run[k] ? fo[e->node_out_prog[k]] : NULL;
+    for (int k = 0; k < e->n_node_out; k++) {
+        outs[k] = fo[e->node_out_prog[k]];
+        /* An output without a gradient in this backward that the rerun made
+         * anyway (it feeds one that has one) stands at the rerun's node too:
+         * a tensor the program holds -- a piece's result kept in an object
+         * that a custom call's forward saved -- then sends a later gradient
+         * into the same node as the rerun's uses of its value, summed there
+         * in eager's order, not through the compiled backward beside it. */
+        if (!in_run[k] &&
+            (rc < 0 || !outs[k] || !outs[k]->grad_fn || outs[k]->grad_fn->seq < first))
+            outs[k] = NULL;
+    }
     /* every node of the rerun: also those no output leads to (a value a
      * custom call reaches through an object, which is no input of its node) */
     if (rc == 0)
@@ -637,7 +647,7 @@ static int cnode_apply_create_graph(compiled_node *c, jg_tensor *const *gout, co
     if (rc == 0 && !c->redir && !(c->redir = calloc((size_t)e->n_node_out, sizeof *c->redir)))
         rc = jg_errorf("out of memory in backward");
     for (int k = 0; k < e->n_node_out && rc == 0; k++) {
-        if (!in_run[k])
+        if (!in_run[k] && !outs[k])
             continue;
         if (!outs[k] || !outs[k]->grad_fn) {
             rc = jg_errorf("internal error: output %d of a compiled call has no history when "

@@ -817,6 +817,90 @@ static void test_rebased_view_of_piece_tensor(void **state) {
     free(tu_capture_stderr(rebased_view_run));
 }
 
+/* Fuzz seed 2900044: a custom function that gets one tensor in two slots
+ * and again through its arguments' bytes (an object holding it), saves
+ * that tensor and its own output, and whose backward reads both.  The
+ * read before the call splits the program: the object then holds the
+ * piece's result itself, whose history is the compiled call's, so the
+ * second derivative through what the rerun for create_graph saved from it
+ * must meet the rerun's uses of the same value in one node (eager's
+ * order), not come back through the compiled backward beside it. */
+static int objslot_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_tensor *held = *(jg_tensor *const *)jg_ctx_args(ctx);
+    jg_tensor *bt = jg_mul_scalar(held, 1.0);
+    jg_tensor *save[6] = {in[0], in[1], in[2], in[1], bt, held};
+    if (!bt || jg_ctx_save_for_backward(ctx, 6, save) < 0)
+        return -1;
+    out[0] = bt;
+    return 1;
+}
+
+static int objslot_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
+                            jg_tensor **din) {
+    (void)n_out;
+    jg_tensor *bt = jg_ctx_saved(ctx, 4), *held = jg_ctx_saved(ctx, 5);
+    din[0] = jg_mul_scalar(g[0], 2.0);
+    din[1] = jg_add(g[0], g[0]);
+    din[2] = jg_sub(jg_add(jg_sub(g[0], held), g[0]), bt);
+    for (int i = 3; i < n_in; i++) /* (the held tensor lifted into a slot when traced) */
+        din[i] = NULL;
+    return din[0] && din[1] && din[2] ? n_in : -1;
+}
+
+static const jg_function objslot_fn = {"ObjSlot", objslot_forward, objslot_backward, NULL};
+
+static int p_objslot(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    double v = jg_item(jg_sum(in[0]));
+    if (v != v)
+        return -1;
+    jg_tensor *v2 = jg_mul_scalar(in[0], v > 0 ? 1.0 : -2.0);
+    jg_tensor *slots[3] = {v2, v2, in[0]};
+    return v2 ? jg_apply(&objslot_fn, 3, slots, &v2, sizeof v2, out) : -1;
+}
+
+/* x.grad of sum(g * g), g = d sum(out * w) / dx with create_graph */
+static jg_tensor *objslot_second_order(jg_compiled *c, jg_tensor *x) {
+    jg_tensor *out[1];
+    int n = c ? jg_compiled_call(c, NULL, 0, 1, &x, out) : p_objslot(NULL, NULL, 1, &x, out);
+    if (n != 1)
+        fail_msg("%s", jg_last_error());
+    jg_tensor *w = jg_tensor_new(JG_F32, 1, TU_SHAPE(2), (const float[]){0.3f, 0.9f});
+    jg_tensor *loss = jg_sum(jg_mul(out[0], w)), *g[1];
+    if (jg_autograd_grad(1, &loss, NULL, 1, &x, JG_CREATE_GRAPH, g) < 0 ||
+        jg_backward(jg_sum(jg_mul(g[0], g[0])), NULL, 0) < 0)
+        fail_msg("%s", jg_last_error());
+    jg_tensor *r = grad_copy(x);
+    jg_clear_grad(x);
+    return r;
+}
+
+static void objslot_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_tensor *x = jg_tensor_new(JG_F32, 1, TU_SHAPE(2), (const float[]){0.13f, -0.77f});
+        jg_set_requires_grad(x, true);
+        jg_tensor *eg = objslot_second_order(NULL, x);
+        jg_compiled *c = jg_compile(p_objslot, NULL, &(jg_compile_options){.backend = backends[b]});
+        assert_non_null(c);
+        for (int call = 0; call < 2; call++)
+            TU_SAME(objslot_second_order(c, x), eg);
+        assert_int_equal(jg_compiled_fallbacks(c), 0);
+        const char *const *why;
+        assert_int_equal(jg_compiled_breaks(c, &why), 1);
+        /* (PyTorch's values) */
+        TU_CHECK(eg, 1, TU_SHAPE(2), TU_VALS(-19.960002899169922, -138.75999450683594), 1e-4);
+        jg_compiled_free(c);
+    }
+}
+
+static void test_double_backward_object_slot(void **state) {
+    (void)state;
+    free(tu_capture_stderr(objslot_run));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_reads),
@@ -832,6 +916,7 @@ int main(void) {
         TU_TEST(test_no_grad_view_in_piece),
         TU_TEST(test_view_of_captured_between_writes),
         TU_TEST(test_rebased_view_of_piece_tensor),
+        TU_TEST(test_double_backward_object_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
