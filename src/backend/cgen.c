@@ -46,6 +46,9 @@ typedef struct jg_gen_rt {
     int64_t (*numel)(void *ctx, int value);        /* a value's element count */
     double (*scalar)(void *ctx, int node);         /* a node's scalar attribute */
     void *(*tmp)(void *ctx, int value, int64_t n); /* n elements of value's dtype, until done */
+    /* the buffer value is computed in, holding input's elements: input's
+     * own or a copy (jg_cgen_inout) */
+    void *(*inout)(void *ctx, int value, int input);
 } jg_gen_rt;
 
 static const char RT_DECL[] =
@@ -60,6 +63,7 @@ static const char RT_DECL[] =
     "    int64_t (*numel)(void *ctx, int value);   /* a value's element count */\n"
     "    double (*scalar)(void *ctx, int node);    /* a node's scalar attribute */\n"
     "    void *(*tmp)(void *ctx, int value, int64_t n); /* scratch until done */\n"
+    "    void *(*inout)(void *ctx, int value, int input); /* input's elements, to update */\n"
     "} jg_gen_rt;\n";
 
 typedef int (*gen_fn)(const jg_gen_rt *rt, void *ctx);
@@ -104,6 +108,8 @@ typedef struct {
     step *steps; /* in run order */
     int n_steps, n_groups, n_fused, n_loops;
     int *step_of_node;
+    int *inout; /* per value: the graph input whose buffer it is computed in, or -1 */
+    int tail;   /* the first step of the run of sum-free loops that ends the graph */
 } layout;
 
 static bool same_shape(const jg_meta *a, const jg_meta *b) {
@@ -261,6 +267,7 @@ static void layout_free(layout *L) {
     free(L->ext);
     free(L->steps);
     free(L->step_of_node);
+    free(L->inout);
 }
 
 /* Can group e, whose last node comes before group h's, run in h's loop, at
@@ -657,6 +664,104 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, c
                          const int *slot, const char *seen, const char *ind, bool blocked,
                          bool guard, int pass);
 
+_Thread_local const int *jg_cgen_inout;
+_Thread_local bool jg_cgen_inplace_run;
+static _Atomic int64_t total_in_place, total_copied;
+
+void jg_cgen_inout_totals(int64_t *in_place, int64_t *copied) {
+    *in_place = atomic_load(&total_in_place);
+    *copied = atomic_load(&total_copied);
+}
+
+/* Which outputs are computed in their input's buffer (jg_cgen_inout; the
+ * conditions in cgen.h).  The loop then reads and writes the input through
+ * one restrict pointer, so gcc keeps each element's reads before its
+ * write and still vectorizes. */
+static int layout_inout(const jg_graph *g, layout *L) {
+    int nv = g->n_vals;
+    L->inout = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    if (!L->inout)
+        return jg_errorf("out of memory generating code");
+    for (int v = 0; v < nv; v++)
+        L->inout[v] = -1;
+    L->tail = L->n_steps;
+    while (L->tail > 0 && L->steps[L->tail - 1].group >= 0 &&
+           L->sum[L->steps[L->tail - 1].group] < 0)
+        L->tail--;
+    const int *hint = jg_cgen_inout;
+    if (!hint || L->tail == L->n_steps)
+        return 0;
+    char *alias = malloc((size_t)(nv ? nv : 1));
+    if (!alias)
+        return jg_errorf("out of memory generating code");
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k], in = hint[k];
+        if (v < 0 || in < 0 || in >= g->n_inputs || g->vals[v].kind != JG_VAL_NODE)
+            continue;
+        int u = g->inputs[in], i = g->vals[v].node, gi = L->group[i];
+        if (gi < 0 || L->sum[gi] >= 0 || L->step_of_node[i] < L->tail ||
+            g->vals[u].kind != JG_VAL_INPUT)
+            continue;
+        int st = L->step_of_node[i], lastn = L->steps[st].node;
+        const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
+        const jg_meta *mu = &g->vals[u].meta, *mv = &g->vals[v].meta;
+        bool ok = mu->dtype == mv->dtype && same_shape(mu, S) && same_shape(mv, S) &&
+                  meta_numel(S) >= 2,
+             reads = false;
+        for (int j = 0; j < g->n_outputs && ok; j++) /* (returned once) */
+            ok = j == k || g->outputs[j] != v;
+        for (int w = 0; w < nv && ok; w++) /* (one output per input) */
+            ok = L->inout[w] != u;
+        /* the loop: no operand read by rows (broadcast), no guarded exp (a
+         * block done twice), and u read by no node after v's */
+        for (int j = 0; j <= lastn && ok; j++) {
+            if (!in_loop(L, gi, j))
+                continue;
+            const jg_gnode *n = &g->nodes[j];
+            ok = !exp_guard(g, n);
+            for (int q = 0; q < n->n_in && ok; q++) {
+                int w = n->in[q];
+                const jg_value *wv = &g->vals[w];
+                if (!(wv->kind == JG_VAL_NODE && L->group[wv->node] == gi) &&
+                    !repeated_scalar(g, w) && bcast_kind(&wv->meta, S) != 0)
+                    ok = false;
+                if (w == u) {
+                    reads = true;
+                    ok = ok && j <= i;
+                }
+            }
+        }
+        if (!ok || !reads)
+            continue;
+        /* u's memory as other values see it (u, views of it, what a custom
+         * call makes of it): read by no later step, returned by none */
+        memset(alias, 0, (size_t)nv);
+        alias[u] = 1;
+        for (int j = 0; j < g->n_nodes && ok; j++) {
+            const jg_gnode *n = &g->nodes[j];
+            bool any = false;
+            for (int q = 0; q < n->n_in && ok; q++)
+                if (alias[n->in[q]]) {
+                    any = true;
+                    ok = L->step_of_node[j] < st || (L->step_of_node[j] == st && n->in[q] == u);
+                }
+            if (!any || !ok)
+                continue;
+            if (n->kind == JG_GN_CUSTOM)
+                for (int q = 0; q < n->n_out; q++)
+                    alias[n->out[q]] = 1;
+            else if ((jg_ops[n->op].flags & JG_OPF_VIEW) && alias[n->in[0]])
+                alias[n->out[0]] = 1;
+        }
+        for (int j = 0; j < g->n_outputs && ok; j++)
+            ok = g->outputs[j] < 0 || !alias[g->outputs[j]];
+        if (ok)
+            L->inout[v] = u;
+    }
+    free(alias);
+    return 0;
+}
+
 static int emit_loop(sbuf *f, sbuf *rows, bool *row_done, const layout *L, int gi, int lastn,
                      const char *seen) {
     const jg_graph *g = L->g;
@@ -966,9 +1071,24 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             int bk = repeated_scalar(g, u) ? 0 : bcast_kind(&v->meta, S);
             seen[u] = bk > 0 ? 2 + bk : same_shape(&v->meta, S) && !repeated_scalar(g, u) ? 1 : 2;
             lseen[u] = seen[u] == 3 ? 2 : seen[u] == 4 ? 1 : seen[u];
+            sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
+            int pv = -1; /* the output computed in u's buffer (layout_inout) */
+            for (int j = 0; j <= lastn && pv < 0; j++)
+                if (in_loop(L, gi, j) && L->inout[g->nodes[j].out[0]] == u)
+                    pv = g->nodes[j].out[0];
+            if (pv >= 0) {
+                sb_add(b, "        %s *x%d = rt->inout(ctx, %d, %d);\n", T, u, pv, u);
+                sb_add(&par, ", %s *restrict x%d", T, u);
+                sb_add(&fld, " %s *x%d;", T, u);
+                sb_add(&farg, ", a->x%d", u);
+                sb_add(&pnm, ", x%d", u);
+                sb_add(&lpar, ", %s *restrict x%d", T, u);
+                sb_add(&lcall, ", x%d + jg_a", u);
+                sb_add(&arg, ", x%d", u);
+                continue;
+            }
             sb_add(b, "        const %s *x%d = rt->%s(ctx, %d);\n", T, u,
                    seen[u] != 2 ? "in" : "elem", u);
-            sb_add(&chk, "%s!x%d", chk.len ? " || " : "", u);
             if (seen[u] >= 3) {
                 /* per row one element of an outer operand, jg_rN elements
                  * apart; an inner one wraps every jg_mN elements */
@@ -1016,7 +1136,7 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
         }
     }
     for (int i = 0; i <= lastn; i++) {
-        if (!in_loop(L, gi, i) || !L->ext[g->nodes[i].out[0]])
+        if (!in_loop(L, gi, i) || !L->ext[g->nodes[i].out[0]] || L->inout[g->nodes[i].out[0]] >= 0)
             continue;
         int v = g->nodes[i].out[0];
         const char *T = ctype(g->vals[v].meta.dtype);
@@ -1100,6 +1220,11 @@ static int emit_group(sbuf *b, sbuf *f, sbuf *rows, bool *row_done, const layout
             : par.len ? par.s
                       : "",
             sn >= 0 ? ", " : "", ST, sn >= 0 ? " *restrict jg_sv" : "");
+        for (int i = 0; i <= lastn; i++) /* (one restrict pointer: reads stay before writes) */
+            if (in_loop(L, gi, i) && L->inout[g->nodes[i].out[0]] >= 0)
+                sb_add(f, "    %s *const o%d = x%d;\n",
+                       ctype(g->vals[g->nodes[i].out[0]].meta.dtype), g->nodes[i].out[0],
+                       L->inout[g->nodes[i].out[0]]);
         rc = emit_loop(f, rows, row_done, L, gi, lastn, lseen);
         sb_add(f, "}\n\n");
         if (bc)
@@ -1219,6 +1344,11 @@ char *jg_cgen_source(const jg_graph *g, int *n_loops, int *n_fused) {
         jg_graph_free(own);
         return NULL;
     }
+    if (layout_inout(own ? own : g, &L) < 0) {
+        layout_free(&L);
+        jg_graph_free(own);
+        return NULL;
+    }
     char *s = generate(own ? own : g, &L);
     jg_graph_free(own);
     if (n_loops)
@@ -1292,7 +1422,60 @@ struct jg_cgen_plan {
     jg_interp_plan **cplan; /* ... and its interpreter plan */
     jg_interp_plan *interp; /* runs the whole graph when no object could be made */
     jg_graph *own;          /* g with custom calls inlined (inline_customs), or NULL */
+    /* outputs computed in an input's buffer (layout_inout, cgen.h) */
+    int *inout;     /* per value: that input's value, or -1 (NULL: none) */
+    int *inout_v;   /* the values that have one */
+    int *tail_vals; /* the other values the loops of the tail store */
+    int *tail_ops;  /* operands of those loops made before the tail */
+    int n_inout, n_tail_vals, n_tail_ops;
+    jg_tensor **pre; /* per value: its buffer, allocated before the tail's first write */
+    bool *grant;     /* per value: computed in its input's own buffer in this run */
+    bool prepared;   /* this run has reached the tail (tail_prepare) */
 };
+
+/* What a run needs to write outputs into inputs' buffers (tail_prepare). */
+static int plan_tail(jg_cgen_plan *p, const layout *L) {
+    const jg_graph *g = p->g;
+    int nv = g->n_vals ? g->n_vals : 1, n = 0;
+    for (int v = 0; v < g->n_vals; v++)
+        n += L->inout[v] >= 0;
+    if (!n)
+        return 0;
+    char *mark = calloc((size_t)nv, 1);
+    p->inout = malloc(sizeof(int) * (size_t)nv);
+    p->inout_v = malloc(sizeof(int) * (size_t)n);
+    p->tail_vals = malloc(sizeof(int) * (size_t)nv);
+    p->tail_ops = malloc(sizeof(int) * (size_t)nv);
+    p->pre = calloc((size_t)nv, sizeof *p->pre);
+    p->grant = calloc((size_t)nv, sizeof *p->grant);
+    if (!mark || !p->inout || !p->inout_v || !p->tail_vals || !p->tail_ops || !p->pre ||
+        !p->grant) {
+        free(mark);
+        return jg_errorf("out of memory planning generated code");
+    }
+    memcpy(p->inout, L->inout, sizeof(int) * (size_t)g->n_vals);
+    for (int v = 0; v < g->n_vals; v++)
+        if (L->inout[v] >= 0)
+            p->inout_v[p->n_inout++] = v;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (L->step_of_node[i] < L->tail)
+            continue;
+        const jg_gnode *n = &g->nodes[i]; /* (a loop's node: the tail has no other) */
+        int v = n->out[0];
+        if (L->ext[v] && L->inout[v] < 0)
+            p->tail_vals[p->n_tail_vals++] = v;
+        for (int k = 0; k < n->n_in; k++) {
+            int w = n->in[k];
+            const jg_value *wv = &g->vals[w];
+            if (!mark[w] && (wv->kind != JG_VAL_NODE || L->step_of_node[wv->node] < L->tail)) {
+                mark[w] = 1;
+                p->tail_ops[p->n_tail_ops++] = w;
+            }
+        }
+    }
+    free(mark);
+    return 0;
+}
 
 void jg_cgen_plan_free(jg_cgen_plan *p) {
     if (!p)
@@ -1309,6 +1492,12 @@ void jg_cgen_plan_free(jg_cgen_plan *p) {
     free(p->free_list);
     free(p->vals);
     free(p->scratch);
+    free(p->inout);
+    free(p->inout_v);
+    free(p->tail_vals);
+    free(p->tail_ops);
+    free(p->pre);
+    free(p->grant);
     jg_interp_plan_free(p->interp);
     if (p->dl)
         dlclose(p->dl);
@@ -1536,6 +1725,11 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
         jg_graph_free(own);
         return NULL;
     }
+    if (layout_inout(g, &L) < 0) {
+        layout_free(&L);
+        jg_graph_free(own);
+        return NULL;
+    }
     last_loops = L.n_loops;
     last_fused = L.n_fused;
     char *src = generate(g, &L);
@@ -1585,6 +1779,8 @@ jg_cgen_plan *jg_cgen_plan_new(const jg_graph *g) {
         if (g->vals[v].kind == JG_VAL_NODE && dies[v] >= 0)
             p->free_list[p->free_start[dies[v]] + fill[dies[v]]++] = v;
     free(fill);
+    if (plan_tail(p, &L) < 0)
+        goto fail;
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].kind == JG_GN_CUSTOM && wrap_custom(p, i) < 0)
             goto fail;
@@ -1622,6 +1818,11 @@ static void drop(jg_cgen_plan *p, jg_tensor *t) {
 }
 
 static jg_tensor *alloc_out(jg_cgen_plan *p, int v, const jg_meta *m) {
+    if (p->pre && p->pre[v]) {
+        jg_tensor *t = p->pre[v];
+        p->pre[v] = NULL;
+        return t;
+    }
     return jg_pool_alloc_value(&p->pool, v, m);
 }
 
@@ -1714,8 +1915,62 @@ static void *rt_tmp(void *ctx, int v, int64_t n) {
     return data_of(t);
 }
 
+/* At the first write of an output into an input's buffer: whether each such
+ * output may be (jg_cgen_inplace_run, the input dense and sharing its
+ * storage with no other input, every operand of the tail dense so that no
+ * later rt_in copies), and every buffer the rest of the run stores into,
+ * allocated now: past this point nothing the run does can fail. */
+static int tail_prepare(jg_cgen_plan *p) {
+    const jg_graph *g = p->g;
+    p->prepared = true;
+    bool ok = jg_cgen_inplace_run;
+    for (int k = 0; k < p->n_tail_ops && ok; k++) {
+        const jg_tensor *t = p->vals[p->tail_ops[k]];
+        ok = !t || t->numel <= 1 || jg_is_contiguous(t);
+    }
+    for (int m = 0; m < p->n_inout; m++) {
+        int v = p->inout_v[m], u = p->inout[v];
+        const jg_tensor *t = p->vals[u];
+        const jg_meta *mv = &g->vals[v].meta;
+        bool gr = ok && t && t->dtype == mv->dtype && t->numel == meta_numel(mv) && t->numel > 0 &&
+                  jg_is_contiguous(t) && t->storage->data;
+        for (int k = 0; k < g->n_inputs && gr; k++) {
+            const jg_tensor *o = p->vals[g->inputs[k]];
+            gr = g->inputs[k] == u || !o || !jg_same_storage(o, t);
+        }
+        p->grant[v] = gr;
+    }
+    for (int k = 0; k < p->n_tail_vals + p->n_inout; k++) {
+        int v = k < p->n_tail_vals ? p->tail_vals[k] : p->inout_v[k - p->n_tail_vals];
+        if (p->vals[v] || p->pre[v] || (k >= p->n_tail_vals && p->grant[v]))
+            continue;
+        if (!(p->pre[v] = jg_pool_alloc_value(&p->pool, v, &g->vals[v].meta)))
+            return -1; /* (jg_cgen_run releases the others) */
+    }
+    return 0;
+}
+
+static void *rt_inout(void *ctx, int v, int u) {
+    jg_cgen_plan *p = ctx;
+    if (!p->prepared && tail_prepare(p) < 0)
+        return NULL;
+    jg_tensor *in = p->vals[u];
+    if (p->grant[v]) {
+        atomic_fetch_add_explicit(&total_in_place, 1, memory_order_relaxed);
+        p->vals[v] = jg_retain(in);
+        return data_of(in);
+    }
+    atomic_fetch_add_explicit(&total_copied, 1, memory_order_relaxed);
+    jg_tensor *t = alloc_out(p, v, &p->g->vals[v].meta);
+    if (!t)
+        return NULL;
+    jg_copy_data(t, in);
+    p->vals[v] = t;
+    return data_of(t);
+}
+
 static const jg_gen_rt RT = {rt_node,         rt_in,    rt_elem,   rt_out, rt_done,
-                             jg_parallel_for, rt_numel, rt_scalar, rt_tmp};
+                             jg_parallel_for, rt_numel, rt_scalar, rt_tmp, rt_inout};
 
 int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) {
     if (p->interp)
@@ -1739,6 +1994,11 @@ int jg_cgen_run(jg_cgen_plan *p, jg_tensor *const *inputs, jg_tensor **outputs) 
         if (g->vals[v].kind == JG_VAL_NODE && vals[v])
             jg_release(vals[v]);
         vals[v] = NULL;
+        if (p->pre && p->pre[v]) { /* (a run that failed in tail_prepare) */
+            jg_release(p->pre[v]);
+            p->pre[v] = NULL;
+        }
     }
+    p->prepared = false;
     return rc < 0 ? -1 : 0;
 }

@@ -49,6 +49,27 @@ void jg_cgen_last_stats(int *n_loops, int *n_fused, bool *cache_hit);
  * (compile/modes.c).  The same values either way. */
 extern _Thread_local bool jg_cgen_split_math;
 
+/* Writing outputs into their inputs' buffers (docs/compiler.md, "Updates
+ * in place").  While jg_cgen_inout is set, plans this thread makes may
+ * write graph output k into the buffer of graph input jg_cgen_inout[k]
+ * (-1: none; one entry per output of the graph): a training step's new
+ * parameter, optimizer state or .grad, whose caller then finds the output
+ * in the input's memory.  The plan does it only where that is invisible
+ * to the program: the output is made by a fused loop that reads the input
+ * at the same element, no later step reads the input or a view of it,
+ * and every later step is a fused loop that cannot fail once its buffers
+ * are allocated (they are allocated before the first such write, so a
+ * failed run leaves its inputs as they were).  At run time it does so only
+ * while jg_cgen_inplace_run is set (by the caller that writes the outputs
+ * back, jg_entry_run_mutating) and the input is dense and shares its
+ * storage with no other input; otherwise the output gets a fresh buffer
+ * holding a copy of the input, which the loop updates. */
+extern _Thread_local const int *jg_cgen_inout;
+extern _Thread_local bool jg_cgen_inplace_run;
+/* Outputs every plan of the process computed in their input's buffer, and
+ * in a copy of it, so far (tests, benchmarks). */
+void jg_cgen_inout_totals(int64_t *in_place, int64_t *copied);
+
 /* Test hook: appended to every generated source (e.g. "#error ..."), so
  * tests can check how compiler failures are reported. */
 extern const char *jg_cgen_debug_extra_source;

@@ -469,6 +469,54 @@ int jg_entry_unmerge_outputs(const jg_entry *e, jg_tensor **fo) {
     return 0;
 }
 
+/* Per output of g (e's forward graph), the graph input it is the new value
+ * of, for the c backend to compute it in that input's buffer
+ * (backend/cgen.h, jg_cgen_inout), else -1: the written captured tensors,
+ * and a .grad the program leaves where it read one (zero_grad() keeping
+ * the tensor).  Not a value with history (it would become the node's
+ * output), nor a tensor the backward reads without a version check.  NULL
+ * when there is none, or out of memory (it is only a hint). */
+static int *inout_hint(const jg_entry *e, const jg_graph *g) {
+    if (!e->n_lmut && !e->n_gset_out)
+        return NULL;
+    int *h = malloc(sizeof(int) * (size_t)g->n_outputs), any = 0;
+    if (!h)
+        return NULL;
+    for (int k = 0; k < g->n_outputs; k++)
+        h[k] = -1;
+    int base = e->n_prog_out - e->n_lmut - e->n_gset_out;
+    for (int m = 0; m < e->n_lmut; m++)
+        h[base + m] = e->n_distinct + e->lmut_lifted[m];
+    for (int m = 0; m < e->n_gset && e->lifted_grad_of; m++)
+        for (int i = 0; i < e->n_lifted && e->gset_out[m] >= 0; i++)
+            if (e->lifted_grad_of[i] >= 0 && e->gr_owner[e->lifted_grad_of[i]] == e->gset_owner[m])
+                h[base + e->n_lmut + e->gset_out[m]] = e->n_distinct + i;
+    for (int k = 0; k < g->n_outputs; k++) {
+        if (h[k] >= 0 && (g->outputs[k] < 0 || g->vals[g->outputs[k]].requires_grad))
+            h[k] = -1;
+        for (int i = 0; i < e->n_saved && h[k] >= 0; i++)
+            if (e->saved_src[i] == -1 - h[k] && !e->saved_check[i])
+                h[k] = -1;
+        any |= h[k] >= 0;
+    }
+    if (!any) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* e's forward plan, with inout_hint's outputs. */
+static void *fwd_plan_new(const jg_entry *e, const jg_graph *g) {
+    int *h = inout_hint(e, g);
+    const int *prev = jg_cgen_inout;
+    jg_cgen_inout = h;
+    void *p = e->backend->plan_new(g);
+    jg_cgen_inout = prev;
+    free(h);
+    return p;
+}
+
 /* Fills e's run-time maps from the traced graph g and derives the backward. */
 static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **failed) {
     (void)c;
@@ -497,7 +545,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
         }
     }
     if (!e->n_node_out)
-        return jg_compile_passes(g, true) < 0 || !(e->fplan = e->backend->plan_new(g)) ? -1 : 0;
+        return jg_compile_passes(g, true) < 0 || !(e->fplan = fwd_plan_new(e, g)) ? -1 : 0;
     e->fwd_ad = g;
     e->fwd = NULL;
     for (int i = 0; i < g->n_nodes; i++)
@@ -587,7 +635,7 @@ static int build(jg_compiled *c, jg_entry *e, jg_graph *g, const jg_function **f
     e->fwd = jg_graph_clone(g);
     int rc = e->fwd ? jg_graph_set_outputs(e->fwd, n_fout, outs) : -1;
     free(outs);
-    if (rc < 0 || jg_compile_passes(e->fwd, true) < 0 || !(e->fplan = e->backend->plan_new(e->fwd)))
+    if (rc < 0 || jg_compile_passes(e->fwd, true) < 0 || !(e->fplan = fwd_plan_new(e, e->fwd)))
         return -1;
     return 0;
 }

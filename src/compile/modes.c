@@ -187,6 +187,9 @@ static int tune(tune_plan *tp, jg_tensor *const *in, jg_tensor **out) {
     if (!tmp)
         return jg_errorf("out of memory tuning a graph");
     int rc = 0;
+    /* (a trial must not update the caller's tensors in place: it runs again) */
+    bool prev_inplace = jg_cgen_inplace_run;
+    jg_cgen_inplace_run = false;
     for (int i = 0; i < tp->n; i++) {
         best[i] = -1;
         if (tp->serial[i] && threads == 1)
@@ -207,6 +210,7 @@ static int tune(tune_plan *tp, jg_tensor *const *in, jg_tensor **out) {
         if (rc < 0)
             break;
     }
+    jg_cgen_inplace_run = prev_inplace;
     if (rc < 0) {
         free(tmp);
         return -1;

@@ -11,6 +11,7 @@
  * (jg_tensor_take_memory: a training step's parameters, optimizer state and
  * .grad are megabytes per call). */
 #include "autograd/node.h"
+#include "backend/cgen.h"
 #include "compile/compile.h"
 #include "ops/viewtrack.h"
 #include "trace/trace.h"
@@ -405,13 +406,18 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
     jg_tensor *small_o[16], **outs = small_o;
     if (e->n_prog_out > 16 && !(outs = malloc(sizeof *outs * (size_t)e->n_prog_out)))
         rc = jg_errorf("out of memory in jg_compiled_call");
+    /* the c backend may compute the new values in the tensors' own buffers
+     * (backend/cgen.h): what follows writes them back */
+    bool prev_inplace = jg_cgen_inplace_run;
+    jg_cgen_inplace_run = true;
     if (rc == 0 && jg_entry_run(e, ins, outs) < 0)
         rc = -1;
+    jg_cgen_inplace_run = prev_inplace;
     for (int m = 0; m < e->n_lmut && rc == 0; m++) {
         /* written without history (trace/trace.c refuses others): the
          * values, and one version bump per write, as eager's */
         jg_tensor *t = e->lifted[e->lmut_lifted[m]], *v = outs[n_user + e->n_mut + m];
-        if (!jg_tensor_take_memory(t, v))
+        if (v != t && !jg_tensor_take_memory(t, v)) /* (v == t: computed in place) */
             jg_copy_data(t, v);
         t->storage->version += e->lmut_writes[m];
     }

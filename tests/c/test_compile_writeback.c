@@ -1,13 +1,18 @@
 /* The write-back of a compiled whole training step (compile/mutation.c):
  * the new values of the parameters, the momentum buffers and .grad, and of
- * an input the program writes, reach the real tensors after the call.  A
- * tensor that is the one owner of its memory takes the new value's memory
- * (a swap, jg_tensor_take_memory); one whose memory is shared (a view, an
- * alias) or whose address was handed out (jg_data) is copied into.  Either
+ * an input the program writes, reach the real tensors after the call.  The
+ * c backend computes them in the tensors' own memory when the update loops
+ * end the program (backend/cgen.h, jg_cgen_inout).  Otherwise a tensor
+ * that is the one owner of its memory takes the new value's memory (a
+ * swap, jg_tensor_take_memory); one whose memory is shared (a view, an
+ * alias) or whose address was handed out (jg_data) is copied into.  Every
  * way: bitwise the eager loop, versions as eager, views see the new
- * values, an address from jg_data stays valid. */
+ * values, an address from jg_data stays valid, a call that fails writes
+ * nothing. */
 #include "testutil.h"
 
+#include "backend/cgen.h"
+#include "compile/compile.h"
 #include "core/tensor.h"
 
 #include <stdlib.h>
@@ -111,10 +116,11 @@ static const char *backends[] = {"interp", "c"};
 static const char *modes[] = {"default", "reduce-overhead"};
 
 /* The memory each written tensor held before the call; the swap gives it
- * another (the new value's), a copy keeps it. */
+ * another (the new value's), a copy or an update in place keeps it. */
 typedef struct {
     jg_storage *before[3][4]; /* parameter, .grad, momentum buffer */
     int swapped;              /* calls after which every block-sized tensor moved */
+    int kept;                 /* ... after which none did */
 } moved_ctx;
 
 static jg_tensor *written(net *k, int what, int i) {
@@ -148,11 +154,15 @@ static void check_moved(net *k, int step, void *vctx) {
         }
     assert_true(blocks >= 6); /* w1, w2 (x3) at least */
     m->swapped += moved == blocks;
+    m->kept += moved == 0;
 }
 
 /* Nothing else holds the memory: every block-sized tensor the step writes
  * takes the new value's memory instead of a copy (the perf point of the
- * swap: 3 x the parameters' bytes per step not copied). */
+ * swap: 3 x the parameters' bytes per step not copied) -- or, on the c
+ * backend, where the update loops end the program, is updated in its own
+ * memory as eager's optimizer does: all 12 tensors (4 parameters, their
+ * .grad and momentum buffers) at every compiled call, none copied. */
 static void test_writeback_swaps_sole_owners(void **state) {
     (void)state;
     for (int b = 0; b < 2; b++) {
@@ -160,8 +170,18 @@ static void test_writeback_swaps_sole_owners(void **state) {
             continue;
         for (int md = 0; md < 2; md++) {
             moved_ctx m = {0};
+            int64_t in0, cp0, in1, cp1;
+            jg_cgen_inout_totals(&in0, &cp0);
             run(backends[b], modes[md], note_storage, check_moved, &m);
-            assert_int_equal(m.swapped, STEPS - 2);
+            jg_cgen_inout_totals(&in1, &cp1);
+            if (b == 0) {
+                assert_int_equal(m.swapped, STEPS - 2);
+                assert_int_equal(in1 - in0, 0);
+            } else {
+                assert_int_equal(m.kept, STEPS - 2);
+                assert_int_equal(in1 - in0, 12 * (STEPS - 1));
+                assert_int_equal(cp1 - cp0, 0);
+            }
         }
     }
 }
@@ -372,8 +392,102 @@ static void test_writeback_failed_call_writes_nothing(void **state) {
     }
 }
 
+/* Regression for the in-place update (backend/cgen.h, jg_cgen_inout): a
+ * step whose update loops are followed by an op that can fail at run time
+ * (index_select checks its indices as it runs) must not update the
+ * tensors in place: when that op fails, parameters, .grad and momentum
+ * buffers keep their values, memory and versions, and the next good call
+ * goes on as eager. */
+static int p_step_then_select(void *user, const void *args, int n, jg_tensor *const *in,
+                              jg_tensor **out) {
+    if (p_step(user, args, n, in, out) != 1 || !(out[1] = jg_index_select(in[0], 0, in[2])))
+        return -1;
+    return 2;
+}
+
+static void test_writeback_late_failure_writes_nothing(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        return;
+    for (int md = 0; md < 2; md++) {
+        net e = {0}, k = {0};
+        net_init(&e);
+        net_init(&k);
+        jg_compiled *c = jg_compile(p_step_then_select, &k, &(jg_compile_options){.backend = "c"});
+        assert_int_equal(jg_compiled_set_mode(c, modes[md]), 0);
+        jg_manual_seed(7);
+        jg_tensor *x = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(BATCH, IN)));
+        jg_tensor *y = jg_keep(jg_randn(JG_F32, 2, TU_SHAPE(BATCH, OUT)));
+        int64_t good[2] = {1, BATCH - 1}, bad[2] = {1, BATCH + 3};
+        jg_tensor *ig = jg_keep(jg_tensor_new(JG_I64, 1, TU_SHAPE(2), good));
+        jg_tensor *ib = jg_keep(jg_tensor_new(JG_I64, 1, TU_SHAPE(2), bad));
+        int64_t in0, cp0, in1, cp1;
+        jg_cgen_inout_totals(&in0, &cp0);
+        for (int s = 0; s < 5; s++) {
+            jg_scope_push();
+            jg_tensor *in[3] = {x, y, ig}, *oe[2] = {0}, *ok[2] = {0};
+            assert_int_equal(p_step_then_select(&e, NULL, 3, in, oe), 2);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 3, in, ok), 2);
+            TU_SAME(oe[0], ok[0]);
+            TU_SAME(oe[1], ok[1]);
+            check_same(&e, &k);
+            if (s == 2) {
+                jg_tensor *before[3][4];
+                jg_storage *mem[3][4];
+                uint64_t ver[3][4];
+                for (int what = 0; what < 3; what++)
+                    for (int i = 0; i < 4; i++) {
+                        jg_tensor *t = written(&k, what, i);
+                        before[what][i] = jg_clone(t);
+                        mem[what][i] = t->storage;
+                        ver[what][i] = jg_version(t);
+                    }
+                jg_tensor *inb[3] = {x, y, ib}, *ob[2] = {0};
+                assert_int_equal(jg_compiled_call(c, NULL, 0, 3, inb, ob), -1);
+                TU_ERROR("index 11 is out of bounds for dimension 0 with size 8");
+                jg_clear_error();
+                for (int what = 0; what < 3; what++)
+                    for (int i = 0; i < 4; i++) {
+                        jg_tensor *t = written(&k, what, i);
+                        TU_SAME(t, before[what][i]);
+                        assert_ptr_equal(t->storage, mem[what][i]);
+                        assert_int_equal(jg_version(t), ver[what][i]);
+                    }
+                check_same(&e, &k);
+            }
+            jg_scope_pop();
+        }
+        jg_cgen_inout_totals(&in1, &cp1);
+        assert_int_equal(in1 - in0, 0); /* (not the program's last steps) */
+        assert_int_equal(jg_compiled_entries(c), 1);
+        jg_compiled_free(c);
+        jg_release(x), jg_release(y), jg_release(ig), jg_release(ib);
+        net_free(&e);
+        net_free(&k);
+    }
+}
+
+/* max-autotune times its variants on the first run of a graph: those
+ * trials must not update the tensors in place (each would apply the step
+ * once more); afterwards the chosen variant does.  Bitwise eager's. */
+static void test_writeback_autotune_trials_write_once(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        return;
+    int64_t in0, cp0, in1, cp1;
+    jg_modes_debug_force = 0; /* (the c loops, whatever the timings) */
+    jg_cgen_inout_totals(&in0, &cp0);
+    run("c", "max-autotune", NULL, NULL, NULL);
+    jg_cgen_inout_totals(&in1, &cp1);
+    jg_modes_debug_force = -1;
+    assert_true(cp1 - cp0 >= 12); /* the trials: in copies */
+    assert_true(in1 - in0 >= 12 * (STEPS - 2));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        TU_TEST(test_writeback_late_failure_writes_nothing),
+        TU_TEST(test_writeback_autotune_trials_write_once),
         TU_TEST(test_writeback_swaps_sole_owners),
         TU_TEST(test_writeback_keeps_handed_out_addresses),
         TU_TEST(test_writeback_views_see_new_values),
