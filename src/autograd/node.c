@@ -228,6 +228,45 @@ int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g) {
     return 0;
 }
 
+/* dst: the part [lo, hi) along dim d of the dense tensor a */
+static void part_of(jg_tensor *dst, const jg_tensor *a, int d, int64_t lo, int64_t hi) {
+    *dst = *a;
+    dst->shape[d] = hi - lo;
+    dst->numel = jg_shape_numel(dst->ndim, dst->shape);
+    dst->offset = a->offset + lo * a->stride[d];
+}
+
+int jg_grad_accumulate_slice(jg_tensor **acc, jg_tensor *g, const jg_attrs *slice) {
+    jg_tensor *a = *acc;
+    bool direct = slice->n == 3 || (slice->n == 4 && slice->i[3] == 1);
+    /* jg_grad_accumulate's in-place case */
+    if (!direct || !a || jg_grad_mode || a->refcount != 1 || !a->storage ||
+        a->storage->refcount != 1 || a->grad_fn || a->requires_grad || !g->storage ||
+        a->dtype != g->dtype || a->ndim != g->ndim || !jg_dense(a))
+        return 0;
+    int d = (int)slice->i[0];
+    int64_t lo = slice->i[1], hi = slice->i[2];
+    for (int k = 0; k < a->ndim; k++)
+        if (k == d ? g->shape[k] != hi - lo || hi > a->shape[k] : g->shape[k] != a->shape[k])
+            return 0;
+    /* a + slice_backward(g) element by element: a + 0 outside the slice (a
+     * no-op but for -0.0, which becomes +0.0), a + g inside */
+    jg_tensor part;
+    jg_attrs zero = {.s = 0.0};
+    int64_t bounds[3][2] = {{0, lo}, {hi, a->shape[d]}, {lo, hi}};
+    for (int k = 0; k < 3; k++) {
+        part_of(&part, a, d, bounds[k][0], bounds[k][1]);
+        if (!part.numel)
+            continue;
+        jg_tensor *in[2] = {&part, g}, *out = &part;
+        int rc = k < 2 ? jg_ops[JG_OP_ADD_SCALAR].kernel(&zero, in, &out)
+                       : jg_ops[JG_OP_ADD].kernel(NULL, in, &out);
+        if (rc < 0)
+            return -1;
+    }
+    return 1;
+}
+
 int jg_slots_accumulate(int n_slots, jg_tensor *const *slot_grads, jg_tensor **const *targets) {
     for (int s = 0; s < n_slots; s++)
         if (slot_grads[s] && targets[s] &&

@@ -105,6 +105,17 @@ void jg_autograd_init(void);
  * as is, later ones are added with jg_add (so it records history under create
  * graph, and records IR nodes while tracing).  Consumes the reference to g. */
 int jg_grad_accumulate(jg_tensor **acc, jg_tensor *g);
+/* The eager engine's shortcut for a slice's (step 1) gradient g: *acc +=
+ * slice_backward(g) computed in place, without the zero-filled whole-shape
+ * tensor, when jg_grad_accumulate would add in place (an accumulator
+ * nothing else sees, grad mode off): every element gets the addition it
+ * would get (acc + 0 outside the slice, acc + g inside), so the bits are
+ * jg_grad_accumulate's, and graph autodiff (which keeps slice_backward and
+ * the add) sums the same.  The pieces of a split then add into the one
+ * buffer the first piece's slice_backward made.  Returns 1 if done, 0 if
+ * not applicable (the caller takes the VJP's path), -1 on error.  Borrows g. */
+struct jg_attrs;
+int jg_grad_accumulate_slice(jg_tensor **acc, jg_tensor *g, const struct jg_attrs *slice);
 /* THE slot rule: adds each non-NULL per-slot gradient, in slot order, into
  * the accumulator its slot's source owns (targets[s]; NULL = the source needs
  * no gradient).  A tensor filling several slots has several targets pointing

@@ -1,5 +1,6 @@
 /* The autograd node that every built-in op records: it keeps the op, its
  * attributes and what its VJP rule reads, and calls that rule in backward. */
+#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "ops/optable.h"
 
@@ -51,6 +52,19 @@ static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached,
         for (int k = 0; k < info->n_out; k++)
             if (so[k].output_nr >= 0 && !(out[k] = jg_saved_unpack(&so[k], n, create_graph)))
                 return -1;
+    }
+    if (o->op == JG_OP_SLICE && needs[0] && gout[0]) {
+        /* into the sliced tensor's accumulator (a node's input buffer; a
+         * leaf's pending .grad goes the ordinary way, for its hooks) */
+        const void *target;
+        jg_tensor **acc;
+        if (jg_engine_edge_acc(n, 0, &target, &acc) == 0 && acc && target == (const void *)acc) {
+            int done = jg_grad_accumulate_slice(acc, gout[0], o->attrs);
+            if (done != 0) {
+                gin[0] = NULL;
+                return done < 0 ? -1 : 0;
+            }
+        }
     }
     if (info->vjp(o->attrs, o->in_meta, in, out, gout, needs, gin) < 0)
         return -1;

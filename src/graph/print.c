@@ -131,6 +131,8 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
     case JG_OP_ADAM_UPDATE: { /* attrs: optim/adam_fused.c */
         jg_adam_fused_args h;
         jg_adam_step_attrs_read(a, &h);
+        if (n->op == JG_OP_ADAM_UPDATE)
+            emit(o, ", lr=%.17g", h.lr);
         emit(o, ", betas=(%.17g, %.17g), eps=%.17g", h.beta1, h.beta2, h.eps);
         if (h.decoupled)
             emit(o, ", decay=%.17g", h.decay);

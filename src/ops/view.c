@@ -334,8 +334,24 @@ int jg_infer_slice_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) 
 
 int jg_k_slice_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     jg_tensor *r = out[0];
-    memset(jg_tensor_ptr(r), 0, (size_t)r->numel * jg_dtype_size(r->dtype));
     int d = (int)a->i[0];
+    size_t es = jg_dtype_size(r->dtype);
+    if (jg_dense(r)) { /* zeros outside the slice only: g's copy fills the rest */
+        int64_t outer = 1, inner = 1, n = r->shape[d];
+        for (int k = 0; k < d; k++)
+            outer *= r->shape[k];
+        for (int k = d + 1; k < r->ndim; k++)
+            inner *= r->shape[k];
+        char *p = jg_tensor_ptr(r);
+        size_t row = (size_t)(n * inner) * es, head = (size_t)(a->i[1] * inner) * es,
+               tail = (size_t)((n - a->i[2]) * inner) * es;
+        for (int64_t o = 0; o < outer && (head || tail); o++) {
+            memset(p + (size_t)o * row, 0, head);
+            memset(p + (size_t)o * row + row - tail, 0, tail);
+        }
+    } else {
+        memset(jg_tensor_ptr(r), 0, (size_t)r->numel * es);
+    }
     jg_tensor dst = *r; /* the slice of r that g fills */
     dst.shape[d] = a->i[2] - a->i[1];
     dst.numel = jg_shape_numel(dst.ndim, dst.shape);

@@ -201,17 +201,27 @@ bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_te
  * at most 4 operands and 2 outputs):
  *   adam_moments(param, grad, exp_avg, exp_avg_sq) -> the new exp_avg and
  *     exp_avg_sq;
- *   adam_update(param, exp_avg, exp_avg_sq, scalars) -> the new param, where
- *     scalars is f64[2] (step_size, bias_correction2_sqrt), which the graph
- *     computes from the step count, since they change every step;
+ *   adam_update(param, exp_avg, exp_avg_sq, step) -> the new param, where
+ *     step is the parameter's (incremented) step count: the kernel derives
+ *     step_size and bias_correction2_sqrt from it as the eager step does
+ *     (jg_adam_bias_scalars), one node instead of a chain of 0-d graph ops
+ *     (to_dtype, pow, sub, div, sqrt, the pair's stack) per parameter;
  * the three tensors then take the results as their values (as a traced
  * in-place op's target does).  The kernels do the one-pass loop's
  * arithmetic, split where the moments are stored (each intermediate
  * rounded as there), and derive rbc2 and -step_size from the two numbers
  * as the eager step does (jg_adam_fused_scalars): a compiled step has the
  * eager step's bits.
- * attrs: i[0..7) the bit patterns of decay, wd, beta1, 1 - beta1, beta2,
- * 1 - beta2, eps; keepdim: 1 decoupled (AdamW) | 2 weight_decay (Adam's). */
+ * attrs: i[0..8) the bit patterns of decay, wd, beta1, 1 - beta1, beta2,
+ * 1 - beta2, eps, lr; keepdim: 1 decoupled (AdamW) | 2 weight_decay (Adam's). */
+
+void jg_adam_bias_scalars(double lr, double beta1, double beta2, double step, double *step_size,
+                          double *bias_correction2_sqrt) {
+    double bias_correction1 = 1 - pow(beta1, step);
+    double bias_correction2 = 1 - pow(beta2, step);
+    *step_size = lr / bias_correction1;
+    *bias_correction2_sqrt = sqrt(bias_correction2);
+}
 
 void jg_adam_fused_scalars(jg_adam_fused_args *a, jg_dtype d, double step_size,
                            double bias_correction2_sqrt) {
@@ -235,11 +245,11 @@ static double bitsd(int64_t u) {
 static jg_attrs step_attrs(const jg_adam_fused_args *a) {
     jg_attrs at;
     memset(&at, 0, sizeof at);
-    double v[7] = {a->decay,           a->wd, a->beta1, a->one_minus_beta1, a->beta2,
-                   a->one_minus_beta2, a->eps};
-    for (int k = 0; k < 7; k++)
+    double v[8] = {a->decay,           a->wd,  a->beta1, a->one_minus_beta1, a->beta2,
+                   a->one_minus_beta2, a->eps, a->lr};
+    for (int k = 0; k < 8; k++)
         at.i[k] = dbits(v[k]);
-    at.n = 7;
+    at.n = 8;
     at.keepdim = (a->decoupled ? 1 : 0) | (a->weight_decay ? 2 : 0);
     return at;
 }
@@ -255,6 +265,7 @@ void jg_adam_step_attrs_read(const jg_attrs *at, jg_adam_fused_args *a) {
     a->beta2 = bitsd(at->i[4]);
     a->one_minus_beta2 = bitsd(at->i[5]);
     a->eps = bitsd(at->i[6]);
+    a->lr = at->n > 7 ? bitsd(at->i[7]) : 0;
 }
 
 #define MOMENTS_LOOP(name, T)                                                                      \
@@ -341,9 +352,12 @@ int jg_infer_adam_update(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
         if (!same_meta(&in[k], &in[0]))
             return jg_errorf("adam_update(): %s must have the parameter's dtype and shape",
                              k == 1 ? "exp_avg" : "exp_avg_sq");
-    if (in[3].ndim != 1 || in[3].shape[0] != 2 || in[3].dtype != JG_F64)
-        return jg_errorf("adam_update(): scalars must be a float64 tensor of 2 elements "
-                         "(step_size, bias_correction2_sqrt)");
+    int64_t n = 1;
+    for (int d = 0; d < in[3].ndim; d++)
+        n *= in[3].shape[d];
+    if (n != 1 || (in[3].dtype != JG_F32 && in[3].dtype != JG_F64))
+        return jg_errorf("adam_update(): step must be a float32 or float64 tensor of one element "
+                         "(the step count)");
     out[0] = in[0];
     return 0;
 }
@@ -375,6 +389,50 @@ static void step_chunk(void *vc, int64_t lo, int64_t hi) {
 #undef STEP_CHUNK
 }
 
+/* adam_moments with a column-major 2-D gradient (in a traced step, a
+ * Linear's weight gradient is the transpose of x^T g): bands of rows of it
+ * are gathered into a row-major buffer that stays in cache, and the loop runs
+ * on each band, instead of a full contiguous copy of the gradient first.
+ * Each element is the same expression of the same operands: the bits do not
+ * depend on the bands (or the thread count). */
+enum { TR_BUF_BYTES = 32768 };
+
+typedef struct {
+    const step_split *c;
+    const char *gt; /* the gradient's element (0, 0); (r, j) at r + j * rows */
+    int64_t rows, cols, band;
+} tr_split;
+
+#define TR_BAND(T, MOMENTS)                                                                        \
+    do {                                                                                           \
+        T buf[TR_BUF_BYTES / sizeof(T)];                                                           \
+        const T *gt = (const T *)t->gt;                                                            \
+        for (int64_t r0 = lo; r0 < hi; r0 += t->band) {                                            \
+            int64_t nr = hi - r0 < t->band ? hi - r0 : t->band, off = r0 * t->cols;                \
+            for (int64_t j = 0; j < t->cols; j++)                                                  \
+                for (int64_t i = 0; i < nr; i++)                                                   \
+                    buf[i * t->cols + j] = gt[r0 + i + j * t->rows];                               \
+            MOMENTS(nr * t->cols, (T *)c->out + off, (T *)c->out2 + off, (const T *)c->p0 + off,   \
+                    buf, (const T *)c->m0 + off, (const T *)c->v0 + off, c->a);                    \
+        }                                                                                          \
+    } while (0)
+
+static void tr_chunk(void *vt, int64_t lo, int64_t hi) {
+    const tr_split *t = vt;
+    const step_split *c = t->c;
+    if (c->f64)
+        TR_BAND(double, moments_f64);
+    else
+        TR_BAND(float, moments_f32);
+}
+
+/* Whether g is a column-major 2-D matrix whose rows of a band fit the buffer. */
+static bool transposed_grad(const jg_tensor *g) {
+    return g->ndim == 2 && g->shape[0] > 1 && g->shape[1] > 1 && g->stride[0] == 1 &&
+           g->stride[1] == g->shape[0] &&
+           g->shape[1] * (int64_t)jg_dtype_size(g->dtype) <= TR_BUF_BYTES;
+}
+
 /* t as a dense row: itself (a new reference) or a contiguous copy. */
 static jg_tensor *dense_row(jg_tensor *t) {
     if (jg_dense(t))
@@ -390,8 +448,9 @@ static int step_run(jg_tensor *const *in, jg_tensor **out, const jg_adam_fused_a
                     bool update) {
     jg_tensor *row[4] = {0};
     int rc = 0, n_rows = update ? 3 : 4;
+    bool tr = !update && transposed_grad(in[1]);
     for (int k = 0; k < n_rows; k++)
-        if (!(row[k] = dense_row(in[k])))
+        if (!(row[k] = tr && k == 1 ? jg_retain(in[1]) : dense_row(in[k])))
             rc = -1;
     if (rc == 0) {
         step_split c = {.out = jg_tensor_ptr(out[0]),
@@ -405,10 +464,19 @@ static int step_run(jg_tensor *const *in, jg_tensor **out, const jg_adam_fused_a
                         .f64 = in[0]->dtype == JG_F64,
                         .update = update};
         /* per element, so the chunks (and the thread count) do not change bits */
-        if (jg_parallel_worth(c.n))
+        if (tr) {
+            int64_t rows = in[1]->shape[0], cols = in[1]->shape[1];
+            int64_t band = TR_BUF_BYTES / ((int64_t)jg_dtype_size(in[1]->dtype) * cols);
+            tr_split t = {&c, jg_tensor_ptr(row[1]), rows, cols, band};
+            if (jg_parallel_worth(c.n))
+                jg_parallel_for(rows, (JG_PARALLEL_GRAIN + cols - 1) / cols, tr_chunk, &t);
+            else
+                tr_chunk(&t, 0, rows);
+        } else if (jg_parallel_worth(c.n)) {
             jg_parallel_for(c.n, JG_PARALLEL_GRAIN, step_chunk, &c);
-        else if (c.n > 0)
+        } else if (c.n > 0) {
             step_chunk(&c, 0, c.n);
+        }
     }
     for (int k = 0; k < n_rows; k++)
         jg_release(row[k]);
@@ -424,26 +492,23 @@ int jg_k_adam_moments(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out)
 int jg_k_adam_update(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     jg_adam_fused_args a;
     jg_adam_step_attrs_read(at, &a);
-    double s[2];
-    jg_tensor *sc = dense_row(in[3]);
-    if (!sc)
-        return -1;
-    memcpy(s, jg_tensor_ptr(sc), sizeof s);
-    jg_release(sc);
-    jg_adam_fused_scalars(&a, in[0]->dtype, s[0], s[1]);
+    /* the count as a double, as the eager step's step.item() reads it */
+    const char *cp = jg_tensor_ptr(in[3]);
+    double step = in[3]->dtype == JG_F64 ? *(const double *)cp : (double)*(const float *)cp;
+    double step_size, bias_correction2_sqrt;
+    jg_adam_bias_scalars(a.lr, a.beta1, a.beta2, step, &step_size, &bias_correction2_sqrt);
+    jg_adam_fused_scalars(&a, in[0]->dtype, step_size, bias_correction2_sqrt);
     return step_run(in, out, &a, true);
 }
 
 int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,
-                         jg_tensor *exp_avg_sq, jg_tensor *step_size,
-                         jg_tensor *bias_correction2_sqrt, const jg_adam_fused_args *args) {
+                         jg_tensor *exp_avg_sq, jg_tensor *step, const jg_adam_fused_args *args) {
     jg_attrs at = step_attrs(args);
     jg_tensor *in[4] = {param, grad, exp_avg, exp_avg_sq}, *mv[2] = {0}, *p = NULL;
     if (jg_op_call(JG_OP_ADAM_MOMENTS, &at, in, mv) < 0)
         return -1;
-    jg_tensor *two[2] = {step_size, bias_correction2_sqrt};
-    jg_tensor *uin[4] = {param, mv[0], mv[1], jg_stack(2, two, 0)};
-    if (!uin[3] || jg_op_call(JG_OP_ADAM_UPDATE, &at, uin, &p) < 0)
+    jg_tensor *uin[4] = {param, mv[0], mv[1], step};
+    if (jg_op_call(JG_OP_ADAM_UPDATE, &at, uin, &p) < 0)
         return -1;
     jg_tensor *dst[3] = {exp_avg, exp_avg_sq, param}, *src[3] = {mv[0], mv[1], p};
     for (int k = 0; k < 3; k++) /* traced: no copy in the graph */

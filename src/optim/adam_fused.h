@@ -18,6 +18,7 @@ typedef struct {
     double rbc2; /* the reciprocal of sqrt(bias_correction2), as div_scalar rounds it */
     double eps;
     double neg_step_size; /* -lr / bias_correction1 */
+    double lr;            /* a traced step's adam_update derives the two above from it */
 } jg_adam_fused_args;
 
 /* Runs the update on param, exp_avg, exp_avg_sq (and max_exp_avg_sq when
@@ -33,15 +34,23 @@ bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_te
 void jg_adam_fused_scalars(jg_adam_fused_args *a, jg_dtype d, double step_size,
                            double bias_correction2_sqrt);
 
+/* Adam's step_size = lr / (1 - beta1 ** step) and bias_correction2_sqrt =
+ * sqrt(1 - beta2 ** step), in double with libm's pow, as PyTorch's Python
+ * floats: the eager step and the adam_update kernel both call this, so a
+ * compiled step has the eager step's numbers. */
+void jg_adam_bias_scalars(double lr, double beta1, double beta2, double step, double *step_size,
+                          double *bias_correction2_sqrt);
+
 /* A traced step (a compiled whole training step): the adam_moments and
  * adam_update graph nodes (adam_fused.c), whose results param, exp_avg and
- * exp_avg_sq take as their values (untraced: copied into them).  step_size and
- * bias_correction2_sqrt are the graph's 0-d f64 values; args' other numbers become the node's
- * attributes (its maximize must be false: a traced step negates the gradient as an op first).
- * Returns 0 or -1. */
+ * exp_avg_sq take as their values (untraced: copied into them).  step is the
+ * parameter's step count after this step's increment (a one-element float
+ * tensor): adam_update derives step_size and bias_correction2_sqrt from it
+ * and args->lr; args' other numbers become the nodes' attributes (its
+ * maximize must be false: a traced step negates the gradient as an op
+ * first).  Returns 0 or -1. */
 int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,
-                         jg_tensor *exp_avg_sq, jg_tensor *step_size,
-                         jg_tensor *bias_correction2_sqrt, const jg_adam_fused_args *args);
+                         jg_tensor *exp_avg_sq, jg_tensor *step, const jg_adam_fused_args *args);
 
 /* The numbers an adam_moments / adam_update node's attributes hold (rbc2, neg_step_size
  * and maximize left zero), for its kernel and the graph printer. */

@@ -352,10 +352,10 @@ static int sgd(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *d_p, jg_t
 static int adam_scalars(const jg_optim_hparams *h, scal step, scal *step_size,
                         scal *bias_correction2_sqrt) {
     if (!step.t) {
-        double bias_correction1 = 1 - pow(h->beta1, step.v);
-        double bias_correction2 = 1 - pow(h->beta2, step.v);
-        *step_size = (scal){h->lr / bias_correction1, NULL};
-        *bias_correction2_sqrt = (scal){sqrt(bias_correction2), NULL};
+        double ss, bc2s;
+        jg_adam_bias_scalars(h->lr, h->beta1, h->beta2, step.v, &ss, &bc2s);
+        *step_size = (scal){ss, NULL};
+        *bias_correction2_sqrt = (scal){bc2s, NULL};
         return 0;
     }
     jg_tensor *bias_correction1 = jg_sub(f64(1), jg_pow(f64(h->beta1), step.t));
@@ -412,13 +412,12 @@ static int adam(bool decoupled, const jg_optim_hparams *h, jg_tensor *param, jg_
         (jg_dtype_of(param) == JG_F32 || jg_dtype_of(param) == JG_F64) &&
         jg_ndim(grad) == jg_ndim(param) &&
         !memcmp(jg_shape(grad), jg_shape(param), sizeof(int64_t) * (size_t)jg_ndim(param))) {
-        /* traced: two nodes (adam_moments, adam_update) instead of the ops below, same bits */
-        if (adam_scalars(h, step, &step_size, &bias_correction2_sqrt) < 0)
-            return -1;
+        /* traced: two nodes (adam_moments, adam_update) instead of the ops below, same bits;
+         * adam_update derives the bias corrections from the count itself */
         jg_adam_fused_args a = fused_args(decoupled, h, jg_dtype_of(param), 0, 1);
         a.maximize = false; /* negated above */
-        return jg_adam_step_traced_(param, grad, exp_avg, exp_avg_sq, step_size.t,
-                                    bias_correction2_sqrt.t, &a);
+        a.lr = h->lr;
+        return jg_adam_step_traced_(param, grad, exp_avg, exp_avg_sq, state[0], &a);
     }
     if (h->maximize && !negated && !(grad = jg_neg(grad)))
         return -1;
