@@ -956,11 +956,11 @@ static int relayout_outputs(const jg_entry *e, jg_tensor *const *gt, int ng, jg_
     return 0;
 }
 
-/* Saves the graph inputs (gt) that a create_graph rerun may read in c's
- * slots after the saved values.  A tensor saved here may come to hold this
- * node: written in place after the call with an operand the call made (as
- * a program run in pieces does between two pieces), its new history leads
- * here, and the node holding it would make a reference cycle.  So, as
+/* Saves in `slots` the graph inputs (gt) that a create_graph rerun may
+ * read.  A tensor saved here may come to hold this node: written in place
+ * after the call with an operand the call made (as a program run in pieces
+ * does between two pieces), its new history leads here, and the node
+ * holding it would make a reference cycle.  So, as
  * eager's nodes keep nothing of a tensor they do not save: an input that
  * leads to no output of the node is not kept (cnode_apply_create_graph
  * unpacks no other), and one with history is kept as an alias with its
@@ -969,6 +969,7 @@ static int relayout_outputs(const jg_entry *e, jg_tensor *const *gt, int ng, jg_
  * it), and so is the stale input (its error names its history now). */
 static void save_inputs(const jg_entry *e, jg_tensor *const *gt, jg_saved *slots) {
     const jg_graph *f = e->fwd_ad;
+    /* (NULL, out of memory: every input is kept, as before) */
     bool *need = f ? calloc((size_t)f->n_vals + 1, sizeof *need) : NULL;
     if (need) {
         for (int k = 0; k < e->n_node_out; k++)
@@ -986,7 +987,7 @@ static void save_inputs(const jg_entry *e, jg_tensor *const *gt, jg_saved *slots
         jg_tensor *t = gt[k];
         bool stale = e->stale && e->stale_input == k;
         if (need && !need[f->inputs[k]] && !stale)
-            continue; /* (out of memory: every input, as before) */
+            continue;
         jg_saved_init(&slots[k], t);
         if (stale || !t || !t->grad_fn || t->view || t->sym)
             continue;
