@@ -966,6 +966,54 @@ static int relayout_outputs(const jg_entry *e, jg_tensor *const *gt, int ng, jg_
     return 0;
 }
 
+/* Saves in `slots` the graph inputs (gt) that a create_graph rerun may
+ * read.  A tensor saved here may come to hold this node: written in place
+ * after the call with an operand the call made (as a program run in pieces
+ * does between two pieces), its new history leads here, and the node
+ * holding it would make a reference cycle.  So, as
+ * eager's nodes keep nothing of a tensor they do not save: an input that
+ * leads to no output of the node is not kept (cnode_apply_create_graph
+ * unpacks no other), and one with history is kept as an alias with its
+ * history at the call, without the tensor (as jg_saved_init keeps a view).
+ * A leaf is kept itself (the rerun's edges and second derivatives reach
+ * it), and so is the stale input (its error names its history now). */
+static void save_inputs(const jg_entry *e, jg_tensor *const *gt, jg_saved *slots) {
+    const jg_graph *f = e->fwd_ad;
+    /* (NULL, out of memory: every input is kept, as before) */
+    bool *need = f ? calloc((size_t)f->n_vals + 1, sizeof *need) : NULL;
+    if (need) {
+        for (int k = 0; k < e->n_node_out; k++)
+            need[e->node_out_val[k]] = true;
+        for (int i = f->n_nodes - 1; i >= 0; i--) {
+            const jg_gnode *n = &f->nodes[i];
+            bool live = false;
+            for (int k = 0; k < n->n_out && !live; k++)
+                live = n->out[k] >= 0 && need[n->out[k]];
+            for (int s = 0; s < jg_gnode_n_slots(n) && live; s++)
+                need[jg_gnode_slot_value(n, s)] = true;
+        }
+    }
+    for (int k = 0; k < e->n_graph_inputs; k++) {
+        jg_tensor *t = gt[k];
+        bool stale = e->stale && e->stale_input == k;
+        if (need && !need[f->inputs[k]] && !stale)
+            continue;
+        jg_saved_init(&slots[k], t);
+        if (stale || !t || !t->grad_fn || t->view || t->sym)
+            continue;
+        jg_tensor *a = jg_alias_no_history(t);
+        if (!a)
+            jg_fatal("out of memory saving a tensor for backward");
+        jg_node_retain(t->grad_fn);
+        a->grad_fn = t->grad_fn;
+        a->output_nr = t->output_nr;
+        a->requires_grad = t->requires_grad;
+        jg_release(slots[k].t);
+        slots[k].t = a;
+    }
+    free(need);
+}
+
 int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
     int ng = e->n_graph_inputs, nf = e->fwd->n_outputs;
     jg_tensor *small_g[16], **gt = small_g, *small_f[32], **fo = small_f;
@@ -1016,8 +1064,7 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             }
             /* the inputs, for a backward with JG_CREATE_GRAPH (it runs the
              * forward again) */
-            for (int k = 0; k < e->n_graph_inputs; k++)
-                jg_saved_init(&c->saved[e->n_saved + k], gt[k]);
+            save_inputs(e, gt, &c->saved[e->n_saved]);
             c->base.has_saved = e->n_saved > 0;
             jg_tensor *outs_small[16], **outs = outs_small;
             if (e->n_node_out > 16 && !(outs = malloc(sizeof *outs * (size_t)e->n_node_out)))

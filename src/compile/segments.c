@@ -252,6 +252,32 @@ static void take_tensors(jg_entry *dst, jg_entry *src) {
     src->vg_t = vgt, src->vg_bytes = vgb, src->n_vg = nvg;
 }
 
+/* After a piece ran: its entry (cached, kept for jg_compiled_graph, held by
+ * its compiled node) lets go of this call's tensors.  Nothing reads them
+ * later (the node's backward reads what it saved; a cached piece takes the
+ * next call's, take_tensors), and one of them can come to hold the node: a
+ * captured tensor written eagerly after the piece through a view, with the
+ * piece's output as operand, gets a history through the node, which holds
+ * the entry, which would hold the tensor -- a reference cycle. */
+static void drop_call_tensors(jg_entry *e) {
+    for (int i = 0; i < e->n_lifted; i++) {
+        jg_release(e->lifted[i]);
+        e->lifted[i] = NULL;
+    }
+    for (int i = 0; i < e->n_gr; i++) {
+        jg_release(e->gr_owner[i]);
+        e->gr_owner[i] = NULL;
+    }
+    for (int i = 0; i < e->n_vg; i++) {
+        jg_release(e->vg_t[i]);
+        e->vg_t[i] = NULL;
+    }
+    for (int i = 0; i < e->n_gset; i++) {
+        jg_release(e->gset_owner[i]);
+        e->gset_owner[i] = NULL;
+    }
+}
+
 /* ---------------------------------------------------------------- pieces */
 
 static int on_read(void *user, const jg_tensor *read, const char *what);
@@ -520,6 +546,8 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
             rc = view_val[i] ? jg_view_become_output(live[i], view_val[i])
                              : jg_view_become_concrete(live[i]);
         }
+    if (run_e)
+        drop_call_tensors(run_e);
     jg_entry_release(run_e);
     free(ro);
     free(view_val);
