@@ -98,35 +98,44 @@ SUM_ROW(f32, float)
 SUM_ROW(f64, double)
 SUM_ROW(i64, int64_t)
 
-/* The lanes live in 8 vectors of 16 bytes: the same arithmetic on every
- * target, and 8 independent dependency chains. */
+/* The lanes live in 4 vectors of 32 bytes, lane j in vector j / W (W = 8
+ * f32 or 4 f64 lanes): the same arithmetic on every target, the AVX2 clone
+ * adding a whole vector per instruction and the default one in two
+ * 16-byte halves.  (With 8 vectors of 16 bytes, the same lanes, a 2 MB
+ * sum_dim1 slice -- one thread's half of a 1024x1024 sum at 2 threads,
+ * resident in its core's L2 -- took a fifth longer: twice the loads and
+ * adds.) */
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+/* 16-byte vectors (the max / min kernels below). */
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
 /* Unaligned loads of them from the element arrays. */
 typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
 
 /* One block of n <= JG_SUM_BLOCK elements in the lane order. */
 #define SUM_BLOCK(TY, T, V, VU, L)                                                                 \
-    static T sum_block_##TY(const T *x, int64_t n) {                                               \
-        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};          \
+    static __attribute__((target_clones("avx2", "default")))                                       \
+    T sum_block_##TY(const T *x, int64_t n) {                                                      \
+        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                  \
         int64_t i = 0;                                                                             \
         for (; i + L <= n; i += L) {                                                               \
             const VU *v = (const VU *)(x + i);                                                     \
             a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
-            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
         }                                                                                          \
         if (i < n) { /* the tail, zero-padded: adding +0 leaves a lane as it is */                 \
             T t[L] = {0};                                                                          \
             memcpy(t, x + i, sizeof(T) * (size_t)(n - i));                                         \
             const VU *v = (const VU *)t;                                                           \
             a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
-            a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
         }                                                                                          \
-        /* Folding by halving: lane j + L/2 sits in vector k + 4 where lane j                      \
-         * sits in vector k, and so on down to one vector.  (A lane is never                       \
-         * -0 -- it starts at +0 -- so folding empty lanes in is exact.) */                        \
-        a0 += a4, a1 += a5, a2 += a6, a3 += a7;                                                    \
+        /* Folding by halving: lane j + L/2 sits in vector k + 2 where lane j                      \
+         * sits in vector k, lane j + L/4 in vector 1 where lane j sits in                         \
+         * vector 0, then within the vector.  (A lane is never -0 -- it                            \
+         * starts at +0 -- so folding empty lanes in is exact.) */                                 \
         a0 += a2, a1 += a3;                                                                        \
         a0 += a1;                                                                                  \
         T l[sizeof(V) / sizeof(T)];                                                                \
@@ -136,8 +145,8 @@ typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
                 l[j] += l[j + w];                                                                  \
         return l[0];                                                                               \
     }
-SUM_BLOCK(f32, float, v4f, v4f_u, JG_SUM_LANES_F32)
-SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
+SUM_BLOCK(f32, float, v8f, v8f_u, JG_SUM_LANES_F32)
+SUM_BLOCK(f64, double, v4d, v4d_u, JG_SUM_LANES_F64)
 
 /* A whole run: block results added in block order; a large run computes
  * its blocks on the pool first. */
