@@ -499,6 +499,40 @@ JG_EW_INLINE float jg_ew_powf(float xf, float yf) {
 #define jg_ew_erf(x) _Generic((x), float : jg_ew_erff, default : jg_ew_erfd)(x)
 #define jg_ew_pow(x, y) _Generic((x), float : jg_ew_powf, default : pow)(x, y)
 
+/* b * b for tanh's gradient a * (1 - b^2) (tanh_grad, elementwise.def),
+ * b the tanh output: |b| is raised to 2^-13 (f32) or 2^-28 (f64) when
+ * below, so that the square is never subnormal -- each instruction making
+ * one costs a microcode assist for all its lanes, and the values of a tanh
+ * chain shrink geometrically where its weight is small: the backward of 16
+ * (t * b).tanh() steps spent half its time there -- while 1 - b^2 keeps its
+ * bits: below the bound b^2 is at most a quarter ulp of 1 either way, so
+ * 1 - b^2 rounds to 1.  Larger |b|, inf and NaN (its sign and payload
+ * included) are squared as they are.  Only where b has the result's type T
+ * (t: a T value); otherwise b * b. */
+JG_EW_INLINE float jg_ew_sq1f(float x) {
+    const int32_t u = jg_ew_f32bits(x);
+    const int32_t raise = JG_EW_MASK32(((uint32_t)u & 0x7fffffffu) < 0x39000000u); /* 2^-13 */
+    const float a = jg_ew_f32((0x39000000 & raise) | (u & ~raise));
+    return a * a;
+}
+JG_EW_INLINE double jg_ew_sq1d(double x) {
+    const uint64_t u = jg_ew_d2u(x);
+    const uint64_t raise = JG_EW_MASK((u & 0x7fffffffffffffffu) < 0x3e30000000000000u); /* 2^-28 */
+    const double a = jg_ew_u2d((0x3e30000000000000u & raise) | (u & ~raise));
+    return a * a;
+}
+#define jg_ew_sq1(x, t)                                                                            \
+    _Generic((t), float                                                                            \
+             : _Generic((x), float                                                                 \
+                        : jg_ew_sq1f((float)(x)), default                                          \
+                        : (x) * (x)),                                                              \
+               double                                                                              \
+             : _Generic((x), double                                                                \
+                        : jg_ew_sq1d((double)(x)), default                                         \
+                        : (x) * (x)),                                                              \
+               default                                                                             \
+             : (x) * (x))
+
 /* tanh for the expression of every dtype: f32 above, libm's tanh otherwise
  * (f64; the i64 instantiation, which dispatch never runs, converts). */
 #define jg_ew_tanh(x) _Generic((x), float : jg_ew_tanhf, default : tanh)(x)

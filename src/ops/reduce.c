@@ -19,8 +19,10 @@
 #include "ops/decls.h"
 #include "ops/sum_order.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -98,13 +100,35 @@ SUM_ROW(f32, float)
 SUM_ROW(f64, double)
 SUM_ROW(i64, int64_t)
 
-/* The lanes live in 8 vectors of 16 bytes: the same arithmetic on every
- * target, and 8 independent dependency chains. */
+/* The lanes live in vectors: 8 of 16 bytes (sum_block) or 4 of 32 bytes
+ * (sum_block_wide), lane j in vector j / W either way, W the lanes per
+ * vector.  Both do the same arithmetic on every target (the wide form's
+ * default clone in two 16-byte halves), so they give the same bits and
+ * the choice between them may follow the data's size and the thread count:
+ * the AVX2 clone of the wide form sums a 2 MB run resident in L2 (a
+ * thread's half of a 1024x1024 sum at 2 threads) a seventh faster, with
+ * half the loads and adds, but a 4 MB one streamed from L3 about 5% slower
+ * (one thread, this machine: docs/performance.md).  sum_wide picks. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
 /* Unaligned loads of them from the element arrays. */
 typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
+
+/* Folding by halving from one vector down: lane j += lane j + w for w =
+ * W/2, ..., 1.  (A lane is never -0 -- it starts at +0 -- so folding empty
+ * lanes in is exact.) */
+#define SUM_FOLD(T, V, a0)                                                                         \
+    T l[sizeof(V) / sizeof(T)];                                                                    \
+    memcpy(l, &a0, sizeof l);                                                                      \
+    for (int w = (int)(sizeof(V) / sizeof(T)) / 2; w >= 1; w /= 2)                                 \
+        for (int j = 0; j < w; j++)                                                                \
+            l[j] += l[j + w];                                                                      \
+    return l[0]
 
 /* One block of n <= JG_SUM_BLOCK elements in the lane order. */
 #define SUM_BLOCK(TY, T, V, VU, L)                                                                 \
@@ -123,52 +147,93 @@ typedef double v2d_u __attribute__((vector_size(16), aligned(8), may_alias));
             a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
             a4 += v[4], a5 += v[5], a6 += v[6], a7 += v[7];                                        \
         }                                                                                          \
-        /* Folding by halving: lane j + L/2 sits in vector k + 4 where lane j                      \
-         * sits in vector k, and so on down to one vector.  (A lane is never                       \
-         * -0 -- it starts at +0 -- so folding empty lanes in is exact.) */                        \
+        /* lane j + L/2 sits in vector k + 4 where lane j sits in vector k,                        \
+         * and so on down to one vector */                                                         \
         a0 += a4, a1 += a5, a2 += a6, a3 += a7;                                                    \
         a0 += a2, a1 += a3;                                                                        \
         a0 += a1;                                                                                  \
-        T l[sizeof(V) / sizeof(T)];                                                                \
-        memcpy(l, &a0, sizeof l);                                                                  \
-        for (int w = (int)(sizeof(V) / sizeof(T)) / 2; w >= 1; w /= 2)                             \
-            for (int j = 0; j < w; j++)                                                            \
-                l[j] += l[j + w];                                                                  \
-        return l[0];                                                                               \
+        SUM_FOLD(T, V, a0);                                                                        \
     }
 SUM_BLOCK(f32, float, v4f, v4f_u, JG_SUM_LANES_F32)
 SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
 
+/* The same block with the lanes in 4 vectors of 32 bytes. */
+#define SUM_BLOCK_WIDE(TY, T, V, VU, L)                                                            \
+    static __attribute__((target_clones("avx2", "default")))                                       \
+    T sum_block_wide_##TY(const T *x, int64_t n) {                                                 \
+        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                  \
+        int64_t i = 0;                                                                             \
+        for (; i + L <= n; i += L) {                                                               \
+            const VU *v = (const VU *)(x + i);                                                     \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            T t[L] = {0};                                                                          \
+            memcpy(t, x + i, sizeof(T) * (size_t)(n - i));                                         \
+            const VU *v = (const VU *)t;                                                           \
+            a0 += v[0], a1 += v[1], a2 += v[2], a3 += v[3];                                        \
+        }                                                                                          \
+        /* lane j + L/2 sits in vector k + 2 where lane j sits in vector k,                        \
+         * lane j + L/4 in vector 1 where lane j sits in vector 0 */                               \
+        a0 += a2, a1 += a3;                                                                        \
+        a0 += a1;                                                                                  \
+        SUM_FOLD(T, V, a0);                                                                        \
+    }
+SUM_BLOCK_WIDE(f32, float, v8f, v8f_u, JG_SUM_LANES_F32)
+SUM_BLOCK_WIDE(f64, double, v4d, v4d_u, JG_SUM_LANES_F64)
+
+/* Whether a sum whose threads read `bytes` each should use the wide
+ * blocks: when that share fits in a core's L2 (sysconf's size, else 1 MB). */
+static bool sum_wide(int64_t bytes) {
+    static _Atomic long l2;
+    long c = atomic_load_explicit(&l2, memory_order_relaxed);
+    if (!c) {
+        c = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        if (c <= 0)
+            c = 1L << 20;
+        atomic_store_explicit(&l2, c, memory_order_relaxed);
+    }
+    return bytes <= c;
+}
+
 /* A whole run: block results added in block order; a large run computes
  * its blocks on the pool first. */
 #define SUM_RUN(TY, T)                                                                             \
-    static T sum_serial_##TY(const T *x, int64_t n) {                                              \
-        T s = sum_block_##TY(x, n < JG_SUM_BLOCK ? n : JG_SUM_BLOCK);                              \
+    static T sum_serial_##TY(const T *x, int64_t n, bool wide) {                                   \
+        T (*blk)(const T *, int64_t) = wide ? sum_block_wide_##TY : sum_block_##TY;                \
+        T s = blk(x, n < JG_SUM_BLOCK ? n : JG_SUM_BLOCK);                                         \
         for (int64_t o = JG_SUM_BLOCK; o < n; o += JG_SUM_BLOCK)                                   \
-            s += sum_block_##TY(x + o, n - o < JG_SUM_BLOCK ? n - o : JG_SUM_BLOCK);               \
+            s += blk(x + o, n - o < JG_SUM_BLOCK ? n - o : JG_SUM_BLOCK);                          \
         return s;                                                                                  \
     }                                                                                              \
     typedef struct {                                                                               \
         const T *x;                                                                                \
         int64_t n;                                                                                 \
         T *part;                                                                                   \
+        bool wide;                                                                                 \
     } run_ctx_##TY;                                                                                \
     static void sum_blocks_##TY(void *vc, int64_t lo, int64_t hi) {                                \
         run_ctx_##TY *c = vc;                                                                      \
+        T (*blk)(const T *, int64_t) = c->wide ? sum_block_wide_##TY : sum_block_##TY;             \
         for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t s = b * JG_SUM_BLOCK;                                                          \
-            c->part[b] =                                                                           \
-                sum_block_##TY(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK);       \
+            c->part[b] = blk(c->x + s, c->n - s < JG_SUM_BLOCK ? c->n - s : JG_SUM_BLOCK);         \
         }                                                                                          \
     }                                                                                              \
-    T jg_sum_run_##TY(const T *x, int64_t n) {                                                     \
+    /* wide: -1 to choose by the size, else whether to use the wide blocks */                      \
+    static T sum_run_##TY(const T *x, int64_t n, int wide) {                                       \
         if (n < 2 * JG_PAR_MIN)                                                                    \
-            return sum_serial_##TY(x, n);                                                          \
+            return sum_serial_##TY(x, n, wide < 0 ? sum_wide(n * (int64_t)sizeof(T)) : wide);      \
         int64_t nb = (n + JG_SUM_BLOCK - 1) / JG_SUM_BLOCK;                                        \
+        int64_t parts =                                                                            \
+            jg_parallel_worth(n) ? jg_parallel_chunks(nb, JG_PAR_MIN / JG_SUM_BLOCK) : 1;          \
+        if (parts > jg_parallel_threads())                                                         \
+            parts = jg_parallel_threads();                                                         \
+        bool w = wide < 0 ? sum_wide(n * (int64_t)sizeof(T) / parts) : wide;                       \
         T stack[512], *part = nb <= 512 ? stack : malloc(sizeof(T) * (size_t)nb);                  \
         if (!part) /* no room for the partials: the same order, serially */                        \
-            return sum_serial_##TY(x, n);                                                          \
-        run_ctx_##TY c = {x, n, part};                                                             \
+            return sum_serial_##TY(x, n, w);                                                       \
+        run_ctx_##TY c = {x, n, part, w};                                                          \
         jg_parallel_for(nb, JG_PAR_MIN / JG_SUM_BLOCK, sum_blocks_##TY, &c);                       \
         T s = part[0];                                                                             \
         for (int64_t b = 1; b < nb; b++)                                                           \
@@ -176,6 +241,9 @@ SUM_BLOCK(f64, double, v2d, v2d_u, JG_SUM_LANES_F64)
         if (part != stack)                                                                         \
             free(part);                                                                            \
         return s;                                                                                  \
+    }                                                                                              \
+    T jg_sum_run_##TY(const T *x, int64_t n) {                                                     \
+        return sum_run_##TY(x, n, -1);                                                             \
     }
 SUM_RUN(f32, float)
 SUM_RUN(f64, double)
@@ -221,6 +289,7 @@ typedef struct {
     char *o;
     int64_t m;
     jg_dtype dt;
+    int wide; /* sum_run's: -1 (a lone row: its own choice) or sum_wide's */
 } rows_ctx;
 
 static void sum_rows(void *vc, int64_t lo, int64_t hi) {
@@ -228,21 +297,27 @@ static void sum_rows(void *vc, int64_t lo, int64_t hi) {
     if (c->dt == JG_F32) {
         const float *x = (const float *)c->x;
         for (int64_t j = lo; j < hi; j++)
-            ((float *)c->o)[j] = jg_sum_run_f32(x + j * c->m, c->m);
+            ((float *)c->o)[j] = sum_run_f32(x + j * c->m, c->m, c->wide);
     } else {
         const double *x = (const double *)c->x;
         for (int64_t j = lo; j < hi; j++)
-            ((double *)c->o)[j] = jg_sum_run_f64(x + j * c->m, c->m);
+            ((double *)c->o)[j] = sum_run_f64(x + j * c->m, c->m, c->wide);
     }
 }
 
 static void sum_trailing(const jg_tensor *in, jg_tensor *out, int64_t m) {
-    rows_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), m, in->dtype};
-    int64_t n = out->numel;
-    if (n * m < JG_PAR_MIN || n == 1)
+    int64_t n = out->numel, grain = m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1);
+    bool serial = n * m < JG_PAR_MIN || n == 1;
+    /* the threads that share the rows (a lone row splits its blocks itself) */
+    int64_t parts = serial ? 1 : jg_parallel_chunks(n, grain);
+    if (parts > jg_parallel_threads())
+        parts = jg_parallel_threads();
+    rows_ctx c = {jg_tensor_ptr(in), jg_tensor_ptr(out), m, in->dtype,
+                  n == 1 ? -1 : sum_wide(n * m * (int64_t)jg_dtype_size(in->dtype) / parts)};
+    if (serial)
         sum_rows(&c, 0, n);
     else
-        jg_parallel_for(n, m >= JG_PAR_MIN ? 1 : JG_PAR_MIN / (m ? m : 1), sum_rows, &c);
+        jg_parallel_for(n, grain, sum_rows, &c);
 }
 
 /* The tile width, in columns, of a reduction over the middle dim of

@@ -76,35 +76,76 @@ MAX_RUN(f64, double, int64_t)
  * (ops/elementwise.c), blocks whose every |x - m| is at most
  * JG_EW_EXPF_NORMAL_MAX run jg_ew_expf_normal (jg_ew_expf's bits there,
  * with a third fewer instructions) and a block holding a larger one, a
- * positive inf or a NaN is redone with jg_ew_expf.  x - m <= -104 (-inf
- * included: a masked logit) gives 0, which is jg_ew_expf's result there
- * (its clamp), in the first pass: a causal attention's rows hold -inf in
- * nearly every block, which made every such block run twice. */
+ * positive inf or a NaN is redone with jg_ew_expf.  Masked logits (-inf, or
+ * any x - m <= -104, whose exp jg_ew_expf rounds to 0) would send nearly
+ * every block of a causal attention's rows down that slow pass: a second
+ * fast pass zeroes them by a mask instead, and only what is left out of
+ * range (NaN, +inf, x - m in (-104, -86)) takes the slow one.  The mask
+ * costs a fifth of the plain pass, so rows without masked logits keep to
+ * the plain pass: *masked (the caller's, kept over the slices it runs)
+ * says whether the last block needed the mask, and a block starts with the
+ * pass its predecessor needed.  Every path gives jg_ew_expf's bits. */
 enum { EXP_NBLK = 512 };
 #define EXP_ZERO_MIN 0x42d00000u /* 104.0f: exp(-104) and below round to 0 */
+
+/* The plain fast pass over [i0, i1): the largest |x - m| (f32 bits). */
+static inline __attribute__((always_inline)) uint32_t
+exp_plain_f32(float *restrict y, const float *restrict x, int64_t i0, int64_t i1, float m) {
+    uint32_t big = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        const float d = x[i] - m;
+        const uint32_t du = (uint32_t)jg_ew_f32bits(d) & 0x7fffffffu;
+        big = du > big ? du : big;
+        y[i] = jg_ew_expf_normal(d);
+    }
+    return big;
+}
+
+/* The masked fast pass over [i0, i1): 0 where x - m is in [-inf, -104];
+ * the largest |x - m| of the other elements, and in *any whether some
+ * element was masked. */
+static inline __attribute__((always_inline)) uint32_t exp_masked_f32(float *restrict y,
+                                                                     const float *restrict x,
+                                                                     int64_t i0, int64_t i1,
+                                                                     float m, bool *any) {
+    uint32_t big = 0, zs = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        const float d = x[i] - m;
+        const int32_t db = jg_ew_f32bits(d);
+        const uint32_t du = (uint32_t)db & 0x7fffffffu;
+        /* all ones where d is in [-inf, -104] */
+        const uint32_t z =
+            (uint32_t)JG_EW_MASK32((db < 0) & (du >= EXP_ZERO_MIN) & (du <= 0x7f800000u));
+        const uint32_t dk = du & ~z;
+        big = dk > big ? dk : big;
+        zs |= z;
+        y[i] = jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(jg_ew_expf_normal(d)) & ~z));
+    }
+    *any = zs != 0;
+    return big;
+}
+
 static inline __attribute__((always_inline)) void
-exp_shift_f32(float *restrict y, const float *restrict x, int64_t n, float m) {
+exp_shift_f32(float *restrict y, const float *restrict x, int64_t n, float m, bool *masked) {
     for (int64_t i0 = 0; i0 < n; i0 += EXP_NBLK) {
         const int64_t i1 = n - i0 < EXP_NBLK ? n : i0 + EXP_NBLK;
         uint32_t big = 0;
-        for (int64_t i = i0; i < i1; i++) {
-            const float d = x[i] - m;
-            const int32_t db = jg_ew_f32bits(d);
-            const uint32_t du = (uint32_t)db & 0x7fffffffu;
-            /* all ones where d is in [-inf, -104] */
-            const uint32_t z =
-                (uint32_t)JG_EW_MASK32((db < 0) & (du >= EXP_ZERO_MIN) & (du <= 0x7f800000u));
-            const uint32_t dk = du & ~z;
-            big = dk > big ? dk : big;
-            y[i] = jg_ew_f32((int32_t)((uint32_t)jg_ew_f32bits(jg_ew_expf_normal(d)) & ~z));
+        if (!*masked) {
+            big = exp_plain_f32(y, x, i0, i1, m);
+            if (big <= JG_EW_EXPF_NORMAL_MAX)
+                continue;
         }
+        bool any;
+        big = exp_masked_f32(y, x, i0, i1, m, &any);
+        *masked = any;
         if (big > JG_EW_EXPF_NORMAL_MAX)
             for (int64_t i = i0; i < i1; i++)
                 y[i] = jg_ew_expf(x[i] - m);
     }
 }
 static inline __attribute__((always_inline)) void
-exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m) {
+exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m, bool *masked) {
+    (void)masked;
     for (int64_t i = 0; i < n; i++)
         y[i] = jg_ew_expd(x[i] - m);
 }
@@ -117,7 +158,7 @@ exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m)
  * y = (x - m) - log(s). */
 #define SOFTMAX_SLICE(TY, T, EXP, LOG)                                                             \
     static SOFTMAX_VECTORIZE void softmax_slice_##TY(const T *x, int64_t xst, T *y, int64_t yst,   \
-                                                     int64_t len, bool log_) {                     \
+                                                     int64_t len, bool log_, bool *masked) {       \
         T m;                                                                                       \
         if (xst == 1) {                                                                            \
             m = max_run_##TY(x, len);                                                              \
@@ -129,7 +170,7 @@ exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m)
         if (xst == 1 && yst == 1) {                                                                \
             T *restrict yc = y;                                                                    \
             const T *restrict xc = x;                                                              \
-            exp_shift_##TY(yc, xc, len, m);                                                        \
+            exp_shift_##TY(yc, xc, len, m, masked);                                                \
             T s = jg_sum_run_##TY(yc, len);                                                        \
             if (log_) {                                                                            \
                 T ls = LOG(s);                                                                     \
@@ -264,16 +305,17 @@ static void softmax_slices(void *vc, int64_t lo, int64_t hi) {
     jg_tensor *y = c->y;
     int64_t xst = x->ndim ? x->stride[c->dim] : 0, yst = y->ndim ? y->stride[c->dim] : 0;
     if (c->len == 1)
-        xst = yst = 1; /* any step reads the one element */
+        xst = yst = 1;   /* any step reads the one element */
+    bool masked = false; /* the exp pass's hint (exp_shift_f32) */
     for (int64_t o = lo; o < hi; o++) {
         int64_t xo, yo;
         slice_offsets(c, o, &xo, &yo);
         if (x->dtype == JG_F32)
             softmax_slice_f32((const float *)jg_tensor_ptr(x) + xo, xst,
-                              (float *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_);
+                              (float *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_, &masked);
         else
             softmax_slice_f64((const double *)jg_tensor_ptr(x) + xo, xst,
-                              (double *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_);
+                              (double *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_, &masked);
     }
 }
 

@@ -8,6 +8,8 @@
  * subnormals, +-0), and a strided sweep of all f32 bit patterns. */
 #include "testutil.h"
 
+#include "ops/optable.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,10 +164,100 @@ static void test_math_code_fast_path(void **state) {
     free(s);
 }
 
+/* out[0] = tanh_grad(in[0], in[1]): the gradient times 1 - y^2 */
+static int p_tanh_grad(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_op1(JG_OP_TANH_GRAD, NULL, in[0], in[1]);
+    return out[0] ? 1 : -1;
+}
+
+/* tanh_grad squares y through jg_ew_sq1, which raises |y| below 2^-13
+ * (f32) / 2^-28 (f64) so that no subnormal is made: eager, "interp" and
+ * "c" still give the bits of a * (-(y * y) + 1) computed here plainly, for
+ * y all over and below that bound (subnormals, +-0, the bound and its
+ * neighbours), inf, NaNs of both signs and payloads, and gradients from
+ * tiny to huge. */
+static void test_tanh_grad_small_outputs(void **state) {
+    (void)state;
+    REQUIRE_C();
+    enum { SWEEP = 6000 };
+    for (int t = 0; t < 2; t++) {
+        const jg_dtype dt = t ? JG_F64 : JG_F32;
+        const double bound = t ? 0x1p-28 : 0x1p-13;
+        double yv[2 * SWEEP + 32];
+        int64_t n = 0;
+        for (int j = 0; j < SWEEP; j++) { /* 2^-150 .. 2^-9, both signs */
+            double y = bound * pow(2.0, (double)(j - SWEEP + 600) / (SWEEP / 140.0));
+            yv[n++] = y;
+            yv[n++] = -y * 1.1;
+        }
+        const double edge[] = {0.0,
+                               -0.0,
+                               bound,
+                               -bound,
+                               t ? nextafter(bound, 0) : nextafterf((float)bound, 0),
+                               t ? nextafter(bound, 1) : nextafterf((float)bound, 1),
+                               2 * bound,
+                               0x1p-149,
+                               -0x1p-149,
+                               0x1p-1074,
+                               0.5,
+                               -0.999,
+                               1.0,
+                               INFINITY,
+                               -INFINITY,
+                               NAN,
+                               -NAN};
+        for (size_t k = 0; k < sizeof edge / sizeof *edge; k++)
+            yv[n++] = edge[k];
+        const double gv[] = {1.0, -3.5, 1e30, -1e-30, 0x1p-140, 0.0, INFINITY, NAN};
+        jg_tensor *y = jg_full(dt, 1, TU_SHAPE(n), 0.0), *g = jg_full(dt, 1, TU_SHAPE(n), 0.0);
+        jg_tensor *want = jg_full(dt, 1, TU_SHAPE(n), 0.0);
+        assert_non_null(y);
+        assert_non_null(g);
+        assert_non_null(want);
+        for (int64_t i = 0; i < n; i++) {
+            double gi = gv[i % 8];
+            if (t) {
+                ((double *)jg_tensor_ptr(y))[i] = yv[i];
+                ((double *)jg_tensor_ptr(g))[i] = gi;
+                ((double *)jg_tensor_ptr(want))[i] = gi * (-(yv[i] * yv[i]) + 1.0);
+            } else {
+                float yf = (float)yv[i], gf = (float)gi;
+                ((float *)jg_tensor_ptr(y))[i] = yf;
+                ((float *)jg_tensor_ptr(g))[i] = gf;
+                ((float *)jg_tensor_ptr(want))[i] = gf * (-(yf * yf) + 1.0f);
+            }
+        }
+        /* a NaN with a payload and a negative one, as bits */
+        if (!t) {
+            uint32_t nb[2] = {0x7fc00123u, 0xffc00000u};
+            memcpy((float *)jg_tensor_ptr(y) + n - 2, nb, sizeof nb);
+            for (int64_t i = n - 2; i < n; i++) {
+                float yf = ((float *)jg_tensor_ptr(y))[i], gf = ((float *)jg_tensor_ptr(g))[i];
+                ((float *)jg_tensor_ptr(want))[i] = gf * (-(yf * yf) + 1.0f);
+            }
+        }
+        jg_tensor *in[2] = {g, y}, *out;
+        TU_SAME(jg_op1(JG_OP_TANH_GRAD, NULL, g, y), want);
+        const char *modes[2] = {"interp", "c"};
+        for (int m = 0; m < 2; m++) {
+            jg_compiled *c = jg_compile(
+                p_tanh_grad, NULL, &(jg_compile_options){.backend = modes[m], .fullgraph = true});
+            assert_non_null(c);
+            if (jg_compiled_call(c, NULL, 0, 2, in, &out) != 1)
+                fail_msg("%s: %s", modes[m], jg_last_error());
+            TU_SAME(out, want);
+            jg_compiled_free(c);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_math_same_bits),
         TU_TEST(test_math_code_fast_path),
+        TU_TEST(test_tanh_grad_small_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,12 +195,83 @@ static void test_softmax_masked_rows(void **state) {
     }
 }
 
+/* Row kinds of test_softmax_mask_hint. */
+enum { K_PLAIN, K_CAUSAL, K_SLOW, K_NAN, K_MASKED_SLOW, K_LATE_MASK, K_ALL_INF, N_KINDS };
+
+static void fill_kind(float *x, int C, int kind, uint64_t seed) {
+    fill(x, C, seed, -1, 0.0f);
+    switch (kind) {
+    case K_CAUSAL: /* -inf past a third of the row */
+        for (int c = C / 3 + 1; c < C; c++)
+            x[c] = -INFINITY;
+        break;
+    case K_SLOW: /* x - max in (-104, -86): the slow pass, nothing masked */
+        x[C / 2] = -95.0f;
+        break;
+    case K_NAN:
+        x[C - 1] = NAN;
+        break;
+    case K_MASKED_SLOW: /* masked and slow elements in one block */
+        for (int c = 1; c < C; c += 3)
+            x[c] = -INFINITY;
+        x[C - 2] = -95.0f;
+        break;
+    case K_LATE_MASK: /* -inf in the last 40 elements only (the last block) */
+        for (int c = C - 40; c < C; c++)
+            x[c] = -INFINITY;
+        break;
+    case K_ALL_INF:
+        for (int c = 0; c < C; c++)
+            x[c] = -INFINITY;
+        break;
+    }
+}
+
+/* Which fast pass softmax's exp starts a block with follows the block
+ * before it (masked logits or not), within a row and from row to row:
+ * rows of every kind after rows of every kind (each ordered pair once) at
+ * 64 and 1100 columns (one and three blocks per row), at 1 and 3 threads,
+ * equal the strided pass (jg_ew_expf per element) bit for bit. */
+static void test_softmax_mask_hint(void **state) {
+    (void)state;
+    static const int lens[] = {64, 1100};
+    const int R = 2 * N_KINDS * N_KINDS;
+    int threads = jg_get_num_threads();
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+        const int C = lens[l];
+        float *x = malloc((size_t)R * (size_t)C * sizeof *x);
+        assert_non_null(x);
+        int r = 0;
+        for (int a = 0; a < N_KINDS; a++)
+            for (int b = 0; b < N_KINDS; b++, r += 2) {
+                fill_kind(x + (size_t)r * (size_t)C, C, a, 500 + (uint64_t)r);
+                fill_kind(x + (size_t)(r + 1) * (size_t)C, C, b, 501 + (uint64_t)r);
+            }
+        jg_tensor *t = jg_tensor_from_blob(JG_F32, 2, TU_SHAPE(R, C), NULL, x, NULL, NULL);
+        assert_non_null(t);
+        jg_tensor *tt = jg_contiguous(jg_transpose(t, 0, 1));
+        assert_non_null(tt);
+        for (int nt = 1; nt <= 3; nt += 2) {
+            jg_set_num_threads(nt);
+            for (int lg = 0; lg <= 1; lg++) {
+                jg_tensor *dense = lg ? jg_log_softmax(t, 1) : jg_softmax(t, 1);
+                jg_tensor *strided = lg ? jg_log_softmax(jg_transpose(tt, 0, 1), 1)
+                                        : jg_softmax(jg_transpose(tt, 0, 1), 1);
+                assert_non_null(dense);
+                assert_non_null(strided);
+                TU_SAME(dense, jg_contiguous(strided));
+            }
+        }
+        jg_set_num_threads(threads);
+        free(x);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_exp_blocks_match_expression),
-        TU_TEST(test_exp_normal_same_bits),
-        TU_TEST(test_softmax_exp_blocks),
-        TU_TEST(test_softmax_masked_rows),
+        TU_TEST(test_exp_blocks_match_expression), TU_TEST(test_exp_normal_same_bits),
+        TU_TEST(test_softmax_exp_blocks),          TU_TEST(test_softmax_masked_rows),
+        TU_TEST(test_softmax_mask_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double rnd(jg_dtype dt, double x) {
     return dt == JG_F32 ? (double)(float)x : x;
@@ -299,12 +300,36 @@ static void test_blocked_copies(void **state) {
     free(v);
 }
 
+/* Sums choose between two vector layouts of the same lanes by each
+ * thread's share of the input (ops/reduce.c, sum_wide: up to the L2 size,
+ * 32-byte vectors, else 16-byte ones): inputs of twice the L2 size, summed
+ * at 1 thread (16-byte) and 3 threads (32-byte: a share of two thirds of
+ * L2), rows with a tail and one long run, equal the reference bit for bit
+ * either way. */
+static void test_sum_vector_layouts(void **state) {
+    (void)state;
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 <= 0)
+        l2 = 1L << 20;
+    int threads = jg_get_num_threads();
+    for (int nt = 1; nt <= 3; nt += 2) {
+        jg_set_num_threads(nt);
+        for (int t = 0; t < 2; t++) {
+            jg_dtype dt = t ? JG_F64 : JG_F32;
+            int64_t n = 2 * l2 / (t ? 8 : 4);
+            check_trailing(dt, n / 1000 + 1, 1000); /* rows of 31 lane rounds and a tail */
+            check_trailing(dt, 1, n + 13);          /* one run split into blocks */
+        }
+    }
+    jg_set_num_threads(threads);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_sum_trailing_order),    TU_TEST(test_sum_outer_order),
         TU_TEST(test_sum_runs_agree),        TU_TEST(test_sum_empty_nan),
         TU_TEST(test_softmax_layouts_agree), TU_TEST(test_max_long_rows),
-        TU_TEST(test_blocked_copies),
+        TU_TEST(test_blocked_copies),        TU_TEST(test_sum_vector_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
