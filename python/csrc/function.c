@@ -218,6 +218,9 @@ typedef struct apply_call {
     bool returned_tuple;
     bool forward_ran;
     struct apply_call *prev;
+    /* per tensor output: the last output that is the same tensor (PyTorch
+     * returns that one object in each place, its output_nr the last) */
+    int same_as[JG_MAX_OUTPUTS];
 } apply_call;
 
 static apply_call *current_call;
@@ -503,6 +506,12 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         }
         call->out_template = tmpl;
         call->returned_tuple = is_tuple;
+        for (int i = 0; i < k; i++) {
+            call->same_as[i] = i;
+            for (int j = i + 1; j < k; j++)
+                if (outputs[j] == outputs[i])
+                    call->same_as[i] = j;
+        }
     }
     Py_DECREF(items);
     rc = k;
@@ -543,6 +552,17 @@ static int backward_cb(jg_ctx *ctx, int n_out, jg_tensor *const *gout, int n_in,
                    : PyObject_GetAttrString(c->cls, "backward");
     if (!backward)
         goto fail;
+    /* A once_differentiable backward decides on the real gradients whether
+     * its result gets history (and runs without grad mode, which a traced
+     * backward replayed for create_graph would not keep): traced, it fails
+     * here, so the call becomes opaque and runs it eagerly at run time. */
+    if (PyObject_HasAttrString(backward, "_jitgrad_once_differentiable"))
+        for (int k = 0; k < n_out; k++)
+            if (gout[k] && jg_is_traced(gout[k])) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s.backward is once_differentiable: it runs eagerly", fn_name(fn));
+                goto fail;
+            }
     res = PyObject_Call(backward, bargs, NULL);
     if (!res)
         goto fail;
@@ -682,7 +702,9 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
         if (rc < 0)
             goto done;
     }
-    apply_call call = {cls, args, slot_of, NULL, false, false, current_call};
+    apply_call call = {cls, args, slot_of, NULL, false, false, current_call, {0}};
+    for (int i = 0; i < JG_MAX_OUTPUTS; i++)
+        call.same_as[i] = i;
     current_call = &call;
     jg_tensor *outs[JG_MAX_OUTPUTS];
     jgp_enter();
@@ -697,6 +719,8 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
     PyObject *wrapped[JG_MAX_OUTPUTS];
     bool ok = true;
     for (int i = 0; i < n; i++) {
+        if (call.same_as[i] != i && call.same_as[i] < n)
+            continue; /* wrapped below, as the last of its places */
         /* an input returned as itself (ctx.mark_dirty) is that same object */
         PyObject *same = NULL;
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args) && !same; k++) {
@@ -709,6 +733,11 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
         wrapped[i] = same ? Py_NewRef(same) : jgp_wrap(jg_keep(outs[i]));
         ok &= wrapped[i] != NULL;
     }
+    for (int i = 0; i < n; i++)
+        if (call.same_as[i] != i && call.same_as[i] < n) {
+            wrapped[i] = Py_XNewRef(wrapped[call.same_as[i]]);
+            jg_release(jg_keep(outs[i])); /* (the library's alias for place i goes unused) */
+        }
     PyObject *tmpl = call.out_template;
     if (ok && tmpl) {
         Py_ssize_t m = PyTuple_GET_SIZE(tmpl);
