@@ -1147,6 +1147,168 @@ def seed_slots_nested(T, log):
     return (lambda x: Outer.apply(x, x)), (leaf(T, [1.0, 2.0]),)
 
 
+@case
+def seed_slots_once_differentiable(T, log):
+    """One tensor in two slots, a once_differentiable backward, create_graph
+    with gradients that have history: the Error node."""
+    once_differentiable = T.autograd.function.once_differentiable
+
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            log.append(T.is_grad_enabled())
+            a, b = ctx.saved_tensors
+            return g * b * 3, g * a * 5
+
+    def prog(x, go):
+        y = F.apply(x, x)
+        g1, = T.autograd.grad(y, x, go, create_graph=True)
+        return y, g1
+    return prog, (leaf(T, [1.0, 2.0]), leaf(T, [1.0, -1.0]))
+
+
+@case
+def non_diff_no_materialize(T, log):
+    """A non-differentiable output and materialize off: its gradient is
+    None."""
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            m = x > 1
+            ctx.mark_non_differentiable(m)
+            return x * 2, m
+
+        @staticmethod
+        def backward(ctx, g, gm):
+            log.append((g is None, gm is None))
+            return g * 2
+
+    return (lambda x: F.apply(x)), (leaf(T, [1.0, 2.0]),)
+
+
+@case
+def saved_tensors_after_backward(T, log):
+    """Backward twice without retain_graph: the saved tensors are gone."""
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    def prog(x):
+        y = F.apply(x)
+        y.sum().backward()
+        return y
+    return prog, (leaf(T, [1.0, 2.0]),)
+
+
+@case
+def needs_input_grad_no_grad_slot_twice(T, log):
+    """needs_input_grad per slot: one tensor that needs grad in slots 0 and
+    2, one that does not in slot 1."""
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, c):
+            log.append(tuple(ctx.needs_input_grad))
+            ctx.save_for_backward(a, b, c)
+            return a * b * c
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b, c = ctx.saved_tensors
+            return (g * b * c, None, g * a * b * 2)
+
+    return (lambda x, k: F.apply(x, k, x)), (leaf(T, [1.0, 2.0]), leaf(T, [3.0, 4.0], False))
+
+
+@case
+def dirty_no_materialize(T, log):
+    """An in-place custom op with materialize off, used twice."""
+    class AddOne(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            ctx.mark_dirty(x)
+            return x.add_(1)
+
+        @staticmethod
+        def backward(ctx, g):
+            log.append(g is None)
+            return g
+
+    def prog(x):
+        c = x * 3
+        AddOne.apply(c)
+        AddOne.apply(c)
+        return c
+    return prog, (leaf(T, [1.0, 2.0]),)
+
+
+@case
+def function_in_backward_of_function_dirty(T, log):
+    """A backward made of another custom Function's calls, differentiated
+    twice (the inner one is twice differentiable)."""
+    class Sq(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 2 * x
+
+    class Outer(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return Sq.apply(g * w), g * x
+
+    def prog(x, w):
+        y = Outer.apply(x, w)
+        gx, gw = T.autograd.grad(y.sum(), (x, w), create_graph=True)
+        return gx + gw
+    return prog, (leaf(T, [1.0, -2.0]), leaf(T, [3.0, 0.5]))
+
+
+@case
+def apply_with_keyword_refused(T, log):
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k=2):
+            return x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    def prog(x):
+        try:
+            F.apply(x, k=3)
+        except TypeError:
+            return x * 1
+        return x * 0
+    return prog, (leaf(T, [1.0, 2.0]),)
+
+
 # ------------------------------------------------------------------ harness
 
 
