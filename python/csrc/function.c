@@ -26,6 +26,7 @@ typedef struct {
     PyObject *slot_of;       /* tuple: per positional argument, its slot or -1 */
     PyObject *out_is_tensor; /* tuple of bools: forward's outputs, in order */
     PyObject *non_diff;      /* the last mark_non_differentiable call's tensors, or NULL */
+    PyObject *dirty;         /* list: the tensors mark_dirty was given, or NULL */
 } JGCtx;
 
 static PyTypeObject JGCtx_Type;
@@ -35,6 +36,7 @@ static int ctx_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(c->dict);
     Py_VISIT(c->cls);
     Py_VISIT(c->non_diff);
+    Py_VISIT(c->dirty);
     return 0;
 }
 
@@ -45,6 +47,7 @@ static int ctx_clear(PyObject *self) {
     Py_CLEAR(c->slot_of);
     Py_CLEAR(c->out_is_tensor);
     Py_CLEAR(c->non_diff);
+    Py_CLEAR(c->dirty);
     return 0;
 }
 
@@ -163,8 +166,11 @@ static PyObject *ctx_set_materialize_grads(PyObject *self, PyObject *v) {
 }
 
 static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
-    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    JGCtx *c = (JGCtx *)self;
+    jg_ctx *ctx = ctx_get(c);
     if (!ctx)
+        return NULL;
+    if (!c->dirty && !(c->dirty = PyList_New(0)))
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
         PyObject *o = PyTuple_GET_ITEM(args, i);
@@ -172,6 +178,8 @@ static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "mark_dirty only accepts Tensors");
             return NULL;
         }
+        if (PyList_Append(c->dirty, o) < 0)
+            return NULL;
         jg_ctx_mark_dirty(ctx, jgp_t(o));
     }
     Py_RETURN_NONE;
@@ -444,6 +452,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     c->slot_of = Py_NewRef(slot_of);
     c->out_is_tensor = NULL;
     c->non_diff = NULL;
+    c->dirty = NULL;
     PyObject_GC_Track(c);
     pyctx = (PyObject *)c;
     jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
@@ -507,8 +516,15 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         call->out_template = tmpl;
         call->returned_tuple = is_tuple;
         for (int i = 0; i < k; i++) {
+            /* (an input returned unchanged is a new view in each place,
+             * PyTorch's view_as(self) per output; a dirty one is itself) */
+            bool fresh_view = false;
+            for (int s = 0; s < n_inputs; s++)
+                fresh_view |= inputs[s] == outputs[i];
+            for (Py_ssize_t d = 0; fresh_view && c->dirty && d < PyList_GET_SIZE(c->dirty); d++)
+                fresh_view = jgp_t(PyList_GET_ITEM(c->dirty, d)) != outputs[i];
             call->same_as[i] = i;
-            for (int j = i + 1; j < k; j++)
+            for (int j = i + 1; j < k && !fresh_view; j++)
                 if (outputs[j] == outputs[i])
                     call->same_as[i] = j;
         }

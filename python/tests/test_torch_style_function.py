@@ -373,6 +373,27 @@ def return_duplicate(T, log):
 
 
 @case
+def return_input_twice(T, log):
+    """An input returned unchanged in two places: a new view in each (two
+    objects, each its own output_nr), unlike another tensor returned twice."""
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x, x
+
+        @staticmethod
+        def backward(ctx, g, h):
+            log.append(h.tolist())
+            return g + h * 2
+
+    def prog(x):
+        b = x * 1
+        a, c = F.apply(b)
+        return a, b
+    return prog, (leaf(T, [1.0, 2.0]),)
+
+
+@case
 def return_duplicate_inplace(T, log):
     class DoubleInplace(T.autograd.Function):
         @staticmethod
