@@ -27,6 +27,8 @@ typedef struct {
     PyObject *out_is_tensor; /* tuple of bools: forward's outputs, in order */
     PyObject *non_diff;      /* the last mark_non_differentiable call's tensors, or NULL */
     PyObject *dirty;         /* list: the tensors mark_dirty was given, or NULL */
+    PyObject *needs_no_grad; /* a call under no_grad: needs_input_grad as PyTorch's (per
+                                argument: a tensor that requires grad), or NULL */
 } JGCtx;
 
 static PyTypeObject JGCtx_Type;
@@ -48,6 +50,7 @@ static int ctx_clear(PyObject *self) {
     Py_CLEAR(c->out_is_tensor);
     Py_CLEAR(c->non_diff);
     Py_CLEAR(c->dirty);
+    Py_CLEAR(c->needs_no_grad);
     return 0;
 }
 
@@ -129,6 +132,8 @@ static PyObject *ctx_needs_input_grad(PyObject *self, void *c) {
     jg_ctx *ctx = ctx_get(x);
     if (!ctx)
         return NULL;
+    if (x->needs_no_grad)
+        return Py_NewRef(x->needs_no_grad);
     Py_ssize_t n = PyTuple_GET_SIZE(x->slot_of);
     PyObject *tup = PyTuple_New(n);
     for (Py_ssize_t i = 0; tup && i < n; i++) {
@@ -225,6 +230,7 @@ typedef struct apply_call {
     PyObject *out_template; /* set by forward: tuple with None for tensors, or NULL */
     bool returned_tuple;
     bool forward_ran;
+    bool grad_mode; /* at the call (forward itself runs without it) */
     struct apply_call *prev;
     /* per tensor output: the last output that is the same tensor (PyTorch
      * returns that one object in each place, its output_nr the last) */
@@ -393,7 +399,8 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     PyObject *args = NULL, *slot_of = NULL, *pyctx = NULL, *res = NULL, *forward = NULL;
     apply_call *call = current_call;
     int rc = -1;
-    if (call && call->cls == cls && !call->forward_ran) {
+    bool from_apply = call && call->cls == cls && !call->forward_ran;
+    if (from_apply) {
         /* the Python apply() in progress: hand forward the objects it got */
         Py_ssize_t n = PyTuple_GET_SIZE(call->args);
         args = PyTuple_New(n);
@@ -453,9 +460,22 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     c->out_is_tensor = NULL;
     c->non_diff = NULL;
     c->dirty = NULL;
+    c->needs_no_grad = NULL;
     PyObject_GC_Track(c);
     pyctx = (PyObject *)c;
     jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
+    if (from_apply && !call->grad_mode) {
+        /* PyTorch's needs_input_grad does not depend on grad mode (the
+         * library's, which decides the call's edges, does) */
+        Py_ssize_t na = PyTuple_GET_SIZE(args);
+        if (!(c->needs_no_grad = PyTuple_New(na)))
+            goto fail;
+        for (Py_ssize_t i = 0; i < na; i++) {
+            PyObject *a = PyTuple_GET_ITEM(args, i);
+            PyTuple_SET_ITEM(c->needs_no_grad, i,
+                             PyBool_FromLong(jgp_is_tensor(a) && jg_requires_grad(jgp_t(a))));
+        }
+    }
 
     forward = PyObject_GetAttrString(cls, "forward");
     if (!forward)
@@ -718,7 +738,8 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
         if (rc < 0)
             goto done;
     }
-    apply_call call = {cls, args, slot_of, NULL, false, false, current_call, {0}};
+    apply_call call = {cls,          args, slot_of, NULL, false, false, jg_is_grad_enabled(),
+                       current_call, {0}};
     for (int i = 0; i < JG_MAX_OUTPUTS; i++)
         call.same_as[i] = i;
     current_call = &call;

@@ -1330,6 +1330,91 @@ def apply_with_keyword_refused(T, log):
     return prog, (leaf(T, [1.0, 2.0]),)
 
 
+@case
+def needs_input_grad_under_no_grad(T, log):
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            log.append(tuple(ctx.needs_input_grad))
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    def prog(a, b):
+        with T.no_grad():
+            y = F.apply(a, b)
+        return y, F.apply(a, b)
+    return prog, (leaf(T, [1.0, 2.0]), leaf(T, [3.0, 4.0], False))
+
+
+@case
+def dirty_leaf_under_no_grad(T, log):
+    """Writing a leaf that requires grad is allowed under no_grad."""
+    class AddOne(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            return x.add_(1)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    def prog(x):
+        with T.no_grad():
+            y = AddOne.apply(x)
+        return y * 2, x * 1
+    return prog, (leaf(T, [1.0, 2.0]),)
+
+
+@case
+def saved_output_marked_non_differentiable(T, log):
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2
+            m = x.exp()
+            ctx.mark_non_differentiable(m)
+            ctx.save_for_backward(m)
+            return y, m
+
+        @staticmethod
+        def backward(ctx, g, gm):
+            m, = ctx.saved_tensors
+            log.append(m.requires_grad)
+            return g * m
+
+    def prog(x):
+        y, m = F.apply(x)
+        gx, = T.autograd.grad(y.sum(), x, create_graph=True)
+        return y, m, gx
+    return prog, (leaf(T, [0.5, 1.0]),)
+
+
+@case
+def view_input_returned_and_saved(T, log):
+    """A view of an input returned as is and saved; double backward."""
+    class F(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * x
+
+    def prog(x):
+        v = (x * 1)[1:]
+        y = F.apply(v)
+        gx, = T.autograd.grad((y * y).sum(), x, create_graph=True)
+        return y, gx
+    return prog, (leaf(T, [1.0, 2.0, 3.0]),)
+
+
 # ------------------------------------------------------------------ harness
 
 

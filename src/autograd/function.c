@@ -557,7 +557,12 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
         if (any_grad && rc == 0)
             rc = jg_inplace_commit(dirty[d], *o);
         jg_release(*o);
-        *o = jg_retain(dirty[d]);
+        /* no history to attach (grad mode off): an input that requires grad
+         * comes back as a detached alias, as PyTorch's _wrap_outputs */
+        *o = !any_grad && dirty[d]->requires_grad ? jg_alias_no_history(dirty[d])
+                                                  : jg_retain(dirty[d]);
+        if (!*o && rc == 0)
+            rc = -1;
     }
     if (rc < 0) {
         for (int i = 0; i < n; i++)

@@ -627,6 +627,23 @@ static void test_dirty_returned_twice(void **s) {
              "Function cannot return more than one Tensor.");
 }
 
+/* Without grad mode there is no history to attach: a dirty input that
+ * requires grad (a leaf may be written then) comes back as a detached
+ * alias, as PyTorch's _wrap_outputs returns it. */
+static void test_dirty_without_grad_mode(void **s) {
+    (void)s;
+    jg_tensor *p = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2)), *o[2];
+    jg_set_requires_grad(p, true);
+    bool prev = jg_set_grad_enabled(false);
+    assert_int_equal(jg_apply(&Dirty2, 1, &p, NULL, 0, o), 2);
+    jg_set_grad_enabled(prev);
+    assert_ptr_not_equal(o[1], p);
+    assert_false(jg_requires_grad(o[1]));
+    assert_true(jg_same_storage(o[1], p));
+    TU_CHECK(p, 1, TU_SHAPE(2), TU_VALS(2, 4), 0);
+    assert_true(jg_is_leaf(p));
+}
+
 /* forward returns (2x, x[1:]) */
 static int twoviews_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)ctx;
@@ -690,6 +707,7 @@ int main(void) {
         TU_TEST(test_backward_inside_backward),
         TU_TEST(test_saved_version_taken_after_forward),
         TU_TEST(test_dirty_returned_twice),
+        TU_TEST(test_dirty_without_grad_mode),
         TU_TEST(test_inplace_on_returned_view_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
