@@ -85,10 +85,15 @@ static compiled_call *current;
  * too: named tuples, return types, OrderedDict) by (seq_mark | dict_mark,
  * type, children); private objects, so no value a program returns can be
  * taken for one. */
-static PyObject *tensor_mark, *seq_mark, *dict_mark;
+static PyObject *tensor_mark, *seq_mark, *dict_mark, *same_mark;
 
+/* A tensor returned in several places is one output, and each place gets
+ * that one object back (same_mark, index), as the eager call returns it. */
 static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room) {
     if (jgp_is_tensor(o)) {
+        for (int j = 0; j < *n; j++)
+            if (outputs[j] == jgp_t(o))
+                return Py_BuildValue("(Oi)", same_mark, j);
         if (*n == room) {
             PyErr_Format(PyExc_RuntimeError,
                          "jitgrad.compile: a compiled function returns at most %d tensors", room);
@@ -142,6 +147,14 @@ static PyObject *out_fill(PyObject *t, PyObject *const *wrapped, int n, int *k) 
             return NULL;
         }
         return Py_NewRef(wrapped[(*k)++]);
+    }
+    if (PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) == 2 && PyTuple_GET_ITEM(t, 0) == same_mark) {
+        long j = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+        if (j < 0 || j >= *k) {
+            PyErr_SetString(PyExc_RuntimeError, "jitgrad.compile: output count mismatch");
+            return NULL;
+        }
+        return Py_NewRef(wrapped[j]);
     }
     if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 ||
         (PyTuple_GET_ITEM(t, 0) != seq_mark && PyTuple_GET_ITEM(t, 0) != dict_mark))
@@ -1196,8 +1209,9 @@ int jgp_compile_init(PyObject *module) {
         return -1;
     tensor_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     seq_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    same_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     dict_mark = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
-    if (!tensor_mark || !seq_mark || !dict_mark)
+    if (!tensor_mark || !seq_mark || !dict_mark || !same_mark)
         return -1;
     if (PyModule_AddObjectRef(module, "Compiled", (PyObject *)&JGCompiled_Type) < 0)
         return -1;

@@ -27,6 +27,13 @@ PyObject *jgp_raise(void) {
     const char *msg = jg_last_error();
     if (!msg || !msg[0])
         msg = "jitgrad: unknown error";
+    /* the library names its own C API where PyTorch names Python's */
+    if (strncmp(msg, "Trying to backward through the graph a second time", 50) == 0)
+        msg = "Trying to backward through the graph a second time (or directly access saved "
+              "tensors after they have already been freed). Saved intermediate values of the "
+              "graph are freed when you call .backward() or autograd.grad(). Specify "
+              "retain_graph=True if you need to backward through the graph a second time or if "
+              "you need to access saved tensors after calling backward.";
     PyObject *type = PyExc_RuntimeError;
     if (strncmp(msg, "Dimension out of range", 22) == 0 || strstr(msg, "out of bounds") ||
         strncmp(msg, "index ", 6) == 0 || strstr(msg, "Index is supposed to be a vector") ||

@@ -26,6 +26,9 @@ typedef struct {
     PyObject *slot_of;       /* tuple: per positional argument, its slot or -1 */
     PyObject *out_is_tensor; /* tuple of bools: forward's outputs, in order */
     PyObject *non_diff;      /* the last mark_non_differentiable call's tensors, or NULL */
+    PyObject *dirty;         /* list: the tensors mark_dirty was given, or NULL */
+    PyObject *needs_no_grad; /* a call under no_grad: needs_input_grad as PyTorch's (per
+                                argument: a tensor that requires grad), or NULL */
 } JGCtx;
 
 static PyTypeObject JGCtx_Type;
@@ -35,6 +38,7 @@ static int ctx_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(c->dict);
     Py_VISIT(c->cls);
     Py_VISIT(c->non_diff);
+    Py_VISIT(c->dirty);
     return 0;
 }
 
@@ -45,6 +49,8 @@ static int ctx_clear(PyObject *self) {
     Py_CLEAR(c->slot_of);
     Py_CLEAR(c->out_is_tensor);
     Py_CLEAR(c->non_diff);
+    Py_CLEAR(c->dirty);
+    Py_CLEAR(c->needs_no_grad);
     return 0;
 }
 
@@ -126,6 +132,8 @@ static PyObject *ctx_needs_input_grad(PyObject *self, void *c) {
     jg_ctx *ctx = ctx_get(x);
     if (!ctx)
         return NULL;
+    if (x->needs_no_grad)
+        return Py_NewRef(x->needs_no_grad);
     Py_ssize_t n = PyTuple_GET_SIZE(x->slot_of);
     PyObject *tup = PyTuple_New(n);
     for (Py_ssize_t i = 0; tup && i < n; i++) {
@@ -163,8 +171,11 @@ static PyObject *ctx_set_materialize_grads(PyObject *self, PyObject *v) {
 }
 
 static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
-    jg_ctx *ctx = ctx_get((JGCtx *)self);
+    JGCtx *c = (JGCtx *)self;
+    jg_ctx *ctx = ctx_get(c);
     if (!ctx)
+        return NULL;
+    if (!c->dirty && !(c->dirty = PyList_New(0)))
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
         PyObject *o = PyTuple_GET_ITEM(args, i);
@@ -172,6 +183,8 @@ static PyObject *ctx_mark_dirty(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "mark_dirty only accepts Tensors");
             return NULL;
         }
+        if (PyList_Append(c->dirty, o) < 0)
+            return NULL;
         jg_ctx_mark_dirty(ctx, jgp_t(o));
     }
     Py_RETURN_NONE;
@@ -217,7 +230,11 @@ typedef struct apply_call {
     PyObject *out_template; /* set by forward: tuple with None for tensors, or NULL */
     bool returned_tuple;
     bool forward_ran;
+    bool grad_mode; /* at the call (forward itself runs without it) */
     struct apply_call *prev;
+    /* per tensor output: the last output that is the same tensor (PyTorch
+     * returns that one object in each place, its output_nr the last) */
+    int same_as[JG_MAX_OUTPUTS];
 } apply_call;
 
 static apply_call *current_call;
@@ -382,7 +399,8 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     PyObject *args = NULL, *slot_of = NULL, *pyctx = NULL, *res = NULL, *forward = NULL;
     apply_call *call = current_call;
     int rc = -1;
-    if (call && call->cls == cls && !call->forward_ran) {
+    bool from_apply = call && call->cls == cls && !call->forward_ran;
+    if (from_apply) {
         /* the Python apply() in progress: hand forward the objects it got */
         Py_ssize_t n = PyTuple_GET_SIZE(call->args);
         args = PyTuple_New(n);
@@ -441,9 +459,23 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     c->slot_of = Py_NewRef(slot_of);
     c->out_is_tensor = NULL;
     c->non_diff = NULL;
+    c->dirty = NULL;
+    c->needs_no_grad = NULL;
     PyObject_GC_Track(c);
     pyctx = (PyObject *)c;
     jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
+    if (from_apply && !call->grad_mode) {
+        /* PyTorch's needs_input_grad does not depend on grad mode (the
+         * library's, which decides the call's edges, does) */
+        Py_ssize_t na = PyTuple_GET_SIZE(args);
+        if (!(c->needs_no_grad = PyTuple_New(na)))
+            goto fail;
+        for (Py_ssize_t i = 0; i < na; i++) {
+            PyObject *a = PyTuple_GET_ITEM(args, i);
+            PyTuple_SET_ITEM(c->needs_no_grad, i,
+                             PyBool_FromLong(jgp_is_tensor(a) && jg_requires_grad(jgp_t(a))));
+        }
+    }
 
     forward = PyObject_GetAttrString(cls, "forward");
     if (!forward)
@@ -503,6 +535,19 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         }
         call->out_template = tmpl;
         call->returned_tuple = is_tuple;
+        for (int i = 0; i < k; i++) {
+            /* (an input returned unchanged is a new view in each place,
+             * PyTorch's view_as(self) per output; a dirty one is itself) */
+            bool fresh_view = false;
+            for (int s = 0; s < n_inputs; s++)
+                fresh_view |= inputs[s] == outputs[i];
+            for (Py_ssize_t d = 0; fresh_view && c->dirty && d < PyList_GET_SIZE(c->dirty); d++)
+                fresh_view = jgp_t(PyList_GET_ITEM(c->dirty, d)) != outputs[i];
+            call->same_as[i] = i;
+            for (int j = i + 1; j < k && !fresh_view; j++)
+                if (outputs[j] == outputs[i])
+                    call->same_as[i] = j;
+        }
     }
     Py_DECREF(items);
     rc = k;
@@ -543,6 +588,17 @@ static int backward_cb(jg_ctx *ctx, int n_out, jg_tensor *const *gout, int n_in,
                    : PyObject_GetAttrString(c->cls, "backward");
     if (!backward)
         goto fail;
+    /* A once_differentiable backward decides on the real gradients whether
+     * its result gets history (and runs without grad mode, which a traced
+     * backward replayed for create_graph would not keep): traced, it fails
+     * here, so the call becomes opaque and runs it eagerly at run time. */
+    if (PyObject_HasAttrString(backward, "_jitgrad_once_differentiable"))
+        for (int k = 0; k < n_out; k++)
+            if (gout[k] && jg_is_traced(gout[k])) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s.backward is once_differentiable: it runs eagerly", fn_name(fn));
+                goto fail;
+            }
     res = PyObject_Call(backward, bargs, NULL);
     if (!res)
         goto fail;
@@ -682,7 +738,10 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
         if (rc < 0)
             goto done;
     }
-    apply_call call = {cls, args, slot_of, NULL, false, false, current_call};
+    apply_call call = {cls,          args, slot_of, NULL, false, false, jg_is_grad_enabled(),
+                       current_call, {0}};
+    for (int i = 0; i < JG_MAX_OUTPUTS; i++)
+        call.same_as[i] = i;
     current_call = &call;
     jg_tensor *outs[JG_MAX_OUTPUTS];
     jgp_enter();
@@ -697,6 +756,8 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
     PyObject *wrapped[JG_MAX_OUTPUTS];
     bool ok = true;
     for (int i = 0; i < n; i++) {
+        if (call.same_as[i] != i && call.same_as[i] < n)
+            continue; /* wrapped below, as the last of its places */
         /* an input returned as itself (ctx.mark_dirty) is that same object */
         PyObject *same = NULL;
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args) && !same; k++) {
@@ -709,6 +770,11 @@ static PyObject *f_function_apply(PyObject *mod, PyObject *a) {
         wrapped[i] = same ? Py_NewRef(same) : jgp_wrap(jg_keep(outs[i]));
         ok &= wrapped[i] != NULL;
     }
+    for (int i = 0; i < n; i++)
+        if (call.same_as[i] != i && call.same_as[i] < n) {
+            wrapped[i] = Py_XNewRef(wrapped[call.same_as[i]]);
+            jg_release(jg_keep(outs[i])); /* (the library's alias for place i goes unused) */
+        }
     PyObject *tmpl = call.out_template;
     if (ok && tmpl) {
         Py_ssize_t m = PyTuple_GET_SIZE(tmpl);

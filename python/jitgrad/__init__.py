@@ -170,7 +170,10 @@ def _grad_fn(self):
     if cls is None:
         # PyTorch's hand-written nodes answer name() with their C++ name
         full = "torch::autograd::" + n if n == "CopySlices" else n
-        cls = _grad_fn_classes[n] = type(n, (_GradFn,), {"__slots__": (), "_name": full})
+        shown = n
+        if n == "_OnceDifferentiableErrorBackward":  # autograd.once_differentiable's node
+            shown, full = "Error", "torch::autograd::Error"
+        cls = _grad_fn_classes[n] = type(shown, (_GradFn,), {"__slots__": (), "_name": full})
     return cls()
 
 

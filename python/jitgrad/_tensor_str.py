@@ -180,9 +180,9 @@ def tensor_repr(self):
             suffixes.append(f"dtype={self.dtype}")
     elif self.dtype not in (default, jitgrad.int64, jitgrad.bool):
         suffixes.append(f"dtype={self.dtype}")
-    grad_fn = self._grad_fn_name
+    grad_fn = self.grad_fn
     if grad_fn is not None:
-        suffixes.append(f"grad_fn=<{grad_fn}>")
+        suffixes.append(f"grad_fn=<{type(grad_fn).__name__}>")
     elif self.requires_grad:
         suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent)

@@ -5,8 +5,20 @@ argument is one input slot (the same tensor twice is two slots, whose
 gradients the library sums), non-tensor arguments are passed to forward as
 they are and guarded on by value in compiled code.
 """
+import functools
+import sys
+import types
+
 from . import _C
 from ._C import FunctionCtx  # noqa: F401
+
+
+class _no_grad:
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(False)
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -64,6 +76,54 @@ class Function:
         return _C._function_apply(cls, args)
 
 
-class function:  # torch.autograd.function.FunctionCtx lives here in PyTorch
-    FunctionCtx = FunctionCtx
-    Function = Function
+class _OnceDifferentiableError(Function):
+    """PyTorch's DelayedError node: what a once_differentiable backward
+    returns when its result would get history.  Its outputs are copies of
+    detached leaves (so nothing before them is reached); differentiating
+    them raises the message.  Its grad_fn shows as PyTorch's `Error`."""
+
+    @staticmethod
+    def forward(ctx, *values):
+        outs = tuple(None if v is None else v.clone() for v in values)
+        return outs if len(outs) != 1 else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+
+
+def once_differentiable(fn):
+    """Decorates a custom Function's backward that is not itself
+    differentiable: it runs without grad mode, and when its gradients would
+    need history (create_graph with gradients that require grad) they come
+    back through a node whose backward raises "trying to differentiate twice
+    a function that was marked with @once_differentiable" (PyTorch's)."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with _no_grad():
+            outputs = fn(ctx, *args)
+        if not _C.is_grad_enabled():
+            return outputs
+        if not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
+            return outputs
+        if not isinstance(outputs, tuple):
+            outputs = (outputs,)
+
+        def fake_requires_grad(v):
+            if v is not None:
+                v = v.detach()
+                v.requires_grad = True
+            return v
+        return _OnceDifferentiableError.apply(*[fake_requires_grad(v) for v in outputs])
+    wrapper._jitgrad_once_differentiable = True  # (compiled: the call is opaque, function.c)
+    return wrapper
+
+
+function = types.ModuleType(__name__ + ".function",
+                            "torch.autograd.function's names: FunctionCtx, Function, "
+                            "once_differentiable")
+function.FunctionCtx = FunctionCtx
+function.Function = Function
+function.once_differentiable = once_differentiable
+sys.modules[function.__name__] = function  # from jitgrad.autograd.function import ...

@@ -217,6 +217,22 @@ static int trace_custom_bwd(jg_graph *B, const jg_gnode *n, const jg_meta *out_m
     return rc;
 }
 
+/* Where the value the forward subgraph of custom call n computes as fv
+ * (saved or kept for backward) is read from: the slot's operand for an
+ * input, the call's own output for one of its outputs (as eager saves
+ * them: with their history, the call's node, so a double backward goes
+ * through the call again), else own, the node output carrying it. */
+static int call_value(const jg_gnode *n, int fv, int own) {
+    const jg_gcustom *c = n->custom;
+    const jg_custom_info *info = c->user;
+    if (c->fwd->vals[fv].kind == JG_VAL_INPUT)
+        return jg_gnode_slot_value(n, c->fwd->vals[fv].index);
+    for (int k = 0; k < info->n_call_out; k++)
+        if (c->fwd->outputs[k] == fv)
+            return n->out[k];
+    return own;
+}
+
 /* A custom call's backward: the user's backward callback traced into a
  * subgraph (trace_custom_bwd), which is then replayed into the backward
  * graph; or, for a call that carries its backward already (an instance of
@@ -244,17 +260,14 @@ static int custom_vjp(ad_state *s, const jg_gnode *n, jg_tensor **acc, jg_tensor
     for (int j = 0; j < info->n_saved; j++) {
         if (info->saved_out[j] < 0)
             continue;
-        int fo = c->fwd->outputs[info->saved_out[j]], v = n->out[info->saved_out[j]];
-        if (c->fwd->vals[fo].kind == JG_VAL_INPUT)
-            v = jg_gnode_slot_value(n, c->fwd->vals[fo].index);
+        int fo = c->fwd->outputs[info->saved_out[j]];
+        int v = call_value(n, fo, n->out[info->saved_out[j]]);
         if (!(saved_in[j] = fwd_value(s, v, true)))
             return -1;
         jg_meta_of(saved_in[j], &saved_m[j]);
     }
     for (int j = 0; j < info->n_kept; j++) {
-        int fv = info->kept_fval[j], v = n->out[info->kept_out + j];
-        if (c->fwd->vals[fv].kind == JG_VAL_INPUT)
-            v = jg_gnode_slot_value(n, c->fwd->vals[fv].index);
+        int v = call_value(n, info->kept_fval[j], n->out[info->kept_out + j]);
         if (!(kept_in[j] = fwd_value(s, v, false)))
             return -1;
         jg_meta_of(kept_in[j], &kept_m[j]);

@@ -272,9 +272,11 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
         }
     }
     for (int d = 0; d < ctx->n_dirty && rc >= 0; d++) {
+        /* returned twice: the tensor is the last of those outputs (PyTorch
+         * sets its output_nr once per output, the last one stays) */
         ctx->dirty_out[d] = -1;
         for (int i = 0; i < n; i++)
-            if (outs[i] == ctx->dirty[d] && ctx->dirty_out[d] < 0)
+            if (outs[i] == ctx->dirty[d])
                 ctx->dirty_out[d] = i;
         bool is_input = false;
         for (int k = 0; k < n_inputs; k++)
@@ -287,6 +289,19 @@ int jg_function_run_forward(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs,
                    !ctx->dirty[d]->grad_fn) {
             rc = jg_errorf("a leaf Variable that requires grad has been used in an in-place "
                            "operation.");
+        } else if (jg_grad_mode && n > 1 && !ctx->dirty[d]->sym && ctx->dirty[d]->view &&
+                   !ctx->dirty[d]->view->no_grad && ctx->dirty[d]->requires_grad) {
+            /* the write goes through the base (CopySlices), which has room
+             * for the history of one output only */
+            rc = jg_errorf(
+                "If your Function modifies inplace an input that is a view of another Tensor, "
+                "your Function cannot return more than one Tensor. This is not supported by the "
+                "current autograd engine. You should either make sure the input is not a view "
+                "(using .clone() for example) or make your Function only return one Tensor "
+                "(potentially splitting it into two Functions: one doing the inplace that "
+                "returns a single Tensor and a second one that does the other operations). You "
+                "can ask on the forum https://discuss.pytorch.org/ if you need help to do this "
+                "change.");
         }
         if (rc < 0)
             for (int k = 0; k < n; k++)
@@ -418,6 +433,33 @@ jg_ctx *jg_function_node_ctx(const jg_node *n) {
 static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor *const *inputs,
                       const void *args, size_t args_size, jg_tensor **outputs);
 
+/* Outputs that are views (of an input returned as is, or made in forward)
+ * refuse in-place ops, as PyTorch's _wrap_outputs marks them: a dirty input
+ * is not one (its write is the call's); with several differentiable
+ * outputs every view is (MULTI_OUTPUT_NODE's message). */
+static void mark_custom_views(const jg_ctx *ctx, int n_own, jg_tensor *const *inputs, int n,
+                              jg_tensor *const *outs) {
+    int n_diff = 0;
+    for (int i = 0; i < n; i++)
+        n_diff += !ctx->out_non_diff[i];
+    for (int i = 0; i < n; i++) {
+        jg_tensor *o = outs[i];
+        bool view = o->is_view, dirty = false;
+        for (int k = 0; k < n_own && !view; k++)
+            view = inputs[k]->storage == o->storage;
+        for (int d = 0; d < ctx->n_dirty; d++)
+            dirty |= ctx->dirty[d] == o || (ctx->dirty_out[d] == i);
+        if (!view || o->sym)
+            continue;
+        if (!dirty && !ctx->out_non_diff[i])
+            o->custom_view = true;
+        if (n_diff > 1) {
+            o->custom_view = true;
+            o->custom_view_multi = true;
+        }
+    }
+}
+
 int jg_apply(const jg_function *fn, int n_inputs, jg_tensor *const *inputs, const void *args,
              size_t args_size, jg_tensor **outputs) {
     return apply_impl(fn, n_inputs, n_inputs, inputs, args, args_size, outputs);
@@ -505,6 +547,7 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
         }
         ctx->node = &f->base;
         jg_node_release(&f->base); /* the outputs hold it */
+        mark_custom_views(ctx, n_own, inputs, n, outs);
     }
     /* a dirty input is returned as itself, its history moved onto the call
      * (through its base when it is a view), as PyTorch's mark_dirty does */
@@ -514,13 +557,24 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
         if (any_grad && rc == 0)
             rc = jg_inplace_commit(dirty[d], *o);
         jg_release(*o);
-        *o = jg_retain(dirty[d]);
+        /* no history to attach (grad mode off): an input that requires grad
+         * comes back as a detached alias, as PyTorch's _wrap_outputs */
+        *o = !any_grad && dirty[d]->requires_grad ? jg_alias_no_history(dirty[d])
+                                                  : jg_retain(dirty[d]);
+        if (!*o && rc == 0)
+            rc = -1;
     }
     if (rc < 0) {
         for (int i = 0; i < n; i++)
             jg_release(outs[i]);
         return -1;
     }
+    /* PyTorch takes the saved tensors' versions once forward has returned
+     * and the dirty inputs are committed: a write inside forward after
+     * save_for_backward (or the one that made an input dirty) is no error */
+    for (int si = 0; any_grad && si < ctx->n_saved; si++)
+        if (ctx->saved[si].t)
+            ctx->saved[si].version = jg_version(ctx->saved[si].t);
     for (int i = 0; i < n; i++)
         outputs[i] = jg_scope_track(outs[i]);
     return n;

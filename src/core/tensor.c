@@ -518,6 +518,7 @@ static inline __attribute__((always_inline)) jg_tensor *tensor_struct(jg_dtype d
     t->is_view = false;
     t->no_grad_view = false;
     t->has_grad_hooks = false;
+    t->custom_view = t->custom_view_multi = false;
     t->offset = 0;
     t->view = NULL;
     t->refcount = 1;
@@ -606,6 +607,8 @@ jg_tensor *jg_tensor_view_of(jg_tensor *src, int ndim, const int64_t *shape, con
     t->storage = src->storage;
     t->storage->refcount++;
     t->is_view = true;
+    t->custom_view = src->custom_view; /* (PyTorch: a view's creation meta passes on) */
+    t->custom_view_multi = src->custom_view_multi;
     return t;
 }
 

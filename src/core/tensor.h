@@ -71,8 +71,15 @@ struct jg_tensor {
      * any view made in no_grad mode (or of such a view), whatever its base
      * (a traced view's record cannot say it: it follows its base's value) */
     bool no_grad_view;
-    bool has_grad_hooks; /* autograd/hooks.c holds hooks for it */
-    int64_t offset;      /* in elements */
+    bool has_grad_hooks : 1; /* autograd/hooks.c holds hooks for it */
+    /* a view that a custom function returned as a differentiable output (or
+     * a view of one): an in-place op on it in grad mode is refused, its
+     * history (through the base) would bypass the function's backward.
+     * PyTorch's creation metas IN_CUSTOM_FUNCTION and, with _multi (the
+     * function had several differentiable outputs), MULTI_OUTPUT_NODE */
+    bool custom_view : 1;
+    bool custom_view_multi : 1;
+    int64_t offset; /* in elements */
     int64_t numel;
     jg_view_info *view; /* NULL unless a tracked differentiable view */
     /* kind JG_STORAGE_INLINE when storage points here; a traced tensor has

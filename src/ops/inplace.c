@@ -57,6 +57,13 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
                          "as an input cannot be traced; pass that tensor as an input",
                          fn);
+    /* traced: the eager run raises the error */
+    if (self->sym && self->custom_view && self->requires_grad && jg_grad_mode) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "%s() on a view a custom Function returned, which eager mode refuses", fn);
+        return untraceable(why);
+    }
     /* traced: whether an input is a leaf is checked when the call writes it
      * back (compile/mutation.c), for its first write with grad mode on */
     if (self->sym && jg_hooks.traced_write &&
@@ -64,6 +71,19 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
         return -1;
     if (self->sym || !jg_grad_mode)
         return 0;
+    if (self->custom_view && self->requires_grad)
+        return jg_errorf(
+            "Output %d of %s is a view and is being modified inplace. %s", self->output_nr,
+            self->grad_fn ? self->grad_fn->vt->name(self->grad_fn) : "a custom Function",
+            self->custom_view_multi
+                ? "This view is the output of a function that returns multiple views. Such "
+                  "functions do not allow the output views to be modified inplace. You should "
+                  "replace the inplace operation by an out-of-place one."
+                : "This view was created inside a custom Function (or because an input was "
+                  "returned as-is) and the autograd logic to handle view+inplace would override "
+                  "the custom backward associated with the custom Function, leading to incorrect "
+                  "gradients. This behavior is forbidden. You can fix this by cloning the output "
+                  "of the custom Function.");
     if ((self->no_grad_view && !self->grad_fn && !(self->view && !self->view->no_grad)) ||
         (self->view && self->view->no_grad && self->view->base->requires_grad))
         return jg_errorf(MSG_NO_GRAD_VIEW);

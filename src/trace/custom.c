@@ -558,7 +558,9 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
                                  n_kept, kept_fval, kept_out, none_slot, n};
     }
     int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the forward's layouts */
+    bool out_view[JG_MAX_OUTPUTS] = {0};             /* a view, or an input returned as is */
     for (int k = 0; k < n_out && !opaque; k++) {
+        out_view[k] = outs[k]->is_view || F->vals[F->outputs[k]].kind == JG_VAL_INPUT;
         memcpy(out_stride[k], outs[k]->stride, sizeof out_stride[k]);
         jg_release(outs[k]);
         outs[k] = NULL;
@@ -591,6 +593,16 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
             jg_scope_track(outputs[k]);
         }
     }
+    /* views refuse in-place ops as eager's outputs do (jg_apply's
+     * mark_custom_views; dirty inputs never get here) */
+    int n_diff = 0;
+    for (int k = 0; k < n_out && rc == 0; k++)
+        n_diff += outputs[k]->requires_grad;
+    for (int k = 0; k < n_out && rc == 0; k++)
+        if (out_view[k] && outputs[k]->requires_grad) {
+            outputs[k]->custom_view = true;
+            outputs[k]->custom_view_multi = n_diff > 1;
+        }
     return rc < 0 ? -1 : n_out;
 }
 

@@ -44,6 +44,19 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
          * read by graph autodiff, never by other nodes) */
         const jg_gcustom *c = n->custom;
         const jg_custom_info *info = c->user;
+        if (c->opaque_backward) {
+            /* the eager backward of an opaque call, traced again with grad
+             * mode on (create_graph inside the program): it is no call of
+             * the function, and its callback's ops cannot be recorded; the
+             * program runs eagerly */
+            jg_trace_note_break("a backward with create_graph through %s, whose call runs its "
+                                "callbacks eagerly (opaque)",
+                                c->fn->name ? c->fn->name : "a custom function");
+            rc = jg_errorf("a backward with create_graph through the opaque call of %s cannot be "
+                           "traced",
+                           c->fn->name ? c->fn->name : "a custom function");
+            break;
+        }
         /* (a traced call has at most 64 slots: trace/custom.c refuses more) */
         JG_ASSERT(c->n_slots <= 64);
         for (int s = 0; s < c->n_slots; s++)

@@ -785,6 +785,8 @@ static int trace_op(jg_opcode op, const jg_attrs *a, jg_tensor *const *in, const
         }
         if (info->flags & JG_OPF_VIEW) {
             out[k]->is_view = true;
+            out[k]->custom_view = in[0]->custom_view; /* (as jg_tensor_view_of) */
+            out[k]->custom_view_multi = in[0]->custom_view_multi;
             /* the layout eager would give it (non-views are contiguous, as
              * the backends' outputs are) */
             jg_view_strides(op, a, in[0], out[k]->ndim, out[k]->shape, out[k]->stride);

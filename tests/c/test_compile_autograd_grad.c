@@ -205,6 +205,41 @@ static int p_create(void *user, const void *args, int n, jg_tensor *const *in, j
     return 2;
 }
 
+/* exp as a custom function that saves its own output */
+static int expout_forward(jg_ctx *cx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    out[0] = jg_exp(in[0]);
+    return jg_ctx_save_for_backward(cx, 1, out) < 0 ? -1 : 1;
+}
+
+static int expout_backward(jg_ctx *cx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)n_out, (void)n_in;
+    jg_tensor *y = jg_ctx_saved(cx, 0);
+    if (!y)
+        return -1;
+    din[0] = jg_mul(g[0], y);
+    return 1;
+}
+
+static const jg_function ExpOut = {"ExpOut", expout_forward, expout_backward, NULL};
+
+/* create_graph through a custom function that saved its output: the saved
+ * output carries the call's history (as eager's), so the second-order
+ * terms through it go through the call again */
+static int p_custom_saved_output(void *user, const void *args, int n, jg_tensor *const *in,
+                                 jg_tensor **out) {
+    (void)args, (void)n;
+    ctx *c = user;
+    jg_tensor *h = jg_mul_scalar(jg_matmul(in[0], c->w), 0.25), *y = NULL, *g = NULL;
+    if (jg_apply(&ExpOut, 1, &h, NULL, 0, &y) < 0)
+        return -1;
+    jg_tensor *loss = jg_sum(y);
+    if (jg_autograd_grad(1, &loss, NULL, 1, &c->w, JG_CREATE_GRAPH, &g) < 0)
+        return -1;
+    out[0] = jg_add(loss, jg_sum(jg_mul(g, g)));
+    return jg_autograd_grad(1, &out[0], NULL, 1, &c->w, 0, &out[1]) < 0 ? -1 : 2;
+}
+
 static const char *backends[] = {"interp", "c"};
 
 static void ctx_init(ctx *c) {
@@ -303,6 +338,18 @@ static void test_compile_autograd_grad_create_graph(void **state) {
         assert_int_equal(jg_compiled_entries(k), 1);
         assert_int_equal(jg_compiled_fallbacks(k), 0);
         jg_compiled_free(k);
+        ctx_free(&c);
+    }
+}
+
+static void test_compile_autograd_grad_custom_saved_output(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        ctx c;
+        ctx_init(&c);
+        check_program(p_custom_saved_output, &c, 1, false, backends[b], 0);
         ctx_free(&c);
     }
 }
@@ -594,6 +641,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_autograd_grad_penalty),
         TU_TEST(test_compile_autograd_grad_create_graph),
+        TU_TEST(test_compile_autograd_grad_custom_saved_output),
         TU_TEST(test_compile_autograd_grad_inputs),
         TU_TEST(test_compile_autograd_grad_multi),
         TU_TEST(test_compile_autograd_grad_unused),

@@ -550,6 +550,140 @@ static void test_backward_inside_backward(void **s) {
     }
 }
 
+/* ---- PyTorch's rules for what forward returns and saves ---- */
+
+/* y = 2x is saved, then written in place (y *= 3) before forward returns:
+ * PyTorch takes saved versions once forward has returned, so backward reads
+ * the written y without a "modified by an inplace operation" error. */
+static int savewrite_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_tensor *y = jg_mul_scalar(in[0], 2.0);
+    if (jg_ctx_save_for_backward(ctx, 1, &y) < 0 || jg_mul_scalar_(y, 3.0) < 0)
+        return -1;
+    out[0] = jg_mul_scalar(y, 1.0);
+    return 1;
+}
+
+static int savewrite_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
+                              jg_tensor **din) {
+    (void)n_out;
+    (void)n_in;
+    jg_tensor *y = jg_ctx_saved(ctx, 0);
+    if (!y)
+        return -1;
+    din[0] = jg_mul(g[0], y);
+    return 1;
+}
+
+static const jg_function SaveWrite = {"SaveWrite", savewrite_forward, savewrite_backward, NULL};
+
+static void test_saved_version_taken_after_forward(void **s) {
+    (void)s;
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2));
+    jg_set_requires_grad(x, true);
+    jg_tensor *y = apply1(&SaveWrite, 1, &x, NULL, 0);
+    assert_int_equal(jg_backward(jg_sum(y), NULL, 0), 0);
+    TU_CHECK(jg_grad(x), 1, TU_SHAPE(2), TU_VALS(6, 12), 0);
+}
+
+/* x *= 2 in place, marked dirty, returned twice */
+static int dirty2_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)n;
+    jg_ctx_mark_dirty(ctx, in[0]);
+    if (jg_mul_scalar_(in[0], 2.0) < 0)
+        return -1;
+    out[0] = out[1] = in[0];
+    return 2;
+}
+
+static int dirty2_backward(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in, jg_tensor **din) {
+    (void)ctx;
+    (void)n_out;
+    (void)n_in;
+    din[0] = jg_add(jg_mul_scalar(g[0], 2.0), jg_mul_scalar(g[1], 2.0));
+    return 1;
+}
+
+static const jg_function Dirty2 = {"Dirty2", dirty2_forward, dirty2_backward, NULL};
+
+/* A dirty input returned twice is the last of those outputs (PyTorch sets
+ * its output_nr once per place, the last stays); a dirty view cannot be
+ * returned with another output (its history goes through the base). */
+static void test_dirty_returned_twice(void **s) {
+    (void)s;
+    jg_tensor *p = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2)), *o[2];
+    jg_set_requires_grad(p, true);
+    jg_tensor *b = jg_mul_scalar(p, 1.0);
+    assert_int_equal(jg_apply(&Dirty2, 1, &b, NULL, 0, o), 2);
+    assert_ptr_equal(o[1], b);
+    assert_ptr_not_equal(o[0], b);
+    assert_string_equal(jg_grad_fn_name(b), "Dirty2Backward");
+    assert_int_equal(jg_backward(jg_sum(b), NULL, 0), 0);
+    TU_CHECK(jg_grad(p), 1, TU_SHAPE(2), TU_VALS(2, 2), 0);
+
+    jg_tensor *b2 = jg_mul_scalar(p, 1.0), *v = jg_slice(b2, 0, 0, 1);
+    assert_int_equal(jg_apply(&Dirty2, 1, &v, NULL, 0, o), -1);
+    TU_ERROR("If your Function modifies inplace an input that is a view of another Tensor, your "
+             "Function cannot return more than one Tensor.");
+}
+
+/* Without grad mode there is no history to attach: a dirty input that
+ * requires grad (a leaf may be written then) comes back as a detached
+ * alias, as PyTorch's _wrap_outputs returns it. */
+static void test_dirty_without_grad_mode(void **s) {
+    (void)s;
+    jg_tensor *p = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(1, 2)), *o[2];
+    jg_set_requires_grad(p, true);
+    bool prev = jg_set_grad_enabled(false);
+    assert_int_equal(jg_apply(&Dirty2, 1, &p, NULL, 0, o), 2);
+    jg_set_grad_enabled(prev);
+    assert_ptr_not_equal(o[1], p);
+    assert_false(jg_requires_grad(o[1]));
+    assert_true(jg_same_storage(o[1], p));
+    TU_CHECK(p, 1, TU_SHAPE(2), TU_VALS(2, 4), 0);
+    assert_true(jg_is_leaf(p));
+}
+
+/* forward returns (2x, x[1:]) */
+static int twoviews_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx;
+    (void)n;
+    out[0] = jg_mul_scalar(in[0], 2.0);
+    out[1] = jg_slice(in[0], 0, 1, 3);
+    return 2;
+}
+
+static const jg_function TwoViews = {"TwoViews", twoviews_forward, dirty2_backward, NULL};
+
+/* Views a custom function returns (an input returned as is, a view made in
+ * forward) refuse in-place ops in grad mode: their history through the base
+ * would bypass the function's backward (PyTorch's creation metas). */
+static void test_inplace_on_returned_view_refused(void **s) {
+    (void)s;
+    jg_tensor *p = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1, 2, 3)), *o[2];
+    jg_set_requires_grad(p, true);
+    jg_tensor *b = jg_mul_scalar(p, 1.0);
+    jg_tensor *z = apply1(&Ident, 1, &b, NULL, 0);
+    assert_int_equal(jg_mul_scalar_(z, 2.0), -1);
+    TU_ERROR("Output 0 of IdentBackward is a view and is being modified inplace. This view was "
+             "created inside a custom Function (or because an input was returned as-is)");
+    TU_CHECK(b, 1, TU_SHAPE(3), TU_VALS(1, 2, 3), 0);
+    /* made without grad mode: it needs no grad, and may be written */
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *z2 = apply1(&Ident, 1, &b, NULL, 0);
+    jg_set_grad_enabled(prev);
+    assert_int_equal(jg_mul_scalar_(z2, 2.0), 0);
+    TU_CHECK(b, 1, TU_SHAPE(3), TU_VALS(2, 4, 6), 0);
+    /* several differentiable outputs: the views, and views of them, refuse */
+    assert_int_equal(jg_apply(&TwoViews, 1, &b, NULL, 0, o), 2);
+    assert_int_equal(jg_mul_scalar_(o[1], 2.0), -1);
+    TU_ERROR("Output 1 of TwoViewsBackward is a view and is being modified inplace. This view is "
+             "the output of a function that returns multiple views.");
+    assert_int_equal(jg_mul_scalar_(jg_slice(o[1], 0, 0, 1), 2.0), -1);
+    TU_ERROR("This view is the output of a function that returns multiple views.");
+    assert_int_equal(jg_mul_scalar_(o[0], 2.0), 0); /* not a view */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_seed_mask_true),
@@ -571,6 +705,10 @@ int main(void) {
         TU_TEST(test_args_copied_and_state_freed),
         TU_TEST(test_nesting_and_identity),
         TU_TEST(test_backward_inside_backward),
+        TU_TEST(test_saved_version_taken_after_forward),
+        TU_TEST(test_dirty_returned_twice),
+        TU_TEST(test_dirty_without_grad_mode),
+        TU_TEST(test_inplace_on_returned_view_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
