@@ -32,11 +32,8 @@ static int untraceable(const char *why) {
 }
 
 #define MSG_NO_GRAD_VIEW                                                                           \
-    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "    \
-    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "     \
-    "your code by moving both the view and the inplace either both inside the no_grad block (if "  \
-    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "    \
-    "tracked)."
+    "A view was created in no_grad mode and is being modified inplace with grad mode "             \
+    "enabled. " JG_MSG_NO_GRAD_VIEW_TAIL
 
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
@@ -51,7 +48,12 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
                  fn);
         return untraceable(why);
     }
-    if (jg_view_sync(self) < 0 || jg_view_sync(other) < 0)
+    /* PyTorch checks the written view before it asks any operand for its
+     * history (which may fail for a stale no_grad view: jg_view_refresh) */
+    if (!self->sym && jg_grad_mode && self->view && self->view->no_grad &&
+        (self->requires_grad || self->view->base->requires_grad || (other && other->requires_grad)))
+        return jg_errorf(MSG_NO_GRAD_VIEW);
+    if (jg_view_sync(self) < 0 || jg_view_sync_use(other) < 0)
         return -1;
     if (!self->sym && other && other->sym)
         return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
