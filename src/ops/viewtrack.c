@@ -293,6 +293,10 @@ void jg_view_follow_base(jg_tensor *t) {
         t->requires_grad = t->no_grad_view = v->base->requires_grad;
 }
 
+bool jg_view_stale(const jg_tensor *t) {
+    return t->view && base_version(t->view->base) != t->view->version;
+}
+
 int jg_view_check_use(const jg_tensor *t) {
     const jg_view_info *v = t->view;
     if (!v || !jg_grad_mode || base_version(v->base) == v->version)

@@ -64,6 +64,8 @@ int jg_view_refresh(jg_tensor *t);
 static inline int jg_view_sync(jg_tensor *t) {
     return t && t->view ? jg_view_refresh(t) : 0;
 }
+/* Whether tracked view t's base was written since t's history was made. */
+bool jg_view_stale(const jg_tensor *t);
 /* -1 with PyTorch's error when t, a view made without grad mode, is used
  * (an op's operand, a backward's root or input) with grad mode on after its
  * base was written while the base requires grad; else 0. */

@@ -272,6 +272,33 @@ static void test_view_made_under_no_grad_of_base_without_grad(void **state) {
     TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 4, 6, 8), 0);
 }
 
+/* Regression (in-place sweep seed 1585): a view made while its base did not
+ * require grad, written in place after the base took history through
+ * another view and before the view was used: PyTorch reads the view's own
+ * grad_fn (none yet) and refuses it as a leaf.  Used first, it is fine. */
+static void test_view_without_history_written_after_base_took_some(void **state) {
+    (void)state;
+    jg_tensor *y = tu_tensor(JG_F32, 1, TU_SHAPE(1), TU_VALS(0.5));
+    jg_set_requires_grad(y, true);
+    for (int used = 0; used < 2; used++) {
+        jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+        jg_tensor *v = jg_slice(x, 0, 1, 4);
+        assert_int_equal(jg_add_(jg_slice(x, 0, 0, 1), y), 0);
+        if (used)
+            assert_non_null(jg_mul(v, v));
+        int rc = jg_mul_scalar_(v, 2.0);
+        if (used) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(jg_grad_fn_name(x), "CopySlices");
+            TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 4, 6, 8), 0);
+        } else {
+            assert_int_equal(rc, -1);
+            TU_ERROR("a leaf Variable that requires grad is being used in an in-place operation.");
+            TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 2, 3, 4), 0);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ custom functions */
 
 static int id_save_forward(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
@@ -341,6 +368,7 @@ int main(void) {
         TU_TEST(test_max_ties_share_the_gradient),
         TU_TEST(test_view_made_under_no_grad_drops_gradients),
         TU_TEST(test_view_made_under_no_grad_of_base_without_grad),
+        TU_TEST(test_view_without_history_written_after_base_took_some),
         TU_TEST(test_identity_function_saving_its_input_double_backward),
         TU_TEST(test_elementwise_results_keep_the_operands_layout),
     };
