@@ -505,3 +505,21 @@ def test_copy_of_own_expression_fails_backward_as_eager(jg, torch, backend, case
     # (PyTorch's backward accumulated y's gradient before it met the stale
     # value; jitgrad's fails before any; the rest agrees)
     assert got[0][:5] == got[1][:5]
+
+
+if __name__ == "__main__":
+    # A sweep over a seed range, eager jitgrad against PyTorch and compiled
+    # (interp) against eager, printing the seeds that differ:
+    #   scripts/test-python.sh --run python/tests/test_compile_inplace_view_fuzz.py 20000 26000
+    import sys
+
+    import jitgrad
+    import torch as pytorch
+
+    lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    for seed in range(lo, hi):
+        e = outcome(jitgrad, seed, None)
+        t = torch_normalized(outcome(pytorch, seed, None))
+        c = outcome(jitgrad, seed, "interp")
+        if e != t or c != e:
+            print(seed, gen(seed), "\n  torch   ", t, "\n  eager   ", e, "\n  compiled", c)
