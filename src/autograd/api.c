@@ -102,7 +102,7 @@ int jg_set_grad(jg_tensor *t, jg_tensor *g) {
 int jg_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
     if (flags & ~(JG_RETAIN_GRAPH | JG_CREATE_GRAPH))
         return jg_errorf("jg_backward: unknown flags 0x%x", flags);
-    if (jg_view_sync(root) < 0)
+    if (jg_view_sync_use(root) < 0)
         return -1;
     return jg_engine_run(1, &root, &grad, flags, 0, NULL, NULL);
 }
@@ -112,11 +112,11 @@ int jg_autograd_grad(int n_outputs, jg_tensor *const *outputs, jg_tensor *const 
     if (n_outputs <= 0 || !outputs || n_inputs <= 0 || !inputs || !results)
         return jg_errorf("jg_autograd_grad: needs at least one output and one input");
     for (int i = 0; i < n_outputs; i++)
-        if (jg_view_sync(outputs[i]) < 0)
+        if (jg_view_sync_use(outputs[i]) < 0)
             return -1;
     for (int i = 0; i < n_inputs; i++) {
         results[i] = NULL;
-        if (jg_view_sync(inputs[i]) < 0)
+        if (jg_view_sync_use(inputs[i]) < 0)
             return -1;
         if (!inputs[i])
             return jg_errorf("jg_autograd_grad: input %d is NULL", i);

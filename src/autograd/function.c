@@ -484,7 +484,7 @@ static int apply_impl(const jg_function *fn, int n_inputs, int n_own, jg_tensor 
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i])
             return jg_errorf("jg_apply(%s): input %d is NULL", fn_name(fn), i);
-        if (jg_view_sync(inputs[i]) < 0)
+        if (jg_view_sync_use(inputs[i]) < 0)
             return -1;
         symbolic |= inputs[i]->sym != NULL;
     }

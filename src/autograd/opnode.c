@@ -97,19 +97,7 @@ static const char *opnode_name(const jg_node *n) {
     const op_node *o = (const op_node *)n;
     if (o->alias)
         return o->alias;
-    if (o->attrs->whole) { /* PyTorch's overload without dims */
-        switch (o->op) {
-        case JG_OP_SUM:
-            return "SumBackward0";
-        case JG_OP_MEAN:
-            return "MeanBackward0";
-        case JG_OP_PROD:
-            return "ProdBackward0";
-        default:
-            break;
-        }
-    }
-    return jg_ops[o->op].bw_name;
+    return jg_op_node_name(o->op, o->attrs);
 }
 
 /* An op's VJP rule is written with library ops only. */

@@ -215,37 +215,6 @@ static int written_value(const jg_graph *g, const jg_trace_overwrite *ow) {
     return -1;
 }
 
-/* Whether value r (a reader's output) is computed into what write ow
- * wrote: the reader is part of a composite in-place op (index_put_ reads
- * its target through index_copy, eagerly on a copy of it). */
-static bool feeds_write(const jg_graph *g, const jg_trace_overwrite *ow, int r) {
-    int w = written_value(g, ow);
-    if (w < 0 || r < 0 || r >= g->n_vals)
-        return false;
-    int *stack = malloc(sizeof(int) * (size_t)g->n_vals);
-    bool *seen = calloc((size_t)g->n_vals, sizeof *seen), found = false;
-    int n = 0;
-    if (stack && seen) {
-        stack[n++] = w;
-        seen[w] = true;
-    }
-    while (n && !found) {
-        int v = stack[--n];
-        found = v == r;
-        if (g->vals[v].kind != JG_VAL_NODE || v <= r)
-            continue; /* (values only read earlier ones) */
-        const jg_gnode *nd = &g->nodes[g->vals[v].node];
-        for (int s = 0; s < nd->n_in; s++)
-            if (!seen[nd->in[s]]) {
-                seen[nd->in[s]] = true;
-                stack[n++] = nd->in[s];
-            }
-    }
-    free(stack);
-    free(seen);
-    return found;
-}
-
 void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
                          const int *checked_by) {
     /* (in the order autodiff met them: eager's backward unpacks the latest
@@ -256,9 +225,9 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
         bool direct;
         const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k], &direct);
         /* (read by a node made before the write: the write's own nodes
-         * read the value it replaces) */
-        if (!ow || checked_by[in_src[k]] >= ow->next_val ||
-            feeds_write(g, ow, checked_by[in_src[k]]))
+         * read the value it replaces; a reader whose value the write then
+         * copies in, x.copy_(x * x), saved the old value as eagerly) */
+        if (!ow || checked_by[in_src[k]] >= ow->next_val)
             continue;
         if (direct) {
             /* named by the value the tensor's last write made */
@@ -267,8 +236,8 @@ void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in
             const jg_value *val = w >= 0 ? &g->vals[w] : NULL;
             if (val && val->requires_grad && g->nodes[val->node].kind == JG_GN_OP) {
                 /* (a write through a view: eager's CopySlices) */
-                e->stale_name =
-                    last->via_view ? "CopySlices" : jg_ops[g->nodes[val->node].op].bw_name;
+                const jg_gnode *nd = &g->nodes[val->node];
+                e->stale_name = last->via_view ? "CopySlices" : jg_op_node_name(nd->op, &nd->attrs);
                 e->stale_name_nr = last->via_view ? 0 : val->index;
             }
         }
@@ -309,7 +278,7 @@ static int modified_error(const jg_graph *g, int v, const jg_node *fn, int nr, u
     } else if (val->kind == JG_VAL_NODE && val->requires_grad &&
                g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
         snprintf(made, sizeof made, ", which is output %d of %s,", val->index,
-                 jg_ops[g->nodes[val->node].op].bw_name);
+                 jg_op_node_name(g->nodes[val->node].op, &g->nodes[val->node].attrs));
     return jg_errorf("%s: [%.3s %s]%s is at version %llu; expected version %llu instead",
                      MODIFIED_MSG, d, d + 3, made, (unsigned long long)now,
                      (unsigned long long)expected);

@@ -531,12 +531,12 @@ static int close_piece(run *r, const jg_tensor *read, int n_out, jg_tensor *cons
         /* a view of a captured tensor (the trace keeps no record of those)
          * comes back as that tensor's tracked view: a later write through
          * it gets eager's checks and reaches the tensor, as in eager mode;
-         * made without grad mode, it is eager's no_grad view (of a tensor
-         * that requires grad; of one that does not, eager tracks none) */
-        if (rc == 0 && v->view && !t->view && !(ngv && !v->view->base->requires_grad) &&
-            (rc = jg_view_copy_record(t, v)) == 0 && ngv) {
-            t->view->no_grad = true;
-            t->requires_grad = t->no_grad_view = true;
+         * made without grad mode, it is eager's no_grad view (requiring
+         * grad while its base does) */
+        if (rc == 0 && v->view && !t->view && (rc = jg_view_copy_record(t, v)) == 0) {
+            t->view->no_grad = ngv; /* (as the program made it, not as the piece ran) */
+            if (ngv)
+                t->requires_grad = t->no_grad_view = t->view->base->requires_grad;
         }
     }
     for (int i = 0; i < n_live && rc == 0; i++)

@@ -235,7 +235,7 @@ static __attribute__((noinline)) int op_call_general(jg_opcode op, const jg_attr
         if (!in_arg[k])
             return jg_errorf("%s(): argument %d is NULL", info->name, k);
         in[k] = in_arg[k];
-        if (jg_view_sync(in[k]) < 0)
+        if (jg_view_sync_use(in[k]) < 0)
             return -1;
         symbolic |= in[k]->sym != NULL;
     }

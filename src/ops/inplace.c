@@ -32,11 +32,8 @@ static int untraceable(const char *why) {
 }
 
 #define MSG_NO_GRAD_VIEW                                                                           \
-    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "    \
-    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "     \
-    "your code by moving both the view and the inplace either both inside the no_grad block (if "  \
-    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "    \
-    "tracked)."
+    "A view was created in no_grad mode and is being modified inplace with grad mode "             \
+    "enabled. " JG_MSG_NO_GRAD_VIEW_TAIL
 
 static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
     if (!self)
@@ -51,7 +48,26 @@ static int check_target(const char *fn, jg_tensor *self, jg_tensor *other) {
                  fn);
         return untraceable(why);
     }
-    if (jg_view_sync(self) < 0 || jg_view_sync(other) < 0)
+    /* PyTorch checks the written view before it asks any operand for its
+     * history (which may fail for a stale no_grad view: jg_view_refresh) */
+    if (!self->sym && jg_grad_mode && self->view && self->view->no_grad &&
+        (self->requires_grad || self->view->base->requires_grad || (other && other->requires_grad)))
+        return jg_errorf(MSG_NO_GRAD_VIEW);
+    /* a view made while its base did not require grad has no history of its
+     * own until it is brought up to date: PyTorch takes it for a leaf when
+     * its base (not a leaf) was written since (its check reads the view's
+     * grad_fn without remaking it) */
+    if (!self->sym && jg_grad_mode && self->view && !self->view->no_grad && !self->grad_fn &&
+        self->view->base->requires_grad && self->view->base->grad_fn && jg_view_stale(self))
+        return jg_errorf("a leaf Variable that requires grad is being used in an in-place "
+                         "operation.");
+    /* traced, such a view (no history while its base's value has some):
+     * a graph break, so that the eager run decides */
+    if (self->sym && jg_grad_mode && self->view && !self->no_grad_view && !self->requires_grad &&
+        self->view->base->requires_grad && jg_view_stale(self))
+        return untraceable("an in-place write into a view made before its base required grad, "
+                           "written since: eager mode may take the view for a leaf");
+    if (jg_view_sync(self) < 0 || jg_view_sync_use(other) < 0)
         return -1;
     if (!self->sym && other && other->sym)
         return jg_errorf("%s: writing a traced value into a tensor the program did not receive "
@@ -270,11 +286,9 @@ static int write_between_pieces(const char *fn, jg_opcode op, const jg_attrs *a,
  * self views a tensor from outside the trace (a captured one, or one the
  * program made that requires grad), for which the trace records no base,
  * so the write would not reach it; or self is a view made without grad
- * mode (no_grad_view) written with grad mode on: of a tensor that requires
- * grad eager refuses it (after any error of an earlier write the call
- * checks, a leaf input: so the eager run decides), of one that does not,
- * a write with history gives the view a history of its own, not its base
- * (which eager does not track such a view for). */
+ * mode (no_grad_view) written with grad mode on when it, its base or the
+ * operand requires grad: eager refuses it (after any error of an earlier
+ * write the call checks, a leaf input: so the eager run decides). */
 static const char *untraced_write(const jg_tensor *self, const jg_tensor *other) {
     const jg_tensor *root = self->view ? self->view->base : self;
     if (root->sym && root->is_view && !root->view)
@@ -284,8 +298,7 @@ static const char *untraced_write(const jg_tensor *self, const jg_tensor *other)
         return "with grad mode on into a view made without it: eager mode refuses it";
     if (jg_grad_mode && self->view && self->no_grad_view &&
         (self->requires_grad || (other && other->requires_grad)))
-        return "with history into a view made without grad mode: eager gives the view a history "
-               "of its own, not its base";
+        return "with history into a view made without grad mode: eager mode refuses it";
     return NULL;
 }
 

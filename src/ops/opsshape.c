@@ -392,9 +392,10 @@ int jg_index_put_(jg_tensor *x, int dim, jg_tensor *idx, jg_tensor *values) {
         goto done;
     }
     /* index_copy saves its inputs, and x is about to change: copy it first
-     * when a gradient will be computed */
+     * when a gradient will be computed (traced too: the compiled call's
+     * check for saved values written later then sees a copy read, as eager) */
     jg_tensor *base = x;
-    if (jg_grad_mode && (x->requires_grad || v->requires_grad) && !x->sym)
+    if (jg_grad_mode && (x->requires_grad || v->requires_grad))
         base = jg_clone(x);
     jg_attrs a = {.n = 1};
     a.i[0] = dim;

@@ -36,3 +36,22 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
         return (1u << info->n_in) - 1;
     }
 }
+
+const char *jg_op_node_name(jg_opcode op, const jg_attrs *a) {
+    if (a && a->whole) { /* PyTorch's overload without dims */
+        switch (op) {
+        case JG_OP_SUM:
+            return "SumBackward0";
+        case JG_OP_MEAN:
+            return "MeanBackward0";
+        case JG_OP_PROD:
+            return "ProdBackward0";
+        default:
+            break;
+        }
+    }
+    /* (attrs dim 0, start 0, end, step 1, copy 1: ops/inplace.c over_history) */
+    if (op == JG_OP_SLICE_SCATTER && a && a->n >= 5 && a->i[4])
+        return "CopyBackwards";
+    return jg_ops[op].bw_name;
+}

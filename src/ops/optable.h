@@ -90,6 +90,12 @@ typedef struct jg_op_info {
 
 extern const jg_op_info jg_ops[JG_OP_COUNT];
 
+/* The name of the autograd node op records with attributes a (NULL: none),
+ * as PyTorch names it: bw_name, but a reduction without dims is its
+ * ...Backward0 overload and copy_'s whole-tensor slice_scatter is
+ * CopyBackwards.  Eager nodes and compiled calls' messages both use it. */
+const char *jg_op_node_name(jg_opcode op, const jg_attrs *a);
+
 /* Bit k set: op's backward reads input k, given which inputs get a
  * gradient (needs[k]); eager nodes save, and compiled programs keep, only
  * those (0 for ops without JG_OPF_SAVE_IN). */

@@ -88,11 +88,11 @@ int jg_view_track(jg_opcode op, const jg_attrs *a, jg_tensor *in, jg_tensor *out
         out->is_view = false; /* eagerly a copy */
         return 0;
     }
-    /* concrete views made without grad mode are tracked only to refuse
-     * in-place ops on them in grad mode (PyTorch's creation meta) */
+    /* concrete views made without grad mode (whatever their base) are
+     * tracked only to refuse what PyTorch's creation meta refuses: an
+     * in-place op on them, or a use after their base was written, once
+     * their base requires grad (jg_view_refresh) */
     bool no_grad = !out->sym && (!jg_grad_mode || (in->view && in->view->no_grad));
-    if (no_grad && !in->requires_grad && !(in->view && in->view->base->requires_grad))
-        return 0;
     if (!in->view && in->is_view && !in->sym)
         return 0; /* a view whose base is unknown (made without grad mode, detach) */
     jg_tensor *base = in->view ? in->view->base : in;
@@ -133,8 +133,6 @@ int jg_view_track_steps(jg_tensor *in, jg_tensor *out, const void *steps, int n)
     if (n <= 0 || out->view || out->sym || in->sym || out->storage != in->storage)
         return 0;
     bool no_grad = !jg_grad_mode || (in->view && in->view->no_grad);
-    if (no_grad && !in->requires_grad && !(in->view && in->view->base->requires_grad))
-        return 0;
     if (!in->view && in->is_view)
         return 0; /* a view whose base is unknown */
     jg_tensor *base = in->view ? in->view->base : in;
@@ -295,6 +293,33 @@ void jg_view_follow_base(jg_tensor *t) {
         t->requires_grad = t->no_grad_view = v->base->requires_grad;
 }
 
+bool jg_view_stale(const jg_tensor *t) {
+    return t->view && base_version(t->view->base) != t->view->version;
+}
+
+int jg_view_check_use(const jg_tensor *t) {
+    const jg_view_info *v = t->view;
+    if (!v || !jg_grad_mode || base_version(v->base) == v->version)
+        return 0;
+    /* a view made without grad mode is never remade from its base; used
+     * with grad mode on once its base (or another view) was written while
+     * the base requires grad, PyTorch refuses it (when its grad_fn is asked) */
+    if (v->no_grad && !t->sym && (t->grad_fn || v->base->requires_grad))
+        return jg_errorf("A view was created in no_grad mode and its base or another view of its "
+                         "base has been modified inplace with grad mode enabled. %s",
+                         JG_MSG_NO_GRAD_VIEW_TAIL);
+    /* traced (a traced view follows its base): a graph break, so that the
+     * call runs eagerly and fails there, after eager's earlier writes */
+    if (t->sym && t->no_grad_view && v->base->requires_grad) {
+        const char *why = "a view made without grad mode is used with grad mode on after its base "
+                          "was written: eager mode refuses it";
+        if (jg_hooks.on_untraceable)
+            jg_hooks.on_untraceable(why);
+        return jg_errorf("%s", why);
+    }
+    return 0;
+}
+
 int jg_view_refresh(jg_tensor *t) {
     jg_view_info *v = t->view;
     jg_view_follow_base(t);
@@ -326,6 +351,9 @@ int jg_view_refresh(jg_tensor *t) {
             jg_node_release(t->grad_fn);
             t->grad_fn = r->grad_fn;
             t->output_nr = r->output_nr;
+            /* (history from its base now: not a view without history that
+             * only followed its base's flag, jg_view_follow_base) */
+            t->no_grad_view = false;
         }
         t->requires_grad = r->requires_grad;
         v->version = ver;

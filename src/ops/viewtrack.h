@@ -16,6 +16,14 @@
 
 #include "ops/optable.h"
 
+/* The end of PyTorch's messages for a view made in no_grad mode that is
+ * written in place, or used after its base was, with grad mode on */
+#define JG_MSG_NO_GRAD_VIEW_TAIL                                                                   \
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "     \
+    "your code by moving both the view and the inplace either both inside the no_grad block (if "  \
+    "you don't want the inplace to be tracked) or both outside (if you want the inplace to be "    \
+    "tracked)."
+
 /* PyTorch's computeStride: new_stride for seeing the old geometry with
  * new_shape, or false when reshape has to copy (ops/view.c). */
 bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old_stride, int new_nd,
@@ -55,6 +63,16 @@ void jg_view_follow_base(jg_tensor *t);
 int jg_view_refresh(jg_tensor *t);
 static inline int jg_view_sync(jg_tensor *t) {
     return t && t->view ? jg_view_refresh(t) : 0;
+}
+/* Whether tracked view t's base was written since t's history was made. */
+bool jg_view_stale(const jg_tensor *t);
+/* -1 with PyTorch's error when t, a view made without grad mode, is used
+ * (an op's operand, a backward's root or input) with grad mode on after its
+ * base was written while the base requires grad; else 0. */
+int jg_view_check_use(const jg_tensor *t);
+/* jg_view_sync for a tensor being used: jg_view_check_use first. */
+static inline int jg_view_sync_use(jg_tensor *t) {
+    return t && t->view ? (jg_view_check_use(t) < 0 ? -1 : jg_view_refresh(t)) : 0;
 }
 /* Traced view t, whose base is concrete now (a program run in pieces: the
  * piece that computed the base ran), becomes the view eager mode has: its

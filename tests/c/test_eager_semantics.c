@@ -220,11 +220,83 @@ static void test_view_made_under_no_grad_drops_gradients(void **state) {
     assert_int_equal(jg_mul_scalar_(v, 2.0), 0);
     jg_set_grad_enabled(prev);
     TU_CHECK(x, 1, TU_SHAPE(3), TU_VALS(2, 2, 2), 0);
-    /* made to require grad of its own, it accumulates */
+    /* used with grad mode on after that write (its base requires grad):
+     * refused, as PyTorch refuses it when it asks for the view's grad_fn */
     jg_set_requires_grad(v, true);
-    assert_int_equal(jg_backward(jg_sum(jg_mul(v, w)), NULL, 0), 0);
-    TU_CHECK(jg_grad(v), 1, TU_SHAPE(3), TU_VALS(1, 2, 3), 0);
+    assert_null(jg_mul(v, w));
+    TU_ERROR("A view was created in no_grad mode and its base or another view of its base has "
+             "been modified inplace with grad mode enabled. Given that");
+    /* one made since, made to require grad of its own, accumulates */
+    prev = jg_set_grad_enabled(false);
+    jg_tensor *v2 = jg_slice(x, 0, 0, 3);
+    jg_set_grad_enabled(prev);
+    jg_set_requires_grad(v2, true);
+    assert_int_equal(jg_backward(jg_sum(jg_mul(v2, w)), NULL, 0), 0);
+    TU_CHECK(jg_grad(v2), 1, TU_SHAPE(3), TU_VALS(1, 2, 3), 0);
     assert_null(jg_grad(x));
+}
+
+/* Regression (in-place sweep seeds 14020, 20971, 934): a view made under
+ * no_grad of a tensor that does not require grad was not tracked, where
+ * PyTorch refuses it written with grad mode on once anything involved
+ * requires grad, and used after its base was written once the base does. */
+static void test_view_made_under_no_grad_of_base_without_grad(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+    jg_tensor *y = tu_tensor(JG_F32, 1, TU_SHAPE(1), TU_VALS(0.5));
+    jg_set_requires_grad(y, true);
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *v = jg_slice(x, 0, 1, 4);
+    jg_set_grad_enabled(prev);
+    /* written with a value that requires grad: refused, nothing written */
+    assert_int_equal(jg_add_(v, y), -1);
+    TU_ERROR("A view was created in no_grad mode and is being modified inplace with grad mode "
+             "enabled. Given that");
+    TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4), 0);
+    /* nothing requires grad: fine */
+    assert_int_equal(jg_mul_scalar_(v, 2.0), 0);
+    TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1, 4, 6, 8), 0);
+    /* its base takes history through another view: the view requires grad
+     * and, its base written since it was made, is refused when used with
+     * grad mode on (written too), and not under no_grad */
+    assert_int_equal(jg_add_(jg_slice(x, 0, 0, 1), y), 0);
+    assert_true(jg_requires_grad(v));
+    assert_null(jg_mul(v, v));
+    TU_ERROR("A view was created in no_grad mode and its base or another view of its base has "
+             "been modified inplace with grad mode enabled. Given that");
+    assert_int_equal(jg_mul_scalar_(v, 2.0), -1);
+    TU_ERROR("A view was created in no_grad mode and is being modified inplace");
+    prev = jg_set_grad_enabled(false);
+    assert_non_null(jg_mul(v, v));
+    jg_set_grad_enabled(prev);
+    TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 4, 6, 8), 0);
+}
+
+/* Regression (in-place sweep seed 1585): a view made while its base did not
+ * require grad, written in place after the base took history through
+ * another view and before the view was used: PyTorch reads the view's own
+ * grad_fn (none yet) and refuses it as a leaf.  Used first, it is fine. */
+static void test_view_without_history_written_after_base_took_some(void **state) {
+    (void)state;
+    jg_tensor *y = tu_tensor(JG_F32, 1, TU_SHAPE(1), TU_VALS(0.5));
+    jg_set_requires_grad(y, true);
+    for (int used = 0; used < 2; used++) {
+        jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+        jg_tensor *v = jg_slice(x, 0, 1, 4);
+        assert_int_equal(jg_add_(jg_slice(x, 0, 0, 1), y), 0);
+        if (used)
+            assert_non_null(jg_mul(v, v));
+        int rc = jg_mul_scalar_(v, 2.0);
+        if (used) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(jg_grad_fn_name(x), "CopySlices");
+            TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 4, 6, 8), 0);
+        } else {
+            assert_int_equal(rc, -1);
+            TU_ERROR("a leaf Variable that requires grad is being used in an in-place operation.");
+            TU_CHECK(x, 1, TU_SHAPE(4), TU_VALS(1.5, 2, 3, 4), 0);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ custom functions */
@@ -295,6 +367,8 @@ int main(void) {
         TU_TEST(test_inplace_on_max_values_keeps_backward),
         TU_TEST(test_max_ties_share_the_gradient),
         TU_TEST(test_view_made_under_no_grad_drops_gradients),
+        TU_TEST(test_view_made_under_no_grad_of_base_without_grad),
+        TU_TEST(test_view_without_history_written_after_base_took_some),
         TU_TEST(test_identity_function_saving_its_input_double_backward),
         TU_TEST(test_elementwise_results_keep_the_operands_layout),
     };
