@@ -12,6 +12,11 @@ const jg_op_info jg_ops[JG_OP_COUNT] = {
  * (derivatives.yaml plus should_compute_output): saving more makes an
  * in-place change of an operand the backward never reads fail with "modified
  * by an inplace operation".  needs[k]: input k gets a gradient. */
+bool jg_op_saves_output(jg_opcode op, jg_dtype d) {
+    unsigned f = jg_ops[op].flags;
+    return (f & JG_OPF_SAVE_OUT) && (!(f & JG_OPF_SAVE_IDX) || d == JG_I64);
+}
+
 unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
     const jg_op_info *info = &jg_ops[op];
     if (!(info->flags & JG_OPF_SAVE_IN))
