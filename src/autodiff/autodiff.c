@@ -483,7 +483,7 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
             gout[k] = acc[n->out[k]];
             /* (checked as eager checks it: max(dim)'s values are read,
              * only its indices are saved) */
-            bool saved = jg_op_saves_output(n->op, f->vals[n->out[k]].meta.dtype);
+            bool saved = jg_op_saves_output(n->op, k, f->vals[n->out[k]].meta.dtype);
             if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k], saved)))
                 rc = -1;
         }
