@@ -1530,21 +1530,11 @@ def test_eager_matches_torch(torch, jg, name):
     assert close(got, want), (got, want)
 
 
-# Compiled programs miss an in-place write into a saved *output* (exp's,
-# or a custom Function's); saved inputs and intermediates are found
-# (docs/compiler.md, "A value the backward reads as eager's saved tensor
-# that the program then writes in place ... is found at trace time").
-COMPILED_GAPS = {"save_output_modified"}
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_compiled_matches_eager(request, jg, name, backend):
+def test_compiled_matches_eager(jg, name, backend):
     if backend not in backends(jg):
         pytest.skip("no C compiler")
-    if name in COMPILED_GAPS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="a write into a saved output "
-                                              "is not found by compiled code"))
     want = without_names(outcome(jg, name))
     for got in outcome(jg, name, backend, calls=2):
         assert without_names(got) == want

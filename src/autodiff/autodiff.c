@@ -481,7 +481,10 @@ int jg_autodiff_capture(const jg_graph *f, int n_seeds, const int *seeds, int n_
                 rc = -1;
         for (int k = 0; k < n->n_out && rc == 0; k++) {
             gout[k] = acc[n->out[k]];
-            if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k], true)))
+            /* (checked as eager saves it: max(dim)'s values are read but
+             * only its indices saved) */
+            bool saved = jg_op_saves_output(n->op, k, f->vals[n->out[k]].meta.dtype);
+            if ((info->flags & JG_OPF_SAVE_OUT) && !(out[k] = fwd_value(&s, n->out[k], saved)))
                 rc = -1;
         }
         if (rc < 0)

@@ -30,11 +30,6 @@ static inline jg_saved *saved_out(op_node *o, const jg_op_info *info) {
 
 static const jg_attrs no_attrs; /* what a NULL attrs argument means */
 
-/* Whether the node keeps output k (of dtype d) for its VJP. */
-static inline bool keeps_out(const jg_op_info *info, jg_dtype d) {
-    return (info->flags & JG_OPF_SAVE_OUT) && (!(info->flags & JG_OPF_SAVE_IDX) || d == JG_I64);
-}
-
 static int opnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, jg_tensor **gin,
                         bool create_graph) {
     (void)reached;
@@ -147,7 +142,8 @@ int jg_autograd_record_op(int op, const void *attrs, int n_in, jg_tensor *const 
     if (info->flags & JG_OPF_SAVE_OUT) {
         jg_saved *so = saved_out(o, info);
         for (int k = 0; k < n_out; k++) {
-            jg_saved_init(&so[k], keeps_out(info, out[k]->dtype) ? out[k] : NULL);
+            jg_saved_init(&so[k],
+                          jg_op_saves_output((jg_opcode)op, k, out[k]->dtype) ? out[k] : NULL);
             if (so[k].t)
                 jg_saved_mark_output(&so[k], k); /* (output_nr >= 0 marks a kept one) */
         }

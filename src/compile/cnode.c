@@ -921,7 +921,7 @@ const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr) {
         if (v && v->kind == JG_VAL_NODE && g->nodes[v->node].kind == JG_GN_OP &&
             jg_ops[g->nodes[v->node].op].bw_name) {
             *eager_nr = v->index;
-            return jg_op_node_name(g->nodes[v->node].op, &g->nodes[v->node].attrs);
+            return jg_gnode_eager_name(&g->nodes[v->node]);
         }
     }
     return fn->vt->name(fn);

@@ -203,9 +203,11 @@ typedef struct jg_entry {
     uint64_t stale_expected, stale_actual; /* versions, counted from the call */
     /* eager names the tensor's node at backward, its last write's when the
      * value itself (not a view of it) was saved: that node (NULL: none, or
-     * not named so) and its output */
+     * not named so) and its output; a saved output is named by the node
+     * that saved it (eager's saved output keeps no history of its own) */
     const char *stale_name;
     int stale_name_nr;
+    char stale_name_buf[112]; /* (a custom function's node name) */
     /* captured tensors the program writes in place (an optimizer's update of
      * parameters and state): their new values are the graph outputs after
      * the n_mut above, written back after each call */
@@ -272,6 +274,9 @@ int jg_stale_saved_error(const jg_entry *e, uint64_t base, uint64_t now, const j
 /* The name eager's message gives output nr of node fn (*eager_nr: its
  * number there): a compiled node's output is named by the op that made it. */
 const char *jg_node_eager_name(const jg_node *fn, int nr, int *eager_nr);
+/* Eager's name of graph op node nd's backward node: PyTorch's overload
+ * without dims for a whole-tensor reduction, as autograd/opnode.c names it. */
+const char *jg_gnode_eager_name(const jg_gnode *nd);
 /* Saved value i of a compiled node (slot s, owner the node), as
  * jg_saved_unpack reads it for a backward; one the program made, changed
  * in place since the call, fails with eager's message, which names the op

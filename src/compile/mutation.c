@@ -181,68 +181,44 @@ int jg_overwrites_keep(jg_entry *e) {
     return 0;
 }
 
-/* The write that overwrote value v, or the value v views (through view
- * ops, which eager's views share memory with); NULL when none did. */
-static const jg_trace_overwrite *overwrite_of(const jg_entry *e, const jg_graph *g, int v,
-                                              bool *direct) {
-    for (int steps = 0; steps < 64; steps++) {
-        *direct = steps == 0;
-        for (int i = 0; i < e->n_ow; i++)
-            if (e->ow[i].value == v)
-                return &e->ow[i];
-        if (g->vals[v].kind != JG_VAL_NODE)
-            return NULL;
-        const jg_gnode *nd = &g->nodes[g->vals[v].node];
-        if (nd->kind != JG_GN_OP || !(jg_ops[nd->op].flags & JG_OPF_VIEW))
-            return NULL;
-        v = nd->in[0];
-    }
-    return NULL;
-}
-
-/* The value the write ow made: the first one after it began that reads
- * the value it replaced (-1: none). */
-static int written_value(const jg_graph *g, const jg_trace_overwrite *ow) {
-    for (int w = ow->next_val; w < g->n_vals; w++) {
-        const jg_value *val = &g->vals[w];
-        if (val->kind != JG_VAL_NODE)
-            continue;
-        const jg_gnode *nd = &g->nodes[val->node];
-        for (int s = 0; s < nd->n_in; s++)
-            if (nd->in[s] == ow->value)
-                return w;
-    }
-    return -1;
+const char *jg_gnode_eager_name(const jg_gnode *nd) {
+    return jg_op_node_name(nd->op, &nd->attrs);
 }
 
 void jg_stale_saved_find(jg_entry *e, const jg_graph *g, int n_in, const int *in_src,
                          const int *checked_by) {
-    /* (in the order autodiff met them: eager's backward unpacks the latest
-     * node's saved tensors first) */
-    for (int k = 0; k < n_in && e->n_ow && !e->stale; k++) {
-        if (in_src[k] < 0 || !checked_by)
-            continue;
-        bool direct;
-        const jg_trace_overwrite *ow = overwrite_of(e, g, in_src[k], &direct);
-        /* (read by a node made before the write: the write's own nodes
-         * read the value it replaces; a reader whose value the write then
-         * copies in, x.copy_(x * x), saved the old value as eagerly) */
-        if (!ow || checked_by[in_src[k]] >= ow->next_val)
-            continue;
-        if (direct) {
+    const jg_trace_overwrite *ow;
+    bool direct;
+    int k = checked_by
+                ? jg_trace_stale_saved(g, e->ow, e->n_ow, n_in, in_src, checked_by, &ow, &direct)
+                : -1;
+    if (k >= 0) {
+        int v = in_src[k];
+        if (jg_trace_saved_output(g, checked_by[v], v)) {
+            /* a saved output: eager names the node that saved it */
+            const jg_gnode *nd = &g->nodes[g->vals[v].node];
+            e->stale_name_nr = g->vals[v].index;
+            if (nd->kind == JG_GN_OP) {
+                e->stale_name = jg_gnode_eager_name(nd);
+            } else if (nd->kind == JG_GN_CUSTOM) {
+                snprintf(e->stale_name_buf, sizeof e->stale_name_buf, "%sBackward",
+                         nd->custom->fn->name ? nd->custom->fn->name : "Function");
+                e->stale_name = e->stale_name_buf;
+            }
+        } else if (direct) {
             /* named by the value the tensor's last write made */
             const jg_trace_overwrite *last = &e->ow[ow->last];
-            int w = written_value(g, last);
+            int w = jg_trace_written_value(g, last);
             const jg_value *val = w >= 0 ? &g->vals[w] : NULL;
             if (val && val->requires_grad && g->nodes[val->node].kind == JG_GN_OP) {
                 /* (a write through a view: eager's CopySlices) */
-                const jg_gnode *nd = &g->nodes[val->node];
-                e->stale_name = last->via_view ? "CopySlices" : jg_op_node_name(nd->op, &nd->attrs);
+                e->stale_name =
+                    last->via_view ? "CopySlices" : jg_gnode_eager_name(&g->nodes[val->node]);
                 e->stale_name_nr = last->via_view ? 0 : val->index;
             }
         }
         e->stale = true;
-        e->stale_val = in_src[k];
+        e->stale_val = v;
         e->stale_input = ow->input;
         e->stale_expected = ow->version;
         e->stale_actual = ow->end_version;
@@ -276,9 +252,15 @@ static int modified_error(const jg_graph *g, int v, const jg_node *fn, int nr, u
         if (name)
             snprintf(made, sizeof made, ", which is output %d of %s,", enr, name);
     } else if (val->kind == JG_VAL_NODE && val->requires_grad &&
-               g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name)
+               g->nodes[val->node].kind == JG_GN_OP && jg_ops[g->nodes[val->node].op].bw_name) {
         snprintf(made, sizeof made, ", which is output %d of %s,", val->index,
-                 jg_op_node_name(g->nodes[val->node].op, &g->nodes[val->node].attrs));
+                 jg_gnode_eager_name(&g->nodes[val->node]));
+    } else if (val->kind == JG_VAL_NODE && val->requires_grad &&
+               g->nodes[val->node].kind == JG_GN_CUSTOM) {
+        const jg_function *fn = g->nodes[val->node].custom->fn;
+        snprintf(made, sizeof made, ", which is output %d of %.64sBackward,", val->index,
+                 fn->name ? fn->name : "Function");
+    }
     return jg_errorf("%s: [%.3s %s]%s is at version %llu; expected version %llu instead",
                      MODIFIED_MSG, d, d + 3, made, (unsigned long long)now,
                      (unsigned long long)expected);

@@ -8,6 +8,13 @@ const jg_op_info jg_ops[JG_OP_COUNT] = {
 #undef JG_OP
 };
 
+bool jg_op_saves_output(jg_opcode op, int k, jg_dtype d) {
+    unsigned f = jg_ops[op].flags;
+    if (op == JG_OP_STD_MEAN) /* (the mean's gradient reads no output) */
+        return k == 0;
+    return (f & JG_OPF_SAVE_OUT) && (!(f & JG_OPF_SAVE_IDX) || d == JG_I64);
+}
+
 /* PyTorch saves an input only when a formula that is needed reads it
  * (derivatives.yaml plus should_compute_output): saving more makes an
  * in-place change of an operand the backward never reads fail with "modified

@@ -100,6 +100,11 @@ const char *jg_op_node_name(jg_opcode op, const jg_attrs *a);
  * gradient (needs[k]); eager nodes save, and compiled programs keep, only
  * those (0 for ops without JG_OPF_SAVE_IN). */
 unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs);
+/* Whether op's eager node saves its output k, of dtype d, for the backward
+ * (an in-place change of it then fails backward), as PyTorch's does:
+ * JG_OPF_SAVE_OUT ops save every output the VJP reads (those that also
+ * return indices keep only those; std_mean only the std). */
+bool jg_op_saves_output(jg_opcode op, int k, jg_dtype d);
 
 /* nll_loss's and nll_loss_backward's attributes (their one encoding; the
  * layout is described in ops/softmax.c). */

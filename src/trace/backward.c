@@ -40,6 +40,21 @@ static int check_freed(const jg_graph *g, const jg_autodiff_result *r, const cha
     return 0;
 }
 
+/* A value the backward reads as eager's saved tensor that the program
+ * overwrote in place since: eager's backward fails there, with the
+ * tensor's versions, so the eager run decides (the compiled piece before
+ * it keeps the check, compile/mutation.c). */
+static int check_stale(const jg_graph *g, const jg_autodiff_result *r, const char *call) {
+    const jg_trace_overwrite *ow, *w;
+    bool direct;
+    int n_ow = jg_trace_overwrites(&ow);
+    if (r->checked_by &&
+        jg_trace_stale_saved(g, ow, n_ow, r->n_in, r->in_src, r->checked_by, &w, &direct) >= 0)
+        return untraceable_as(call, "a tensor it reads as saved for backward was modified by an "
+                                    "inplace operation since");
+    return 0;
+}
+
 static int trace_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
     jg_graph *g = jg_trace_graph();
     if (!jg_trace_in_program() || !g || root->sym->graph != g->id)
@@ -63,6 +78,8 @@ static int trace_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
         return untraceable(why);
     }
     int rc = check_freed(g, &r, "backward()");
+    if (rc == 0)
+        rc = check_stale(g, &r, "backward()");
     /* every contribution's target must be a leaf the engine would write
      * (only those a gradient reaches: the layout names every input) */
     for (int c = 0; c < r.n_contrib && rc == 0; c++) {
@@ -215,6 +232,8 @@ static int trace_grad(int n_out, jg_tensor *const *outs, jg_tensor *const *gouts
     }
     if (rc == 0)
         rc = check_freed(g, &r, "autograd.grad()");
+    if (rc == 0)
+        rc = check_stale(g, &r, "autograd.grad()");
     free(seeds);
     free(cap);
     if (rc != 0) {

@@ -162,6 +162,21 @@ typedef struct jg_trace_overwrite {
 /* The innermost frame's writes so far, in order (borrowed: valid until the
  * next traced write or the frame's end). */
 int jg_trace_overwrites(const jg_trace_overwrite **ow);
+/* trace/stale.c.  After graph autodiff of g (in_src, checked_by: its
+ * jg_autodiff_result's): the first backward input, in autodiff's order,
+ * that reads as eager's saved tensor a value one of the writes ow[0..n_ow)
+ * replaced (the value, or the value it views) after the reader saved it:
+ * its index, with the write (*write) and whether it replaced the value
+ * itself (*direct); -1: none. */
+int jg_trace_stale_saved(const jg_graph *g, const jg_trace_overwrite *ow, int n_ow, int n_in,
+                         const int *in_src, const int *checked_by, const jg_trace_overwrite **write,
+                         bool *direct);
+/* Whether saved value v is an output of the node whose output r reads it:
+ * eager's saved output, named in the message by that node. */
+bool jg_trace_saved_output(const jg_graph *g, int r, int v);
+/* The value write ow made: the first one after it began that reads the
+ * value it replaced (-1: none). */
+int jg_trace_written_value(const jg_graph *g, const jg_trace_overwrite *ow);
 /* Whether traced tensor t (or its view's base) required grad when the
  * innermost frame's program wrote it in place without grad mode. */
 int jg_trace_written_without_grad(const jg_tensor *t);
