@@ -47,6 +47,73 @@ void jgp_buf_free(jgp_buf *b) {
     b->len = b->cap = 0;
 }
 
+/* The name of an object argument in the bytes: its type and address, and
+ * a serial number the object keeps while it lives.  An address freed and
+ * taken by another object (a new Box each call, as CPython reuses memory)
+ * gets another name: bytes that named the earlier object -- a cached
+ * graph's guard, a compiled call's custom node that a create_graph
+ * backward runs again -- never find the new one (fuzz seed 3402457: the
+ * rerun read the next call's Box, silently).  An object without weak
+ * references is named by its address alone. */
+static PyObject *obj_serials; /* "type@address" -> (weakref, serial) */
+static unsigned long long obj_serial_next;
+static Py_ssize_t obj_serials_prune_at = 256;
+
+static int prune_obj_serials(void) {
+    PyObject *dead = PyList_New(0), *k, *v;
+    Py_ssize_t pos = 0;
+    int rc = dead ? 0 : -1;
+    while (rc == 0 && PyDict_Next(obj_serials, &pos, &k, &v))
+        if (PyWeakref_GetObject(PyTuple_GET_ITEM(v, 0)) == Py_None)
+            rc = PyList_Append(dead, k);
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(dead); i++)
+        rc = PyDict_DelItem(obj_serials, PyList_GET_ITEM(dead, i));
+    Py_XDECREF(dead);
+    obj_serials_prune_at = 2 * PyDict_Size(obj_serials) + 256;
+    return rc;
+}
+
+static PyObject *object_key(PyObject *o) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s@%p", Py_TYPE(o)->tp_name, (void *)o);
+    PyObject *addr = PyUnicode_FromString(buf);
+    if (!addr || (!obj_serials && !(obj_serials = PyDict_New()))) {
+        Py_XDECREF(addr);
+        return NULL;
+    }
+    PyObject *ent = PyDict_GetItemWithError(obj_serials, addr); /* (borrowed) */
+    unsigned long long serial = 0;
+    if (ent && PyWeakref_GetObject(PyTuple_GET_ITEM(ent, 0)) == o)
+        serial = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ent, 1));
+    if (PyErr_Occurred()) {
+        Py_DECREF(addr);
+        return NULL;
+    }
+    if (!serial) {
+        PyObject *ref = PyWeakref_NewRef(o, NULL);
+        if (!ref) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+                Py_DECREF(addr);
+                return NULL;
+            }
+            PyErr_Clear(); /* (no weak references: the address alone) */
+            return addr;
+        }
+        serial = ++obj_serial_next;
+        PyObject *val = Py_BuildValue("(NK)", ref, serial);
+        int rc = val ? PyDict_SetItem(obj_serials, addr, val) : -1;
+        Py_XDECREF(val);
+        if (rc == 0 && PyDict_Size(obj_serials) > obj_serials_prune_at)
+            rc = prune_obj_serials();
+        if (rc < 0) {
+            Py_DECREF(addr);
+            return NULL;
+        }
+    }
+    Py_DECREF(addr);
+    return PyUnicode_FromFormat("%s#%llu", buf, serial);
+}
+
 int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {
     if (jgp_is_tensor(o)) {
         if (!tensors) {
@@ -109,9 +176,7 @@ int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {
         return 0;
     }
     /* anything else: guarded by identity (its repr would not be stable) */
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s@%p", Py_TYPE(o)->tp_name, (void *)o);
-    PyObject *s = PyUnicode_FromString(buf);
+    PyObject *s = object_key(o);
     int rc = s ? put_str(b, 'o', s) : -1;
     if (rc == 0 && jgp_trace_objects && PyDict_SetItem(jgp_trace_objects, s, o) < 0)
         rc = -1;

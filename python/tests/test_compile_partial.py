@@ -313,3 +313,65 @@ def test_custom_function_with_an_object_argument_after_a_read(jg, backend):
     x = jg.tensor([-1.2], requires_grad=True)
     assert cf(x) is None
     assert cf._jitgrad_compiled.fallbacks() == 0
+
+
+class ObjBox:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def object_rerun_program(T, ids):
+    class F0(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a0, k1, a2, k3, a4):
+            return a0, a2, k3.t
+
+        @staticmethod
+        def backward(ctx, g0, g1, g2):
+            return g0, None, g0, None, None
+
+    def fn(x0, x1, x2):
+        v1 = x2.t0
+        v2 = x1 * (1.0 if float(x1.sum()) > 0 else -2.0)
+        bx = ObjBox(t=v2)
+        ids.append(id(bx))
+        v3, v5, v6 = F0.apply(v2, None, v2, bx, x0)
+        return v6 / v1
+
+    return fn
+
+
+def object_rerun_grad(T, backend, ids):
+    fn = object_rerun_program(T, ids)
+    if backend:
+        fn = T.compile(fn, backend=backend)
+    w = T.tensor([[0.3, 0.9, 0.2, -0.5], [-0.4, 1.1, 0.6, 0.25]])
+    l3 = T.tensor([[0.3, -1.2, 0.9, 1.1], [1.5, 0.8, -0.6, 0.4]], requires_grad=True)
+    out0 = fn(T.tensor([0.5], requires_grad=True), T.tensor([0.7], requires_grad=True),
+              ObjBox(t0=l3))
+    b = T.tensor([[0.2], [0.6], [-0.9]], requires_grad=True)
+    out1 = fn(T.tensor([0.1, -0.3], requires_grad=True)[1:], b[1:], ObjBox(t0=out0))
+    (g,) = T.autograd.grad((out1 * w).sum(), [l3], create_graph=True)
+    return g.tolist()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_create_graph_rerun_never_reads_a_later_calls_object(jg, backend):
+    # regression (fuzz seed 3402457, minimized): object arguments were named
+    # in the argument bytes by type and address only.  The create_graph
+    # backward through the first call runs its custom call again and rebuilds
+    # its Box by that name after the second call, whose own Box CPython put
+    # at the same address: the rerun read the second call's tensor and the
+    # gradient was silently wrong.  Names now carry a serial per object, so
+    # the rerun gets eager's gradient or, where the first call's object is
+    # gone (a call in pieces keeps its objects until the next call), fails
+    # with a clear error -- never another object's values.
+    ids = []
+    want = object_rerun_grad(jg, None, [])
+    try:
+        got = object_rerun_grad(jg, backend, ids)
+    except RuntimeError as e:
+        assert "cannot rebuild the argument ObjBox@" in str(e)
+    else:
+        assert got == want
+    assert len(ids) == 2
