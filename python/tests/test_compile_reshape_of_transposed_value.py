@@ -111,3 +111,38 @@ def test_reshape_of_transposed_value_matches_torch(jg, torch, name):
     got = list(_flat(run(jg, PROGS[name], "interp")))
     want = list(_flat(run(torch, PROGS[name], None)))
     assert got == pytest.approx(want, rel=1e-5, abs=1e-5)
+
+
+def test_later_error_is_not_masked_by_a_recovered_callback_failure(jg):
+    """A custom Function's forward that reads a value fails when traced;
+    the call goes on as an opaque call, and that failure is not the call's.
+    The library's later error is the one raised (regression: the earlier
+    read's "cannot read the values of a traced tensor" was raised
+    instead, as it was for the seed's piece failure)."""
+    class F(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            n = 2 if float(a.sum()) > 0 else 3  # zeros when probed: 3
+            return a[:n] * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    f = jg.compile(lambda x: F.apply(x * 1.0), backend="interp")
+    with pytest.raises(RuntimeError, match="opaque call's output shapes must not depend") as e:
+        f(jg.ones(4, requires_grad=True))
+    assert "cannot read the values" not in str(e.value)
+
+
+def test_callback_error_still_raised_as_its_own_exception(jg):
+    """The program's own exception (a ValueError raised after a value read
+    split it) still reaches the caller as that exception."""
+    def prog(x):
+        if float(x.sum()) > 0:
+            raise ValueError("the program's own error")
+        return x
+
+    f = jg.compile(prog, backend="interp")
+    with pytest.raises(ValueError, match="the program's own error"):
+        f(jg.ones(3, requires_grad=True))
