@@ -4,8 +4,10 @@
 
 #include <string.h>
 
-/* The Python exception a callback raised during the current top-level call. */
+/* The Python exception a callback raised during the current top-level call,
+ * and the start of the message the library got for it. */
 static PyObject *pending_type, *pending_value, *pending_tb;
+static char pending_msg[64];
 static int depth;
 static jg_tensor **deferred;
 static size_t n_deferred, cap_deferred;
@@ -17,6 +19,13 @@ static void clear_pending(void) {
 }
 
 PyObject *jgp_raise(void) {
+    /* the library may go on past a callback's failure (a custom Function's
+     * forward that read a value while traced runs as an opaque call) and
+     * fail later for another reason: that error is the call's, not the
+     * callback's (whose message the library passes on, perhaps prefixed) */
+    const char *last = jg_last_error();
+    if (pending_type && last && last[0] && pending_msg[0] && !strstr(last, pending_msg))
+        clear_pending();
     if (pending_type) {
         PyErr_Restore(pending_type, pending_value, pending_tb);
         pending_type = pending_value = pending_tb = NULL;
@@ -69,7 +78,9 @@ int jgp_callback_fail(void) {
     pending_type = type;
     pending_value = value;
     pending_tb = tb;
-    return jg_set_error("%s", buf[0] ? buf : ((PyTypeObject *)type)->tp_name);
+    const char *msg = buf[0] ? buf : ((PyTypeObject *)type)->tp_name;
+    snprintf(pending_msg, sizeof pending_msg, "%s", msg);
+    return jg_set_error("%s", msg);
 }
 
 void jgp_callback_retry(void) {

@@ -23,7 +23,10 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
     int nd = b->ndim;
     int64_t off = 0, ns[JG_MAX_DIMS];
     memcpy(shape, b->shape, sizeof(int64_t) * JG_MAX_DIMS);
-    jg_contiguous_strides(nd, shape, stride);
+    /* the base's own layout: a traced value carries eager's (an input's,
+     * guarded; an elementwise result follows its operands'), and reshape
+     * of a transposed one copies as eager's does */
+    memcpy(stride, b->stride, sizeof(int64_t) * (size_t)nd);
     int n = t->view ? t->view->n_steps : 0;
     const view_step *s = t->view ? t->view->steps : NULL;
     for (int k = 0; k < n; k++) {
@@ -72,8 +75,8 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
     return true;
 }
 
-/* Traced tensors carry no strides, but eager reshape copies when the
- * layout does not allow a view, and then writes do not reach the base. */
+/* Eager reshape copies when the layout does not allow a view, and then
+ * writes do not reach the base. */
 static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {
     int nd;
     int64_t shape[JG_MAX_DIMS], stride[JG_MAX_DIMS], off, ns[JG_MAX_DIMS];

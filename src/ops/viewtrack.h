@@ -30,8 +30,8 @@ bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old
                         const int64_t *new_shape, int64_t *new_stride);
 
 /* The geometry eager would give traced tensor t -- shape, strides and
- * offset in its base's memory, the base laid out contiguously (a traced
- * input is, as far as the trace knows) -- replayed through its view ops.
+ * offset in its base's memory, the base laid out as its strides say (a
+ * traced value's are eager's) -- replayed through its view ops.
  * false when unknown. */
 bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int64_t *stride,
                              int64_t *offset);

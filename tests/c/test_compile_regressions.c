@@ -92,11 +92,46 @@ static void test_identical_views_alias_input(void **state) {
     }
 }
 
+/* reshape of a value laid out as its transposed input (x * 2 keeps x's
+ * strides) copies eagerly: a write into it does not reach the value (fuzz
+ * seed 3400977: the traced reshape was a view, judged on a contiguous
+ * base) */
+static int reshape_transposed_fn(void *user, const void *args, int n, jg_tensor *const *in,
+                                 jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    out[0] = jg_mul_scalar(in[0], 2.0);
+    out[1] = out[0] ? jg_reshape(out[0], 1, TU_SHAPE(4)) : NULL;
+    return out[1] && jg_mul_scalar_(out[1], 10.0) == 0 ? 2 : -1;
+}
+
+static void test_reshape_of_transposed_value_copies(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_compile_options o = {backends[b], true, false};
+        jg_compiled *c = jg_compile(reshape_transposed_fn, NULL, &o);
+        assert_non_null(c);
+        for (int call = 0; call < 2; call++) {
+            jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(2, 2), TU_VALS(1, 2, 3, 4));
+            jg_tensor *xt = jg_transpose(x, 0, 1);
+            jg_tensor *out[2];
+            if (jg_compiled_call(c, NULL, 0, 1, &xt, out) != 2)
+                fail_msg("%s", jg_last_error());
+            TU_CHECK(out[0], 2, TU_SHAPE(2, 2), TU_VALS(2, 6, 4, 8), 0);
+            TU_CHECK(out[1], 1, TU_SHAPE(4), TU_VALS(20, 60, 40, 80), 0);
+            TU_CHECK(x, 2, TU_SHAPE(2, 2), TU_VALS(1, 2, 3, 4), 0);
+        }
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_zero_outputs_mutating),
         TU_TEST(test_zero_outputs_pure),
         TU_TEST(test_identical_views_alias_input),
+        TU_TEST(test_reshape_of_transposed_value_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
