@@ -4,6 +4,7 @@
 #include "core/iter.h"
 #include "core/thread.h"
 #include "ops/optable.h"
+#include "ops/viewtrack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,7 +323,7 @@ jg_tensor *jg_alias_no_history(jg_tensor *t) {
         jg_meta_of(t, &m);
         jg_tensor *a = jg_tensor_symbolic(&m, t->sym);
         if (a) /* the same layout, as a concrete alias has */
-            memcpy(a->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+            jg_view_traced_strides(t, a->stride);
         return a;
     }
     jg_tensor *a = jg_tensor_view_of(t, t->ndim, t->shape, t->stride, t->offset);

@@ -75,6 +75,15 @@ bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int6
     return true;
 }
 
+void jg_view_traced_strides(const jg_tensor *t, int64_t *stride) {
+    int nd;
+    int64_t shape[JG_MAX_DIMS], st[JG_MAX_DIMS], off;
+    if (t->sym && t->view && jg_view_traced_geometry(t, &nd, shape, st, &off) && nd == t->ndim)
+        memcpy(stride, st, sizeof(int64_t) * (size_t)nd);
+    else
+        memcpy(stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+}
+
 /* Eager reshape copies when the layout does not allow a view, and then
  * writes do not reach the base. */
 static bool traced_reshape_is_view(const jg_tensor *in, const jg_attrs *a) {

@@ -36,6 +36,11 @@ bool jg_reshape_strides(int old_nd, const int64_t *old_shape, const int64_t *old
 bool jg_view_traced_geometry(const jg_tensor *t, int *ndim, int64_t *shape, int64_t *stride,
                              int64_t *offset);
 
+/* Traced t's strides as eager's tensor has them: a traced view's own
+ * strides are not its layout (an expand's zero strides), its geometry is
+ * (jg_view_traced_geometry); anything else carries eager's already. */
+void jg_view_traced_strides(const jg_tensor *t, int64_t *stride);
+
 /* After view op `op` made `out` from `in`: records out's base and steps when
  * out is a differentiable view (same storage, grad mode on; or traced).
  * 0 or -1. */

@@ -7,6 +7,7 @@
 #include "trace/custom.h"
 
 #include "trace/trace.h"
+#include "ops/viewtrack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +110,7 @@ static int lift_foreign(void *user, jg_tensor *t) {
     jg_tensor *ph = jg_trace_placeholder(&m, false, t->requires_grad, name);
     if (!ph)
         return -1;
-    memcpy(ph->stride, t->stride, sizeof(int64_t) * (size_t)m.ndim);
+    jg_view_traced_strides(t, ph->stride); /* (as the callback sees it eagerly) */
     u->outer[u->n] = jg_retain(t);
     u->ph[u->n++] = ph;
     return ph->sym->value;
@@ -151,7 +152,7 @@ static int trace_forward(jg_graph *F, jg_ctx *ctx, int n, jg_tensor *const *inpu
             n = i;
             rc = -1;
         } else { /* the slot's layout, as the callback sees it eagerly */
-            memcpy(ph[i]->stride, inputs[i]->stride, sizeof(int64_t) * (size_t)m.ndim);
+            jg_view_traced_strides(inputs[i], ph[i]->stride);
         }
     }
     if (rc == 0)
@@ -313,7 +314,29 @@ typedef struct {
     bool non_diff[JG_MAX_OUTPUTS];
     bool none_known;
     bool none_slot[MAX_SLOTS];
+    int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the outputs' layouts */
 } opaque_probe;
+
+/* Zeros for an opaque call's probe in t's eager layout (an expand's zero
+ * strides, a transpose's order): what the forward returns keeps the
+ * layout eager's would have, and a later reshape copies where eager's
+ * does.  Scope-tracked. */
+static jg_tensor *probe_zeros(const jg_tensor *t, const jg_meta *m) {
+    int64_t st[JG_MAX_DIMS], extent = 1, cont[JG_MAX_DIMS];
+    jg_view_traced_strides(t, st);
+    jg_contiguous_strides(m->ndim, m->shape, cont);
+    bool same = true;
+    for (int d = 0; d < m->ndim; d++) {
+        if (m->shape[d] == 0 || st[d] < 0)
+            return jg_full(m->dtype, m->ndim, m->shape, 0.0);
+        extent += (m->shape[d] - 1) * st[d];
+        same &= m->shape[d] == 1 || st[d] == cont[d];
+    }
+    if (same)
+        return jg_full(m->dtype, m->ndim, m->shape, 0.0);
+    jg_tensor *buf = jg_full(m->dtype, 1, &extent, 0.0);
+    return buf ? jg_scope_track(jg_tensor_view_of(buf, m->ndim, m->shape, st, 0)) : NULL;
+}
 
 /* An opaque call: the forward runs once on zeros here, to learn its
  * outputs' dtypes and shapes and which it marked non-differentiable; the
@@ -342,7 +365,7 @@ static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *cons
             same++;
         if (same < i) /* one tensor in two slots: one here too (marks match by identity) */
             z[i] = z[same];
-        else if (!(z[i] = jg_full(im[i].dtype, im[i].ndim, im[i].shape, 0.0)))
+        else if (!(z[i] = probe_zeros(inputs[i], &im[i])))
             rc = -1;
         else if (i >= n) /* (what the forward sees of a lifted tensor) */
             z[i]->requires_grad = inputs[i]->requires_grad;
@@ -359,6 +382,7 @@ static int opaque_metas(const jg_function *fn, int n, int n_all, jg_tensor *cons
     }
     for (int k = 0; k < n_out; k++) {
         jg_meta_of(o[k], &metas[k]);
+        memcpy(pr->out_stride[k], o[k]->stride, sizeof(int64_t) * (size_t)o[k]->ndim);
         pr->non_diff[k] = ctx->out_non_diff[k];
     }
     pr->none_known = false;
@@ -588,8 +612,8 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
                 jg_release(outputs[j]);
             rc = -1;
         } else {
-            if (!opaque)
-                memcpy(outputs[k]->stride, out_stride[k], sizeof out_stride[k]);
+            memcpy(outputs[k]->stride, opaque ? probe.out_stride[k] : out_stride[k],
+                   sizeof out_stride[k]);
             jg_scope_track(outputs[k]);
         }
     }
