@@ -126,12 +126,72 @@ static void test_reshape_of_transposed_value_copies(void **state) {
     }
 }
 
+/* a custom Function whose forward reads a value (an opaque call) and
+ * returns its input unchanged */
+static int reads_returns_input_fwd(jg_ctx *ctx, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)ctx, (void)n;
+    jg_tensor *s = jg_sum(in[0]);
+    if (!s)
+        return -1;
+    (void)jg_item(s); /* (traced: the call becomes opaque) */
+    jg_clear_error();
+    out[0] = in[0];
+    return 1;
+}
+
+static int reads_returns_input_bwd(jg_ctx *ctx, int n_out, jg_tensor *const *g, int n_in,
+                                   jg_tensor **gin) {
+    (void)ctx, (void)n_out, (void)n_in;
+    gin[0] = g[0];
+    return 1;
+}
+
+static const jg_function reads_returns_input = {"ReadsReturnsInput", reads_returns_input_fwd,
+                                                reads_returns_input_bwd, NULL};
+
+/* fuzz seed 3901392: a value read splits the program; the custom call
+ * returns x * s expanded, and its flattened copy is written */
+static int custom_expanded_fn(void *user, const void *args, int n, jg_tensor *const *in,
+                              jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *s = jg_sum(in[0]), *e, *y;
+    if (!s)
+        return -1;
+    double sign = jg_item(s) > 0 ? 1.0 : -2.0;
+    if (!(out[0] = jg_mul_scalar(in[0], sign)) || !(e = jg_expand(out[0], 2, TU_SHAPE(2, 3))) ||
+        jg_apply(&reads_returns_input, 1, &e, NULL, 0, &y) != 1 ||
+        !(out[1] = jg_reshape(y, 1, TU_SHAPE(6))))
+        return -1;
+    return jg_mul_scalar_(out[1], 10.0) == 0 ? 2 : -1;
+}
+
+static void test_custom_returns_expanded_input_reshape_copies(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_compile_options o = {backends[b], false, false};
+        jg_compiled *c = jg_compile(custom_expanded_fn, NULL, &o);
+        assert_non_null(c);
+        for (int call = 0; call < 2; call++) {
+            jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(2, 1), TU_VALS(1, 2));
+            jg_tensor *out[2];
+            if (jg_compiled_call(c, NULL, 0, 1, &x, out) != 2)
+                fail_msg("%s", jg_last_error());
+            TU_CHECK(out[0], 2, TU_SHAPE(2, 1), TU_VALS(1, 2), 0);
+            TU_CHECK(out[1], 1, TU_SHAPE(6), TU_VALS(10, 10, 10, 20, 20, 20), 0);
+        }
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_zero_outputs_mutating),
         TU_TEST(test_zero_outputs_pure),
         TU_TEST(test_identical_views_alias_input),
         TU_TEST(test_reshape_of_transposed_value_copies),
+        TU_TEST(test_custom_returns_expanded_input_reshape_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
