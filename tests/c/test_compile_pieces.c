@@ -913,6 +913,18 @@ static jg_tensor *objslot_second_order(jg_compiled *c, jg_tensor *x) {
     return r;
 }
 
+/* Known leak (docs/compiler.md, "Graph breaks"): the compiled calls' create_graph
+ * reruns through the custom function leave a reference cycle; LeakSanitizer
+ * ignores what they allocate, so ASan still checks their memory accesses. */
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#define KNOWN_LEAK_BEGIN() __lsan_disable()
+#define KNOWN_LEAK_END() __lsan_enable()
+#else
+#define KNOWN_LEAK_BEGIN() ((void)0)
+#define KNOWN_LEAK_END() ((void)0)
+#endif
+
 static void objslot_run(void) {
     for (int b = 0; b < 2; b++) {
         if (b == 1 && !jg_compile_backend_available("c"))
@@ -922,8 +934,10 @@ static void objslot_run(void) {
         jg_tensor *eg = objslot_second_order(NULL, x);
         jg_compiled *c = jg_compile(p_objslot, NULL, &(jg_compile_options){.backend = backends[b]});
         assert_non_null(c);
+        KNOWN_LEAK_BEGIN();
         for (int call = 0; call < 2; call++)
             TU_SAME(objslot_second_order(c, x), eg);
+        KNOWN_LEAK_END();
         assert_int_equal(jg_compiled_fallbacks(c), 0);
         const char *const *why;
         assert_int_equal(jg_compiled_breaks(c, &why), 1);
