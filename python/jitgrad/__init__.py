@@ -300,6 +300,10 @@ Tensor.baddbmm = lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
     self, batch1, batch2, beta=beta, alpha=alpha)
 # ---- end word-lm ----
 
+from . import _inplace  # noqa: E402
+
+_inplace.install(Tensor)  # exp_, relu_, pow_, eq_ ...: docs/python.md
+
 from . import distributed  # noqa: E402,F401
 
 

@@ -5,9 +5,7 @@ from .. import _C
 
 
 def relu(input, inplace=False):
-    if inplace:
-        raise NotImplementedError("jitgrad: relu(inplace=True) is not supported")
-    return input.relu()
+    return input.relu_() if inplace else input.relu()
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -120,7 +118,8 @@ def sigmoid(input):
 
 def silu(input, inplace=False):
     if inplace:
-        raise NotImplementedError("jitgrad: silu(inplace=True) is not supported")
+        # silu saves its input: compute from a clone, then write (see _inplace.py)
+        return input.copy_(_C._silu(input.clone()))
     return _C._silu(input)
 
 
@@ -131,10 +130,10 @@ def gelu(input, approximate="none"):
 def dropout(input, p=0.5, training=True, inplace=False):
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if inplace:
-        raise NotImplementedError("jitgrad: dropout(inplace=True) is not supported")
     if not training or p == 0.0:
         return input
+    if inplace:
+        return input.copy_(_C._dropout(input, float(p), True))
     return _C._dropout(input, float(p), True)
 
 
