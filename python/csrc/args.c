@@ -114,6 +114,72 @@ static PyObject *object_key(PyObject *o) {
     return PyUnicode_FromFormat("%s#%llu", buf, serial);
 }
 
+PyObject *jgp_object_key(PyObject *o) {
+    return object_key(o);
+}
+
+/* key -> [value, holders] */
+static PyObject *held_objects;
+
+int jgp_objects_hold(PyObject *held) {
+    if (!held_objects && !(held_objects = PyDict_New()))
+        return -1;
+    PyObject *k, *v, *done = PyList_New(0);
+    Py_ssize_t pos = 0;
+    int rc = done ? 0 : -1;
+    while (rc == 0 && PyDict_Next(held, &pos, &k, &v)) {
+        PyObject *ent = PyDict_GetItemWithError(held_objects, k);
+        if (ent) {
+            long n = PyLong_AsLong(PyList_GET_ITEM(ent, 1));
+            PyObject *m = n < 0 ? NULL : PyLong_FromLong(n + 1);
+            rc = m ? PyList_SetItem(ent, 1, m) : -1;
+        } else if (PyErr_Occurred()) {
+            rc = -1;
+        } else {
+            ent = Py_BuildValue("[Oi]", v, 1);
+            rc = ent ? PyDict_SetItem(held_objects, k, ent) : -1;
+            Py_XDECREF(ent);
+        }
+        if (rc == 0)
+            rc = PyList_Append(done, k);
+    }
+    if (rc < 0 && done) { /* undo the keys already counted */
+        PyObject *part = PyDict_New();
+        for (Py_ssize_t i = 0; part && i < PyList_GET_SIZE(done); i++)
+            if (PyDict_SetItem(part, PyList_GET_ITEM(done, i), Py_None) < 0)
+                Py_CLEAR(part);
+        if (part)
+            jgp_objects_drop(part);
+        Py_XDECREF(part);
+    }
+    Py_XDECREF(done);
+    return rc;
+}
+
+void jgp_objects_drop(PyObject *held) {
+    if (!held_objects)
+        return;
+    PyObject *et, *ev, *tb, *k, *v;
+    PyErr_Fetch(&et, &ev, &tb);
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(held, &pos, &k, &v)) {
+        PyObject *ent = PyDict_GetItemWithError(held_objects, k);
+        long n = ent ? PyLong_AsLong(PyList_GET_ITEM(ent, 1)) : 0;
+        PyObject *m = n > 1 ? PyLong_FromLong(n - 1) : NULL;
+        if (m)
+            PyList_SetItem(ent, 1, m);
+        else if (ent)
+            PyDict_DelItem(held_objects, k); /* (may free the value: its holders are gone) */
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+PyObject *jgp_held_object(PyObject *key) {
+    PyObject *ent = held_objects ? PyDict_GetItemWithError(held_objects, key) : NULL;
+    return ent ? PyList_GET_ITEM(ent, 0) : NULL;
+}
+
 int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {
     if (jgp_is_tensor(o)) {
         if (!tensors) {
