@@ -526,9 +526,9 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         obj_walk w = {.touch = true};
         if (args && traced && objects_rebuild(&w, args) < 0)
             goto fail;
-        /* a compiled call's (traced, or run by compiled code): its node may
-         * run forward again */
-        if (args && (traced || jgp_call_objects))
+        /* traced: the compiled graph may run forward again (an eager call's
+         * node never does, in a compiled call too) */
+        if (args && traced)
             held = held_args(args);
     } else {
         /* called by the library on its own (compiled code running the
@@ -538,7 +538,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         PyObject *list = p ? jgp_deserialize(&p, end, inputs, n_inputs, &next) : PyList_New(0);
         args = list ? PySequence_Tuple(list) : NULL;
         Py_XDECREF(list);
-        if (args && jgp_call_objects) /* run by compiled code: as above */
+        if (args && jgp_call_objects) /* an opaque call run by compiled code */
             held = held_args(args);
         /* the slots after the arguments' own: the tensors lifted out of
          * object arguments when traced */
