@@ -118,41 +118,54 @@ PyObject *jgp_object_key(PyObject *o) {
     return object_key(o);
 }
 
-/* key -> [value, holders] */
+/* key -> list of (holder, value), oldest first: the newest holder's value
+ * is the one found (the objects of the latest call that made a compiled
+ * graph with them, as live as they can be; an older graph that reruns an
+ * object given to several calls gets it as the latest call saw it). */
 static PyObject *held_objects;
+
+static void drop_holder(PyObject *key, PyObject *tag) {
+    PyObject *list = PyDict_GetItemWithError(held_objects, key);
+    Py_ssize_t n = list ? PyList_GET_SIZE(list) : 0;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (PyObject_RichCompareBool(PyTuple_GET_ITEM(PyList_GET_ITEM(list, i), 0), tag, Py_EQ) ==
+            1) {
+            /* (may free the value, its holder's ctx going) */
+            if (n == 1)
+                PyDict_DelItem(held_objects, key);
+            else
+                PySequence_DelItem(list, i);
+            break;
+        }
+    PyErr_Clear();
+}
 
 int jgp_objects_hold(PyObject *held) {
     if (!held_objects && !(held_objects = PyDict_New()))
         return -1;
-    PyObject *k, *v, *done = PyList_New(0);
+    PyObject *tag = PyLong_FromVoidPtr(held), *k, *v;
     Py_ssize_t pos = 0;
-    int rc = done ? 0 : -1;
+    int rc = tag ? 0 : -1;
     while (rc == 0 && PyDict_Next(held, &pos, &k, &v)) {
-        PyObject *ent = PyDict_GetItemWithError(held_objects, k);
-        if (ent) {
-            long n = PyLong_AsLong(PyList_GET_ITEM(ent, 1));
-            PyObject *m = n < 0 ? NULL : PyLong_FromLong(n + 1);
-            rc = m ? PyList_SetItem(ent, 1, m) : -1;
-        } else if (PyErr_Occurred()) {
-            rc = -1;
-        } else {
-            ent = Py_BuildValue("[Oi]", v, 1);
-            rc = ent ? PyDict_SetItem(held_objects, k, ent) : -1;
-            Py_XDECREF(ent);
+        PyObject *list = PyDict_GetItemWithError(held_objects, k);
+        if (!list && !PyErr_Occurred()) {
+            list = PyList_New(0);
+            rc = list ? PyDict_SetItem(held_objects, k, list) : -1;
+            Py_XDECREF(list); /* (the dict's) */
         }
-        if (rc == 0)
-            rc = PyList_Append(done, k);
+        PyObject *ent = list && rc == 0 ? PyTuple_Pack(2, tag, v) : NULL;
+        rc = ent ? PyList_Append(list, ent) : -1;
+        Py_XDECREF(ent);
     }
-    if (rc < 0 && done) { /* undo the keys already counted */
-        PyObject *part = PyDict_New();
-        for (Py_ssize_t i = 0; part && i < PyList_GET_SIZE(done); i++)
-            if (PyDict_SetItem(part, PyList_GET_ITEM(done, i), Py_None) < 0)
-                Py_CLEAR(part);
-        if (part)
-            jgp_objects_drop(part);
-        Py_XDECREF(part);
+    if (rc < 0) { /* undo: nothing held */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        pos = 0;
+        while (tag && PyDict_Next(held, &pos, &k, &v))
+            drop_holder(k, tag);
+        PyErr_Restore(et, ev, tb);
     }
-    Py_XDECREF(done);
+    Py_XDECREF(tag);
     return rc;
 }
 
@@ -161,23 +174,19 @@ void jgp_objects_drop(PyObject *held) {
         return;
     PyObject *et, *ev, *tb, *k, *v;
     PyErr_Fetch(&et, &ev, &tb);
+    PyObject *tag = PyLong_FromVoidPtr(held);
     Py_ssize_t pos = 0;
-    while (PyDict_Next(held, &pos, &k, &v)) {
-        PyObject *ent = PyDict_GetItemWithError(held_objects, k);
-        long n = ent ? PyLong_AsLong(PyList_GET_ITEM(ent, 1)) : 0;
-        PyObject *m = n > 1 ? PyLong_FromLong(n - 1) : NULL;
-        if (m)
-            PyList_SetItem(ent, 1, m);
-        else if (ent)
-            PyDict_DelItem(held_objects, k); /* (may free the value: its holders are gone) */
-        PyErr_Clear();
-    }
+    while (tag && PyDict_Next(held, &pos, &k, &v))
+        drop_holder(k, tag);
+    Py_XDECREF(tag);
+    PyErr_Clear();
     PyErr_Restore(et, ev, tb);
 }
 
 PyObject *jgp_held_object(PyObject *key) {
-    PyObject *ent = held_objects ? PyDict_GetItemWithError(held_objects, key) : NULL;
-    return ent ? PyList_GET_ITEM(ent, 0) : NULL;
+    PyObject *list = held_objects ? PyDict_GetItemWithError(held_objects, key) : NULL;
+    Py_ssize_t n = list ? PyList_GET_SIZE(list) : 0;
+    return n ? PyTuple_GET_ITEM(PyList_GET_ITEM(list, n - 1), 1) : NULL;
 }
 
 int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {

@@ -543,7 +543,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         /* the slots after the arguments' own: the tensors lifted out of
          * object arguments when traced */
         obj_walk w = {.subst = inputs + next, .n_subst = n_inputs - next};
-        if (args && next < n_inputs && objects_rebuild(&w, args) < 0)
+        if (args && objects_rebuild(&w, args) < 0) /* (also fills the marks: held_args) */
             Py_CLEAR(args);
         if (args) {
             int ns;

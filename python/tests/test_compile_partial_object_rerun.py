@@ -145,3 +145,43 @@ def test_pieces_rerun_custom_object_frees_all(jg, backend, read_in_forward, patt
 @pytest.mark.parametrize("pattern", ["now", "later"])
 def test_pieces_saved_object_tensor_frees_all(jg, pattern):
     frees_all(jg, "interp", False, pattern, save_object_tensor=True)
+
+
+def run_shared_box(T, backend):
+    """One Box given to every call, its scalar changed between calls: the
+    rerun of the latest call's forward reads it as that call did, though the
+    earlier call's graph, alive, keeps it as well."""
+
+    class F1(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a0, k1):
+            bt = k1.t * k1.scale
+            ctx.save_for_backward(a0, bt)
+            return a0.tanh() * bt
+
+        @staticmethod
+        def backward(ctx, g0):
+            s0, sb = ctx.saved_tensors
+            return g0 * sb * (1.0 - s0.tanh() ** 2), None
+
+    box = Box(scale=2.0)
+
+    def fn(x, y):
+        v = y * (1.0 if float(y.detach().sum()) > 0 else -2.0)
+        box.t = v
+        return F1.apply(x, box)
+
+    if backend:
+        fn = T.compile(fn, backend=backend)
+    x, y = leaf(T, 0), leaf(T, 1)
+    first = fn(x, y)  # (its graph alive: it holds the Box as the first call saw it)
+    box.scale = 3.0
+    out = fn(x, y)
+    (g,) = T.autograd.grad((out * out).sum(), [x], create_graph=True)
+    (g * g).sum().backward()
+    return g.tolist(), x.grad.tolist(), y.grad, first.tolist()
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_pieces_rerun_shared_object_reads_latest_call(jg, backend):
+    assert run_shared_box(jg, backend) == run_shared_box(jg, None)
