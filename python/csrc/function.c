@@ -456,7 +456,7 @@ static int pair_objects(PyObject *o, PyObject *m, PyObject *out) {
  * fills with its slots' tensors.  The copies hold no tensor of the call's
  * own graph, so the ctx that keeps them (as long as its node) is no cycle
  * through that node.  NULL when nothing is kept (no object arguments, or
- * one that cannot be copied: a rerun then fails naming it). */
+ * one that cannot be copied: a rerun then fails naming an object). */
 static PyObject *held_args(PyObject *args) {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     bool any = false;
