@@ -185,3 +185,42 @@ def run_shared_box(T, backend):
 @pytest.mark.parametrize("backend", ["interp", "c"])
 def test_pieces_rerun_shared_object_reads_latest_call(jg, backend):
     assert run_shared_box(jg, backend) == run_shared_box(jg, None)
+
+
+class NoCopy:
+    def __init__(self, t):
+        self.t = t
+
+    def __copy__(self):
+        raise TypeError("no copies")
+
+
+def test_pieces_rerun_uncopyable_object_is_a_clear_error(jg):
+    """An object holding a lifted tensor that copy.copy refuses cannot be
+    kept without the tensor (a cycle through the graph): the call runs, and
+    a rerun fails naming the object, with nothing else changed."""
+
+    class F2(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, k):
+            ctx.save_for_backward(a)
+            return a.tanh() * k.t
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * (1 - a.tanh() ** 2), None
+
+    def fn(x, y):
+        v = y * (1.0 if float(y.detach().sum()) > 0 else -2.0)
+        return F2.apply(x, NoCopy(v))
+
+    f = jg.compile(fn, backend="interp")
+    x, y = leaf(jg, 0), leaf(jg, 1)
+    out = f(x, y)
+    assert out.tolist() == fn(x, y).tolist()
+    with pytest.raises(RuntimeError, match=r"cannot rebuild the argument .*NoCopy@0x"):
+        jg.autograd.grad(out.sum(), [x], create_graph=True)
+    (g,) = jg.autograd.grad(out.sum(), [x])  # (the graph is intact)
+    (ge,) = jg.autograd.grad(fn(x, y).sum(), [x])
+    assert g.tolist() == ge.tolist()
