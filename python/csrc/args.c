@@ -114,6 +114,81 @@ static PyObject *object_key(PyObject *o) {
     return PyUnicode_FromFormat("%s#%llu", buf, serial);
 }
 
+PyObject *jgp_object_key(PyObject *o) {
+    return object_key(o);
+}
+
+/* key -> list of (holder, value), oldest first: the newest holder's value
+ * is the one found (the objects of the latest call that made a compiled
+ * graph with them, as live as they can be; an older graph that reruns an
+ * object given to several calls gets it as the latest call saw it). */
+static PyObject *held_objects;
+
+static void drop_holder(PyObject *key, PyObject *tag) {
+    PyObject *list = PyDict_GetItemWithError(held_objects, key);
+    Py_ssize_t n = list ? PyList_GET_SIZE(list) : 0;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (PyObject_RichCompareBool(PyTuple_GET_ITEM(PyList_GET_ITEM(list, i), 0), tag, Py_EQ) ==
+            1) {
+            /* (may free the value, its holder's ctx going) */
+            if (n == 1)
+                PyDict_DelItem(held_objects, key);
+            else
+                PySequence_DelItem(list, i);
+            break;
+        }
+    PyErr_Clear();
+}
+
+int jgp_objects_hold(PyObject *held) {
+    if (!held_objects && !(held_objects = PyDict_New()))
+        return -1;
+    PyObject *tag = PyLong_FromVoidPtr(held), *k, *v;
+    Py_ssize_t pos = 0;
+    int rc = tag ? 0 : -1;
+    while (rc == 0 && PyDict_Next(held, &pos, &k, &v)) {
+        PyObject *list = PyDict_GetItemWithError(held_objects, k);
+        if (!list && !PyErr_Occurred()) {
+            list = PyList_New(0);
+            rc = list ? PyDict_SetItem(held_objects, k, list) : -1;
+            Py_XDECREF(list); /* (the dict's) */
+        }
+        PyObject *ent = list && rc == 0 ? PyTuple_Pack(2, tag, v) : NULL;
+        rc = ent ? PyList_Append(list, ent) : -1;
+        Py_XDECREF(ent);
+    }
+    if (rc < 0) { /* undo: nothing held */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        pos = 0;
+        while (tag && PyDict_Next(held, &pos, &k, &v))
+            drop_holder(k, tag);
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_XDECREF(tag);
+    return rc;
+}
+
+void jgp_objects_drop(PyObject *held) {
+    if (!held_objects)
+        return;
+    PyObject *et, *ev, *tb, *k, *v;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *tag = PyLong_FromVoidPtr(held);
+    Py_ssize_t pos = 0;
+    while (tag && PyDict_Next(held, &pos, &k, &v))
+        drop_holder(k, tag);
+    Py_XDECREF(tag);
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+}
+
+PyObject *jgp_held_object(PyObject *key) {
+    PyObject *list = held_objects ? PyDict_GetItemWithError(held_objects, key) : NULL;
+    Py_ssize_t n = list ? PyList_GET_SIZE(list) : 0;
+    return n ? PyTuple_GET_ITEM(PyList_GET_ITEM(list, n - 1), 1) : NULL;
+}
+
 int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors) {
     if (jgp_is_tensor(o)) {
         if (!tensors) {

@@ -19,4 +19,18 @@ int jgp_serialize(PyObject *o, jgp_buf *b, PyObject *tensors);
 PyObject *jgp_deserialize(const char **p, const char *end, jg_tensor *const *tensors, int n_tensors,
                           int *next_tensor);
 
+/* The identity key an object argument is serialised under ("Box@0x...#7"):
+ * a new reference, or NULL with an exception. */
+PyObject *jgp_object_key(PyObject *o);
+
+/* Objects held for the custom calls a create_graph backward may run again
+ * after their Python call returned (function.c): `held` maps identity keys
+ * to what the rerun gets for them.  Each holder (its `held` dict, alive
+ * meanwhile) adds it once and removes it once; a key is found while any
+ * holder has it (the newest holder's value).  jgp_objects_hold: -1 with an
+ * exception (nothing held then). */
+int jgp_objects_hold(PyObject *held);
+void jgp_objects_drop(PyObject *held);    /* never raises; keeps a pending exception */
+PyObject *jgp_held_object(PyObject *key); /* borrowed; NULL, maybe with an error */
+
 #endif

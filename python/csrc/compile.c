@@ -32,9 +32,9 @@ typedef struct JGCompiled {
     PyObject *classes;   /* autograd.Function classes its graphs call */
     PyObject *templates; /* (args bytes, n outputs) -> (template, is_tuple) */
     PyObject *objects;   /* see jgp_call_objects */
-    /* the object arguments of the last call whose program ran on its real
-     * tensors (a call run in pieces, traced at every call): kept until the
-     * next call, so a double backward after the call finds them */
+    /* the object arguments of the call in progress whose program runs on its
+     * real tensors (a call run in pieces, traced at every call): dropped when
+     * it returns; a custom call's ctx keeps what a rerun needs (function.c) */
     PyObject *run_objects;
     char backend[16];
     int fullgraph;
@@ -60,7 +60,8 @@ PyObject *jgp_find_object(PyObject *key) {
         if (!o && !PyErr_Occurred() && c->run_objects)
             o = PyDict_GetItemWithError(c->run_objects, key);
     }
-    return o;
+    /* after its call: what the custom call's ctx keeps (function.c) */
+    return o || PyErr_Occurred() ? o : jgp_held_object(key);
 }
 
 typedef struct compiled_call {
@@ -1025,6 +1026,8 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     jgp_trace_classes = prev_classes;
     jgp_call_objects = prev_objects;
     current = call.prev;
+    if (call.run_objects)
+        Py_CLEAR(self->run_objects);
     if (n < 0) {
         jgp_raise();
         goto done;

@@ -29,6 +29,8 @@ typedef struct {
     PyObject *dirty;         /* list: the tensors mark_dirty was given, or NULL */
     PyObject *needs_no_grad; /* a call under no_grad: needs_input_grad as PyTorch's (per
                                 argument: a tensor that requires grad), or NULL */
+    PyObject *held;          /* a compiled call's: its object arguments (see held_args), held
+                                while this ctx lives (jgp_objects_hold), or NULL */
 } JGCtx;
 
 static PyTypeObject JGCtx_Type;
@@ -39,6 +41,7 @@ static int ctx_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(c->cls);
     Py_VISIT(c->non_diff);
     Py_VISIT(c->dirty);
+    Py_VISIT(c->held);
     return 0;
 }
 
@@ -51,6 +54,10 @@ static int ctx_clear(PyObject *self) {
     Py_CLEAR(c->non_diff);
     Py_CLEAR(c->dirty);
     Py_CLEAR(c->needs_no_grad);
+    if (c->held) {
+        jgp_objects_drop(c->held);
+        Py_CLEAR(c->held);
+    }
     return 0;
 }
 
@@ -266,15 +273,35 @@ enum { OBJ_DEPTH = 4, OBJ_MAX = 64 };
 
 typedef struct {
     bool touch;              /* trace time: make the trace lift them in walk order */
+    bool mark;               /* copies with lifted_mark(j) for the j-th lifted tensor */
     jg_tensor *const *subst; /* run time: the lifted slots' tensors */
     int n_subst;
     int n_seen;
     jg_tensor *seen[OBJ_MAX];
 } obj_walk;
 
+/* Stands for the j-th lifted tensor in an object kept for a rerun (a
+ * capsule: no program value is one). */
+static const char LIFTED_MARK[] = "jitgrad.lifted_slot";
+
+static PyObject *lifted_mark(int j) {
+    return PyCapsule_New((void *)(intptr_t)(j + 1), LIFTED_MARK, NULL);
+}
+
 /* o rebuilt (a new reference: o itself when nothing in it changed), or
  * NULL with an error. */
 static PyObject *obj_rebuild(obj_walk *w, PyObject *o, int depth) {
+    if (PyCapsule_IsValid(o, LIFTED_MARK)) {
+        if (w->touch || w->mark)
+            return Py_NewRef(o);
+        intptr_t j = (intptr_t)PyCapsule_GetPointer(o, LIFTED_MARK) - 1;
+        if (j < 0 || j >= w->n_subst) {
+            PyErr_SetString(PyExc_RuntimeError, "jitgrad: a custom function's object argument "
+                                                "holds a tensor its call did not lift");
+            return NULL;
+        }
+        return jgp_wrap_borrowed(w->subst[j]);
+    }
     if (jgp_is_tensor(o)) {
         jg_tensor *t = jgp_t(o);
         if (!jg_is_traced(t))
@@ -291,6 +318,8 @@ static PyObject *obj_rebuild(obj_walk *w, PyObject *o, int depth) {
                 jg_release(jg_keep(d));
             }
         }
+        if (w->mark)
+            return j < w->n_seen ? lifted_mark(j) : Py_NewRef(o);
         if (w->touch || j >= w->n_seen || j >= w->n_subst) /* past OBJ_MAX: not lifted first */
             return Py_NewRef(o);
         return jgp_wrap_borrowed(w->subst[j]);
@@ -387,6 +416,72 @@ static int objects_rebuild(obj_walk *w, PyObject *args) {
     return 0;
 }
 
+/* Pairs each object argument in o (named by its identity key in the call's
+ * bytes: jgp_serialize's walk) with its counterpart m in the marked copy. */
+static int pair_objects(PyObject *o, PyObject *m, PyObject *out) {
+    if (jgp_is_tensor(o) || o == Py_None || PyLong_Check(o) || PyFloat_Check(o) ||
+        PyUnicode_Check(o) || PyObject_TypeCheck(o, &JGDtype_Type))
+        return 0;
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        bool same = Py_TYPE(m) == Py_TYPE(o) && PySequence_Fast_GET_SIZE(m) == n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *a = PySequence_Fast_GET_ITEM(o, i);
+            if (pair_objects(a, same ? PySequence_Fast_GET_ITEM(m, i) : a, out) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (PyDict_Check(o)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &k, &v)) {
+            PyObject *mv = PyDict_Check(m) ? PyDict_GetItemWithError(m, k) : NULL;
+            if ((!mv && PyErr_Occurred()) || pair_objects(k, k, out) < 0 ||
+                pair_objects(v, mv ? mv : v, out) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    PyObject *key = jgp_object_key(o);
+    int rc = key ? PyDict_SetItem(out, key, m) : -1;
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* What a create_graph backward that runs a compiled call's forward again
+ * (after its Python call returned, after any number of later calls) needs
+ * of its object arguments: per identity key, the object, copied where it
+ * holds tensors the trace lifted, with marks in their place that the rerun
+ * fills with its slots' tensors.  The copies hold no tensor of the call's
+ * own graph, so the ctx that keeps them (as long as its node) is no cycle
+ * through that node.  NULL when nothing is kept (no object arguments, or
+ * one that cannot be copied: a rerun then fails naming an object). */
+static PyObject *held_args(PyObject *args) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    bool any = false;
+    for (Py_ssize_t i = 0; i < n && !any; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        any = !(jgp_is_tensor(a) || a == Py_None || PyLong_Check(a) || PyFloat_Check(a) ||
+                PyUnicode_Check(a));
+    }
+    if (!any)
+        return NULL;
+    PyObject *marked = PyTuple_New(n), *held = PyDict_New();
+    for (Py_ssize_t i = 0; marked && i < n; i++)
+        PyTuple_SET_ITEM(marked, i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    obj_walk w = {.mark = true};
+    int rc = marked && held ? objects_rebuild(&w, marked) : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+        rc = pair_objects(PyTuple_GET_ITEM(args, i), PyTuple_GET_ITEM(marked, i), held);
+    Py_XDECREF(marked);
+    if (rc < 0 || !PyDict_Size(held)) {
+        PyErr_Clear();
+        Py_CLEAR(held);
+    }
+    return held;
+}
+
 /* ------------------------------------------------------------ callbacks */
 
 static const char *fn_name(const jg_function *fn) {
@@ -397,6 +492,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     const jg_function *fn = jg_ctx_function(ctx);
     PyObject *cls = fn->user;
     PyObject *args = NULL, *slot_of = NULL, *pyctx = NULL, *res = NULL, *forward = NULL;
+    PyObject *held = NULL;
     apply_call *call = current_call;
     int rc = -1;
     bool from_apply = call && call->cls == cls && !call->forward_ran;
@@ -430,6 +526,10 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         obj_walk w = {.touch = true};
         if (args && traced && objects_rebuild(&w, args) < 0)
             goto fail;
+        /* traced: the compiled graph may run forward again (an eager call's
+         * node never does, in a compiled call too) */
+        if (args && traced)
+            held = held_args(args);
     } else {
         /* called by the library on its own (compiled code running the
          * callback): rebuild the arguments from the bytes */
@@ -438,10 +538,12 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
         PyObject *list = p ? jgp_deserialize(&p, end, inputs, n_inputs, &next) : PyList_New(0);
         args = list ? PySequence_Tuple(list) : NULL;
         Py_XDECREF(list);
+        if (args && jgp_call_objects) /* an opaque call run by compiled code */
+            held = held_args(args);
         /* the slots after the arguments' own: the tensors lifted out of
          * object arguments when traced */
         obj_walk w = {.subst = inputs + next, .n_subst = n_inputs - next};
-        if (args && next < n_inputs && objects_rebuild(&w, args) < 0)
+        if (args && objects_rebuild(&w, args) < 0) /* (also fills the marks: held_args) */
             Py_CLEAR(args);
         if (args) {
             int ns;
@@ -461,9 +563,16 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
     c->non_diff = NULL;
     c->dirty = NULL;
     c->needs_no_grad = NULL;
+    c->held = NULL;
     PyObject_GC_Track(c);
     pyctx = (PyObject *)c;
     jg_ctx_set_state(ctx, Py_NewRef(pyctx), ctx_state_free);
+    if (held) {
+        if (jgp_objects_hold(held) < 0)
+            goto fail;
+        c->held = held;
+        held = NULL;
+    }
     if (from_apply && !call->grad_mode) {
         /* PyTorch's needs_input_grad does not depend on grad mode (the
          * library's, which decides the call's edges, does) */
@@ -555,6 +664,7 @@ static int forward_cb(jg_ctx *ctx, int n_inputs, jg_tensor *const *inputs, jg_te
 fail:
     rc = jgp_callback_fail();
 done:
+    Py_XDECREF(held);
     Py_XDECREF(args);
     Py_XDECREF(slot_of);
     Py_XDECREF(pyctx);

@@ -104,7 +104,8 @@ extern PyObject *jgp_trace_classes;
  * traced (additions). */
 extern PyObject *jgp_call_objects, *jgp_trace_objects;
 /* The object of an identity key: the compiled call's, else that of any
- * live compiled function (borrowed; NULL, maybe with an error, if none). */
+ * live compiled function, else the copy a custom call's ctx keeps for a
+ * rerun (jgp_held_object; borrowed; NULL, maybe with an error, if none). */
 PyObject *jgp_find_object(PyObject *key);
 
 /* ---- compile.c ---- */
