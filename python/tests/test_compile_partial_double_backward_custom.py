@@ -8,6 +8,8 @@ compiled call's; its output stands at the node of the create_graph rerun
 like the outputs that got a gradient, and the second-order terms meet in
 that node in eager's order: x.grad is bitwise eager's, in pieces and in
 one graph."""
+import gc
+
 import pytest
 
 
@@ -64,3 +66,32 @@ def test_pieces_double_backward_custom_object_slot_vs_torch(jg, torch):
     ref = second_order_grad(torch, True, None)
     for a, b in zip(got, ref):
         assert a == pytest.approx(b, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_pieces_custom_object_slot_frees(jg, backend, create_graph):
+    """Regression: the traced call's ctx kept the tensor the object held
+    (the piece's result, whose history is the piece's compiled node, which
+    holds the ctx through the piece's graph): a reference cycle in C that
+    gc cannot see; the compiled pieces and the tensors never went away
+    (tests/c/test_compile_pieces.c, test_double_backward_object_slot)."""
+    gc.collect()
+    base = jg.memory_allocated()
+    for _ in range(2):  # a fresh compiled function each time
+        fn = jg.compile(program(jg), backend=backend)
+        for _ in range(3):
+            # (64 floats: tensors of 64 bytes or less are not counted)
+            x = jg.linspace(-1, 0.5, 64).requires_grad_()
+            loss = (fn(x, True) * jg.linspace(0, 1, 64)).sum()
+            if create_graph:
+                (g,) = jg.autograd.grad(loss, [x], create_graph=True)
+                (g * g).sum().backward()
+            else:
+                loss.backward()
+            assert x.grad is not None
+        assert fn._jitgrad_compiled.graphs_run() > 3  # (pieces ran)
+        del fn, x, loss
+        g = None
+        gc.collect()
+        assert jg.memory_allocated() == base

@@ -138,12 +138,11 @@ def test_pieces_rerun_custom_object_frees_all(jg, backend, read_in_forward, patt
     frees_all(jg, backend, read_in_forward, pattern, save_object_tensor=read_in_forward)
 
 
-@pytest.mark.xfail(strict=True, reason="C side: a traced (not opaque) custom call in a piece "
-                   "that saves a tensor of the piece reached through an object argument "
-                   "leaves a reference cycle (entry -> call ctx -> saved tensor -> piece node "
-                   "-> entry), with or without a backward; not the objects kept for a rerun")
 @pytest.mark.parametrize("pattern", ["now", "later"])
 def test_pieces_saved_object_tensor_frees_all(jg, pattern):
+    """Regression: a traced custom call in a piece saving a tensor of the
+    piece reached through an object argument made a reference cycle
+    (entry -> call ctx -> saved tensor -> piece node -> entry)."""
     frees_all(jg, "interp", False, pattern, save_object_tensor=True)
 
 

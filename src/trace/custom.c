@@ -433,6 +433,50 @@ static void ctx_free(void *p) {
     jg_ctx_free(p);
 }
 
+/* The graph keeps the call's ctx (to trace its backward again, with
+ * stand-ins for what it saved); from here on the call's record
+ * (jg_custom_info.saved_out) says what was saved.  A tensor of the program
+ * it saved (reached through the call's args: a stand-in that becomes the
+ * piece's result, with the compiled call's node as its history) is dropped:
+ * kept, the graph -> ctx -> tensor -> compiled node -> graph cycle would
+ * keep the compiled piece alive, and the graph the program's tensor. */
+static void unhold_program_tensors(jg_ctx *ctx, const jg_graph *F) {
+    for (int j = 0; j < ctx->n_saved; j++) {
+        jg_tensor *t = ctx->saved[j].t;
+        if (t && !(t->sym && t->sym->graph == F->id))
+            jg_saved_free(&ctx->saved[j]);
+    }
+}
+
+/* The pointer-sized fields of the args bytes that hold a lifted tensor's
+ * address (jg_custom_info.arg_ptr_off). */
+static int find_arg_ptrs(jg_graph *G, jg_custom_info *info, const void *args, size_t args_size,
+                         const foreign_use *lifted) {
+    const size_t step = _Alignof(jg_tensor *), w = sizeof(jg_tensor *);
+    int n = 0, off[MAX_SLOTS], slot[MAX_SLOTS];
+    for (size_t o = 0; lifted->n && o + w <= args_size && n < MAX_SLOTS; o += step) {
+        jg_tensor *p;
+        memcpy(&p, (const char *)args + o, w);
+        for (int j = 0; j < lifted->n; j++)
+            if (p == lifted->outer[j]) {
+                off[n] = (int)o;
+                slot[n++] = info->n_args + j;
+                break;
+            }
+    }
+    if (!n)
+        return 0;
+    int *a = jg_arena_alloc(&G->arena, sizeof(int) * 2 * (size_t)n);
+    if (!a)
+        return jg_errorf("out of memory tracing a custom function");
+    memcpy(a, off, sizeof(int) * (size_t)n);
+    memcpy(a + n, slot, sizeof(int) * (size_t)n);
+    info->n_arg_ptrs = n;
+    info->arg_ptr_off = a;
+    info->arg_ptr_slot = a + n;
+    return 0;
+}
+
 static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, const void *args,
                       size_t args_size, jg_tensor **outputs, foreign_use *lifted) {
     jg_graph *G = jg_trace_graph();
@@ -579,7 +623,9 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
             (none_slot = jg_arena_alloc(&G->arena, sizeof(bool) * (size_t)(n_all ? n_all : 1))))
             memcpy(none_slot, probe.none_slot, sizeof(bool) * (size_t)n_all);
         *info = (jg_custom_info){n_out,  diff,      n_saved,  saved_out, materialize,
-                                 n_kept, kept_fval, kept_out, none_slot, n};
+                                 n_kept, kept_fval, kept_out, none_slot, n,
+                                 0,      NULL,      NULL};
+        rc = find_arg_ptrs(G, info, args, args_size, lifted);
     }
     int64_t out_stride[JG_MAX_OUTPUTS][JG_MAX_DIMS]; /* the forward's layouts */
     bool out_view[JG_MAX_OUTPUTS] = {0};             /* a view, or an input returned as is */
@@ -606,6 +652,8 @@ static int trace_call(const jg_function *fn, int n, jg_tensor *const *inputs, co
         rc = -1;
     if (rc < 0)
         jg_ctx_free(ctx); /* the graph did not take it */
+    else if (ctx)
+        unhold_program_tensors(ctx, F);
     for (int k = 0; k < n_out && rc == 0; k++) {
         if (!(outputs[k] = jg_trace_tensor(out_vals[k]))) {
             for (int j = 0; j < k; j++)

@@ -49,6 +49,15 @@ typedef struct jg_custom_info {
      * lifted so the node can feed them; they get no gradient (forward runs
      * without grad, as in eager mode) */
     int n_args;
+    /* From C: where the args bytes hold a lifted tensor's address itself (a
+     * pointer-sized field): byte offset and slot.  A replay of the forward
+     * (a create_graph rerun) writes the slot's tensor there in a copy of
+     * the bytes, as the Python binding rebuilds an object from its lifted
+     * slots: the callback reads the rerun's value, and nothing needs to
+     * keep the traced call's tensor alive for it. */
+    int n_arg_ptrs;
+    const int *arg_ptr_off;
+    const int *arg_ptr_slot;
 } jg_custom_info;
 
 /* Makes sure the tracer's jg_apply hook is installed (it is at load). */

@@ -3,6 +3,7 @@
 #include "trace/trace.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int jg_trace_replay(const jg_graph *g, jg_tensor *const *inputs, jg_tensor **outputs) {
     return jg_trace_replay_uses(g, inputs, NULL, NULL, NULL, outputs, NULL);
@@ -63,7 +64,21 @@ int jg_trace_replay_uses(const jg_graph *g, jg_tensor *const *inputs, jg_tensor 
             in[s] = use && use[s] ? use[s] : v[jg_gnode_slot_value(n, s)];
         /* lifted slots go along: the callback rebuilds the objects that
          * held them (it answers no gradient for them, as in eager mode) */
-        int got = jg_apply_lifted(c->fn, c->n_slots, info->n_args, in, c->args, c->args_size, out);
+        const void *args = c->args;
+        char *patched = NULL;
+        if (info->n_arg_ptrs) {
+            if (!(patched = malloc(c->args_size))) {
+                rc = jg_errorf("out of memory replaying a graph");
+                break;
+            }
+            memcpy(patched, c->args, c->args_size);
+            for (int k = 0; k < info->n_arg_ptrs; k++)
+                memcpy(patched + info->arg_ptr_off[k], &in[info->arg_ptr_slot[k]],
+                       sizeof(jg_tensor *));
+            args = patched;
+        }
+        int got = jg_apply_lifted(c->fn, c->n_slots, info->n_args, in, args, c->args_size, out);
+        free(patched);
         if (got < 0 || got != info->n_call_out) {
             rc = got < 0 ? -1
                          : jg_errorf("replay: %s returned %d outputs, %d when traced", c->fn->name,
