@@ -675,7 +675,7 @@ jg_tensor *jg_ceil(jg_tensor *a);
 jg_tensor *jg_trunc(jg_tensor *a);
 jg_tensor *jg_round(jg_tensor *a);
 /* round to `decimals` decimal places (negative: tens, hundreds ...) as
- * PyTorch's round(decimals=): float only */
+ * PyTorch's round(decimals=): float only, decimals 0 included */
 jg_tensor *jg_round_decimals(jg_tensor *a, int decimals);
 jg_tensor *jg_frac(jg_tensor *a);
 jg_tensor *jg_sign(jg_tensor *a);

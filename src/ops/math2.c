@@ -316,8 +316,7 @@ jg_tensor *jg_round_decimals(jg_tensor *a, int decimals) {
         return refuse_dtype("round_vml_cpu", a->dtype);
     if (!jg_dtype_is_float(a->dtype))
         return refuse_dtype("round_cpu", a->dtype);
-    if (decimals == 0)
-        return jg_ew_call(JG_OP_ROUND, a, NULL);
+    /* (decimals 0 too: round's values, PyTorch's RoundBackward1 node) */
     return jg_ew_call_scalar(JG_OP_ROUND_DECIMALS, a, (double)decimals);
 }
 
