@@ -62,6 +62,8 @@ FEATURES = {
     "fullgraph": "compile(fullgraph=True)",
     "bool_cmp": "elementwise comparisons (> == ...) with where / float()",
     "opsmath": "sin cos erf clamp maximum minimum pow var std norm prod cumsum topk sort (opt-in)",
+    "math2": "floor ceil trunc round frac sign sgn log1p expm1 log2 log10 rsqrt reciprocal sinh "
+             "cosh tan asin acos atan erfc atan2 addcmul addcdiv lerp",
 }
 # opt-in features (named with --features) stay out of the default set
 OPT_IN = ("opsmath",)
@@ -98,6 +100,7 @@ class Gen:
         # programs of published seeds change only where those features act
         self.r2 = random.Random(seed * 1000003 + 17)
         self.r3 = random.Random(seed * 1000033 + 29)  # the "dynamic" feature's
+        self.r4 = random.Random(seed * 1000037 + 41)  # the "math2" feature's
         self.seed = seed
         self.f = set(features)
         self.top = []  # top-level statements (classes, captured tensors)
@@ -315,12 +318,50 @@ class Gen:
         out.append(f"{n} = {a}.topk(1, dim={d})[0]")
         return V(n, tuple(1 if i == d else x for i, x in enumerate(v.shape)), True, False)
 
+    def math2_op(self, vs, out):
+        """One statement using a math2 op (draws from r4 only).  Operands
+        are kept inside each function's domain and away from overflow."""
+        r = self.r4
+        v = r.choice(vs)
+        n = self.fresh()
+        a = v.name
+        k = r.randrange(4)
+        if k == 0:  # piecewise constant: ties, zero gradients
+            e = r.choice([f"({a} * 2.0).floor()", f"T.ceil({a} * 2.0)", f"({a} * 3.0).round()",
+                          f"{a}.trunc()", f"({a} * 2.0).frac()", f"{a}.sign()", f"T.sgn({a})",
+                          f"({a} * 3.0).round(decimals=1)", f"T.fix({a} * 2.0)"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, True)
+        if k == 1:
+            p = f"({a}.abs() + 0.5)"
+            e = r.choice([f"{p}.log1p()", f"({a} * 0.5).expm1()", f"{p}.log2()",
+                          f"T.log10({p})", f"{p}.rsqrt()", f"{p}.reciprocal()",
+                          f"({a} * 0.5).sinh()", f"T.cosh({a} * 0.5)",
+                          f"({a}.tanh() * 1.2).tan()", f"({a}.tanh() * 0.9).asin()",
+                          f"T.acos({a}.tanh() * 0.9)", f"T.arcsin({a}.tanh() * 0.5)",
+                          f"{a}.atan()", f"{a}.erfc()"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, v.ties)
+        ws = [w for w in vs if _bcast(v.shape, w.shape) is not None]
+        w = r.choice(ws)
+        s = _bcast(v.shape, w.shape)
+        b = w.name
+        e = r.choice([f"T.atan2({a}, {b} * {b} + 0.5)", f"{a}.arctan2({b}.abs() + 0.25)",
+                      f"{a}.addcmul({b}, {a}, value=0.5)", f"T.addcmul({a}, {a}, {b})",
+                      f"T.addcdiv({a}, {b}, {b}.abs() + 1.0, value=-0.75)",
+                      f"T.lerp({a}, {b}, {r.choice(['0.3', '0.8', '-0.5', '1.0'])})",
+                      f"{a}.lerp({b}, {b}.sigmoid())"])
+        out.append(f"{n} = {e}")
+        return V(n, s, True, v.ties or w.ties)
+
     def body_op(self, vs, out, boxes):
         """Appends one statement to out; returns the new V or None."""
         if "opsmath" in self.f and self.r2.random() < 0.3:
             res = self.opsmath_op(vs, out)
             if res is not None:
                 return res
+        if "math2" in self.f and self.r4.random() < 0.15:
+            return self.math2_op(vs, out)
         r = self.r
         f = self.on
         v = r.choice(vs)

@@ -664,6 +664,46 @@ int jg_topk(jg_tensor *a, int64_t k, int dim, bool largest, jg_tensor **values,
 /* values sorted along dim and their int64 indices; stable */
 int jg_sort(jg_tensor *a, int dim, bool descending, jg_tensor **values, jg_tensor **indices);
 
+/* ---- math2 ----
+ * More elementwise math with PyTorch's values, dtypes and gradients.
+ * floor, ceil, trunc, round (half to even), sign and sgn keep integer
+ * dtypes (bool: sign and sgn only) and have zero gradients; frac (a -
+ * trunc(a)) is float only.  The rest compute integer and bool inputs in
+ * float32. */
+jg_tensor *jg_floor(jg_tensor *a);
+jg_tensor *jg_ceil(jg_tensor *a);
+jg_tensor *jg_trunc(jg_tensor *a);
+jg_tensor *jg_round(jg_tensor *a);
+/* round to `decimals` decimal places (negative: tens, hundreds ...) as
+ * PyTorch's round(decimals=): float only, decimals 0 included */
+jg_tensor *jg_round_decimals(jg_tensor *a, int decimals);
+jg_tensor *jg_frac(jg_tensor *a);
+jg_tensor *jg_sign(jg_tensor *a);
+jg_tensor *jg_sgn(jg_tensor *a);
+jg_tensor *jg_log1p(jg_tensor *a);
+jg_tensor *jg_expm1(jg_tensor *a);
+jg_tensor *jg_log2(jg_tensor *a);
+jg_tensor *jg_log10(jg_tensor *a);
+jg_tensor *jg_rsqrt(jg_tensor *a);
+jg_tensor *jg_reciprocal(jg_tensor *a);
+jg_tensor *jg_sinh(jg_tensor *a);
+jg_tensor *jg_cosh(jg_tensor *a);
+jg_tensor *jg_tan(jg_tensor *a);
+jg_tensor *jg_asin(jg_tensor *a);
+jg_tensor *jg_acos(jg_tensor *a);
+jg_tensor *jg_atan(jg_tensor *a);
+jg_tensor *jg_erfc(jg_tensor *a);
+/* atan2(a, b) elementwise (promoted, broadcast; float results) */
+jg_tensor *jg_atan2(jg_tensor *a, jg_tensor *b);
+/* self + value * t1 * t2 and self + value * t1 / t2 (promoted, broadcast;
+ * addcmul refuses bool, addcdiv integer t1 and t2); gradients for all three */
+jg_tensor *jg_addcmul(jg_tensor *self, jg_tensor *t1, jg_tensor *t2, double value);
+jg_tensor *jg_addcdiv(jg_tensor *self, jg_tensor *t1, jg_tensor *t2, double value);
+/* self + weight * (end - self), exact at weight 0 and 1 (broadcast; float
+ * operands of one dtype, as PyTorch requires); gradients for every tensor */
+jg_tensor *jg_lerp(jg_tensor *self, jg_tensor *end, jg_tensor *weight);
+jg_tensor *jg_lerp_scalar(jg_tensor *self, jg_tensor *end, double weight);
+
 /* ---- surface2 ---- */
 /* min of all elements (0-d; NaN if any): the gradient is shared evenly by
  * the elements equal to it, as PyTorch's min() does */

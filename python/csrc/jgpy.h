@@ -75,6 +75,7 @@ enum { JGP_ADD, JGP_SUB, JGP_MUL, JGP_DIV };
 
 /* ---- ops_opsmath.c ---- */
 extern PyMethodDef jgp_tensor_opsmath_methods[];
+extern PyMethodDef jgp_tensor_math2_methods[]; /* ops_math2.c */
 extern PyMethodDef jgp_module_opsmath_functions[];
 /* base ** exponent with a tensor exponent (NotImplemented otherwise) */
 PyObject *jgp_pow_tensor(PyObject *base, PyObject *exp);

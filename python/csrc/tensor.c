@@ -981,7 +981,7 @@ int jgp_tensor_init_type(PyObject *module) {
     slots[k++] = (PyType_Slot){Py_tp_richcompare, jgp_tensor_richcompare};
     slots[k++] = (PyType_Slot){Py_tp_hash, tensor_hash};
     /* methods: this file's, the ops' and autograd's, merged */
-    static PyMethodDef all[256];
+    static PyMethodDef all[512];
     int m = 0;
     PyMethodDef *lists[] = {tensor_methods,
                             jgp_tensor_op_methods,
@@ -989,10 +989,16 @@ int jgp_tensor_init_type(PyObject *module) {
                             jgp_io_methods,
                             jgp_tensor_opsshape_methods,
                             jgp_tensor_opsmath_methods,
-                            jgp_tensor_surface2_methods};
+                            jgp_tensor_surface2_methods,
+                            jgp_tensor_math2_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
-        for (PyMethodDef *p = lists[l]; p->ml_name; p++)
+        for (PyMethodDef *p = lists[l]; p->ml_name; p++) {
+            if (m + 1 >= (int)(sizeof all / sizeof *all)) {
+                PyErr_SetString(PyExc_SystemError, "jitgrad: too many Tensor methods");
+                return -1;
+            }
             all[m++] = *p;
+        }
     all[m] = (PyMethodDef){NULL, NULL, 0, NULL};
     jgp_docs_apply(all);
     slots[k++] = (PyType_Slot){Py_tp_methods, all};

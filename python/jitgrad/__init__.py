@@ -277,6 +277,15 @@ Tensor.uniform_ = _generator.uniform_
 Tensor.bernoulli = _generator.bernoulli
 Tensor.bernoulli_ = _generator.bernoulli_
 # ---- end surface2 ----
+# ---- math2 ---- (Tensor methods in csrc/ops_math2.c)
+for _name in (
+    "floor", "ceil", "trunc", "fix", "round", "frac", "sign", "sgn", "log1p", "expm1", "log2",
+    "log10", "rsqrt", "reciprocal", "sinh", "cosh", "tan", "asin", "arcsin", "acos", "arccos",
+    "atan", "arctan", "erfc", "atan2", "arctan2", "addcmul", "addcdiv", "lerp",
+):
+    globals()[_name] = _opsmath_fn(_name)
+del _name
+# ---- end math2 ----
 # casts to the dtypes jitgrad has no kernels for: raise as the names do
 Tensor.half = lambda self: self.to(float16)
 Tensor.bfloat16 = lambda self: self.to(bfloat16)

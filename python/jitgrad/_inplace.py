@@ -14,8 +14,10 @@ and backward would fail where PyTorch's in-place op succeeds.
 
 from . import _C
 
-# ops whose backward reads only their output: they can read self directly
-_SAVES_OUTPUT_ONLY = frozenset(("exp", "tanh", "sigmoid", "sqrt", "relu"))
+# ops whose backward reads only their output (or nothing): they can read self directly
+_SAVES_OUTPUT_ONLY = frozenset(("exp", "tanh", "sigmoid", "sqrt", "relu", "expm1", "rsqrt",
+                                "reciprocal", "tan", "floor", "ceil", "trunc", "round", "frac",
+                                "sign", "sgn"))
 
 # comparisons write a bool result, which copies into any dtype
 _COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
@@ -67,12 +69,16 @@ def _inplace(name):
 # in-place form of every out-of-place method that has one in PyTorch
 _NAMES = ("abs", "cos", "cumsum", "erf", "exp", "log", "neg", "pow", "relu", "sigmoid", "sin",
           "sqrt", "square", "tanh", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge",
-          "logical_and", "logical_or", "logical_xor", "logical_not", "baddbmm")
+          "logical_and", "logical_or", "logical_xor", "logical_not", "baddbmm",
+          "floor", "ceil", "trunc", "round", "frac", "sign", "sgn", "log1p", "expm1", "log2",
+          "log10", "rsqrt", "reciprocal", "sinh", "cosh", "tan", "asin", "acos", "atan", "erfc",
+          "atan2", "addcmul", "addcdiv", "lerp")
 
 # PyTorch's alias spellings
 _ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "divide": "div",
             "true_divide": "div", "subtract": "sub", "not_equal": "ne", "greater": "gt",
-            "greater_equal": "ge", "less": "lt", "less_equal": "le"}
+            "greater_equal": "ge", "less": "lt", "less_equal": "le", "fix": "trunc",
+            "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2"}
 
 
 def install(tensor_type):

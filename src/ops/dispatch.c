@@ -31,6 +31,13 @@ int jg_bool_refused(jg_opcode op) {
                          "instead.");
     case JG_OP_RELU:
         return jg_errorf("Boolean inputs not supported for relu");
+    case JG_OP_FLOOR:
+    case JG_OP_CEIL:
+    case JG_OP_TRUNC:
+    case JG_OP_ROUND:
+        return jg_errorf("\"%s_vml_cpu\" not implemented for 'Bool'", jg_ops[op].name);
+    case JG_OP_ADDCMUL:
+        return jg_errorf("\"addcmul_cpu_out\" not implemented for 'Bool'");
     default:
         return jg_errorf("\"%s_cpu\" not implemented for 'Bool'", jg_ops[op].name);
     }

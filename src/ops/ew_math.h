@@ -537,4 +537,17 @@ JG_EW_INLINE double jg_ew_sq1d(double x) {
  * (f64; the i64 instantiation, which dispatch never runs, converts). */
 #define jg_ew_tanh(x) _Generic((x), float : jg_ew_tanhf, default : tanh)(x)
 
+/* floor, ceil, trunc and round (half to even, as PyTorch's nearbyint) for
+ * the expression of every dtype: libm's float and double functions (named,
+ * not called, so <tgmath.h> at the use site declares them), the identity
+ * for integer and bool values (an int64 above 2^53 keeps every bit). */
+JG_EW_INLINE int64_t jg_ew_ident(int64_t x) {
+    return x;
+}
+#define jg_ew_floor(x) _Generic((x), float : floorf, double : floor, default : jg_ew_ident)(x)
+#define jg_ew_ceil(x) _Generic((x), float : ceilf, double : ceil, default : jg_ew_ident)(x)
+#define jg_ew_trunc(x) _Generic((x), float : truncf, double : trunc, default : jg_ew_ident)(x)
+#define jg_ew_round(x)                                                                             \
+    _Generic((x), float : nearbyintf, double : nearbyint, default : jg_ew_ident)(x)
+
 #endif
