@@ -119,13 +119,13 @@ def outcome(T, seed, backend):
     return res
 
 
-# Seeds that fail for reasons the test cannot fix (a strict xfail each)
+# Seeds where the compiled call is known to differ from eager (a strict
+# xfail each; the gap described in docs/inplace.md): none known
 KNOWN_GAPS = set()
 
 
 @pytest.mark.parametrize("seed", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="known gap: a no_grad view used "
-                                            "after a write in a later piece"))
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="known gap (docs/inplace.md)"))
     if s in KNOWN_GAPS else s for s in range(2000)])
 def test_compiled_as_eager(jg, seed):
     assert outcome(jg, seed, "interp") == outcome(jg, seed, None)
