@@ -277,6 +277,10 @@ typedef struct jg_core_hooks {
                       jg_tensor *const *ins, unsigned flags, jg_tensor **results);
     /* A tensor with has_grad_hooks dies: drop its hooks (autograd layer). */
     void (*grad_hooks_free)(jg_tensor *t);
+    /* Whether the program being traced wrote captured tensor t in place
+     * (a traced write: t itself holds its old value until the call, or the
+     * piece, runs). */
+    bool (*captured_written)(const jg_tensor *t);
 } jg_core_hooks;
 extern jg_core_hooks jg_hooks;
 

@@ -311,15 +311,38 @@ bool jg_view_stale(const jg_tensor *t) {
 
 int jg_view_check_use(const jg_tensor *t) {
     const jg_view_info *v = t->view;
-    if (!v || !jg_grad_mode || base_version(v->base) == v->version)
+    if (!v || !jg_grad_mode)
+        return 0;
+    /* a concrete view made without grad mode before the trace (by an
+     * earlier piece of a program run in pieces, or before the call) may
+     * have a base the trace wrote since, which its version does not show
+     * yet */
+    bool refused = v->no_grad && !t->sym && (t->grad_fn || v->base->requires_grad);
+    bool pending =
+        refused && !v->base->sym && jg_hooks.captured_written && jg_hooks.captured_written(v->base);
+    if (!pending && base_version(v->base) == v->version)
         return 0;
     /* a view made without grad mode is never remade from its base; used
      * with grad mode on once its base (or another view) was written while
-     * the base requires grad, PyTorch refuses it (when its grad_fn is asked) */
-    if (v->no_grad && !t->sym && (t->grad_fn || v->base->requires_grad))
-        return jg_errorf("A view was created in no_grad mode and its base or another view of its "
-                         "base has been modified inplace with grad mode enabled. %s",
-                         JG_MSG_NO_GRAD_VIEW_TAIL);
+     * the base requires grad, PyTorch refuses it (when its grad_fn is asked).
+     * Run in pieces, the piece so far runs first, so that eager's earlier
+     * writes (a traced one of the base among them) are done when it fails;
+     * in one graph, a traced write of the base pending: a graph break, and
+     * the eager run refuses it */
+    if (refused) {
+        static const char why[] = "a use with grad mode on of a view made without it, after a "
+                                  "write of its base (eager mode refuses it)";
+        if (!(jg_hooks.on_symbolic_read && jg_hooks.on_symbolic_read(NULL, why)) && pending) {
+            if (jg_hooks.on_untraceable)
+                jg_hooks.on_untraceable(why);
+            return jg_errorf("%s", why);
+        }
+        if (base_version(v->base) != v->version)
+            return jg_errorf("A view was created in no_grad mode and its base or another view of "
+                             "its base has been modified inplace with grad mode enabled. %s",
+                             JG_MSG_NO_GRAD_VIEW_TAIL);
+        return 0;
+    }
     /* traced (a traced view follows its base): a graph break, so that the
      * call runs eagerly and fails there, after eager's earlier writes */
     if (t->sym && t->no_grad_view && v->base->requires_grad) {

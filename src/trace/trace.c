@@ -516,6 +516,11 @@ int jg_trace_lifted_written(int k, int *value) {
     return hit->writes;
 }
 
+static bool captured_written(const jg_tensor *t) {
+    const_entry *hit = lifting() ? find_entry(top(), t) : NULL;
+    return hit && hit->writes > 0;
+}
+
 static void note_grad_read(frame *f, jg_tensor *t, jg_tensor *grad) {
     for (int i = 0; i < f->n_gr; i++)
         if (f->gr_owner[i] == t)
@@ -1039,6 +1044,7 @@ __attribute__((constructor)) static void trace_init(void) {
     jg_hooks.captured_write_end = captured_write_end;
     jg_hooks.on_grad_read = on_grad_read;
     jg_hooks.on_grad_clear = on_grad_clear;
+    jg_hooks.captured_written = captured_written;
     jg_hooks.traced_write = traced_write;
     jg_trace_backward_init(); /* (links trace/backward.c into static programs) */
     jg_trace_op_hook = trace_op;

@@ -794,6 +794,72 @@ static void test_no_grad_view_in_piece(void **state) {
     free(tu_capture_stderr(no_grad_view_run));
 }
 
+/* A view made under no_grad of leaf x, x written under no_grad in the
+ * piece after a read (twice: mode 1), then the view used with grad mode on:
+ * eager refuses the use, after both writes.  The piece's traced write was
+ * not in x's version yet, so the use was not refused (seeds 1985, 2244). */
+static int p_no_grad_view_use(void *user, const void *args, int n, jg_tensor *const *in,
+                              jg_tensor **out) {
+    (void)args, (void)n;
+    int mode = *(const int *)user;
+    jg_tensor *x = in[0];
+    bool prev = jg_set_grad_enabled(false);
+    jg_tensor *v = jg_slice(x, 0, 1, 4);
+    jg_set_grad_enabled(prev);
+    if (!v || !read_x(x))
+        return -1;
+    prev = jg_set_grad_enabled(false);
+    int rc = (mode & 1) ? jg_mul_scalar_(x, 1.5) : 0;
+    if (rc == 0)
+        rc = jg_mul_scalar_(x, 2.0);
+    jg_set_grad_enabled(prev);
+    jg_tensor *sq = rc < 0 ? NULL : jg_mul(v, v); /* (refused: its error is the last) */
+    out[0] = sq ? jg_add(jg_sum(in[1]), jg_sum(sq)) : NULL;
+    return out[0] ? 1 : -1;
+}
+
+static void no_grad_view_use_run(void) {
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !jg_compile_backend_available("c"))
+            continue;
+        for (int mode = 0; mode < 2; mode++) {
+            jg_compiled *c = jg_compile(p_no_grad_view_use, &mode,
+                                        &(jg_compile_options){.backend = backends[b]});
+            assert_non_null(c);
+            for (int call = 0; call < 3; call++) {
+                jg_tensor *x[2], *out[2] = {NULL, NULL};
+                char msg[2][600];
+                for (int k = 0; k < 2; k++) {
+                    x[k] = tu_tensor(JG_F32, 1, TU_SHAPE(4), TU_VALS(1, 2, 3, 4));
+                    jg_tensor *y = tu_tensor(JG_F32, 1, TU_SHAPE(2), TU_VALS(0.5, -1));
+                    jg_set_requires_grad(x[k], true);
+                    jg_set_requires_grad(y, true);
+                    jg_tensor *in[2] = {x[k], y};
+                    int rc = k ? jg_compiled_call(c, NULL, 0, 2, in, &out[k])
+                               : p_no_grad_view_use(&mode, NULL, 2, in, &out[k]);
+                    assert_int_equal(rc, -1);
+                    snprintf(msg[k], sizeof msg[k], "%s", jg_last_error());
+                    assert_null(jg_grad(x[k]));
+                    assert_null(jg_grad(y));
+                }
+                assert_non_null(strstr(msg[0], "A view was created in no_grad mode and its base "
+                                               "or another view of its base has been modified "
+                                               "inplace with grad mode enabled."));
+                assert_string_equal(msg[1], msg[0]);
+                TU_SAME(x[1], x[0]);
+                assert_int_equal(jg_version(x[1]), jg_version(x[0]));
+                assert_int_equal(jg_version(x[0]), mode ? 2 : 1);
+            }
+            jg_compiled_free(c);
+        }
+    }
+}
+
+static void test_no_grad_view_used_after_piece_write(void **state) {
+    (void)state;
+    free(tu_capture_stderr(no_grad_view_use_run));
+}
+
 /* Fuzz seeds 2501017 and 2501930: a view of a piece's own tensor (a clone),
  * the tensor then written in place, the view returned or used.  The view's
  * value (and history) is remade from the written base, in the same piece
@@ -961,6 +1027,7 @@ int main(void) {
         TU_TEST(test_pieces_free_captured_views),
         TU_TEST(test_saved_value_written_after),
         TU_TEST(test_no_grad_view_in_piece),
+        TU_TEST(test_no_grad_view_used_after_piece_write),
         TU_TEST(test_view_of_captured_between_writes),
         TU_TEST(test_rebased_view_of_piece_tensor),
         TU_TEST(test_double_backward_object_slot),
