@@ -19,6 +19,9 @@ typedef struct {
     int n_saved, n_inputs;
     jg_saved *saved; /* n_saved values the backward graphs read, then the n_inputs graph
                       * inputs (read only by a backward with JG_CREATE_GRAPH) */
+    /* saved is left empty: every output leads to a node the program's own
+     * backward freed, so any gradient arriving fails before a read */
+    bool unsaved;
     /* NULL, or per node output: the eager node (retained) and its output
      * that a create_graph backward's rerun of the forward produced it with;
      * later backwards go there (cnode_redirect) */
@@ -755,6 +758,8 @@ static int cnode_apply(jg_node *n, jg_tensor *const *gout, const bool *reached, 
     for (int k = 0; e->out_freed && k < e->n_node_out; k++)
         if (gout[k] && e->out_freed[e->node_out_prog[k]])
             return jg_errorf("%s", JG_SAVED_FREED_MSG);
+    if (c->unsaved)
+        return 1; /* no gradient arrived (one would have failed above): not run */
     for (int k = 0; e->stale && k < e->n_node_out; k++)
         if (gout[k]) {
             /* a saved value the program overwrote: eager's backward fails */
@@ -1050,7 +1055,18 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
                 jg_node_set_edge(&c->base, k, gt[e->edge_input[k]]);
             c->n_saved = e->n_saved;
             c->n_inputs = e->n_graph_inputs;
-            for (int i = 0; i < e->n_saved; i++) {
+            /* A whole training step's returned loss: the step's backward
+             * (without retain_graph) freed what any backward from an output
+             * would go through, and cnode_apply refuses that before reading
+             * anything saved.  So nothing is saved -- eager's freed nodes
+             * hold nothing either -- and no saved view shares the memory of
+             * the parameters the call writes: the write-back swaps them
+             * (jg_tensor_take_memory) instead of copying.  (Not with custom
+             * calls: their backward runs when reached without a gradient.) */
+            c->unsaved = e->out_freed && !e->has_custom;
+            for (int k = 0; k < e->n_node_out && c->unsaved; k++)
+                c->unsaved = e->out_freed[e->node_out_prog[k]];
+            for (int i = 0; i < e->n_saved && !c->unsaved; i++) {
                 int src = e->saved_src[i];
                 jg_saved_init(&c->saved[i], src < 0 ? gt[-1 - src] : fo[src]);
                 c->saved[i].unchecked = !e->saved_check[i];
@@ -1064,8 +1080,9 @@ int jg_entry_run(jg_entry *e, jg_tensor *const *inputs, jg_tensor **outputs) {
             }
             /* the inputs, for a backward with JG_CREATE_GRAPH (it runs the
              * forward again) */
-            save_inputs(e, gt, &c->saved[e->n_saved]);
-            c->base.has_saved = e->n_saved > 0;
+            if (!c->unsaved)
+                save_inputs(e, gt, &c->saved[e->n_saved]);
+            c->base.has_saved = e->n_saved > 0 && !c->unsaved;
             jg_tensor *outs_small[16], **outs = outs_small;
             if (e->n_node_out > 16 && !(outs = malloc(sizeof *outs * (size_t)e->n_node_out)))
                 rc = jg_errorf("out of memory running a compiled function");

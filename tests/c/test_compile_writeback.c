@@ -25,9 +25,13 @@ typedef struct {
     jg_optim *opt;
 } net;
 
+/* w2 stored [OUT, HID] and used transposed, as F.linear's x @ w.t() */
+static bool linear_w2;
+
 static void net_init(net *m) {
     jg_manual_seed(5);
-    const int64_t shapes[4][2] = {{IN, HID}, {HID, 0}, {HID, OUT}, {OUT, 0}};
+    const int64_t shapes[4][2] = {
+        {IN, HID}, {HID, 0}, {linear_w2 ? OUT : HID, linear_w2 ? HID : OUT}, {OUT, 0}};
     for (int i = 0; i < 4; i++) {
         m->p[i] = jg_keep(jg_randn(JG_F32, shapes[i][1] ? 2 : 1, shapes[i]));
         jg_set_requires_grad(m->p[i], true);
@@ -51,7 +55,8 @@ static int p_step(void *user, const void *args, int n, jg_tensor *const *in, jg_
     (void)args, (void)n;
     net *m = user;
     jg_tensor *h = jg_relu(jg_add(jg_matmul(in[0], m->p[0]), m->p[1]));
-    jg_tensor *loss = jg_mse_loss(jg_add(jg_matmul(h, m->p[2]), m->p[3]), in[1], JG_REDUCTION_MEAN);
+    jg_tensor *w2 = linear_w2 ? jg_transpose(m->p[2], 0, 1) : m->p[2];
+    jg_tensor *loss = jg_mse_loss(jg_add(jg_matmul(h, w2), m->p[3]), in[1], JG_REDUCTION_MEAN);
     if (!loss || jg_backward(loss, NULL, 0) < 0 || jg_optim_step(m->opt) < 0 ||
         jg_optim_zero_grad(m->opt, false) < 0)
         return -1;
@@ -184,6 +189,40 @@ static void test_writeback_swaps_sole_owners(void **state) {
             }
         }
     }
+}
+
+/* Nothing shares a parameter's memory after the call. */
+static void check_unshared(net *k, int step, void *vctx) {
+    int *checked = vctx;
+    if (step < 2)
+        return; /* the eager first call and the traced second */
+    for (int i = 0; i < 4; i++)
+        if (k->p[i]->storage->kind == JG_STORAGE_BLOCK) {
+            assert_int_equal(k->p[i]->storage->refcount, 1);
+            (*checked)++;
+        }
+}
+
+/* Regression (the GPT step copied 3 MB per call): with w2 used transposed,
+ * the returned loss's compiled node saved that view of w2, which shared
+ * w2's memory, so the write-back copied every such weight.  The step's own
+ * backward (no retain_graph) freed all a later backward from the loss goes
+ * through (it fails: test_compile_backward_again_after_in_program_backward
+ * in test_compile_autograd_grad.c), so the node saves nothing and the
+ * weight is swapped or updated in place like the others; same bits. */
+static void test_writeback_loss_node_saves_nothing(void **state) {
+    (void)state;
+    linear_w2 = true;
+    for (int b = 0; b < 2; b++) {
+        if (!jg_compile_backend_available(backends[b]))
+            continue;
+        for (int md = 0; md < 2; md++) {
+            int checked = 0;
+            run(backends[b], modes[md], NULL, check_unshared, &checked);
+            assert_true(checked >= 2 * (STEPS - 2)); /* w1, w2 */
+        }
+    }
+    linear_w2 = false;
 }
 
 /* An address handed out by jg_data stays the tensor's: the new values are
@@ -489,6 +528,7 @@ int main(void) {
         TU_TEST(test_writeback_late_failure_writes_nothing),
         TU_TEST(test_writeback_autotune_trials_write_once),
         TU_TEST(test_writeback_swaps_sole_owners),
+        TU_TEST(test_writeback_loss_node_saves_nothing),
         TU_TEST(test_writeback_keeps_handed_out_addresses),
         TU_TEST(test_writeback_views_see_new_values),
         TU_TEST(test_writeback_written_input),
