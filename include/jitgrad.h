@@ -586,6 +586,28 @@ jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor 
 /* dropout with the library's generator: train false or p == 0 returns x (a
  * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
 jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);
+/* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with weight
+ * [O, C / groups, kh, kw] and bias [O] (NULL: none), as PyTorch's conv2d:
+ * stride, padding (zeros) and dilation per (H, W) dim; float32 or float64.
+ * jg_conv2d_same is padding='same' (stride 1; an odd total padding puts the
+ * extra row/column at the end, as PyTorch 1.13). */
+jg_tensor *jg_conv2d(jg_tensor *x, jg_tensor *weight, jg_tensor *bias, const int64_t stride[2],
+                     const int64_t padding[2], const int64_t dilation[2], int64_t groups);
+jg_tensor *jg_conv2d_same(jg_tensor *x, jg_tensor *weight, jg_tensor *bias,
+                          const int64_t dilation[2], int64_t groups);
+/* max_pool2d of x [N, C, H, W] or [C, H, W] (padding counts as -inf, at
+ * most half the kernel); indices (NULL: not wanted) receives the int64
+ * position of each maximum in its flattened H * W plane, as PyTorch's
+ * return_indices=True. */
+jg_tensor *jg_max_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
+                         jg_tensor **indices);
+/* avg_pool2d: the window's mean, divided by the window's size in the padded
+ * input (count_include_pad) or by its elements inside the input, or by
+ * divisor_override when it is not 0. */
+jg_tensor *jg_avg_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], bool ceil_mode, bool count_include_pad,
+                         int64_t divisor_override);
 /* nll_loss of [N, C] log-probabilities and cross entropy of [N, C] logits
  * against int64 targets [N], with PyTorch's options: rows whose target is
  * ignore_index count nowhere; weight ([C], the input's dtype, or NULL)

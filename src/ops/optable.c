@@ -26,6 +26,10 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
     switch (op) {
     case JG_OP_MUL:    /* grad * other, grad * self */
     case JG_OP_MATMUL: /* grad @ other^T, self^T @ grad */
+    case JG_OP_CONV2D: /* (and its gradients: each input's gradient reads the other) */
+    case JG_OP_CONV2D_BIAS:
+    case JG_OP_CONV2D_INPUT_GRAD:
+    case JG_OP_CONV2D_WEIGHT_GRAD:
         return (needs[1] ? 1u : 0u) | (needs[0] ? 2u : 0u);
     case JG_OP_DIV: /* grad / other; -grad * self / other / other */
     case JG_OP_TANH_GRAD:
