@@ -987,13 +987,15 @@ static jg_tensor *conv_call(jg_tensor *x, jg_tensor *w, jg_tensor *b, jg_attrs *
                               "input of size: %s",
                               (jg_format_shape(s, sizeof s, x->ndim, x->shape), s));
     bool ub;
-    jg_tensor *xb = as_batch(x, &ub);
-    if (!xb)
-        return NULL;
-    jg_tensor *in[3] = {xb, w, b}, *y;
-    if (jg_op_call(b ? JG_OP_CONV2D_BIAS : JG_OP_CONV2D, at, in, &y) < 0)
-        return NULL;
-    return unbatch(y, ub);
+    jg_scope_push(); /* (the batched input and result of an unbatched call) */
+    jg_tensor *xb = as_batch(x, &ub), *in[3] = {xb, w, b}, *y = NULL;
+    if (xb && jg_op_call(b ? JG_OP_CONV2D_BIAS : JG_OP_CONV2D, at, in, &y) == 0)
+        y = unbatch(y, ub);
+    else
+        y = NULL;
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
 }
 
 jg_tensor *jg_conv2d(jg_tensor *x, jg_tensor *w, jg_tensor *bias, const int64_t stride[2],
@@ -1049,11 +1051,19 @@ jg_tensor *jg_max_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t st
                    .i = {kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1],
                          dilation[0], dilation[1], ceil_mode}};
     jg_tensor *out[2];
-    if (jg_op_call(JG_OP_MAX_POOL2D, &at, &x, out) < 0)
+    jg_scope_push(); /* (the indices, when not wanted) */
+    int rc = jg_op_call(JG_OP_MAX_POOL2D, &at, &x, out);
+    if (rc == 0) {
+        jg_keep(out[0]);
+        if (indices)
+            jg_keep(out[1]);
+    }
+    jg_scope_pop();
+    if (rc < 0)
         return NULL;
     if (indices)
-        *indices = out[1];
-    return out[0];
+        *indices = jg_scope_track(out[1]);
+    return jg_scope_track(out[0]);
 }
 
 jg_tensor *jg_avg_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
