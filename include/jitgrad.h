@@ -431,7 +431,8 @@ typedef enum {
     JG_OPTIM_ADAM,
     JG_OPTIM_ADAMW,
     JG_OPTIM_ADAGRAD,
-    JG_OPTIM_RMSPROP
+    JG_OPTIM_RMSPROP,
+    JG_OPTIM_ADADELTA
 } jg_optim_kind;
 /* One parameter group's hyperparameters (PyTorch's names); an algorithm
  * ignores the fields it does not use. */
@@ -441,12 +442,13 @@ typedef struct jg_optim_hparams {
     bool nesterov;              /* SGD */
     double beta1, beta2;        /* Adam, AdamW */
     bool amsgrad;               /* Adam, AdamW */
-    double eps;                 /* Adam, AdamW, Adagrad, RMSprop */
+    double eps;                 /* Adam, AdamW, Adagrad, RMSprop, Adadelta */
     double weight_decay;
     double lr_decay, initial_accumulator_value; /* Adagrad */
     double alpha;                               /* RMSprop */
     bool centered;                              /* RMSprop */
     bool maximize;
+    double rho; /* Adadelta */
 } jg_optim_hparams;
 /* PyTorch 1.13's defaults for kind (SGD's lr, which PyTorch requires, is
  * 0.001 here). */
@@ -465,6 +467,8 @@ jg_optim *jg_optim_adagrad(jg_tensor *const *params, int n, double lr, double lr
                            double weight_decay, double initial_accumulator_value, double eps);
 jg_optim *jg_optim_rmsprop(jg_tensor *const *params, int n, double lr, double alpha, double eps,
                            double weight_decay, double momentum, bool centered);
+jg_optim *jg_optim_adadelta(jg_tensor *const *params, int n, double lr, double rho, double eps,
+                            double weight_decay);
 void jg_optim_free(jg_optim *opt); /* NULL is fine */
 /* Adds a group (hparams NULL: the first group's); returns its index. */
 int jg_optim_add_param_group(jg_optim *opt, jg_tensor *const *params, int n,
@@ -484,7 +488,7 @@ int jg_optim_zero_grad(jg_optim *opt, bool set_to_none);
 /* State per parameter, by PyTorch's names: "momentum_buffer" (SGD,
  * RMSprop), "step" (f32 0-d), "exp_avg", "exp_avg_sq" (Adam, AdamW), "sum"
  * (Adagrad), "square_avg", "grad_avg" (RMSprop), "max_exp_avg_sq" (Adam and
- * AdamW with amsgrad).  jg_optim_state_name lists
+ * AdamW with amsgrad), "square_avg", "acc_delta" (Adadelta).  jg_optim_state_name lists
  * the kind's names (NULL past the end).  jg_optim_state returns the live
  * tensor (BORROWED; NULL without error while that state does not exist yet,
  * e.g. before the first step); jg_optim_set_state stores a copy of value
