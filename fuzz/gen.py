@@ -62,9 +62,10 @@ FEATURES = {
     "fullgraph": "compile(fullgraph=True)",
     "bool_cmp": "elementwise comparisons (> == ...) with where / float()",
     "opsmath": "sin cos erf clamp maximum minimum pow var std norm prod cumsum topk sort (opt-in)",
+    "conv": "conv2d (weight and bias from values), max_pool2d, avg_pool2d (opt-in)",
 }
 # opt-in features (named with --features) stay out of the default set
-OPT_IN = ("opsmath",)
+OPT_IN = ("opsmath", "conv")
 DEFAULT = tuple(f for f in FEATURES if f not in OPT_IN)
 
 
@@ -315,10 +316,41 @@ class Gen:
         out.append(f"{n} = {a}.topk(1, dim={d})[0]")
         return V(n, tuple(1 if i == d else x for i, x in enumerate(v.shape)), True, False)
 
+    def conv_op(self, vs, out):
+        """One statement using conv2d / max_pool2d / avg_pool2d (draws from
+        r2 only): the value seen as a [1, 1, n, 1] image, a (3, 1) window
+        padded by one, so the result has the value's shape for any size."""
+        r = self.r2
+        v = r.choice(vs)
+        n = self.fresh()
+        a = v.name
+        x = f"{a}.reshape(1, 1, -1, 1)"
+        F = "T.nn.functional"
+        k = r.randrange(4)
+        if k == 0:
+            e = f"{F}.conv2d({x}, T.linspace(-1.0, 1.0, 3).reshape(1, 1, 3, 1), padding=(1, 0))"
+        elif k == 1:
+            w = r.choice(vs).name
+            e = (f"{F}.conv2d({x}, ({w}.tanh().sum() * T.linspace(-1.0, 0.5, 3))"
+                 f".reshape(1, 1, 3, 1), ({w}.sum() * 0.5).reshape(1), padding=(1, 0))")
+        elif k == 2:
+            incl = r.choice(["True", "False"])
+            e = f"{F}.avg_pool2d({x}, (3, 1), 1, (1, 0), count_include_pad={incl})"
+        else:
+            if v.ties:
+                return None
+            e = f"{F}.max_pool2d({x}, (3, 1), 1, (1, 0))"
+        out.append(f"{n} = {e}.reshape_as({a})")
+        return V(n, v.shape, True, v.ties or k == 3)
+
     def body_op(self, vs, out, boxes):
         """Appends one statement to out; returns the new V or None."""
         if "opsmath" in self.f and self.r2.random() < 0.3:
             res = self.opsmath_op(vs, out)
+            if res is not None:
+                return res
+        if "conv" in self.f and self.r2.random() < 0.25:
+            res = self.conv_op(vs, out)
             if res is not None:
                 return res
         r = self.r

@@ -139,6 +139,42 @@ def test_avg_pool2d(case, dtype):
     np.testing.assert_allclose(_np(x.grad), _np(tx.grad), **_tol(dtype))
 
 
+def test_create_graph_gradient_requires_grad_like_torch():
+    """Regression (fuzzer, conv feature): with create_graph, the input's
+    gradient through conv2d / avg_pool2d / max_pool2d with a constant
+    weight requires grad as PyTorch's does (its backward functions take the
+    input as an operand), and the input then gets PyTorch's second-order
+    gradient: none through conv, zeros through avg_pool, the gathered
+    gradient through max_pool."""
+    cases = [("conv", lambda T, x, w: T.nn.functional.conv2d(x, w, padding=1)),
+             ("avg", lambda T, x, w: T.nn.functional.avg_pool2d(x, 3, 1, 1)),
+             ("max", lambda T, x, w: T.nn.functional.max_pool2d(x, 3, 1, 1))]
+    for name, f in cases:
+        got = []
+        for T in (jitgrad, torch):
+            x = T.tensor(np.random.RandomState(17).standard_normal((1, 1, 5, 4)).tolist(),
+                         dtype=T.float64, requires_grad=True)
+            w = T.tensor(np.random.RandomState(18).standard_normal((1, 1, 3, 3)).tolist(),
+                         dtype=T.float64)
+            y = f(T, x, w)
+            (g,) = T.autograd.grad((y * y).sum() if name == "max" else y.sum(), x,
+                                   create_graph=True)
+            (g * g).sum().backward()
+            got.append((g.requires_grad, type(g.grad_fn).__name__,
+                        None if x.grad is None else _np(x.grad)))
+        (jr, jn, jgrad), (tr, tn, tgrad) = got
+        assert (jr, jn) == (tr, tn), name
+        assert (jgrad is None) == (tgrad is None), name
+        if tgrad is not None:
+            np.testing.assert_allclose(jgrad, tgrad, rtol=1e-10, atol=1e-12)
+    # the weight's gradient requires grad through the weight alone
+    for T in (jitgrad, torch):
+        x = T.ones(1, 1, 4, 4, dtype=T.float64)
+        w = T.ones(1, 1, 3, 3, dtype=T.float64, requires_grad=True)
+        (gw,) = T.autograd.grad(T.nn.functional.conv2d(x, w).sum(), w, create_graph=True)
+        assert gw.requires_grad and type(gw.grad_fn).__name__ == "ConvolutionBackwardBackward0"
+
+
 def test_pools_double_backward():
     x, tx = _pair((2, 3, 6, 5), "f64", 12)
     res = []

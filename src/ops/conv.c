@@ -13,19 +13,21 @@
  * on which thread runs it.
  *
  * Its gradients are rows of their own, so that their VJPs (double
- * backward) are rows too: conv2d_input_grad(g, w) = col2im(w^T g) and
- * conv2d_weight_grad(x, g) = sum over images of g im2col(x)^T (images in
- * order, one gemm each accumulating into the result); the attrs gain the
- * input's H, W (input grad) or the kernel's kh, kw (weight grad).  The
- * three are bilinear, so each one's VJP is the other two.
+ * backward) are rows too: conv2d_input_grad(g, x, w) = col2im(w^T g) and
+ * conv2d_weight_grad(g, x, w) = sum over images of g im2col(x)^T (images in
+ * order, one gemm each accumulating into the result).  The three are
+ * bilinear, so each one's VJP is the other two.
  *
  * The pools take 3-D input as it is (every dim but the last two is a
  * plane), as PyTorch's kernels do.
  * max_pool2d(x) -> (values, int64 indices into each H * W plane), PyTorch's
  * rule: the first maximum of the window wins, a NaN beats every number;
- * its VJP scatter-adds the gradient at the indices.  avg_pool2d(x) and its
- * gradient avg_pool2d_backward(g) (a row, linear, whose VJP is avg_pool2d
- * again). */
+ * its gradient max_pool2d_backward(g, x, indices) adds g at the indices.
+ * avg_pool2d(x) and its gradient avg_pool2d_backward(g, x).  The gradient
+ * rows take x (and the conv ones x and w) as operands although only their
+ * shapes matter, as PyTorch's backward functions do: their results require
+ * grad exactly when PyTorch's do, and x's gradient through them is zeros
+ * (pools) or none (conv), as PyTorch's double backward gives. */
 #include "core/iter.h"
 #include "core/parallel.h"
 #include "ops/decls.h"
@@ -35,15 +37,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* conv attrs: i[CA_X0], i[CA_X1] are (H, W) of the input for the input
- * gradient, (kh, kw) for the weight gradient */
-enum { CA_SH, CA_SW, CA_PT, CA_PL, CA_DH, CA_DW, CA_G, CA_PB, CA_PR, CA_X0, CA_X1 };
-enum { CA_N = CA_PR + 1, CA_NX = CA_X1 + 1 };
+/* conv attrs (the gradient rows have conv2d's) */
+enum { CA_SH, CA_SW, CA_PT, CA_PL, CA_DH, CA_DW, CA_G, CA_PB, CA_PR, CA_N };
 /* max_pool2d attrs */
 enum { MP_KH, MP_KW, MP_SH, MP_SW, MP_PH, MP_PW, MP_DH, MP_DW, MP_CEIL, MP_N };
-/* avg_pool2d attrs; avg_pool2d_backward adds the input's H, W */
-enum { AP_KH, AP_KW, AP_SH, AP_SW, AP_PH, AP_PW, AP_CEIL, AP_INCL, AP_DIV, AP_H, AP_W };
-enum { AP_N = AP_DIV + 1, AP_NX = AP_W + 1 };
+/* avg_pool2d attrs (avg_pool2d_backward has the same) */
+enum { AP_KH, AP_KW, AP_SH, AP_SW, AP_PH, AP_PW, AP_CEIL, AP_INCL, AP_DIV, AP_N };
 
 /* ------------------------------------------------------------ helpers */
 
@@ -380,23 +379,30 @@ int jg_k_conv2d_bias(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return kernel_conv(a, in, out, true);
 }
 
-/* conv2d_input_grad(g, w) -> [N, C, H, W] */
-int jg_infer_conv2d_input_grad(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    const jg_meta *g = &in[0], *w = &in[1];
-    if (check_conv_attrs(a, CA_NX) < 0)
+/* The gradient rows' operands: (g, x, w), as PyTorch's convolution_backward
+ * (its result then requires grad when any of them does); checks that they
+ * fit each other. */
+static int check_conv_grad(const char *fn, const jg_attrs *a, const jg_meta *in) {
+    const jg_meta *g = &in[0], *x = &in[1], *w = &in[2];
+    if (check_conv_attrs(a, CA_N) < 0)
         return -1;
-    if (g->ndim != 4 || w->ndim != 4 || g->dtype != w->dtype || check_float(g->dtype) < 0 ||
-        g->shape[1] != w->shape[0] || w->shape[0] % a->i[CA_G] != 0)
-        return jg_errorf("conv2d_input_grad(): gradient and weight do not match");
-    int64_t x4[4] = {g->shape[0], w->shape[1] * a->i[CA_G], a->i[CA_X0], a->i[CA_X1]};
+    if (g->ndim != 4 || x->ndim != 4 || w->ndim != 4 || check_float(g->dtype) < 0 ||
+        x->dtype != g->dtype || w->dtype != g->dtype || w->shape[0] % a->i[CA_G] != 0 ||
+        x->shape[1] != w->shape[1] * a->i[CA_G] || g->shape[0] != x->shape[0] ||
+        g->shape[1] != w->shape[0])
+        return jg_errorf("%s(): gradient, input and weight do not match", fn);
     conv_geo q;
-    geo_fill(&q, a, x4, w->shape[0], w->shape[2], w->shape[3]);
-    if (x4[2] < 0 || x4[3] < 0 || q.Ho != g->shape[2] || q.Wo != g->shape[3])
-        return jg_errorf("conv2d_input_grad(): the gradient's shape does not match the input's");
-    memset(&out[0], 0, sizeof out[0]);
-    out[0].dtype = g->dtype;
-    out[0].ndim = 4;
-    memcpy(out[0].shape, x4, sizeof x4);
+    geo_fill(&q, a, x->shape, w->shape[0], w->shape[2], w->shape[3]);
+    if (q.Ho != g->shape[2] || q.Wo != g->shape[3])
+        return jg_errorf("%s(): the gradient's shape does not match the output's", fn);
+    return 0;
+}
+
+/* conv2d_input_grad(g, x, w) -> x's shape (x's values are not read) */
+int jg_infer_conv2d_input_grad(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (check_conv_grad("conv2d_input_grad", a, in) < 0)
+        return -1;
+    out[0] = in[1];
     return 0;
 }
 
@@ -423,7 +429,7 @@ static void conv_bwd_input_chunk(void *arg, int64_t lo, int64_t hi) {
 }
 
 int jg_k_conv2d_input_grad(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
-    jg_tensor *g = in[0], *w = in[1], *y = out[0];
+    jg_tensor *g = in[0], *w = in[2], *y = out[0];
     conv_ctx c = {.dt = g->dtype, .es = jg_dtype_size(g->dtype)};
     geo_fill(&c.q, a, y->shape, w->shape[0], w->shape[2], w->shape[3]);
     const conv_geo *q = &c.q;
@@ -458,34 +464,20 @@ out:
     return rc;
 }
 
-/* conv2d_weight_grad(x, g) -> [O, C / groups, kh, kw] */
+/* conv2d_weight_grad(g, x, w) -> w's shape (w's values are not read) */
 int jg_infer_conv2d_weight_grad(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    const jg_meta *x = &in[0], *g = &in[1];
-    if (check_conv_attrs(a, CA_NX) < 0)
+    if (check_conv_grad("conv2d_weight_grad", a, in) < 0)
         return -1;
-    int64_t G = a->i[CA_G];
-    if (x->ndim != 4 || g->ndim != 4 || g->dtype != x->dtype || check_float(x->dtype) < 0 ||
-        x->shape[0] != g->shape[0] || x->shape[1] % G != 0 || g->shape[1] % G != 0 ||
-        a->i[CA_X0] < 1 || a->i[CA_X1] < 1)
-        return jg_errorf("conv2d_weight_grad(): input and gradient do not match");
-    conv_geo q;
-    geo_fill(&q, a, x->shape, g->shape[1], a->i[CA_X0], a->i[CA_X1]);
-    if (q.Ho != g->shape[2] || q.Wo != g->shape[3])
-        return jg_errorf("conv2d_weight_grad(): the gradient's shape does not match the input's");
-    memset(&out[0], 0, sizeof out[0]);
-    out[0].dtype = x->dtype;
-    out[0].ndim = 4;
-    out[0].shape[0] = g->shape[1], out[0].shape[1] = x->shape[1] / G;
-    out[0].shape[2] = a->i[CA_X0], out[0].shape[3] = a->i[CA_X1];
+    out[0] = in[2];
     return 0;
 }
 
 /* Images in order, each one gemm per group adding into the result (the
  * first one writing it): the same sum for any thread count. */
 int jg_k_conv2d_weight_grad(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
-    jg_tensor *x = in[0], *g = in[1], *y = out[0];
+    jg_tensor *g = in[0], *x = in[1], *y = out[0];
     conv_geo q;
-    geo_fill(&q, a, x->shape, g->shape[1], a->i[CA_X0], a->i[CA_X1]);
+    geo_fill(&q, a, x->shape, g->shape[1], y->shape[2], y->shape[3]);
     jg_dtype dt = x->dtype;
     size_t es = jg_dtype_size(dt);
     if (y->numel == 0)
@@ -530,34 +522,20 @@ out:
 
 /* ------------------------------------------------------------ conv VJPs */
 
-/* a's forward attrs plus (e0, e1) */
-static jg_attrs conv_attrs_x(const jg_attrs *a, int64_t e0, int64_t e1) {
-    jg_attrs b = *a;
-    b.n = CA_NX;
-    b.i[CA_X0] = e0, b.i[CA_X1] = e1;
-    return b;
-}
-static jg_attrs conv_attrs_fwd(const jg_attrs *a) {
-    jg_attrs b = *a;
-    b.n = CA_N;
-    b.i[CA_X0] = b.i[CA_X1] = 0;
-    return b;
+/* op(g, x, w) of a gradient row */
+static jg_tensor *op3(jg_opcode op, const jg_attrs *a, jg_tensor *g, jg_tensor *x, jg_tensor *w) {
+    jg_tensor *in[3] = {g, x, w}, *y;
+    return jg_op_call(op, a, in, &y) < 0 ? NULL : y;
 }
 
 static int vjp_conv(VJP_ARGS, bool has_bias) {
-    (void)out;
+    (void)out, (void)meta;
     jg_tensor *g = gout[0];
     gin[0] = gin[1] = NULL;
-    if (needs[0]) {
-        jg_attrs b = conv_attrs_x(a, meta[0].shape[2], meta[0].shape[3]);
-        if (!(gin[0] = jg_op1(JG_OP_CONV2D_INPUT_GRAD, &b, g, in[1])))
-            return -1;
-    }
-    if (needs[1]) {
-        jg_attrs b = conv_attrs_x(a, meta[1].shape[2], meta[1].shape[3]);
-        if (!(gin[1] = jg_op1(JG_OP_CONV2D_WEIGHT_GRAD, &b, in[0], g)))
-            return -1;
-    }
+    if (needs[0] && !(gin[0] = op3(JG_OP_CONV2D_INPUT_GRAD, a, g, in[0], in[1])))
+        return -1;
+    if (needs[1] && !(gin[1] = op3(JG_OP_CONV2D_WEIGHT_GRAD, a, g, in[0], in[1])))
+        return -1;
     if (has_bias) {
         gin[2] = NULL;
         if (needs[2]) {
@@ -576,39 +554,29 @@ int jg_vjp_conv2d_bias(VJP_ARGS) {
     return vjp_conv(a, meta, in, out, gout, needs, gin, true);
 }
 
-/* input_grad(g, w) is bilinear: d/dg = conv2d(gg, w), d/dw = weight_grad(gg, g) */
+/* input_grad(g, x, w) is bilinear in (g, w): d/dg = conv2d(gg, w), d/dw =
+ * weight_grad(g, gg, w); x only gave the shape (PyTorch's double backward
+ * gives it no gradient either) */
 int jg_vjp_conv2d_input_grad(VJP_ARGS) {
-    (void)out, (void)in;
+    (void)out, (void)meta;
     jg_tensor *gg = gout[0];
-    gin[0] = gin[1] = NULL;
-    if (needs[0]) {
-        jg_attrs b = conv_attrs_fwd(a);
-        if (!(gin[0] = jg_op1(JG_OP_CONV2D, &b, gg, in[1])))
-            return -1;
-    }
-    if (needs[1]) {
-        jg_attrs b = conv_attrs_x(a, meta[1].shape[2], meta[1].shape[3]);
-        if (!(gin[1] = jg_op1(JG_OP_CONV2D_WEIGHT_GRAD, &b, gg, in[0])))
-            return -1;
-    }
+    gin[0] = gin[1] = gin[2] = NULL;
+    if (needs[0] && !(gin[0] = jg_op1(JG_OP_CONV2D, a, gg, in[2])))
+        return -1;
+    if (needs[2] && !(gin[2] = op3(JG_OP_CONV2D_WEIGHT_GRAD, a, in[0], gg, in[2])))
+        return -1;
     return 0;
 }
 
-/* weight_grad(x, g): d/dx = input_grad(g, gw), d/dg = conv2d(x, gw) */
+/* weight_grad(g, x, w): d/dg = conv2d(x, gw), d/dx = input_grad(g, x, gw) */
 int jg_vjp_conv2d_weight_grad(VJP_ARGS) {
-    (void)out;
+    (void)out, (void)meta;
     jg_tensor *gw = gout[0];
-    gin[0] = gin[1] = NULL;
-    if (needs[0]) {
-        jg_attrs b = conv_attrs_x(a, meta[0].shape[2], meta[0].shape[3]);
-        if (!(gin[0] = jg_op1(JG_OP_CONV2D_INPUT_GRAD, &b, in[1], gw)))
-            return -1;
-    }
-    if (needs[1]) {
-        jg_attrs b = conv_attrs_fwd(a);
-        if (!(gin[1] = jg_op1(JG_OP_CONV2D, &b, in[0], gw)))
-            return -1;
-    }
+    gin[0] = gin[1] = gin[2] = NULL;
+    if (needs[0] && !(gin[0] = jg_op1(JG_OP_CONV2D, a, in[1], gw)))
+        return -1;
+    if (needs[1] && !(gin[1] = op3(JG_OP_CONV2D_INPUT_GRAD, a, in[0], in[1], gw)))
+        return -1;
     return 0;
 }
 
@@ -772,22 +740,92 @@ int jg_k_max_pool2d(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return 0;
 }
 
-/* the gradient lands at the indices: scatter_add over each flattened plane */
+/* the gradient lands at the indices: max_pool2d_backward(g, x, indices),
+ * x for the shape and, as in PyTorch, so that the result requires grad
+ * when x does */
 int jg_vjp_max_pool2d(VJP_ARGS) {
-    (void)a, (void)in, (void)needs;
-    const jg_meta *m = &meta[0];
+    (void)meta, (void)needs;
     gin[0] = NULL;
     if (!gout[0])
         return 0; /* only the indices got a gradient: they carry none */
-    int nd = m->ndim;
-    int64_t planes = jg_shape_numel(nd - 2, m->shape);
-    int64_t src[2] = {planes, out[1]->shape[nd - 2] * out[1]->shape[nd - 1]};
-    jg_tensor *g = jg_reshape(gout[0], 2, src), *idx = jg_reshape(out[1], 2, src);
-    if (!g || !idx)
+    jg_tensor *args[3] = {gout[0], in[0], out[1]};
+    return jg_op_call(JG_OP_MAX_POOL2D_BACKWARD, a, args, &gin[0]);
+}
+
+int jg_infer_max_pool2d_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    const jg_meta *g = &in[0], *x = &in[1], *ix = &in[2];
+    jg_meta want[2];
+    if (jg_infer_max_pool2d(a, x, want) < 0)
         return -1;
-    jg_attrs sa = {.n = 3, .i = {1, planes, m->shape[nd - 2] * m->shape[nd - 1]}};
-    jg_tensor *r = jg_op1(JG_OP_SCATTER_ADD, &sa, g, idx);
-    if (!r || !(gin[0] = jg_reshape(r, nd, m->shape)))
+    if (!jg_meta_equal(g, &want[0]) || !jg_meta_equal(ix, &want[1]))
+        return jg_errorf("max_pool2d_backward(): the gradient or indices do not match the output");
+    out[0] = *x;
+    return 0;
+}
+
+#define MAXPOOL_BWD(TY, T)                                                                         \
+    static int max_pool_bwd_##TY(const T *g, const int64_t *ix, T *y, int64_t planes, int64_t hw,  \
+                                 int64_t howo) {                                                   \
+        memset(y, 0, sizeof(T) * (size_t)(planes * hw));                                           \
+        for (int64_t p = 0; p < planes; p++)                                                       \
+            for (int64_t j = 0; j < howo; j++) {                                                   \
+                int64_t k = ix[p * howo + j];                                                      \
+                if (k < 0 || k >= hw)                                                              \
+                    return jg_errorf("max_pool2d_backward(): index %lld out of range",             \
+                                     (long long)k);                                                \
+                y[p * hw + k] += g[p * howo + j];                                                  \
+            }                                                                                      \
+        return 0;                                                                                  \
+    }
+MAXPOOL_BWD(f32, float)
+MAXPOOL_BWD(f64, double)
+
+/* each plane's gradients added at its indices, in output order (PyTorch's
+ * loop) */
+int jg_k_max_pool2d_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    jg_tensor *g = in[0], *ix = in[2], *y = out[0], *cg = NULL, *ci = NULL;
+    int nd = y->ndim;
+    int64_t hw = y->shape[nd - 2] * y->shape[nd - 1];
+    int64_t howo = g->shape[nd - 2] * g->shape[nd - 1];
+    if (y->numel == 0)
+        return 0;
+    const char *gp = dense_data(g, &cg), *ip = dense_data(ix, &ci);
+    int rc = -1;
+    if (gp && ip) {
+        if (y->dtype == JG_F32)
+            rc = max_pool_bwd_f32((const float *)gp, (const int64_t *)ip, (float *)jg_tensor_ptr(y),
+                                  planes_of(y), hw, howo);
+        else
+            rc = max_pool_bwd_f64((const double *)gp, (const int64_t *)ip,
+                                  (double *)jg_tensor_ptr(y), planes_of(y), hw, howo);
+    }
+    if (cg)
+        jg_release(cg);
+    if (ci)
+        jg_release(ci);
+    return rc;
+}
+
+/* d/dg gathers at the indices (PyTorch's max_pool_double_backward); x gets
+ * zeros (PyTorch's formula for self) */
+int jg_vjp_max_pool2d_backward(VJP_ARGS) {
+    (void)a, (void)out;
+    jg_tensor *gg = gout[0];
+    gin[0] = gin[1] = gin[2] = NULL;
+    if (needs[0]) {
+        const jg_meta *g = &meta[0], *x = &meta[1];
+        int nd = g->ndim;
+        int64_t planes = jg_shape_numel(nd - 2, g->shape);
+        int64_t sx[2] = {planes, x->shape[nd - 2] * x->shape[nd - 1]};
+        int64_t si[2] = {planes, g->shape[nd - 2] * g->shape[nd - 1]};
+        jg_tensor *src = jg_reshape(gg, 2, sx), *idx = jg_reshape(in[2], 2, si);
+        jg_attrs ga = {.n = 1, .i = {1}};
+        jg_tensor *r = src && idx ? jg_op1(JG_OP_GATHER, &ga, src, idx) : NULL;
+        if (!r || !(gin[0] = jg_reshape(r, nd, g->shape)))
+            return -1;
+    }
+    if (needs[1] && !(gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0)))
         return -1;
     return 0;
 }
@@ -808,20 +846,15 @@ int jg_infer_avg_pool2d(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     return 0;
 }
 
+/* avg_pool2d_backward(g, x) -> x's shape (x's values are not read; x is an
+ * operand as in PyTorch, whose result requires grad when x does) */
 int jg_infer_avg_pool2d_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
-    const int64_t *i = a->i;
-    const jg_meta *g = &in[0];
-    if (a->n != AP_NX || (g->ndim != 3 && g->ndim != 4) || i[AP_H] < 1 || i[AP_W] < 1)
-        return jg_errorf("avg_pool2d_backward(): bad attributes or gradient");
-    jg_meta x = *g;
-    x.shape[g->ndim - 2] = i[AP_H], x.shape[g->ndim - 1] = i[AP_W];
-    int64_t ho, wo;
-    if (check_pool("avg_pool2d_backward", &x, i[AP_KH], i[AP_KW], i[AP_SH], i[AP_SW], i[AP_PH],
-                   i[AP_PW], 1, 1, i[AP_CEIL] != 0, &ho, &wo) < 0)
+    jg_meta want;
+    if (jg_infer_avg_pool2d(a, &in[1], &want) < 0)
         return -1;
-    if (ho != g->shape[g->ndim - 2] || wo != g->shape[g->ndim - 1])
-        return jg_errorf("avg_pool2d_backward(): the gradient's shape does not match the input's");
-    out[0] = x;
+    if (!jg_meta_equal(&in[0], &want))
+        return jg_errorf("avg_pool2d_backward(): the gradient's shape does not match the output's");
+    out[0] = in[1];
     return 0;
 }
 
@@ -927,8 +960,8 @@ int jg_k_avg_pool2d(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
 int jg_k_avg_pool2d_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     jg_tensor *g = in[0], *cg = NULL;
     pool_ctx c = {.a = a,
-                  .H = a->i[AP_H],
-                  .W = a->i[AP_W],
+                  .H = out[0]->shape[g->ndim - 2],
+                  .W = out[0]->shape[g->ndim - 1],
                   .Ho = g->shape[g->ndim - 2],
                   .Wo = g->shape[g->ndim - 1],
                   .dt = g->dtype};
@@ -945,21 +978,20 @@ int jg_k_avg_pool2d_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor 
 }
 
 int jg_vjp_avg_pool2d(VJP_ARGS) {
-    (void)in, (void)out, (void)needs;
-    jg_attrs b = *a;
-    b.n = AP_NX;
-    b.i[AP_H] = meta[0].shape[meta[0].ndim - 2], b.i[AP_W] = meta[0].shape[meta[0].ndim - 1];
-    gin[0] = jg_op1(JG_OP_AVG_POOL2D_BACKWARD, &b, gout[0], NULL);
-    return gin[0] ? 0 : -1;
+    (void)out, (void)needs, (void)meta;
+    jg_tensor *args[2] = {gout[0], in[0]};
+    return jg_op_call(JG_OP_AVG_POOL2D_BACKWARD, a, args, &gin[0]);
 }
 
+/* d/dg = avg_pool2d(gg); x gets zeros (PyTorch's formula for self) */
 int jg_vjp_avg_pool2d_backward(VJP_ARGS) {
-    (void)in, (void)out, (void)needs, (void)meta;
-    jg_attrs b = *a;
-    b.n = AP_N;
-    b.i[AP_H] = b.i[AP_W] = 0;
-    gin[0] = jg_op1(JG_OP_AVG_POOL2D, &b, gout[0], NULL);
-    return gin[0] ? 0 : -1;
+    (void)in, (void)out;
+    gin[0] = gin[1] = NULL;
+    if (needs[0] && !(gin[0] = jg_op1(JG_OP_AVG_POOL2D, a, gout[0], NULL)))
+        return -1;
+    if (needs[1] && !(gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0)))
+        return -1;
+    return 0;
 }
 
 /* ------------------------------------------------------------ public functions */
