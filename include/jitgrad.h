@@ -612,6 +612,10 @@ jg_tensor *jg_max_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t st
 jg_tensor *jg_avg_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad,
                          int64_t divisor_override);
+/* adaptive_avg_pool2d to an output of output_size (oh, ow): output row o
+ * averages input rows [floor(o * H / oh), ceil((o + 1) * H / oh)), as
+ * PyTorch's; (1, 1) is the mean over the last two dims, as PyTorch 1.13. */
+jg_tensor *jg_adaptive_avg_pool2d(jg_tensor *x, const int64_t output_size[2]);
 /* nll_loss of [N, C] log-probabilities and cross entropy of [N, C] logits
  * against int64 targets [N], with PyTorch's options: rows whose target is
  * ignore_index count nowhere; weight ([C], the input's dtype, or NULL)

@@ -87,7 +87,22 @@ static PyObject *avg_pool2d(PyObject *mod, PyObject *args) {
     return jgp_wrap_new(jg_avg_pool2d(jgp_t(x), ks, st, pa, ceil_mode, incl, (int64_t)div));
 }
 
+/* _adaptive_avg_pool2d(x, (oh, ow)) */
+static PyObject *adaptive_avg_pool2d(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x;
+    long long o[2];
+    if (!PyArg_ParseTuple(args, "O(LL):_adaptive_avg_pool2d", &x, &o[0], &o[1]))
+        return NULL;
+    if (tensor_args(x, NULL, "adaptive_avg_pool2d") < 0)
+        return NULL;
+    const int64_t os[2] = {o[0], o[1]};
+    return jgp_wrap_new(jg_adaptive_avg_pool2d(jgp_t(x), os));
+}
+
 PyMethodDef jgp_module_conv_functions[] = {
+    {"_adaptive_avg_pool2d", adaptive_avg_pool2d, METH_VARARGS,
+     "_adaptive_avg_pool2d(x, output_size): a pair of ints"},
     {"_conv2d", conv2d, METH_VARARGS,
      "_conv2d(x, w, bias, stride, padding, dilation, groups, same): pairs of ints"},
     {"_max_pool2d", max_pool2d, METH_VARARGS,

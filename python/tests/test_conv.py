@@ -175,6 +175,48 @@ def test_create_graph_gradient_requires_grad_like_torch():
         assert gw.requires_grad and type(gw.grad_fn).__name__ == "ConvolutionBackwardBackward0"
 
 
+ADAPTIVE_CASES = [((2, 3, 7, 5), (3, 2)), ((2, 3, 7, 5), (7, 5)), ((3, 8, 6), (4, 4)),
+                  ((1, 2, 5, 9), (None, 4)), ((2, 2, 4, 4), 1), ((1, 2, 3, 3), (5, 2))]
+
+
+@pytest.mark.parametrize("case", ADAPTIVE_CASES, ids=[str(i) for i in range(len(ADAPTIVE_CASES))])
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_adaptive_avg_pool2d(case, dtype):
+    xs, osz = case
+    x, tx = _pair(xs, dtype, 19)
+    y = F.adaptive_avg_pool2d(x, osz)
+    ty = TF.adaptive_avg_pool2d(tx, osz)
+    assert tuple(y.shape) == tuple(ty.shape)
+    assert type(y.grad_fn).__name__ == type(ty.grad_fn).__name__
+    np.testing.assert_allclose(_np(y), _np(ty), **_tol(dtype))
+    g, tg = _pair(tuple(ty.shape), dtype, 20)
+    (y * g.detach()).sum().backward()
+    (ty * tg.detach()).sum().backward()
+    np.testing.assert_allclose(_np(x.grad), _np(tx.grad), **_tol(dtype))
+    assert repr(jitgrad.nn.AdaptiveAvgPool2d(osz)) == repr(torch.nn.AdaptiveAvgPool2d(osz))
+
+
+def test_adaptive_avg_pool2d_double_backward_and_errors():
+    x, tx = _pair((2, 3, 7, 5), "f64", 21)
+    res = []
+    for T, X in ((jitgrad, x), (torch, tx)):
+        y = T.nn.functional.adaptive_avg_pool2d(X, (3, 2))
+        (gx,) = T.autograd.grad((y * y).sum(), (X,), create_graph=True)
+        (gx * gx).sum().backward()
+        res.append(_np(X.grad))
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
+    for f in (lambda T: T.nn.functional.adaptive_avg_pool2d(T.zeros(2, 3, 4, 4), (3,)),
+              lambda T: T.nn.functional.adaptive_avg_pool2d(T.zeros(2, 3, 4, 4), (-1, 2)),
+              lambda T: T.nn.functional.adaptive_avg_pool2d(T.zeros(5, 5), 2),
+              lambda T: T.nn.functional.adaptive_avg_pool2d(T.zeros(2, 3, 4, 4,
+                                                                    dtype=T.int64), 2)):
+        with pytest.raises(RuntimeError) as te:
+            f(torch)
+        with pytest.raises(RuntimeError) as je:
+            f(jitgrad)
+        assert str(je.value) == str(te.value).split("\n")[0]
+
+
 def test_pools_double_backward():
     x, tx = _pair((2, 3, 6, 5), "f64", 12)
     res = []
@@ -247,6 +289,7 @@ def _cnn(x, w1, b1, w2, w3):
     g = F.conv2d(x, w2, None, stride=2, dilation=(1, 3))
     h2 = F.conv2d(h, w3, None, padding="same", groups=2)
     h2 = F.avg_pool2d(h2, 3, stride=1, padding=1, count_include_pad=False)
+    h2 = h2 + F.adaptive_avg_pool2d(h2, (2, 2)).sum()
     return (h * g).sum() + (h2 * h2).sum()
 
 

@@ -994,6 +994,155 @@ int jg_vjp_avg_pool2d_backward(VJP_ARGS) {
     return 0;
 }
 
+/* ------------------------------------------------------------ adaptive_avg_pool2d */
+
+/* attrs i[0], i[1]: the output's (oh, ow).  PyTorch's cpu_adaptive_avg_pool
+ * window of output row o over n input rows: [floor(o * n / on),
+ * ceil((o + 1) * n / on)). */
+static int64_t ad_start(int64_t o, int64_t on, int64_t n) {
+    return o * n / on;
+}
+static int64_t ad_end(int64_t o, int64_t on, int64_t n) {
+    return ((o + 1) * n + on - 1) / on;
+}
+
+int jg_infer_adaptive_avg_pool2d(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    const jg_meta *x = &in[0];
+    char sx[160];
+    if (a->n != 2 || a->i[0] < 0 || a->i[1] < 0)
+        return jg_errorf("adaptive_avg_pool2d: elements of output_size must be greater than or "
+                         "equal to 0 but received {%lld, %lld}",
+                         (long long)a->i[0], (long long)a->i[1]);
+    if (x->dtype != JG_F32 && x->dtype != JG_F64)
+        return jg_errorf("\"adaptive_avg_pool2d\" not implemented for '%s'",
+                         jg_dtype_torch_name(x->dtype));
+    if ((x->ndim != 3 && x->ndim != 4) || x->shape[x->ndim - 2] == 0 || x->shape[x->ndim - 1] == 0)
+        return jg_errorf("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s",
+                         (jg_format_shape(sx, sizeof sx, x->ndim, x->shape), sx));
+    pool_meta(&out[0], x, a->i[0], a->i[1], x->dtype);
+    return 0;
+}
+
+/* adaptive_avg_pool2d_backward(g, x) -> x's shape (x as PyTorch's operand) */
+int jg_infer_adaptive_avg_pool2d_backward(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    jg_meta want;
+    if (jg_infer_adaptive_avg_pool2d(a, &in[1], &want) < 0)
+        return -1;
+    if (!jg_meta_equal(&in[0], &want))
+        return jg_errorf("adaptive_avg_pool2d_backward(): the gradient's shape does not match "
+                         "the output's");
+    out[0] = in[1];
+    return 0;
+}
+
+#define ADAPTIVE(TY, T)                                                                            \
+    static void adaptive_##TY(const pool_ctx *c, int64_t plane) {                                  \
+        const T *x = (const T *)c->x + plane * c->H * c->W;                                        \
+        T *y = (T *)c->y + plane * c->Ho * c->Wo;                                                  \
+        for (int64_t oh = 0; oh < c->Ho; oh++) {                                                   \
+            int64_t h0 = ad_start(oh, c->Ho, c->H), h1 = ad_end(oh, c->Ho, c->H);                  \
+            for (int64_t ow = 0; ow < c->Wo; ow++) {                                               \
+                int64_t w0 = ad_start(ow, c->Wo, c->W), w1 = ad_end(ow, c->Wo, c->W);              \
+                T s = 0;                                                                           \
+                for (int64_t h = h0; h < h1; h++)                                                  \
+                    for (int64_t w = w0; w < w1; w++)                                              \
+                        s += x[h * c->W + w];                                                      \
+                y[oh * c->Wo + ow] = s / (T)((h1 - h0) * (w1 - w0));                               \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* (c->x is the gradient [Ho, Wo], c->y the input's [H, W]) */                                 \
+    static void adaptive_bwd_##TY(const pool_ctx *c, int64_t plane) {                              \
+        const T *g = (const T *)c->x + plane * c->Ho * c->Wo;                                      \
+        T *y = (T *)c->y + plane * c->H * c->W;                                                    \
+        for (int64_t i = 0; i < c->H * c->W; i++)                                                  \
+            y[i] = 0;                                                                              \
+        for (int64_t oh = 0; oh < c->Ho; oh++) {                                                   \
+            int64_t h0 = ad_start(oh, c->Ho, c->H), h1 = ad_end(oh, c->Ho, c->H);                  \
+            for (int64_t ow = 0; ow < c->Wo; ow++) {                                               \
+                int64_t w0 = ad_start(ow, c->Wo, c->W), w1 = ad_end(ow, c->Wo, c->W);              \
+                T v = g[oh * c->Wo + ow] / (T)((h1 - h0) * (w1 - w0));                             \
+                for (int64_t h = h0; h < h1; h++)                                                  \
+                    for (int64_t w = w0; w < w1; w++)                                              \
+                        y[h * c->W + w] += v;                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }
+ADAPTIVE(f32, float)
+ADAPTIVE(f64, double)
+
+static void adaptive_chunk(void *arg, int64_t lo, int64_t hi) {
+    const pool_ctx *c = arg;
+    for (int64_t p = lo; p < hi; p++) {
+        if (c->dt == JG_F32)
+            adaptive_f32(c, p);
+        else
+            adaptive_f64(c, p);
+    }
+}
+static void adaptive_bwd_chunk(void *arg, int64_t lo, int64_t hi) {
+    const pool_ctx *c = arg;
+    for (int64_t p = lo; p < hi; p++) {
+        if (c->dt == JG_F32)
+            adaptive_bwd_f32(c, p);
+        else
+            adaptive_bwd_f64(c, p);
+    }
+}
+
+/* src (dense copy if needed) of `planes` planes into out; bwd: the gradient
+ * direction */
+static int adaptive_run(const jg_attrs *a, jg_tensor *src, jg_tensor *big, jg_tensor *small,
+                        jg_tensor *dst, bool bwd) {
+    int nd = big->ndim;
+    pool_ctx c = {.a = a,
+                  .H = big->shape[nd - 2],
+                  .W = big->shape[nd - 1],
+                  .Ho = small->shape[nd - 2],
+                  .Wo = small->shape[nd - 1],
+                  .dt = big->dtype};
+    if (dst->numel == 0)
+        return 0;
+    jg_tensor *cs = NULL;
+    if (!(c.x = dense_data(src, &cs)))
+        return -1;
+    c.y = jg_tensor_ptr(dst);
+    jg_parallel_for(planes_of(dst), plane_grain(c.H * c.W),
+                    bwd ? adaptive_bwd_chunk : adaptive_chunk, &c);
+    if (cs)
+        jg_release(cs);
+    return 0;
+}
+
+int jg_k_adaptive_avg_pool2d(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return adaptive_run(a, in[0], in[0], out[0], out[0], false);
+}
+
+int jg_k_adaptive_avg_pool2d_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    if (out[0]->numel && in[0]->numel == 0) { /* an empty output plane: no gradient */
+        memset(jg_tensor_ptr(out[0]), 0, (size_t)out[0]->numel * jg_dtype_size(out[0]->dtype));
+        return 0;
+    }
+    return adaptive_run(a, in[0], out[0], in[0], out[0], true);
+}
+
+int jg_vjp_adaptive_avg_pool2d(VJP_ARGS) {
+    (void)out, (void)needs, (void)meta;
+    jg_tensor *args[2] = {gout[0], in[0]};
+    return jg_op_call(JG_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, a, args, &gin[0]);
+}
+
+/* d/dg = adaptive_avg_pool2d(gg); x gets zeros (PyTorch's formula for self) */
+int jg_vjp_adaptive_avg_pool2d_backward(VJP_ARGS) {
+    (void)in, (void)out;
+    gin[0] = gin[1] = NULL;
+    if (needs[0] && !(gin[0] = jg_op1(JG_OP_ADAPTIVE_AVG_POOL2D, a, gout[0], NULL)))
+        return -1;
+    if (needs[1] && !(gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0)))
+        return -1;
+    return 0;
+}
+
 /* ------------------------------------------------------------ public functions */
 
 /* x as a batch: x itself (4-D) or a batch of one (3-D; *unbatched set) */
@@ -1112,4 +1261,22 @@ jg_tensor *jg_avg_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t st
                          ceil_mode, count_include_pad, divisor_override}};
     jg_tensor *y;
     return jg_op_call(JG_OP_AVG_POOL2D, &at, &x, &y) < 0 ? NULL : y;
+}
+
+/* PyTorch 1.13 computes a (1, 1) output as a mean over the last two dims
+ * (its node is then MeanBackward1); other sizes run the row. */
+jg_tensor *jg_adaptive_avg_pool2d(jg_tensor *x, const int64_t output_size[2]) {
+    if (!x || !output_size)
+        return jg_errorf_null("adaptive_avg_pool2d: NULL argument");
+    jg_attrs at = {.n = 2, .i = {output_size[0], output_size[1]}};
+    jg_meta m, om;
+    jg_meta_of(x, &m);
+    if (jg_infer_adaptive_avg_pool2d(&at, &m, &om) < 0)
+        return NULL;
+    if (output_size[0] == 1 && output_size[1] == 1) {
+        int dims[2] = {x->ndim - 2, x->ndim - 1};
+        return jg_mean_dims(x, 2, dims, true);
+    }
+    jg_tensor *y;
+    return jg_op_call(JG_OP_ADAPTIVE_AVG_POOL2D, &at, &x, &y) < 0 ? NULL : y;
 }

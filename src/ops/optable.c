@@ -50,6 +50,7 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
         return 4u;
     case JG_OP_MAX_POOL2D: /* x only for its gradient's operand */
     case JG_OP_AVG_POOL2D:
+    case JG_OP_ADAPTIVE_AVG_POOL2D:
         return needs[0] ? 1u : 0u;
     default: /* (gather and nll_loss keep self, as PyTorch does) */
         return (1u << info->n_in) - 1;

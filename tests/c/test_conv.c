@@ -155,6 +155,11 @@ static jg_tensor *f_pool(void *user, int n, jg_tensor *const *in) {
     return jg_max_pool2d(in[0], c->k, c->s, c->p, c->d, c->ceil, NULL);
 }
 
+static jg_tensor *f_adaptive(void *user, int n, jg_tensor *const *in) {
+    (void)user, (void)n;
+    return jg_adaptive_avg_pool2d(in[0], TU_SHAPE(3, 2));
+}
+
 static void test_pool_gradients(void **state) {
     (void)state;
     const pool_case cases[] = {
@@ -189,6 +194,23 @@ static void test_pool_gradients(void **state) {
         assert_string_equal(jg_grad_fn_name(y),
                             cases[k].avg ? "AvgPool2DBackward0" : "MaxPool2DWithIndicesBackward0");
     }
+    /* adaptive_avg_pool2d: PyTorch 1.13's values for arange(12) [1, 3, 4] to
+     * (2, 3); gradients and double backward; (1, 1) is a mean */
+    jg_tensor *r = jg_linspace(JG_F64, 0, 11, 12);
+    r = jg_reshape(r, 3, TU_SHAPE(1, 3, 4));
+    TU_CHECK(jg_adaptive_avg_pool2d(r, TU_SHAPE(2, 3)), 3, TU_SHAPE(1, 2, 3),
+             TU_VALS(2.5, 3.5, 4.5, 6.5, 7.5, 8.5), 1e-12);
+    jg_tensor *ax = jg_randn(JG_F64, 4, TU_SHAPE(2, 2, 7, 5));
+    jg_set_requires_grad(ax, true);
+    if (jg_gradcheck(f_adaptive, NULL, 1, &ax, 1e-6, 1e-6, 1e-5) < 0)
+        fail_msg("adaptive: %s", jg_last_error());
+    dbl da = {f_adaptive, NULL};
+    if (jg_gradcheck(f_grad, &da, 1, &ax, 1e-6, 1e-5, 1e-4) < 0)
+        fail_msg("adaptive double backward: %s", jg_last_error());
+    assert_string_equal(jg_grad_fn_name(f_adaptive(NULL, 1, &ax)), "AdaptiveAvgPool2DBackward0");
+    assert_string_equal(jg_grad_fn_name(jg_adaptive_avg_pool2d(ax, one2)), "MeanBackward1");
+    assert_null(jg_adaptive_avg_pool2d(ax, TU_SHAPE(-1, 2)));
+    TU_ERROR("elements of output_size must be greater than or equal to 0 but received {-1, 2}");
     /* the NaN wins the window, as in PyTorch */
     jg_tensor *x = tu_tensor(JG_F32, 3, TU_SHAPE(1, 2, 2), TU_VALS(1, NAN, 5, 2));
     jg_tensor *idx;

@@ -4,6 +4,7 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
+    AdaptiveAvgPool2d,
     AvgPool2d,
     GELU,
     GRU,

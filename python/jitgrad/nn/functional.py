@@ -255,6 +255,21 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                           int(divisor_override or 0))
 
 
+def adaptive_avg_pool2d(input, output_size):
+    """adaptive_avg_pool2d (output_size an int or a pair; None keeps the
+    input's size)."""
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    output_size = tuple(output_size)
+    if len(output_size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+    shape = tuple(input.shape)
+    if len(shape) >= 2:
+        output_size = tuple(shape[len(shape) - 2 + i] if s is None else s
+                            for i, s in enumerate(output_size))
+    return _C._adaptive_avg_pool2d(input, tuple(int(s) for s in output_size))
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zeroes whole channels: input times a [N, C, 1, 1] (or [C, 1, 1]) mask
     from dropout's generator, scaled by 1 / (1 - p) (PyTorch's
