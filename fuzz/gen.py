@@ -64,9 +64,10 @@ FEATURES = {
     "opsmath": "sin cos erf clamp maximum minimum pow var std norm prod cumsum topk sort (opt-in)",
     "math2": "floor ceil trunc round frac sign sgn log1p expm1 log2 log10 rsqrt reciprocal sinh "
              "cosh tan asin acos atan erfc atan2 addcmul addcdiv lerp",
+    "conv": "conv2d (weight and bias from values), max_pool2d, avg_pool2d (opt-in)",
 }
 # opt-in features (named with --features) stay out of the default set
-OPT_IN = ("opsmath",)
+OPT_IN = ("opsmath", "conv")
 DEFAULT = tuple(f for f in FEATURES if f not in OPT_IN)
 
 
@@ -354,6 +355,33 @@ class Gen:
         out.append(f"{n} = {e}")
         return V(n, s, True, v.ties or w.ties)
 
+    def conv_op(self, vs, out):
+        """One statement using conv2d / max_pool2d / avg_pool2d (draws from
+        r2 only): the value seen as a [1, 1, n, 1] image, a (3, 1) window
+        padded by one, so the result has the value's shape for any size."""
+        r = self.r2
+        v = r.choice(vs)
+        n = self.fresh()
+        a = v.name
+        x = f"{a}.reshape(1, 1, -1, 1)"
+        F = "T.nn.functional"
+        k = r.randrange(4)
+        if k == 0:
+            e = f"{F}.conv2d({x}, T.linspace(-1.0, 1.0, 3).reshape(1, 1, 3, 1), padding=(1, 0))"
+        elif k == 1:
+            w = r.choice(vs).name
+            e = (f"{F}.conv2d({x}, ({w}.tanh().sum() * T.linspace(-1.0, 0.5, 3))"
+                 f".reshape(1, 1, 3, 1), ({w}.sum() * 0.5).reshape(1), padding=(1, 0))")
+        elif k == 2:
+            incl = r.choice(["True", "False"])
+            e = f"{F}.avg_pool2d({x}, (3, 1), 1, (1, 0), count_include_pad={incl})"
+        else:
+            if v.ties:
+                return None
+            e = f"{F}.max_pool2d({x}, (3, 1), 1, (1, 0))"
+        out.append(f"{n} = {e}.reshape_as({a})")
+        return V(n, v.shape, True, v.ties or k == 3)
+
     def body_op(self, vs, out, boxes):
         """Appends one statement to out; returns the new V or None."""
         if "opsmath" in self.f and self.r2.random() < 0.3:
@@ -362,6 +390,10 @@ class Gen:
                 return res
         if "math2" in self.f and self.r4.random() < 0.15:
             return self.math2_op(vs, out)
+        if "conv" in self.f and self.r2.random() < 0.25:
+            res = self.conv_op(vs, out)
+            if res is not None:
+                return res
         r = self.r
         f = self.on
         v = r.choice(vs)

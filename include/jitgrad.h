@@ -431,7 +431,8 @@ typedef enum {
     JG_OPTIM_ADAM,
     JG_OPTIM_ADAMW,
     JG_OPTIM_ADAGRAD,
-    JG_OPTIM_RMSPROP
+    JG_OPTIM_RMSPROP,
+    JG_OPTIM_ADADELTA
 } jg_optim_kind;
 /* One parameter group's hyperparameters (PyTorch's names); an algorithm
  * ignores the fields it does not use. */
@@ -441,12 +442,13 @@ typedef struct jg_optim_hparams {
     bool nesterov;              /* SGD */
     double beta1, beta2;        /* Adam, AdamW */
     bool amsgrad;               /* Adam, AdamW */
-    double eps;                 /* Adam, AdamW, Adagrad, RMSprop */
+    double eps;                 /* Adam, AdamW, Adagrad, RMSprop, Adadelta */
     double weight_decay;
     double lr_decay, initial_accumulator_value; /* Adagrad */
     double alpha;                               /* RMSprop */
     bool centered;                              /* RMSprop */
     bool maximize;
+    double rho; /* Adadelta */
 } jg_optim_hparams;
 /* PyTorch 1.13's defaults for kind (SGD's lr, which PyTorch requires, is
  * 0.001 here). */
@@ -465,6 +467,8 @@ jg_optim *jg_optim_adagrad(jg_tensor *const *params, int n, double lr, double lr
                            double weight_decay, double initial_accumulator_value, double eps);
 jg_optim *jg_optim_rmsprop(jg_tensor *const *params, int n, double lr, double alpha, double eps,
                            double weight_decay, double momentum, bool centered);
+jg_optim *jg_optim_adadelta(jg_tensor *const *params, int n, double lr, double rho, double eps,
+                            double weight_decay);
 void jg_optim_free(jg_optim *opt); /* NULL is fine */
 /* Adds a group (hparams NULL: the first group's); returns its index. */
 int jg_optim_add_param_group(jg_optim *opt, jg_tensor *const *params, int n,
@@ -484,7 +488,7 @@ int jg_optim_zero_grad(jg_optim *opt, bool set_to_none);
 /* State per parameter, by PyTorch's names: "momentum_buffer" (SGD,
  * RMSprop), "step" (f32 0-d), "exp_avg", "exp_avg_sq" (Adam, AdamW), "sum"
  * (Adagrad), "square_avg", "grad_avg" (RMSprop), "max_exp_avg_sq" (Adam and
- * AdamW with amsgrad).  jg_optim_state_name lists
+ * AdamW with amsgrad), "square_avg", "acc_delta" (Adadelta).  jg_optim_state_name lists
  * the kind's names (NULL past the end).  jg_optim_state returns the live
  * tensor (BORROWED; NULL without error while that state does not exist yet,
  * e.g. before the first step); jg_optim_set_state stores a copy of value
@@ -586,6 +590,32 @@ jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor 
 /* dropout with the library's generator: train false or p == 0 returns x (a
  * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
 jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);
+/* 2-D convolution of x [N, C, H, W] (or unbatched [C, H, W]) with weight
+ * [O, C / groups, kh, kw] and bias [O] (NULL: none), as PyTorch's conv2d:
+ * stride, padding (zeros) and dilation per (H, W) dim; float32 or float64.
+ * jg_conv2d_same is padding='same' (stride 1; an odd total padding puts the
+ * extra row/column at the end, as PyTorch 1.13). */
+jg_tensor *jg_conv2d(jg_tensor *x, jg_tensor *weight, jg_tensor *bias, const int64_t stride[2],
+                     const int64_t padding[2], const int64_t dilation[2], int64_t groups);
+jg_tensor *jg_conv2d_same(jg_tensor *x, jg_tensor *weight, jg_tensor *bias,
+                          const int64_t dilation[2], int64_t groups);
+/* max_pool2d of x [N, C, H, W] or [C, H, W] (padding counts as -inf, at
+ * most half the kernel); indices (NULL: not wanted) receives the int64
+ * position of each maximum in its flattened H * W plane, as PyTorch's
+ * return_indices=True. */
+jg_tensor *jg_max_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
+                         jg_tensor **indices);
+/* avg_pool2d: the window's mean, divided by the window's size in the padded
+ * input (count_include_pad) or by its elements inside the input, or by
+ * divisor_override when it is not 0. */
+jg_tensor *jg_avg_pool2d(jg_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], bool ceil_mode, bool count_include_pad,
+                         int64_t divisor_override);
+/* adaptive_avg_pool2d to an output of output_size (oh, ow): output row o
+ * averages input rows [floor(o * H / oh), ceil((o + 1) * H / oh)), as
+ * PyTorch's; (1, 1) is the mean over the last two dims, as PyTorch 1.13. */
+jg_tensor *jg_adaptive_avg_pool2d(jg_tensor *x, const int64_t output_size[2]);
 /* nll_loss of [N, C] log-probabilities and cross entropy of [N, C] logits
  * against int64 targets [N], with PyTorch's options: rows whose target is
  * ignore_index count nowhere; weight ([C], the input's dtype, or NULL)

@@ -135,6 +135,8 @@ extern PyMethodDef jgp_tensor_opsshape_methods[];
 extern PyMethodDef jgp_module_opsshape_functions[];
 /* ---- nn: ops_nn.c ---- */
 extern PyMethodDef jgp_module_nn_functions[];
+/* ---- ops_conv.c: convolution and pooling ---- */
+extern PyMethodDef jgp_module_conv_functions[];
 
 /* ---- dist.c: gradient hooks, jitgrad.distributed ---- */
 extern PyMethodDef jgp_module_dist_functions[];

@@ -718,6 +718,7 @@ PyMODINIT_FUNC PyInit__C(void) {
                             jgp_module_io_functions,
                             jgp_module_opsshape_functions,
                             jgp_module_nn_functions,
+                            jgp_module_conv_functions,
                             jgp_module_opsmath_functions,
                             jgp_module_surface2_functions,
                             jgp_module_dist_functions};

@@ -5,8 +5,8 @@
 #include "jgpy.h"
 
 static int kind_from_name(const char *s, jg_optim_kind *kind) {
-    static const char *const names[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const names[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop", "adadelta"};
+    for (int i = 0; i < 6; i++) {
         if (!strcmp(s, names[i])) {
             *kind = (jg_optim_kind)i;
             return 0;
@@ -70,7 +70,7 @@ static int parse_hparams(PyObject *group, jg_optim_hparams *h) {
         get_double(group, "weight_decay", &h->weight_decay) < 0 ||
         get_double(group, "lr_decay", &h->lr_decay) < 0 ||
         get_double(group, "initial_accumulator_value", &h->initial_accumulator_value) < 0 ||
-        get_double(group, "alpha", &h->alpha) < 0 ||
+        get_double(group, "alpha", &h->alpha) < 0 || get_double(group, "rho", &h->rho) < 0 ||
         get_bool(group, "nesterov", &h->nesterov) < 0 ||
         get_bool(group, "amsgrad", &h->amsgrad) < 0 ||
         get_bool(group, "centered", &h->centered) < 0 ||

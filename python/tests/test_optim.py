@@ -62,6 +62,9 @@ CASES = [
     ("RMSprop", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.01)),
     ("RMSprop", dict(lr=0.01, centered=True, momentum=0.3)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1)),
+    ("Adadelta", dict(lr=0.1, maximize=True)),
 ]
 
 
@@ -215,6 +218,7 @@ def test_optim_repr_and_param_groups():
         (lambda p: jo.AdamW(p, weight_decay=-1), ValueError, "Invalid weight_decay value: -1"),
         (lambda p: jo.Adagrad(p, lr_decay=-1), ValueError, "Invalid lr_decay value: -1"),
         (lambda p: jo.RMSprop(p, alpha=-1), ValueError, "Invalid alpha value: -1"),
+        (lambda p: jo.Adadelta(p, rho=1.5), ValueError, "Invalid rho value: 1.5"),
         (lambda p: jo.SGD([], lr=0.1), ValueError, "optimizer got an empty parameter list"),
         (lambda p: jo.SGD(p[0], lr=0.1), TypeError, "should be an iterable of Tensors or dicts"),
         (lambda p: jo.SGD([p[0], 1.0], lr=0.1), TypeError, "can only optimize Tensors"),

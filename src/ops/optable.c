@@ -39,6 +39,19 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
         return 2u;
     case JG_OP_WHERE: /* the condition */
         return 1u;
+    case JG_OP_CONV2D: /* both gradient rows take (g, x, w); the bias's reads neither */
+    case JG_OP_CONV2D_BIAS:
+        return needs[0] || needs[1] ? 3u : 0u;
+    case JG_OP_CONV2D_INPUT_GRAD: /* (g, x, w): conv2d(gg, w), weight_grad(g, gg, w) */
+        return (needs[0] || needs[2] ? 4u : 0u) | (needs[2] ? 1u : 0u);
+    case JG_OP_CONV2D_WEIGHT_GRAD: /* (g, x, w): conv2d(x, gw), input_grad(g, x, gw) */
+        return (needs[0] || needs[1] ? 2u : 0u) | (needs[1] ? 1u : 0u);
+    case JG_OP_MAX_POOL2D_BACKWARD: /* the indices */
+        return 4u;
+    case JG_OP_MAX_POOL2D: /* x only for its gradient's operand */
+    case JG_OP_AVG_POOL2D:
+    case JG_OP_ADAPTIVE_AVG_POOL2D:
+        return needs[0] ? 1u : 0u;
     default: /* (gather and nll_loss keep self, as PyTorch does) */
         return (1u << info->n_in) - 1;
     }

@@ -1,4 +1,5 @@
-/* Optimizers (PyTorch's torch.optim): SGD, Adam, AdamW, Adagrad, RMSprop.
+/* Optimizers (PyTorch's torch.optim): SGD, Adam, AdamW, Adagrad, RMSprop,
+ * Adadelta.
  *
  * jg_optim_update is the whole algorithm for one parameter; it mirrors
  * PyTorch 1.13's _single_tensor_<name> functions line by line, using the
@@ -71,10 +72,11 @@ static const char *const state_names[][MAX_STATE + 1] = {
     [JG_OPTIM_ADAMW] = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", NULL},
     [JG_OPTIM_ADAGRAD] = {"step", "sum", NULL},
     [JG_OPTIM_RMSPROP] = {"step", "square_avg", "momentum_buffer", "grad_avg", NULL},
+    [JG_OPTIM_ADADELTA] = {"step", "square_avg", "acc_delta", NULL},
 };
 
 static bool kind_ok(jg_optim_kind kind) {
-    return (int)kind >= JG_OPTIM_SGD && kind <= JG_OPTIM_RMSPROP;
+    return (int)kind >= JG_OPTIM_SGD && kind <= JG_OPTIM_ADADELTA;
 }
 
 const char *jg_optim_state_name(jg_optim_kind kind, int i) {
@@ -115,6 +117,11 @@ jg_optim_hparams jg_optim_defaults(jg_optim_kind kind) {
         h.lr = 1e-2;
         h.alpha = 0.99;
         h.eps = 1e-8;
+        break;
+    case JG_OPTIM_ADADELTA:
+        h.lr = 1.0;
+        h.rho = 0.9;
+        h.eps = 1e-6;
         break;
     }
     return h;
@@ -168,6 +175,14 @@ static int check_hparams(jg_optim_kind kind, const jg_optim_hparams *h) {
             return jg_set_error("Invalid weight_decay value: %g", h->weight_decay);
         if (!(h->alpha >= 0))
             return jg_set_error("Invalid alpha value: %g", h->alpha);
+        break;
+    case JG_OPTIM_ADADELTA:
+        if (!(h->rho >= 0 && h->rho <= 1))
+            return jg_set_error("Invalid rho value: %g", h->rho);
+        if (!(h->eps >= 0))
+            return jg_set_error("Invalid epsilon value: %g", h->eps);
+        if (!(h->weight_decay >= 0))
+            return jg_set_error("Invalid weight_decay value: %g", h->weight_decay);
         break;
     }
     return 0;
@@ -504,6 +519,26 @@ static int rmsprop(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
     return addcdiv_(param, grad, avg, -h->lr);
 }
 
+/* PyTorch 1.13's _single_tensor_adadelta, op for op */
+static int adadelta(const jg_optim_hparams *h, jg_tensor *param, jg_tensor *grad,
+                    jg_tensor **state) {
+    jg_tensor *square_avg = state[1], *acc_delta = state[2];
+    if (bump_step(state[0]) < 0) /* PyTorch counts; the update does not read it */
+        return -1;
+    if (h->weight_decay != 0)
+        grad = add_alpha(grad, param, h->weight_decay);
+    if (!grad || jg_mul_scalar_(square_avg, h->rho) < 0 ||
+        addcmul_(square_avg, grad, grad, 1 - h->rho) < 0)
+        return -1;
+    /* std = (square_avg + eps).sqrt(); delta = (acc_delta + eps).sqrt() / std * grad */
+    jg_tensor *std = jg_sqrt(jg_add_scalar(square_avg, h->eps));
+    jg_tensor *delta = jg_mul(jg_div(jg_sqrt(jg_add_scalar(acc_delta, h->eps)), std), grad);
+    if (!delta || jg_mul_scalar_(acc_delta, h->rho) < 0 ||
+        addcmul_(acc_delta, delta, delta, 1 - h->rho) < 0)
+        return -1;
+    return add_alpha_(param, delta, -h->lr);
+}
+
 static int check_param(const char *what, jg_tensor *param) {
     if (!param)
         return jg_set_error("%s: parameter is NULL", what);
@@ -585,6 +620,9 @@ int jg_optim_update(jg_optim_kind kind, const jg_optim_hparams *h, jg_tensor *pa
             break;
         case JG_OPTIM_RMSPROP:
             rc = rmsprop(h, param, grad, state);
+            break;
+        case JG_OPTIM_ADADELTA:
+            rc = adadelta(h, param, grad, state);
             break;
         }
     }
@@ -726,6 +764,16 @@ jg_optim *jg_optim_rmsprop(jg_tensor *const *params, int n, double lr, double al
     return jg_optim_new(JG_OPTIM_RMSPROP, params, n, &h);
 }
 
+jg_optim *jg_optim_adadelta(jg_tensor *const *params, int n, double lr, double rho, double eps,
+                            double weight_decay) {
+    jg_optim_hparams h = jg_optim_defaults(JG_OPTIM_ADADELTA);
+    h.lr = lr;
+    h.rho = rho;
+    h.eps = eps;
+    h.weight_decay = weight_decay;
+    return jg_optim_new(JG_OPTIM_ADADELTA, params, n, &h);
+}
+
 void jg_optim_free(jg_optim *opt) {
     if (!opt)
         return;
@@ -865,9 +913,10 @@ jg_tensor *jg_optim_state(const jg_optim *opt, int group, int i, const char *nam
         return NULL;
     int s = state_index(opt->kind, name);
     if (s < 0) {
-        jg_set_error("jg_optim_state: %s has no state '%s'",
-                     (const char *[]){"SGD", "Adam", "AdamW", "Adagrad", "RMSprop"}[opt->kind],
-                     name ? name : "(null)");
+        jg_set_error(
+            "jg_optim_state: %s has no state '%s'",
+            (const char *[]){"SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta"}[opt->kind],
+            name ? name : "(null)");
         return NULL;
     }
     return p->state[s];

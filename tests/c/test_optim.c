@@ -113,6 +113,22 @@ static void test_optim_adagrad_rmsprop_match_torch(void **state) {
                       -0.2081625834998736));
 }
 
+static void test_optim_adadelta_matches_torch(void **state) {
+    (void)state;
+    jg_tensor *p[2];
+    make_params(p);
+    check_run(
+        jg_optim_adadelta(p, 2, 1.0, 0.9, 1e-6, 0), p,
+        TU_VALS(0.9292207086538078, -1.931096791054319, 0.42705781456597935, 0.22699322438079989));
+    make_params(p);
+    check_run(
+        jg_optim_adadelta(p, 2, 0.5, 0.8, 1e-5, 0.1), p,
+        TU_VALS(0.9111482754854588, -1.9134004673011789, 0.40834878683097364, 0.2081115447962239));
+    assert_null(jg_optim_adadelta(p, 2, 1.0, 1.5, 1e-6, 0));
+    TU_ERROR("Invalid rho value: 1.5");
+    assert_string_equal(jg_optim_state_name(JG_OPTIM_ADADELTA, 2), "acc_delta");
+}
+
 /* Two groups with their own lr equal one optimizer per group; the step
  * bumps the parameters' version counters like any in-place op. */
 static void test_optim_groups_and_lr(void **state) {
@@ -171,7 +187,7 @@ static void test_optim_add_param_group_copies_first_group_hparams(void **state) 
  * optimizer continues the same trajectory bit for bit. */
 static void test_optim_state_save_load(void **state) {
     (void)state;
-    for (int kind = JG_OPTIM_SGD; kind <= JG_OPTIM_RMSPROP; kind++) {
+    for (int kind = JG_OPTIM_SGD; kind <= JG_OPTIM_ADADELTA; kind++) {
         jg_tensor *p[2], *q[2];
         make_params(p);
         jg_optim_hparams h = jg_optim_defaults((jg_optim_kind)kind);
@@ -338,7 +354,7 @@ static int loss_program(void *user, const void *args, int n_inputs, jg_tensor *c
 static void test_optim_compiled_loss_matches_eager(void **state) {
     (void)state;
     const char *backends[] = {"interp", "c"};
-    for (int k = JG_OPTIM_SGD; k <= JG_OPTIM_RMSPROP; k++) {
+    for (int k = JG_OPTIM_SGD; k <= JG_OPTIM_ADADELTA; k++) {
         jg_optim_hparams h = jg_optim_defaults((jg_optim_kind)k);
         h.lr = 0.05;
         h.momentum = 0.5;
@@ -449,6 +465,7 @@ int main(void) {
         TU_TEST(test_optim_adam_matches_torch),
         TU_TEST(test_optim_adam_amsgrad_matches_torch),
         TU_TEST(test_optim_adagrad_rmsprop_match_torch),
+        TU_TEST(test_optim_adadelta_matches_torch),
         TU_TEST(test_optim_groups_and_lr),
         TU_TEST(test_optim_add_param_group_copies_first_group_hparams),
         TU_TEST(test_optim_state_save_load),

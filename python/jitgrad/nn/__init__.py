@@ -4,6 +4,8 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
+    AdaptiveAvgPool2d,
+    AvgPool2d,
     GELU,
     GRU,
     RNN,
@@ -14,6 +16,7 @@ from .modules import (  # noqa: F401
     Conv2d,
     CrossEntropyLoss,
     Dropout,
+    Dropout2d,
     Embedding,
     Flatten,
     Identity,

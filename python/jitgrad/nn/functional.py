@@ -189,8 +189,103 @@ def _not_implemented(name):
     return fn
 
 
-max_pool2d = _not_implemented("max_pool2d")
-conv2d = _not_implemented("conv2d")
+def _pair_arg(v, name, fn):
+    """PyTorch's int-or-pair arguments, as a pair of ints (its message when
+    the length is wrong)."""
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) == 1:
+        return (int(v[0]), int(v[0]))
+    if len(v) != 2 or not all(isinstance(e, int) for e in v):
+        if fn == "conv2d":
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of 2 "
+                               f"values to match the convolution dimensions, but got "
+                               f"{name}={list(v)}")
+        raise RuntimeError(f"{fn}: {name} must either be a single int, or a tuple of two ints")
+    return v
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (PyTorch 1.13's conv2d: padding may be 'valid' or
+    'same'); one op-table row (src/ops/conv.c)."""
+    same = False
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            same = True
+            padding = 0
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    stride = _pair_arg(stride, "stride", "conv2d")
+    if same and stride != (1, 1):
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    return _C._conv2d(input, weight, bias, stride, _pair_arg(padding, "padding", "conv2d"),
+                      _pair_arg(dilation, "dilation", "conv2d"), int(groups), same)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """max_pool2d (stride defaults to kernel_size); with return_indices the
+    positions of the maxima in each flattened plane, as PyTorch's."""
+    k = _pair_arg(kernel_size, "kernel_size", "max_pool2d")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _pair_arg(stride, "stride", "max_pool2d")
+    return _C._max_pool2d(input, k, s, _pair_arg(padding, "padding", "max_pool2d"),
+                          _pair_arg(dilation, "dilation", "max_pool2d"), bool(ceil_mode),
+                          bool(return_indices))
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """avg_pool2d (stride defaults to kernel_size)."""
+    k = _pair_arg(kernel_size, "kernel_size", "avg_pool2d")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _pair_arg(stride, "stride", "avg_pool2d")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    return _C._avg_pool2d(input, k, s, _pair_arg(padding, "padding", "avg_pool2d"),
+                          bool(ceil_mode), bool(count_include_pad),
+                          int(divisor_override or 0))
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """adaptive_avg_pool2d (output_size an int or a pair; None keeps the
+    input's size)."""
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    output_size = tuple(output_size)
+    if len(output_size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+    shape = tuple(input.shape)
+    if len(shape) >= 2:
+        output_size = tuple(shape[len(shape) - 2 + i] if s is None else s
+                            for i, s in enumerate(output_size))
+    return _C._adaptive_avg_pool2d(input, tuple(int(s) for s in output_size))
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels: input times a [N, C, 1, 1] (or [C, 1, 1]) mask
+    from dropout's generator, scaled by 1 / (1 - p) (PyTorch's
+    feature_dropout)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"dropout2d: expected a 3-D or 4-D input, got {input.dim()}-D")
+    if not training or p == 0.0:
+        return input
+    from .. import ones
+    shape = tuple(input.shape)[:-2] + (1, 1)
+    mask = _C._dropout(ones(shape, dtype=input.dtype), float(p), True)
+    if inplace:
+        return input.mul_(mask)
+    return input * mask
 
 
 def multi_head_attention_forward(*args, **kwargs):

@@ -1,6 +1,6 @@
 """jitgrad.optim: torch.optim's optimizers and learning-rate schedulers."""
 from . import lr_scheduler  # noqa: F401
-from .algorithms import SGD, Adagrad, Adam, AdamW, RMSprop  # noqa: F401
+from .algorithms import SGD, Adadelta, Adagrad, Adam, AdamW, RMSprop  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "lr_scheduler"]

@@ -1,4 +1,4 @@
-"""SGD, Adam, AdamW, Adagrad and RMSprop with torch.optim's arguments,
+"""SGD, Adam, AdamW, Adagrad, RMSprop and Adadelta with torch.optim's arguments,
 checks and state; the arithmetic is the C library's (PyTorch 1.13's
 single-tensor formulas in the same order)."""
 import jitgrad
@@ -11,6 +11,17 @@ def _no_cuda_options(name, group):
         raise NotImplementedError(f"jitgrad: {name}(capturable=True) is not supported")
     if group.get("fused"):
         raise NotImplementedError(f"jitgrad: {name}(fused=True) is not supported")
+
+
+def _steps_as_int(sd):
+    """A state_dict with each tensor 'step' made an int (the optimizers
+    whose PyTorch 1.13 counts in Python ints)."""
+    sd["state"] = {
+        k: ({**v, "step": int(v["step"].item())} if isinstance(v.get("step"), jitgrad.Tensor)
+            else v)
+        for k, v in sd["state"].items()
+    }
+    return sd
 
 
 class SGD(Optimizer):
@@ -246,13 +257,31 @@ class RMSprop(Optimizer):
         """As Optimizer.state_dict, with each 'step' an int: PyTorch 1.13
         saves RMSprop's count as one.  (opt.state keeps it in a 0-d float32
         tensor, as Adam's, so that a compiled step can count.)"""
-        sd = super().state_dict()
-        sd["state"] = {
-            k: (
-                {**v, "step": int(v["step"].item())}
-                if isinstance(v.get("step"), jitgrad.Tensor)
-                else v
-            )
-            for k, v in sd["state"].items()
-        }
-        return sd
+        return _steps_as_int(super().state_dict())
+
+
+class Adadelta(Optimizer):
+    """Adadelta (torch.optim.Adadelta); state square_avg and acc_delta, and
+    'step' saved as an int by state_dict(), as PyTorch 1.13 does."""
+
+    _kind = "adadelta"
+    _state_names = ("step", "square_avg", "acc_delta")
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 maximize=False):
+        if not 0.0 <= lr:
+            raise ValueError("Invalid learning rate: {}".format(lr))
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError("Invalid rho value: {}".format(rho))
+        if not 0.0 <= eps:
+            raise ValueError("Invalid epsilon value: {}".format(eps))
+        if not 0.0 <= weight_decay:
+            raise ValueError("Invalid weight_decay value: {}".format(weight_decay))
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                        foreach=foreach)
+        super().__init__(params, defaults)
+
+    def state_dict(self):
+        """As Optimizer.state_dict, with each 'step' an int (PyTorch 1.13's
+        Adadelta counts in an int)."""
+        return _steps_as_int(super().state_dict())
