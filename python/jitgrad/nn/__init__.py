@@ -4,7 +4,17 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
+    BatchNorm1d,
+    BatchNorm2d,
+    ELU,
     GELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    Mish,
+    ReLU6,
+    Softplus,
     GRU,
     RNN,
     GRUCell,
