@@ -158,9 +158,6 @@ def softplus(input, beta=1, threshold=20):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    if min_val > max_val:
-        raise ValueError("min_val cannot be greater than max_val")
-
     def fn(x):
         inside = (x > min_val).logical_and(x < max_val)
         return _C.where(inside, x, x.detach().clamp(min_val, max_val))
@@ -177,7 +174,9 @@ def mish(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
-    return _write(input, inplace, lambda x: x * (x + 3).clamp(0, 6) / 6)
+    # PyTorch's gradient is x / 3 + 0.5 on [-3, 3) and 1 from 3 on
+    return _write(input, inplace,
+                  lambda x: _C.where(x < 3, x * (x + 3).clamp(0, 6) / 6, x * 6 / 6))
 
 
 def hardsigmoid(input, inplace=False):

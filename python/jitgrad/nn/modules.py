@@ -1048,6 +1048,9 @@ class Mish(Module):
     def forward(self, input):
         return F.mish(input, inplace=self.inplace)
 
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
 
 class Hardswish(Module):
     def __init__(self, inplace=False):
