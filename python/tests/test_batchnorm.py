@@ -105,7 +105,9 @@ def test_state_dict_repr_and_reset(jg, torch):
 def test_running_stats_have_no_history(jg):
     m = jg.nn.BatchNorm1d(2)
     x = jg.randn(4, 2, requires_grad=True)
-    m(x).sum().backward()
+    y = m(x)
+    assert y.grad_fn.name() == "NativeBatchNormBackward0"
+    y.sum().backward()
     assert not m.running_mean.requires_grad and m.running_mean.grad_fn is None
     assert not m.running_var.requires_grad and m.running_var.grad_fn is None
 
@@ -203,3 +205,18 @@ def test_compiled_batch_norm_2d_gradients_bitwise(jg, backend):
             assert vals(gx) == vals(wx) and vals(cw) == vals(ew) and vals(cb) == vals(eb)
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 assert vals(getattr(cm, name)) == vals(getattr(em, name)), name
+
+
+def test_double_backward_matches_torch(jg, torch):
+    jx, tx = data(jg, torch, (3, 2, 4), seed=21)
+    jw, tw = jg.tensor([0.5, -2.0], dtype=jg.float64), torch.tensor([0.5, -2.0],
+                                                                     dtype=torch.float64)
+    for t in (jx, tx, jw, tw):
+        t.requires_grad_(True)
+    res = []
+    for lib, x, w in ((jg, jx, jw), (torch, tx, tw)):
+        y = lib.nn.functional.batch_norm(x, None, None, w, None, training=True)
+        gx, gw = lib.autograd.grad((y * y * x).sum(), [x, w], create_graph=True)
+        res.append(lib.autograd.grad((gx * gx).sum() + gw.sum(), [x, w]))
+    for a, b in zip(*res):
+        assert close(a, b, 1e-10)
