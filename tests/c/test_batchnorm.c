@@ -49,6 +49,17 @@ static jg_tensor *f_eval(void *user, int n, jg_tensor *const *in) {
     return jg_batch_norm(in[0], stats[0], stats[1], in[1], in[2], false, 0.1, 1e-5);
 }
 
+/* the gradient of sum(f(x, w, b)^2 * x) w.r.t. x, for double backward */
+static jg_tensor *f_grad(void *user, int n, jg_tensor *const *in) {
+    (void)user;
+    jg_tensor *y = f_train(NULL, n, in);
+    jg_tensor *s = y ? jg_sum(jg_mul(jg_mul(y, y), in[0])) : NULL;
+    jg_tensor *g = NULL;
+    if (!s || jg_autograd_grad(1, &s, NULL, 1, in, JG_CREATE_GRAPH, &g) < 0)
+        return NULL;
+    return g;
+}
+
 static void test_gradients(void **state) {
     (void)state;
     jg_manual_seed(3);
@@ -58,6 +69,9 @@ static void test_gradients(void **state) {
         jg_set_requires_grad(in[k], true);
     if (jg_gradcheck(f_train, NULL, 3, in, 1e-6, 1e-6, 1e-5) < 0)
         fail_msg("training: %s", jg_last_error());
+    if (jg_gradcheck(f_grad, NULL, 3, in, 1e-6, 1e-5, 1e-4) < 0)
+        fail_msg("double backward: %s", jg_last_error());
+    assert_string_equal(jg_grad_fn_name(f_train(NULL, 3, in)), "NativeBatchNormBackward0");
     jg_tensor *stats[2] = {tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(0.5, -1)),
                            tu_tensor(JG_F64, 1, TU_SHAPE(2), TU_VALS(2, 0.5))};
     if (jg_gradcheck(f_eval, stats, 3, in, 1e-6, 1e-6, 1e-5) < 0)
