@@ -151,8 +151,9 @@ def test_compiled_training_equals_eager_bitwise(jg, backend):
 
     def model():
         jg.manual_seed(5)
-        return jg.nn.Sequential(jg.nn.Linear(4, 6), jg.nn.BatchNorm1d(6), jg.nn.LeakyReLU(0.1),
-                                jg.nn.Linear(6, 3))
+        return jg.nn.Sequential(jg.nn.Linear(4, 6), jg.nn.BatchNorm1d(6),
+                                jg.nn.LeakyReLU(0.1, inplace=True), jg.nn.Linear(6, 6),
+                                jg.nn.BatchNorm1d(6), jg.nn.ReLU(inplace=True), jg.nn.Linear(6, 3))
 
     em, cm = model(), model()
     eopt = jg.optim.SGD(em.parameters(), lr=0.1)
@@ -218,5 +219,26 @@ def test_double_backward_matches_torch(jg, torch):
         y = lib.nn.functional.batch_norm(x, None, None, w, None, training=True)
         gx, gw = lib.autograd.grad((y * y * x).sum(), [x, w], create_graph=True)
         res.append(lib.autograd.grad((gx * gx).sum() + gw.sum(), [x, w]))
+    for a, b in zip(*res):
+        assert close(a, b, 1e-10)
+
+
+def test_inplace_activation_after_batch_norm(jg, torch):
+    """Regression: the batch_norm node kept its output y, so the usual
+    BatchNorm -> ReLU(inplace=True) failed backward with "modified by an
+    inplace operation"; it keeps the statistics only, as PyTorch does."""
+    res = []
+    for lib in (jg, torch):
+        m = lib.nn.BatchNorm2d(3, dtype=lib.float64)
+        jx, tx = data(jg, torch, (2, 3, 2, 2), seed=30)
+        x = (jx if lib is jg else tx).requires_grad_(True)
+        y = lib.nn.functional.relu(m(x), inplace=True)
+        lib.nn.functional.leaky_relu(m(x), 0.1, inplace=True).sum().backward()
+        (y * y).sum().backward()
+        # the bias may change in place too: the backward never reads it
+        with lib.no_grad():
+            m.bias.add_(1.0)
+        m(x).sum().backward()
+        res.append((x.grad, m.weight.grad, m.bias.grad))
     for a, b in zip(*res):
         assert close(a, b, 1e-10)
