@@ -65,9 +65,11 @@ FEATURES = {
     "math2": "floor ceil trunc round frac sign sgn log1p expm1 log2 log10 rsqrt reciprocal sinh "
              "cosh tan asin acos atan erfc atan2 addcmul addcdiv lerp",
     "conv": "conv2d (weight and bias from values), max_pool2d, avg_pool2d (opt-in)",
+    "batchnorm": "F.batch_norm in training (batch statistics) and the activations elu softplus "
+                 "mish hardswish (opt-in)",
 }
 # opt-in features (named with --features) stay out of the default set
-OPT_IN = ("opsmath", "conv")
+OPT_IN = ("opsmath", "conv", "batchnorm")
 DEFAULT = tuple(f for f in FEATURES if f not in OPT_IN)
 
 
@@ -102,6 +104,7 @@ class Gen:
         self.r2 = random.Random(seed * 1000003 + 17)
         self.r3 = random.Random(seed * 1000033 + 29)  # the "dynamic" feature's
         self.r4 = random.Random(seed * 1000037 + 41)  # the "math2" feature's
+        self.r5 = random.Random(seed * 1000039 + 53)  # the "batchnorm" feature's
         self.seed = seed
         self.f = set(features)
         self.top = []  # top-level statements (classes, captured tensors)
@@ -319,6 +322,30 @@ class Gen:
         out.append(f"{n} = {a}.topk(1, dim={d})[0]")
         return V(n, tuple(1 if i == d else x for i, x in enumerate(v.shape)), True, False)
 
+    def batchnorm_op(self, vs, out):
+        """One statement using batch_norm or an activation (draws from r5
+        only).  batch_norm only on a tensor with an A-sized dim besides dim
+        1 (A is at least 2 and never changes), so a channel has several
+        values; the piecewise activations have kinks: ties."""
+        r = self.r5
+        F = "T.nn.functional"
+        n = self.fresh()
+        bns = [w for w in vs
+               if len(w.shape) >= 2 and any(d == "A" for i, d in enumerate(w.shape) if i != 1)]
+        if bns and r.random() < 0.4:
+            v = r.choice(bns)
+            out.append(f"{n} = {F}.batch_norm({v.name}, None, None, training=True)")
+            return V(n, v.shape, True, v.ties)
+        v = r.choice(vs)
+        a = v.name
+        # leaky_relu, hardtanh, relu6 and hardsigmoid are left out: their
+        # create_graph gradients do not require grad where PyTorch's do
+        # (docs/python.md, "Differences from PyTorch")
+        e, kink = r.choice([(f"{F}.elu({a})", False), (f"{F}.softplus({a}, beta=2.0)", False),
+                            (f"{F}.mish({a})", False), (f"{F}.hardswish({a} * 3.0)", True)])
+        out.append(f"{n} = {e}")
+        return V(n, v.shape, True, v.ties or kink)
+
     def math2_op(self, vs, out):
         """One statement using a math2 op (draws from r4 only).  Operands
         are kept inside each function's domain and away from overflow."""
@@ -394,6 +421,8 @@ class Gen:
             res = self.conv_op(vs, out)
             if res is not None:
                 return res
+        if "batchnorm" in self.f and self.r5.random() < 0.15:
+            return self.batchnorm_op(vs, out)
         r = self.r
         f = self.on
         v = r.choice(vs)

@@ -587,6 +587,16 @@ jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_i
 /* layer_norm over x's last n_norm dims; weight and bias (NULL: none) have
  * their shape: (x - mean) / sqrt(biased var + eps) * weight + bias. */
 jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor *bias, double eps);
+/* batch_norm over every dim of x [N, C, ...] but dim 1, per channel.
+ * training: the batch's mean and biased variance normalize x, and
+ * running_mean / running_var (either NULL: not kept) become
+ * (1 - momentum) * old + momentum * (batch mean / unbiased variance), in
+ * place without history (under jg_compile: written back after each call).
+ * Not training: the running statistics (both required) normalize x.  Then
+ * * weight + bias, each [C] or NULL.  f32 and f64. */
+jg_tensor *jg_batch_norm(jg_tensor *x, jg_tensor *running_mean, jg_tensor *running_var,
+                         jg_tensor *weight, jg_tensor *bias, bool training, double momentum,
+                         double eps);
 /* dropout with the library's generator: train false or p == 0 returns x (a
  * new reference); otherwise x * mask / (1 - p), mask kept with prob 1 - p. */
 jg_tensor *jg_dropout(jg_tensor *x, double p, bool train);

@@ -140,6 +140,23 @@ static PyObject *layer_norm(PyObject *mod, PyObject *args) {
     return jgp_wrap_new(jg_layer_norm(t, n, wt, bt, eps));
 }
 
+static PyObject *batch_norm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *rm, *rv, *w, *b;
+    int training;
+    double momentum, eps;
+    if (!PyArg_ParseTuple(args, "OOOOOpdd:_batch_norm", &x, &rm, &rv, &w, &b, &training, &momentum,
+                          &eps))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "batch_norm");
+    bool ok[4];
+    jg_tensor *rmt = opt_tensor(rm, &ok[0]), *rvt = opt_tensor(rv, &ok[1]);
+    jg_tensor *wt = opt_tensor(w, &ok[2]), *bt = opt_tensor(b, &ok[3]);
+    if (!t || !ok[0] || !ok[1] || !ok[2] || !ok[3])
+        return NULL;
+    return jgp_wrap_new(jg_batch_norm(t, rmt, rvt, wt, bt, training, momentum, eps));
+}
+
 static PyObject *dropout(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *x;
@@ -242,6 +259,8 @@ PyMethodDef jgp_module_nn_functions[] = {
     {"_nll_loss", nll_loss, METH_VARARGS,
      "_nll_loss(x, target, weight, reduction, ignore_index, label_smoothing, from_logits)"},
     {"_layer_norm", layer_norm, METH_VARARGS, "_layer_norm(x, n_norm, weight, bias, eps)"},
+    {"_batch_norm", batch_norm, METH_VARARGS,
+     "_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)"},
     {"_dropout", dropout, METH_VARARGS, "_dropout(x, p, training)"},
     {"_embedding", embedding, METH_VARARGS,
      "_embedding(weight, indices, padding_idx): padding_idx -1 for none"},

@@ -127,6 +127,66 @@ def gelu(input, approximate="none"):
     return _C._gelu(input, approximate=approximate)
 
 
+# ---- activations: compositions of library ops with PyTorch's values and
+# gradients (the boundaries included: hardtanh and hardsigmoid pass no
+# gradient at their corners, clamp would).  An inplace=True form computes
+# from a clone and writes the result with copy_ (see _inplace.py).
+def _write(input, inplace, fn):
+    if inplace:
+        return input.copy_(fn(input.clone()))
+    return fn(input)
+
+
+def _softplus(x, beta, threshold):
+    # exp never sees a value above threshold, so its gradient stays finite
+    # where the other branch is taken
+    xb = x * beta if beta != 1 else x
+    return _C.where(xb > threshold, x, xb.clamp_max(threshold).exp().log1p() / beta)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _write(input, inplace, lambda x: _C.where(x > 0, x, x * negative_slope))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _write(input, inplace,
+                  lambda x: _C.where(x > 0, x, x.clamp_max(0).expm1() * alpha))
+
+
+def softplus(input, beta=1, threshold=20):
+    return _softplus(input, beta, threshold)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    def fn(x):
+        inside = (x > min_val).logical_and(x < max_val)
+        return _C.where(inside, x, x.detach().clamp(min_val, max_val))
+
+    return _write(input, inplace, fn)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def mish(input, inplace=False):
+    return _write(input, inplace, lambda x: x * _softplus(x, 1, 20).tanh())
+
+
+def hardswish(input, inplace=False):
+    # PyTorch's gradient is x / 3 + 0.5 on [-3, 3) and 1 from 3 on
+    return _write(input, inplace,
+                  lambda x: _C.where(x < 3, x * (x + 3).clamp(0, 6) / 6, x * 6 / 6))
+
+
+def hardsigmoid(input, inplace=False):
+    def fn(x):
+        inside = (x > -3).logical_and(x < 3)
+        return _C.where(inside, (x + 3) / 6, (x.detach() + 3).clamp(0, 6) / 6)
+
+    return _write(input, inplace, fn)
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -147,6 +207,28 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"shape [*, {', '.join(str(s) for s in normalized_shape)}], but got "
                            f"input of size{list(input.shape)}")
     return _C._layer_norm(input, n, weight, bias, float(eps))
+
+
+def _verify_batch_size(size):
+    n = size[0]
+    for d in size[2:]:
+        n *= d
+    if n == 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size "
+                         f"torch.Size({list(size)})")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Per-channel (dim 1) normalization; in training the running statistics
+    (when given) are updated in place without history (jg_batch_norm)."""
+    if training and input.dim() >= 2:
+        _verify_batch_size(tuple(input.shape))
+    if input.dim() < 2:
+        raise IndexError("Dimension out of range (expected to be in range of "
+                         f"[{-max(input.dim(), 1)}, {max(input.dim(), 1) - 1}], but got 1)")
+    return _C._batch_norm(input, running_mean, running_var, weight, bias, bool(training),
+                          float(momentum), float(eps))
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,

@@ -1019,3 +1019,177 @@ GRU = _not_implemented_module("GRU")
 GRUCell = _not_implemented_module("GRUCell")
 RNN = _not_implemented_module("RNN")
 RNNCell = _not_implemented_module("RNNCell")
+
+
+# ---- batch normalization (PyTorch's _NormBase / _BatchNorm)
+class _BatchNorm(Module):
+    _version = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        if device is not None:
+            _check_device(device)
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(_empty((num_features,), dtype))
+            self.bias = Parameter(_empty((num_features,), dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _empty((num_features,), dtype))
+            self.register_buffer("running_var", _empty((num_features,), dtype))
+            self.register_buffer("num_batches_tracked", _C.zeros((), dtype=_C.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        raise NotImplementedError
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # cumulative moving average (reads the count)
+                factor = 1.0 / float(self.num_batches_tracked)
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_stats = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if use_stats else None,
+                            self.running_var if use_stats else None, self.weight, self.bias,
+                            bn_training, factor, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 2 and input.dim() != 3:
+            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+# ---- activations (PyTorch's constructor arguments and extra_repr)
+def _inplace_str(inplace):
+    return ", inplace=True" if inplace else ""
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=1e-2, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}{_inplace_str(self.inplace)}"
+
+
+class ELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{_inplace_str(self.inplace)}"
+
+
+class Softplus(Module):
+    def __init__(self, beta=1, threshold=20):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+        assert self.max_val > self.min_val
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_str(self.inplace)}"
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Hardswish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Hardsigmoid(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
