@@ -62,16 +62,18 @@ build: $(BUILD)/CMakeCache.txt
 asan: $(ASAN_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(ASAN_BUILD) -j$(JOBS)
 
+# Each phase prints its start time and how long it took, so a slow CI run
+# says which phase grew.
 test: deps-test
-	$(MAKE) format-check
-	$(MAKE) build
-	$(MAKE) test-c
-	$(MAKE) test-memcheck
-	$(MAKE) asan
-	$(MAKE) test-asan
-	$(MAKE) install-check
-	$(MAKE) test-python
-	$(MAKE) test-fuzz
+	@bash scripts/phase.sh format-check $(MAKE) format-check
+	@bash scripts/phase.sh build $(MAKE) build
+	@bash scripts/phase.sh test-c $(MAKE) test-c
+	@bash scripts/phase.sh test-memcheck $(MAKE) test-memcheck
+	@bash scripts/phase.sh asan $(MAKE) asan
+	@bash scripts/phase.sh test-asan $(MAKE) test-asan
+	@bash scripts/phase.sh install-check $(MAKE) install-check
+	@bash scripts/phase.sh test-python $(MAKE) test-python
+	@bash scripts/phase.sh test-fuzz $(MAKE) test-fuzz
 
 test-c:
 	cd $(BUILD) && $(CTEST) --output-on-failure -j$(JOBS)
