@@ -217,13 +217,6 @@ def test_sequential_and_containers(jg, torch):
     assert "x" in md and list(md.keys()) == ["x"]
 
 
-def test_not_implemented_names_themselves(jg):
-    # (Conv2d, MaxPool2d and their functions exist now: test_conv.py)
-    for name in ("LSTM", "LSTMCell", "GRU", "RNN"):
-        with pytest.raises(NotImplementedError, match=name):
-            getattr(jg.nn, name)(1, 2)
-
-
 # ---------------------------------------------------------------- init
 
 

@@ -17,12 +17,7 @@ from .modules import (  # noqa: F401
     Mish,
     ReLU6,
     Softplus,
-    GRU,
-    RNN,
-    GRUCell,
-    RNNCell,
     L1Loss,
-    LSTM,
     Conv2d,
     CrossEntropyLoss,
     Dropout,
@@ -33,7 +28,6 @@ from .modules import (  # noqa: F401
     LayerNorm,
     Linear,
     LogSoftmax,
-    LSTMCell,
     MaxPool2d,
     Module,
     ModuleDict,
@@ -49,6 +43,16 @@ from .modules import (  # noqa: F401
     Tanh,
 )
 from .parameter import Parameter  # noqa: F401
+from .rnn import (  # noqa: F401
+    GRU,
+    LSTM,
+    RNN,
+    GRUCell,
+    LSTMCell,
+    RNNBase,
+    RNNCell,
+    RNNCellBase,
+)
 from .transformer import (  # noqa: F401
     MultiheadAttention,
     Transformer,

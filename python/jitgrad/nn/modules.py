@@ -1006,21 +1006,6 @@ class Dropout2d(Dropout):
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
-def _not_implemented_module(name):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(f"jitgrad: nn.{name} is not implemented yet")
-
-    return type(name, (Module,), {"__init__": __init__})
-
-
-LSTM = _not_implemented_module("LSTM")
-LSTMCell = _not_implemented_module("LSTMCell")
-GRU = _not_implemented_module("GRU")
-GRUCell = _not_implemented_module("GRUCell")
-RNN = _not_implemented_module("RNN")
-RNNCell = _not_implemented_module("RNNCell")
-
-
 # ---- batch normalization (PyTorch's _NormBase / _BatchNorm)
 class _BatchNorm(Module):
     _version = 2
