@@ -1,4 +1,5 @@
-"""F.conv1d / nn.Conv1d and F.group_norm / nn.GroupNorm against PyTorch
+"""F.conv1d / nn.Conv1d, F.group_norm / nn.GroupNorm and the 1-D pools
+(max_pool1d, avg_pool1d, adaptive_avg_pool1d and their modules) against PyTorch
 1.13: values and every gradient (f64 tight, f32 looser), PyTorch's errors
 with its 1-D shapes, module repr / state_dict / init, compiled == eager
 bitwise."""
@@ -216,3 +217,65 @@ def test_compiled_equals_eager_bitwise(backend, dtype):
     for t, g in zip(ins, grads):
         assert _np(t.grad).tobytes() == _np(g).tobytes()
     assert fn._jitgrad_compiled.fallbacks() == 0
+
+
+# (fn, x shape, args)
+POOL1D_CASES = [
+    ("max_pool1d", (2, 3, 9), (3,)),
+    ("max_pool1d", (2, 3, 10), (3, 2, 1, 2, True)),
+    ("max_pool1d", (3, 8), ([2], None, 1)),  # unbatched
+    ("avg_pool1d", (2, 3, 9), (3,)),
+    ("avg_pool1d", (2, 3, 10), (3, 2, 1, True, False)),
+    ("avg_pool1d", (3, 8), (2,)),
+    ("adaptive_avg_pool1d", (2, 3, 10), (4,)),
+    ("adaptive_avg_pool1d", (3, 7), ((3,),)),
+]
+
+
+@pytest.mark.parametrize("case", POOL1D_CASES, ids=[str(i) for i in range(len(POOL1D_CASES))])
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_pool1d_values_and_gradients(case, dtype):
+    fn, xs, args = case
+    _compare(lambda x: getattr(F, fn)(x, *args), lambda x: getattr(TF, fn)(x, *args), [xs],
+             dtype)
+
+
+def test_max_pool1d_indices_and_modules_like_torch():
+    x, tx = _pair((2, 3, 11), "f32", 7)
+    for kw in (dict(), dict(stride=2, padding=1, dilation=2, ceil_mode=True)):
+        v, i = F.max_pool1d(x, 3, return_indices=True, **kw)
+        tv, ti = TF.max_pool1d(tx, 3, return_indices=True, **kw)
+        assert _np(i).tolist() == ti.tolist() and _np(v).tolist() == _np(tv).tolist()
+    for name, args in (("MaxPool1d", (3,)), ("MaxPool1d", (3, 2, 1, 2, False, True)),
+                       ("AvgPool1d", (3,)), ("AvgPool1d", (3, 2, 1, True, False)),
+                       ("AdaptiveAvgPool1d", (4,))):
+        m, tm = getattr(jitgrad.nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert repr(m) == repr(tm)
+        np.testing.assert_allclose(_np(m(x)), _np(tm(tx)), rtol=1e-6, atol=1e-6)
+
+
+def _pool1d_errors(T):
+    f = T.nn.functional
+    return [
+        lambda: f.max_pool1d(T.randn(2, 3, 4, 5), 2),
+        lambda: f.max_pool1d(T.randn(3), 2),
+        lambda: f.max_pool1d(T.randn(2, 3, 8), 3, padding=2),
+        lambda: f.max_pool1d(T.randn(2, 3, 8), 0),
+        lambda: f.max_pool1d(T.randn(2, 3, 8), (2, 3)),
+        lambda: f.avg_pool1d(T.randn(2, 3, 4, 5), 2),
+        lambda: f.avg_pool1d(T.randn(2, 3, 8), 3, padding=2),
+        lambda: f.avg_pool1d(T.randn(2, 3, 2), 3),
+        lambda: f.avg_pool1d(T.randn(2, 3, 8), (2, 3)),
+        lambda: f.adaptive_avg_pool1d(T.randn(2, 3, 4, 5), 2),
+        lambda: f.adaptive_avg_pool1d(T.randn(2, 3, 8), (2, 3)),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_pool1d_errors(torch))))
+def test_pool1d_errors_like_torch(i):
+    with pytest.raises(Exception) as te:
+        _pool1d_errors(torch)[i]()
+    with pytest.raises(Exception) as je:
+        _pool1d_errors(jitgrad)[i]()
+    assert type(je.value) is type(te.value)
+    assert str(je.value) == str(te.value).split("\n")[0]

@@ -4,7 +4,9 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
+    AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AvgPool1d,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
@@ -30,6 +32,7 @@ from .modules import (  # noqa: F401
     LayerNorm,
     Linear,
     LogSoftmax,
+    MaxPool1d,
     MaxPool2d,
     Module,
     ModuleDict,

@@ -450,6 +450,65 @@ def adaptive_avg_pool2d(input, output_size):
     return _C._adaptive_avg_pool2d(input, tuple(int(s) for s in output_size))
 
 
+def _one_int(v, fn, name):
+    if isinstance(v, int):
+        return v
+    v = list(v)
+    if len(v) != 1:
+        if fn == "max_pool1d":
+            raise RuntimeError(f"max_pool1d() {name} must be an int, list of ints or tuple of "
+                               f"ints of size 1 but got size {len(v)}")
+        raise RuntimeError(f"{fn}() argument '{name}' should contain one int (got {len(v)})")
+    return int(v[0])
+
+
+def _pool1d_input(input, fn):
+    """[N, C, L] / [C, L] -> the 2-D pools' [N, C, 1, L] / [C, 1, L]."""
+    if input.dim() not in (2, 3):
+        if fn == "max_pool1d":
+            raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 "
+                               f"dim batch size for input, but got:{list(input.shape)}")
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {fn})")
+    return input.unsqueeze(-2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """max_pool2d over a unit height; indices are positions along L."""
+    x = _pool1d_input(input, "max_pool1d")
+    k = _one_int(kernel_size, "max_pool1d", "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _one_int(stride, "max_pool1d", "stride")
+    p = _one_int(padding, "max_pool1d", "padding")
+    if k <= 0:
+        raise RuntimeError(f"max_pool1d() kernel_size must be greater than zero, but got {k}")
+    if p > k // 2:
+        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but got "
+                           f"padding={p} and kernel_size={k}")
+    out = max_pool2d(x, (1, k), (1, s), (0, p), (1, _one_int(dilation, "max_pool1d", "dilation")),
+                     ceil_mode, return_indices)
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    x = _pool1d_input(input, "avg_pool1d")
+    k = _one_int(kernel_size, "avg_pool1d", "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _one_int(stride, "avg_pool1d", "stride")
+    p = _one_int(padding, "avg_pool1d", "padding")
+    return avg_pool2d(x, (1, k), (1, s), (0, p), ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    x = _pool1d_input(input, "adaptive_avg_pool1d")
+    n = _one_int(output_size, "adaptive_avg_pool1d", "output_size")
+    return adaptive_avg_pool2d(x, (1, n)).squeeze(-2)
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zeroes whole channels: input times a [N, C, 1, 1] (or [C, 1, 1]) mask
     from dropout's generator, scaled by 1 / (1 - p) (PyTorch's
