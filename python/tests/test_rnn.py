@@ -2,6 +2,7 @@
 weights (loaded from PyTorch's state_dict), outputs and every parameter,
 input and initial-state gradient (f64 tight, f32 looser) over the
 constructor options, batch_first and unbatched inputs, h0 given or not;
+packed sequences (pack_padded_sequence, pad_packed_sequence, pack_sequence);
 repr, init bounds, PyTorch's errors, dropout between layers, and compiled ==
 eager bitwise."""
 import numpy as np
@@ -261,16 +262,111 @@ def test_cell_assertion_for_3d_input():
         jitgrad.nn.LSTMCell(3, 4)(jitgrad.randn(2, 2, 3))
 
 
-def test_refusals_name_what_is_missing():
+def test_proj_size_is_refused_by_name():
     with pytest.raises(NotImplementedError, match="proj_size"):
         jitgrad.nn.LSTM(10, 4, proj_size=2)
-    R = jitgrad.nn.utils.rnn
-    for fn in (R.pack_padded_sequence, R.pad_packed_sequence, R.pack_sequence):
-        with pytest.raises(NotImplementedError, match="packed sequences"):
-            fn(jitgrad.zeros(3, 2), [3, 2])
-    packed = R.PackedSequence(jitgrad.zeros(5, 4), jitgrad.tensor([2, 2, 1]), None, None)
-    with pytest.raises(NotImplementedError, match="nn.GRU does not take a PackedSequence"):
-        jitgrad.nn.GRU(4, 3)(packed)
+
+
+LENGTHS = [[6, 4, 4, 1], [2, 6, 3, 6]]  # sorted; not (enforce_sorted=False)
+
+
+@pytest.mark.parametrize("lengths", LENGTHS, ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_packed_sequences_match_torch(mode, with_h0, batch_first, lengths):
+    """pack_padded_sequence -> a bidirectional 2-layer RNN -> pad_packed_sequence:
+    values and every gradient as PyTorch's."""
+    R, TR = jitgrad.nn.utils.rnn, torch.nn.utils.rnn
+    dtype = "f64"
+    jm, tm = _twins(mode, dtype, IN, HID, 2, bidirectional=True, batch_first=batch_first)
+    B = len(lengths)
+    x, tx = _pair((B, L, IN) if batch_first else (L, B, IN), dtype, 1)
+    enforce = lengths == sorted(lengths, reverse=True)
+    jp = R.pack_padded_sequence(x, lengths, batch_first, enforce)
+    tp = TR.pack_padded_sequence(tx, torch.tensor(lengths), batch_first, enforce)
+    assert jp.batch_sizes.tolist() == tp.batch_sizes.tolist()
+    np.testing.assert_array_equal(_np(jp.data), _np(tp.data))
+    jins, tins = [jp], [tp]
+    if with_h0:
+        h, th = _pair((4, B, HID), dtype, 2)
+        if mode == "LSTM":
+            c, tc = _pair((4, B, HID), dtype, 3)
+            jins.append((h, c))
+            tins.append((th, tc))
+        else:
+            jins.append(h)
+            tins.append(th)
+    jout, thid = jm(*jins)
+    tout, tthid = tm(*tins)
+    assert isinstance(jout, R.PackedSequence)
+    jpad, jlen = R.pad_packed_sequence(jout, batch_first, -1.0, total_length=L + 1)
+    tpad, tlen = TR.pad_packed_sequence(tout, batch_first, -1.0, total_length=L + 1)
+    assert jlen.tolist() == tlen.tolist() == lengths
+    jflat, tflat = _flat((jpad, thid)), _flat((tpad, tthid))
+    jl, tl = 0, 0
+    for i, (a, b) in enumerate(zip(jflat, tflat)):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(_np(a), _np(b), **_tol(dtype))
+        g, tg = _pair(tuple(b.shape), dtype, 30 + i)
+        jl = jl + (a * g.detach()).sum()
+        tl = tl + (b * tg.detach()).sum()
+    jl.backward()
+    tl.backward()
+    for (n, p), (_, tp_) in zip(jm.named_parameters(), tm.named_parameters()):
+        np.testing.assert_allclose(_np(p.grad), _np(tp_.grad), err_msg=n, **_tol(dtype))
+    np.testing.assert_allclose(_np(x.grad), _np(tx.grad), **_tol(dtype))
+    for a, b in zip(jins[1:], tins[1:]):
+        for u, v in (zip(a, b) if isinstance(a, tuple) else [(a, b)]):
+            np.testing.assert_allclose(_np(u.grad), _np(v.grad), **_tol(dtype))
+
+
+def test_pack_sequence_and_fields_like_torch():
+    R, TR = jitgrad.nn.utils.rnn, torch.nn.utils.rnn
+    seqs = [np.random.RandomState(i).standard_normal((n, 2)) for i, n in enumerate((1, 3, 2))]
+    jp = R.pack_sequence([jitgrad.tensor(s.tolist()) for s in seqs], enforce_sorted=False)
+    tp = TR.pack_sequence([torch.tensor(s, dtype=torch.float32) for s in seqs],
+                          enforce_sorted=False)
+    for f in ("batch_sizes", "sorted_indices", "unsorted_indices"):
+        assert getattr(jp, f).tolist() == getattr(tp, f).tolist()
+    np.testing.assert_array_equal(_np(jp.data), _np(tp.data))
+    data, batch_sizes, sorted_indices, unsorted_indices = jp  # a named tuple, as PyTorch's
+    assert R.PackedSequence(data, batch_sizes).unsorted_indices is None
+    assert R.PackedSequence(data, batch_sizes, sorted_indices).unsorted_indices.tolist() == \
+        unsorted_indices.tolist()
+
+
+def _packing_errors(T):
+    R = T.nn.utils.rnn
+    x = T.zeros(4, 3, 1)
+    packed = R.pack_padded_sequence(x, [4, 2, 3], enforce_sorted=False)
+    gru = T.nn.GRU(1, 2)
+    return [
+        lambda: R.pack_padded_sequence(x, [2, 4, 3]),
+        lambda: R.pack_padded_sequence(x, [4, 2]),
+        lambda: R.pack_padded_sequence(x, [4, 2, 0]),
+        lambda: R.pad_packed_sequence(packed, total_length=2),
+        lambda: R.pad_sequence([]),
+        lambda: gru(R.PackedSequence(T.zeros(5, 1, 1), T.tensor([2, 2, 1]))),
+        lambda: gru(packed, T.zeros(1, 2, 2)),
+        lambda: gru(R.PackedSequence(T.zeros(5, 3), T.tensor([2, 2, 1]))),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(_packing_errors(torch))))
+def test_packing_errors_like_torch(i):
+    with pytest.raises(Exception) as te:
+        _packing_errors(torch)[i]()
+    with pytest.raises(Exception) as je:
+        _packing_errors(jitgrad)[i]()
+    assert type(je.value) is type(te.value)
+    assert str(je.value) == str(te.value).split("\n")[0]
+
+
+def test_pack_padded_sequence_refuses_lengths_past_the_padding():
+    # (PyTorch 1.13 reads past the tensor here)
+    with pytest.raises(RuntimeError, match="a length \\(5\\) exceeds the padded sequence length"):
+        jitgrad.nn.utils.rnn.pack_padded_sequence(jitgrad.zeros(4, 3, 1), [5, 2, 1])
 
 
 def test_bad_input_leaves_module_intact():
@@ -349,5 +445,32 @@ def test_compiled_equals_eager_bitwise(backend, mode, dtype):
     cout.backward()
     assert _np(cout).tobytes() == _np(out).tobytes()
     for t, g in zip(ins + params, grads):
+        assert _np(t.grad).tobytes() == _np(g).tobytes()
+    assert fn._jitgrad_compiled.fallbacks() == 0
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_compiled_packed_equals_eager_bitwise(backend):
+    R = jitgrad.nn.utils.rnn
+    jitgrad.manual_seed(4)
+    m = jitgrad.nn.LSTM(IN, HID, 2, bidirectional=True)
+    x = jitgrad.randn(L, 3, IN, requires_grad=True)
+
+    def prog(x):
+        out, (h, c) = m(R.pack_padded_sequence(x, [4, 6, 2], enforce_sorted=False))
+        padded, _ = R.pad_packed_sequence(out)
+        return (padded * padded).sum() + (h * c).sum()
+
+    ins = [x] + list(m.parameters())
+    out = prog(x)
+    out.backward()
+    grads = [t.grad.clone() for t in ins]
+    for t in ins:
+        t.grad = None
+    fn = jitgrad.compile(prog, backend=backend, fullgraph=True)
+    cout = fn(x)
+    cout.backward()
+    assert _np(cout).tobytes() == _np(out).tobytes()
+    for t, g in zip(ins, grads):
         assert _np(t.grad).tobytes() == _np(g).tobytes()
     assert fn._jitgrad_compiled.fallbacks() == 0

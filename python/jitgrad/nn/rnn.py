@@ -14,6 +14,7 @@ from . import functional as F
 from . import init
 from .modules import Module, _check_device, _empty
 from .parameter import Parameter
+from .utils.rnn import PackedSequence
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -47,20 +48,60 @@ def _gru_step(xp, h, w_hh, b_hh):
     return (h - n) * z + n
 
 
+def _step(mode, xp, h, c, w_hh, b_hh):
+    if mode == "LSTM":
+        return _lstm_step(xp, h, c, w_hh, b_hh)
+    if mode == "GRU":
+        return _gru_step(xp, h, w_hh, b_hh), None
+    return _rnn_step(xp, h, w_hh, b_hh, mode == "RNN_RELU"), None
+
+
 def _run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse):
     """x (L, N, in) -> outputs (L, N, H) in time order, last h (and c)."""
     xs = F.linear(x, w_ih, b_ih).unbind(0)  # the input projection, once per sequence
     steps = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
     outs = [None] * len(xs)
     for t in steps:
-        if mode == "LSTM":
-            h, c = _lstm_step(xs[t], h, c, w_hh, b_hh)
-        elif mode == "GRU":
-            h = _gru_step(xs[t], h, w_hh, b_hh)
-        else:
-            h = _rnn_step(xs[t], h, w_hh, b_hh, mode == "RNN_RELU")
+        h, c = _step(mode, xs[t], h, c, w_hh, b_hh)
         outs[t] = h
     return stack(outs, 0), h, c
+
+
+def _run_direction_packed(mode, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_sizes):
+    """Packed x (sum(batch_sizes), in): step t holds the first batch_sizes[t]
+    sequences (sorted by decreasing length). Forward, a sequence's state is
+    set aside when it ends; in reverse, a sequence joins at its last step
+    with its initial state (PyTorch's PackedLayer / ReversedPackedLayer)."""
+    xs = F.linear(x, w_ih, b_ih).split(batch_sizes, 0)
+    outs = [None] * len(xs)
+    lstm = mode == "LSTM"
+    if not reverse:
+        h, c = h0, c0
+        done_h, done_c = [], []
+        for t, b in enumerate(batch_sizes):
+            if b < h.size(0):
+                done_h.append(h[b:])
+                h = h[:b]
+                if lstm:
+                    done_c.append(c[b:])
+                    c = c[:b]
+            h, c = _step(mode, xs[t], h, c, w_hh, b_hh)
+            outs[t] = h
+        h = cat([h] + done_h[::-1], 0) if done_h else h
+        if lstm and done_c:
+            c = cat([c] + done_c[::-1], 0)
+    else:
+        b = batch_sizes[-1]
+        h, c = h0[:b], (c0[:b] if lstm else None)
+        for t in range(len(xs) - 1, -1, -1):
+            b = batch_sizes[t]
+            if b > h.size(0):
+                h = cat([h, h0[h.size(0):b]], 0)
+                if lstm:
+                    c = cat([c, c0[c.size(0):b]], 0)
+            h, c = _step(mode, xs[t], h, c, w_hh, b_hh)
+            outs[t] = h
+    return cat(outs, 0), h, c
 
 
 class RNNBase(Module):
@@ -136,15 +177,19 @@ class RNNBase(Module):
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)
 
-    def check_input(self, input):
-        if input.dim() != 3:
-            raise RuntimeError(f"input must have 3 dimensions, got {input.dim()}")
+    def check_input(self, input, batch_sizes=None):
+        expected = 2 if batch_sizes is not None else 3
+        if input.dim() != expected:
+            raise RuntimeError(f"input must have {expected} dimensions, got {input.dim()}")
         if self.input_size != input.size(-1):
             raise RuntimeError("input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.size(-1)}")
 
-    def get_expected_hidden_size(self, input):
-        mini_batch = input.size(0) if self.batch_first else input.size(1)
+    def get_expected_hidden_size(self, input, batch_sizes=None):
+        if batch_sizes is not None:
+            mini_batch = int(batch_sizes[0])
+        else:
+            mini_batch = input.size(0) if self.batch_first else input.size(1)
         num_directions = 2 if self.bidirectional else 1
         return (self.num_layers * num_directions, mini_batch, self.hidden_size)
 
@@ -152,9 +197,9 @@ class RNNBase(Module):
         if tuple(hx.shape) != expected:
             raise RuntimeError(msg.format(expected, list(hx.shape)))
 
-    def check_forward_args(self, input, hidden):
-        self.check_input(input)
-        self.check_hidden_size(hidden, self.get_expected_hidden_size(input))
+    def check_forward_args(self, input, hidden, batch_sizes=None):
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
     def extra_repr(self):
         s = "{input_size}, {hidden_size}"
@@ -175,9 +220,6 @@ class RNNBase(Module):
     def _prepare(self, input, hx):
         """PyTorch's shape handling: an unbatched (L, H) input gets a batch dim
         of 1 (hx too); returns input, hx, is_batched, batch_dim."""
-        if _is_packed(input):
-            raise NotImplementedError(f"jitgrad: nn.{type(self).__name__} does not take a "
-                                      "PackedSequence; pass a padded tensor instead")
         is_batched = input.dim() == 3
         batch_dim = 0 if self.batch_first else 1
         if not is_batched:
@@ -211,9 +253,10 @@ class RNNBase(Module):
             hx = (zeros, zeros) if self.mode == "LSTM" else zeros
         return input, hx, is_batched, batch_dim
 
-    def _run(self, input, h0, c0):
-        """input (L, N, in) (already time-major); returns output, h_n, c_n."""
-        if input.size(0) == 0:
+    def _run(self, input, h0, c0, batch_sizes=None):
+        """input (L, N, in) (already time-major), or packed data with its
+        batch_sizes (a list); returns output, h_n, c_n."""
+        if batch_sizes is None and input.size(0) == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         _check_same_dtype(input, self._flat_weights[0])
         num_directions = 2 if self.bidirectional else 1
@@ -231,15 +274,44 @@ class RNNBase(Module):
                 w_ih, w_hh = getattr(self, names[0]), getattr(self, names[1])
                 b_ih, b_hh = (getattr(self, names[2]), getattr(self, names[3])) if self.bias \
                     else (None, None)
-                out, h, c = _run_direction(self.mode, x, hs[k], cs[k] if cs else None, w_ih,
-                                           w_hh, b_ih, b_hh, d == 1)
+                c0k = cs[k] if cs else None
+                if batch_sizes is None:
+                    out, h, c = _run_direction(self.mode, x, hs[k], c0k, w_ih, w_hh, b_ih, b_hh,
+                                               d == 1)
+                else:
+                    out, h, c = _run_direction_packed(self.mode, x, hs[k], c0k, w_ih, w_hh, b_ih,
+                                                      b_hh, d == 1, batch_sizes)
                 outs.append(out)
                 h_n.append(h)
                 c_n.append(c)
             x = outs[0] if num_directions == 1 else cat(outs, -1)
         return x, stack(h_n, 0), (stack(c_n, 0) if c0 is not None else None)
 
+    def _forward_packed(self, packed, hx):
+        """A PackedSequence in, one out (PyTorch's sorted_indices order inside;
+        h_n back in the caller's order)."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        sizes = [int(b) for b in batch_sizes.tolist()]
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            num_directions = 2 if self.bidirectional else 1
+            zeros = _C.zeros(self.num_layers * num_directions, sizes[0], self.hidden_size,
+                             dtype=data.dtype)
+            hx = (zeros, zeros) if lstm else zeros
+        elif sorted_indices is not None:
+            hx = tuple(h.index_select(1, sorted_indices) for h in hx) if lstm else \
+                hx.index_select(1, sorted_indices)
+        self.check_forward_args(data, hx, batch_sizes)
+        output, h_n, c_n = self._run(data, *(hx if lstm else (hx, None)), batch_sizes=sizes)
+        if unsorted_indices is not None:
+            h_n = h_n.index_select(1, unsorted_indices)
+            c_n = c_n.index_select(1, unsorted_indices) if lstm else None
+        output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        return (output, (h_n, c_n)) if lstm else (output, h_n)
+
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         input, hx, is_batched, batch_dim = self._prepare(input, hx)
         if self.mode == "LSTM":
             self.check_forward_args(input, hx)
@@ -256,11 +328,6 @@ class RNNBase(Module):
             h_n = h_n.squeeze(1)
             c_n = c_n.squeeze(1) if c_n is not None else None
         return (output, (h_n, c_n)) if self.mode == "LSTM" else (output, h_n)
-
-
-def _is_packed(x):
-    from .utils.rnn import PackedSequence
-    return isinstance(x, PackedSequence)
 
 
 class RNN(RNNBase):
@@ -285,14 +352,14 @@ class LSTM(RNNBase):
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
 
-    def get_expected_cell_size(self, input):
-        return self.get_expected_hidden_size(input)
+    def get_expected_cell_size(self, input, batch_sizes=None):
+        return self.get_expected_hidden_size(input, batch_sizes)
 
-    def check_forward_args(self, input, hidden):
-        self.check_input(input)
-        self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input),
+    def check_forward_args(self, input, hidden, batch_sizes=None):
+        self.check_input(input, batch_sizes)
+        self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
                                "Expected hidden[0] size {}, got {}")
-        self.check_hidden_size(hidden[1], self.get_expected_cell_size(input),
+        self.check_hidden_size(hidden[1], self.get_expected_cell_size(input, batch_sizes),
                                "Expected hidden[1] size {}, got {}")
 
 
