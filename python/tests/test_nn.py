@@ -455,6 +455,19 @@ def test_clip_grad_norm_matches_torch(jg, torch, norm_type, max_norm):
         assert close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_deprecated_clip_grad_norm_warns_and_clips_like_torch(jg, torch):
+    res = []
+    for T in (jg, torch):
+        p = det(T, 3, 2, seed=1)
+        (p * p).sum().backward()
+        with pytest.warns(UserWarning, match="clip_grad_norm is now deprecated in favor of "
+                                             "torch.nn.utils.clip_grad_norm_"):
+            n = T.nn.utils.clip_grad_norm([p], 0.5)
+        res.append((n.item(), vals(p.grad)))
+    assert close(res[0][0], res[1][0], rtol=1e-5)
+    assert close(res[0][1], res[1][1], rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- compile
 
 
