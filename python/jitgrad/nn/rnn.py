@@ -313,12 +313,8 @@ class RNNBase(Module):
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)
         input, hx, is_batched, batch_dim = self._prepare(input, hx)
-        if self.mode == "LSTM":
-            self.check_forward_args(input, hx)
-            h0, c0 = hx
-        else:
-            self.check_forward_args(input, hx)
-            h0, c0 = hx, None
+        self.check_forward_args(input, hx)
+        h0, c0 = hx if self.mode == "LSTM" else (hx, None)
         x = input.transpose(0, 1) if self.batch_first else input
         output, h_n, c_n = self._run(x, h0, c0)
         if self.batch_first:
