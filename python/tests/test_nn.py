@@ -217,13 +217,6 @@ def test_sequential_and_containers(jg, torch):
     assert "x" in md and list(md.keys()) == ["x"]
 
 
-def test_not_implemented_names_themselves(jg):
-    # (Conv2d, MaxPool2d and their functions exist now: test_conv.py)
-    for name in ("LSTM", "LSTMCell", "GRU", "RNN"):
-        with pytest.raises(NotImplementedError, match=name):
-            getattr(jg.nn, name)(1, 2)
-
-
 # ---------------------------------------------------------------- init
 
 
@@ -460,6 +453,19 @@ def test_clip_grad_norm_matches_torch(jg, torch, norm_type, max_norm):
     assert close(jn, tn, rtol=1e-5)
     for a, b in zip(jgr, tgr):
         assert close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_deprecated_clip_grad_norm_warns_and_clips_like_torch(jg, torch):
+    res = []
+    for T in (jg, torch):
+        p = det(T, 3, 2, seed=1)
+        (p * p).sum().backward()
+        with pytest.warns(UserWarning, match="clip_grad_norm is now deprecated in favor of "
+                                             "torch.nn.utils.clip_grad_norm_"):
+            n = T.nn.utils.clip_grad_norm([p], 0.5)
+        res.append((n.item(), vals(p.grad)))
+    assert close(res[0][0], res[1][0], rtol=1e-5)
+    assert close(res[0][1], res[1][1], rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- compile

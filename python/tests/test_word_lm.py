@@ -99,20 +99,18 @@ def test_word_lm_state_dict_keys_equal_torch(jg, torch):
     assert len(ids) == len(set(ids)) == len(list(m_t.parameters()))
 
 
-def test_word_lm_lstm_variant_raises_naming_lstm(jg):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"])
+def test_word_lm_rnn_variants_match_torch(jg, torch, tmp_path, kind):
+    """The RNNModel variants (nn.LSTM / GRU / RNN, hidden state carried
+    across batches and detached by repackage_hidden) train like PyTorch's
+    from one checkpoint."""
+    torch.set_num_threads(1)
     ex = load_example()
-    with pytest.raises(NotImplementedError, match="LSTM"):
-        ex.run(jg, ex.parse_args(["--model", "LSTM", "--steps", "1"]), log=lambda s: None)
-
-
-@pytest.mark.parametrize("kind,name", [("GRU", "GRU"), ("RNN_TANH", "RNN"), ("RNN_RELU", "RNN")])
-def test_word_lm_other_rnn_variants_raise_naming_themselves(jg, kind, name):
-    ex = load_example()
-    with pytest.raises(NotImplementedError, match=f"nn.{name} is not implemented"):
-        ex.run(jg, ex.parse_args(["--model", kind, "--steps", "1"]), log=lambda s: None)
-    for cls in ("GRUCell", "RNNCell"):
-        with pytest.raises(NotImplementedError, match=cls):
-            getattr(jg.nn, cls)(2, 3)
+    init = str(tmp_path / "init.pt")
+    common = ["--model", kind, "--nlayers", "2", "--emsize", "16", "--nhid", "16"]
+    want = ex.run(torch, lm_args(ex, "--save-init", init, *common), log=lambda s: None)
+    got = ex.run(jg, lm_args(ex, "--init", init, *common), log=lambda s: None)
+    check_runs_match(got, want)
 
 
 def test_word_lm_script_runs_with_jitgrad(tmp_path):

@@ -4,12 +4,15 @@ from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from . import utils  # noqa: F401
 from .modules import (  # noqa: F401
+    AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AvgPool1d,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
     ELU,
     GELU,
+    GroupNorm,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -17,12 +20,8 @@ from .modules import (  # noqa: F401
     Mish,
     ReLU6,
     Softplus,
-    GRU,
-    RNN,
-    GRUCell,
-    RNNCell,
     L1Loss,
-    LSTM,
+    Conv1d,
     Conv2d,
     CrossEntropyLoss,
     Dropout,
@@ -33,7 +32,7 @@ from .modules import (  # noqa: F401
     LayerNorm,
     Linear,
     LogSoftmax,
-    LSTMCell,
+    MaxPool1d,
     MaxPool2d,
     Module,
     ModuleDict,
@@ -49,6 +48,16 @@ from .modules import (  # noqa: F401
     Tanh,
 )
 from .parameter import Parameter  # noqa: F401
+from .rnn import (  # noqa: F401
+    GRU,
+    LSTM,
+    RNN,
+    GRUCell,
+    LSTMCell,
+    RNNBase,
+    RNNCell,
+    RNNCellBase,
+)
 from .transformer import (  # noqa: F401
     MultiheadAttention,
     Transformer,

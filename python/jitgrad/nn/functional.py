@@ -1,6 +1,8 @@
 """jitgrad.nn.functional: each op is one call into the C library or a short
 composition of library ops (docs/python.md lists which)."""
 
+import math
+
 from .. import _C
 
 
@@ -307,6 +309,102 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                       _pair_arg(dilation, "dilation", "conv2d"), int(groups), same)
 
 
+def _single_arg(v, name):
+    """PyTorch's int-or-1-list conv1d arguments, as an int."""
+    if isinstance(v, int):
+        return v
+    v = list(v)
+    if len(v) != 1 or not isinstance(v[0], int):
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of 1 values "
+                           f"to match the convolution dimensions, but got {name}={v}")
+    return v[0]
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution: conv2d over a unit height (input [N, C, L] ->
+    [N, C, 1, L], weight [O, C / g, k] -> [O, C / g, 1, k]); PyTorch's
+    checks and messages in its order, with the 1-D shapes."""
+    if input.dim() not in (2, 3):
+        raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
+                           f"input of size: {list(input.shape)}")
+    batched = input.dim() == 3
+    x = input if batched else input.unsqueeze(0)
+    same = isinstance(padding, str) and padding == "same"
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+        pad = 0
+    else:
+        pad = _single_arg(padding, "padding")
+    stride = _single_arg(stride, "stride")
+    dilation = _single_arg(dilation, "dilation")
+    if same and stride != 1:
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    if pad < 0:
+        raise RuntimeError("negative padding is not supported")
+    if stride <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+    if dilation <= 0:
+        raise RuntimeError("non-positive dilation is not supported")
+    ws, xs = list(weight.shape), list(x.shape)
+    if weight.dim() != 3:
+        raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}-"
+                           f"dimensional weight {ws}, but got 3-dimensional input of size {xs} "
+                           "instead")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if ws[0] % groups != 0:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{ws}] instead")
+    if xs[1] != ws[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {ws}, expected input{xs} to "
+                           f"have {ws[1] * groups} channels, but got {xs[1]} channels instead")
+    if bias is not None and (bias.dim() != 1 or bias.size(0) != ws[0]):
+        raise RuntimeError(f"Given weight of size {ws}, expected bias to be 1-dimensional with "
+                           f"{ws[0]} elements, but got bias of size {list(bias.shape)} instead")
+    if not same and xs[2] + 2 * pad < dilation * (ws[2] - 1) + 1:
+        raise RuntimeError(f"Calculated padded input size per channel: ({xs[2] + 2 * pad}). "
+                           f"Kernel size: ({dilation * (ws[2] - 1) + 1}). Kernel size can't be "
+                           "greater than actual input size")
+    out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, stride),
+                 "same" if same else (0, pad), (1, dilation), groups).squeeze(2)
+    return out if batched else out.squeeze(0)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalizes each group of num_groups channel groups per sample by its
+    mean and biased variance (layer_norm over the group's values), then
+    scales and shifts per channel."""
+    if input.dim() < 2:
+        raise IndexError("Dimension out of range (expected to be in range of "
+                         f"[{-max(input.dim(), 1)}, {max(input.dim(), 1) - 1}], but got 1)")
+    shape = list(input.shape)
+    n, c = shape[0], shape[1]
+    # PyTorch's _verify_batch_size over the groups, its message showing a list
+    size = [n * c // num_groups, num_groups] + shape[2:]
+    if math.prod(size[:1] + size[2:]) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{size}")
+    if c % num_groups != 0:
+        raise RuntimeError("Expected number of channels in input to be divisible by num_groups, "
+                           f"but got input of shape {shape} and num_groups={num_groups}")
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is not None and (t.dim() != 1 or t.numel() != c):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(t.shape)} and "
+                               f"input of shape {shape}")
+    g = input.reshape(n, num_groups, -1)
+    out = _C._layer_norm(g, 1, None, None, float(eps)).reshape(*shape)
+    if weight is None and bias is None:
+        return out
+    per_channel = [c] + [1] * (len(shape) - 2)
+    if weight is not None:
+        out = out * weight.reshape(*per_channel)
+    if bias is not None:
+        out = out + bias.reshape(*per_channel)
+    return out
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """max_pool2d (stride defaults to kernel_size); with return_indices the
@@ -350,6 +448,65 @@ def adaptive_avg_pool2d(input, output_size):
         output_size = tuple(shape[len(shape) - 2 + i] if s is None else s
                             for i, s in enumerate(output_size))
     return _C._adaptive_avg_pool2d(input, tuple(int(s) for s in output_size))
+
+
+def _one_int(v, fn, name):
+    if isinstance(v, int):
+        return v
+    v = list(v)
+    if len(v) != 1:
+        if fn == "max_pool1d":
+            raise RuntimeError(f"max_pool1d() {name} must be an int, list of ints or tuple of "
+                               f"ints of size 1 but got size {len(v)}")
+        raise RuntimeError(f"{fn}() argument '{name}' should contain one int (got {len(v)})")
+    return int(v[0])
+
+
+def _pool1d_input(input, fn):
+    """[N, C, L] / [C, L] -> the 2-D pools' [N, C, 1, L] / [C, 1, L]."""
+    if input.dim() not in (2, 3):
+        if fn == "max_pool1d":
+            raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 "
+                               f"dim batch size for input, but got:{list(input.shape)}")
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {fn})")
+    return input.unsqueeze(-2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """max_pool2d over a unit height; indices are positions along L."""
+    x = _pool1d_input(input, "max_pool1d")
+    k = _one_int(kernel_size, "max_pool1d", "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _one_int(stride, "max_pool1d", "stride")
+    p = _one_int(padding, "max_pool1d", "padding")
+    if k <= 0:
+        raise RuntimeError(f"max_pool1d() kernel_size must be greater than zero, but got {k}")
+    if p > k // 2:
+        raise RuntimeError("max_pool1d() padding should be at most half of kernel size, but got "
+                           f"padding={p} and kernel_size={k}")
+    out = max_pool2d(x, (1, k), (1, s), (0, p), (1, _one_int(dilation, "max_pool1d", "dilation")),
+                     ceil_mode, return_indices)
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    x = _pool1d_input(input, "avg_pool1d")
+    k = _one_int(kernel_size, "avg_pool1d", "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _one_int(stride, "avg_pool1d", "stride")
+    p = _one_int(padding, "avg_pool1d", "padding")
+    return avg_pool2d(x, (1, k), (1, s), (0, p), ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    x = _pool1d_input(input, "adaptive_avg_pool1d")
+    n = _one_int(output_size, "adaptive_avg_pool1d", "output_size")
+    return adaptive_avg_pool2d(x, (1, n)).squeeze(-2)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):

@@ -950,6 +950,75 @@ class Conv2d(Module):
         return s
 
 
+def _single(v):
+    return (v,) if isinstance(v, int) else tuple(v)
+
+
+class Conv1d(Module):
+    """torch.nn.Conv1d (padding_mode 'zeros'): weight [out, in / groups, k]
+    and bias [out] initialised as PyTorch's from jitgrad's generator; runs as
+    F.conv1d (conv2d over a unit height)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if device is not None:
+            _check_device(device)
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 f"{{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _single(stride)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        modes = ("zeros", "reflect", "replicate", "circular")
+        if padding_mode not in modes:
+            raise ValueError(f"padding_mode must be one of {{{', '.join(repr(m) for m in modes)}"
+                             f"}}, but got padding_mode='{padding_mode}'")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"jitgrad: Conv1d(padding_mode={padding_mode!r}) is not "
+                                      f"supported (only 'zeros')")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride)
+        self.padding = padding if isinstance(padding, str) else _single(padding)
+        self.dilation = _single(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.weight = Parameter(_empty((out_channels, in_channels // groups) + self.kernel_size,
+                                       dtype))
+        if bias:
+            self.bias = Parameter(_empty((out_channels,), dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \
+            f"stride={self.stride}"
+        if self.padding != (0,):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
@@ -1001,24 +1070,95 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
+class MaxPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
 class Dropout2d(Dropout):
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
-def _not_implemented_module(name):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(f"jitgrad: nn.{name} is not implemented yet")
+class GroupNorm(Module):
+    """torch.nn.GroupNorm: num_channels split into num_groups groups, each
+    normalized per sample (biased variance, eps); weight ones and bias zeros
+    of shape [num_channels] when affine."""
 
-    return type(name, (Module,), {"__init__": __init__})
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if device is not None:
+            _check_device(device)
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(_empty((num_channels,), dtype))
+            self.bias = Parameter(_empty((num_channels,), dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
 
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
 
-LSTM = _not_implemented_module("LSTM")
-LSTMCell = _not_implemented_module("LSTMCell")
-GRU = _not_implemented_module("GRU")
-GRUCell = _not_implemented_module("GRUCell")
-RNN = _not_implemented_module("RNN")
-RNNCell = _not_implemented_module("RNNCell")
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
 # ---- batch normalization (PyTorch's _NormBase / _BatchNorm)

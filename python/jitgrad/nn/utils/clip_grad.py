@@ -63,3 +63,12 @@ def clip_grad_value_(parameters, clip_value):
                 g = p.grad
                 g.copy_(g.masked_fill(g > clip_value, clip_value)
                         .masked_fill(g < -clip_value, -clip_value))
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """The deprecated name older scripts call (PyTorch's warning, then
+    clip_grad_norm_)."""
+    import warnings
+    warnings.warn("torch.nn.utils.clip_grad_norm is now deprecated in favor of "
+                  "torch.nn.utils.clip_grad_norm_.", stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
