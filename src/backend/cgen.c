@@ -802,8 +802,8 @@ static int layout_inout(const jg_graph *g, layout *L) {
                 /* (a view of u or of a view of it: 2; of a custom call's output: 1) */
                 alias[n->out[0]] = alias[n->in[0]] == 1 && n->in[0] != u ? 1 : 2;
         }
-        /* A view of u may be returned (a saved tensor of the returned
-         * loss's backward: a Linear's weight transposed): made before the
+        /* A view of u may be returned (an output the graph makes for the
+         * returned loss's backward: a Linear's weight transposed): made before the
          * write, it shares u's memory, so after the call it shows the new
          * value whether the value was computed there or copied there by the
          * write-back (which cannot swap memory that a view shares), as the
