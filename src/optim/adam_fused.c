@@ -211,7 +211,9 @@ bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_te
  * arithmetic, split where the moments are stored (each intermediate
  * rounded as there), and derive rbc2 and -step_size from the two numbers
  * as the eager step does (jg_adam_fused_scalars): a compiled step has the
- * eager step's bits.
+ * eager step's bits.  The c backend may hand each kernel its outputs as
+ * the inputs they replace (updates in place, backend/cgen.h) and run a
+ * pair as the one-pass loop itself (jg_adam_step_inplace_).
  * attrs: i[0..8) the bit patterns of decay, wd, beta1, 1 - beta1, beta2,
  * 1 - beta2, eps, lr; keepdim: 1 decoupled (AdamW) | 2 weight_decay (Adam's). */
 
