@@ -6,6 +6,7 @@
 #include "backend/interp.h"
 #include "core/iter.h"
 #include "core/parallel.h"
+#include "optim/adam_fused.h"
 #include "ops/sum_order.h"
 #include "passes/passes.h"
 #include "ew_math_text.h" /* JG_EW_MATH_TEXT: src/ops/ew_math.h, verbatim */
@@ -109,7 +110,8 @@ typedef struct {
     int n_steps, n_groups, n_fused, n_loops;
     int *step_of_node;
     int *inout; /* per value: the graph input whose buffer it is computed in, or -1 */
-    int tail;   /* the first step of the run of sum-free loops that ends the graph */
+    int tail;   /* the first step of the run of sum-free loops and tail kernels (tail_kernel)
+                   that ends the graph */
 } layout;
 
 static bool same_shape(const jg_meta *a, const jg_meta *b) {
@@ -673,10 +675,76 @@ void jg_cgen_inout_totals(int64_t *in_place, int64_t *copied) {
     *copied = atomic_load(&total_copied);
 }
 
+/* A node run through the runtime table that the tail may hold: adam_moments
+ * and adam_update, whose kernels allocate nothing and cannot fail once their
+ * operands are dense (the gradient may be column-major: jg_adam_grad_banded)
+ * and their outputs allocated, and which may write their outputs over the
+ * operands they replace (kernel_inout_operand). */
+static bool tail_kernel(const jg_graph *g, int i) {
+    const jg_gnode *n = &g->nodes[i];
+    return n->kind == JG_GN_OP && (n->op == JG_OP_ADAM_MOMENTS || n->op == JG_OP_ADAM_UPDATE);
+}
+
+/* The operand whose elements tail kernel n's output k replaces, or -1:
+ * adam_moments' exp_avg and exp_avg_sq, adam_update's param. */
+static int kernel_inout_operand(const jg_gnode *n, int k) {
+    if (n->op == JG_OP_ADAM_MOMENTS)
+        return n->in[2 + k];
+    return k == 0 ? n->in[0] : -1;
+}
+
+/* Whether tail kernel i may compute its output v in input u's buffer: u is
+ * the operand v replaces, of v's dtype and shape, and no other operand. */
+static bool kernel_inout_ok(const jg_graph *g, int i, int v, int u) {
+    const jg_gnode *n = &g->nodes[i];
+    if (!tail_kernel(g, i) || kernel_inout_operand(n, g->vals[v].index) != u)
+        return false;
+    const jg_meta *mu = &g->vals[u].meta, *mv = &g->vals[v].meta;
+    int uses = 0;
+    for (int q = 0; q < n->n_in; q++)
+        uses += n->in[q] == u;
+    return mu->dtype == mv->dtype && same_shape(mu, mv) && meta_numel(mv) >= 1 && uses == 1;
+}
+
+/* Whether the loop of group gi may compute output v (node i's) in input u's
+ * buffer; reads: whether the loop reads u. */
+static bool loop_inout_ok(const jg_graph *g, const layout *L, int gi, int i, int u, int v,
+                          bool *reads) {
+    *reads = false;
+    if (L->sum[gi] >= 0)
+        return false;
+    int st = L->step_of_node[i], lastn = L->steps[st].node;
+    const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
+    const jg_meta *mu = &g->vals[u].meta, *mv = &g->vals[v].meta;
+    bool ok =
+        mu->dtype == mv->dtype && same_shape(mu, S) && same_shape(mv, S) && meta_numel(S) >= 2;
+    /* the loop: no operand read by rows (broadcast), no guarded exp (a
+     * block done twice), and u read by no node after v's */
+    for (int j = 0; j <= lastn && ok; j++) {
+        if (!in_loop(L, gi, j))
+            continue;
+        const jg_gnode *n = &g->nodes[j];
+        ok = !exp_guard(g, n);
+        for (int q = 0; q < n->n_in && ok; q++) {
+            int w = n->in[q];
+            const jg_value *wv = &g->vals[w];
+            if (!(wv->kind == JG_VAL_NODE && L->group[wv->node] == gi) && !repeated_scalar(g, w) &&
+                bcast_kind(&wv->meta, S) != 0)
+                ok = false;
+            if (w == u) {
+                *reads = true;
+                ok = ok && j <= i;
+            }
+        }
+    }
+    return ok;
+}
+
 /* Which outputs are computed in their input's buffer (jg_cgen_inout; the
- * conditions in cgen.h).  The loop then reads and writes the input through
+ * conditions in cgen.h).  A loop then reads and writes the input through
  * one restrict pointer, so gcc keeps each element's reads before its
- * write and still vectorizes. */
+ * write and still vectorizes; a tail kernel (tail_kernel) is handed the
+ * input as its output. */
 static int layout_inout(const jg_graph *g, layout *L) {
     int nv = g->n_vals;
     L->inout = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
@@ -685,9 +753,12 @@ static int layout_inout(const jg_graph *g, layout *L) {
     for (int v = 0; v < nv; v++)
         L->inout[v] = -1;
     L->tail = L->n_steps;
-    while (L->tail > 0 && L->steps[L->tail - 1].group >= 0 &&
-           L->sum[L->steps[L->tail - 1].group] < 0)
+    while (L->tail > 0) {
+        const step *s = &L->steps[L->tail - 1];
+        if (s->group >= 0 ? L->sum[s->group] >= 0 : !tail_kernel(g, s->node))
+            break;
         L->tail--;
+    }
     const int *hint = jg_cgen_inout;
     if (!hint || L->tail == L->n_steps)
         return 0;
@@ -699,42 +770,19 @@ static int layout_inout(const jg_graph *g, layout *L) {
         if (v < 0 || in < 0 || in >= g->n_inputs || g->vals[v].kind != JG_VAL_NODE)
             continue;
         int u = g->inputs[in], i = g->vals[v].node, gi = L->group[i];
-        if (gi < 0 || L->sum[gi] >= 0 || L->step_of_node[i] < L->tail ||
-            g->vals[u].kind != JG_VAL_INPUT)
+        if (L->step_of_node[i] < L->tail || g->vals[u].kind != JG_VAL_INPUT)
             continue;
-        int st = L->step_of_node[i], lastn = L->steps[st].node;
-        const jg_meta *S = &g->vals[g->nodes[lastn].out[0]].meta;
-        const jg_meta *mu = &g->vals[u].meta, *mv = &g->vals[v].meta;
-        bool ok = mu->dtype == mv->dtype && same_shape(mu, S) && same_shape(mv, S) &&
-                  meta_numel(S) >= 2,
-             reads = false;
+        int st = L->step_of_node[i];
+        bool reads = true;
+        bool ok = gi < 0 ? kernel_inout_ok(g, i, v, u) : loop_inout_ok(g, L, gi, i, u, v, &reads);
         for (int j = 0; j < g->n_outputs && ok; j++) /* (returned once) */
             ok = j == k || g->outputs[j] != v;
         for (int w = 0; w < nv && ok; w++) /* (one output per input) */
             ok = L->inout[w] != u;
-        /* the loop: no operand read by rows (broadcast), no guarded exp (a
-         * block done twice), and u read by no node after v's */
-        for (int j = 0; j <= lastn && ok; j++) {
-            if (!in_loop(L, gi, j))
-                continue;
-            const jg_gnode *n = &g->nodes[j];
-            ok = !exp_guard(g, n);
-            for (int q = 0; q < n->n_in && ok; q++) {
-                int w = n->in[q];
-                const jg_value *wv = &g->vals[w];
-                if (!(wv->kind == JG_VAL_NODE && L->group[wv->node] == gi) &&
-                    !repeated_scalar(g, w) && bcast_kind(&wv->meta, S) != 0)
-                    ok = false;
-                if (w == u) {
-                    reads = true;
-                    ok = ok && j <= i;
-                }
-            }
-        }
         if (!ok || !reads)
             continue;
-        /* u's memory as other values see it (u, views of it, what a custom
-         * call makes of it): read by no later step, returned by none */
+        /* u's memory as other values see it (u, views of it: 2, what a
+         * custom call makes of it: 1): read by no later step */
         memset(alias, 0, (size_t)nv);
         alias[u] = 1;
         for (int j = 0; j < g->n_nodes && ok; j++) {
@@ -751,12 +799,28 @@ static int layout_inout(const jg_graph *g, layout *L) {
                 for (int q = 0; q < n->n_out; q++)
                     alias[n->out[q]] = 1;
             else if ((jg_ops[n->op].flags & JG_OPF_VIEW) && alias[n->in[0]])
-                alias[n->out[0]] = 1;
+                /* (a view of u or of a view of it: 2; of a custom call's output: 1) */
+                alias[n->out[0]] = alias[n->in[0]] == 1 && n->in[0] != u ? 1 : 2;
         }
+        /* A view of u may be returned (an output the graph makes for the
+         * returned loss's backward: a Linear's weight transposed): made before the
+         * write, it shares u's memory, so after the call it shows the new
+         * value whether the value was computed there or copied there by the
+         * write-back (which cannot swap memory that a view shares), as the
+         * view of an eager in-place update does.  Not u itself, nor what a
+         * custom call made of it. */
         for (int j = 0; j < g->n_outputs && ok; j++)
-            ok = g->outputs[j] < 0 || !alias[g->outputs[j]];
+            ok = g->outputs[j] < 0 || !alias[g->outputs[j]] ||
+                 (alias[g->outputs[j]] == 2 && g->outputs[j] != u);
         if (ok)
             L->inout[v] = u;
+    }
+    /* adam_moments' kernel updates both moments where they are, or neither */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const jg_gnode *n = &g->nodes[i];
+        if (n->kind == JG_GN_OP && n->op == JG_OP_ADAM_MOMENTS &&
+            (L->inout[n->out[0]] < 0) != (L->inout[n->out[1]] < 0))
+            L->inout[n->out[0]] = L->inout[n->out[1]] = -1;
     }
     free(alias);
     return 0;
@@ -1425,13 +1489,40 @@ struct jg_cgen_plan {
     /* outputs computed in an input's buffer (layout_inout, cgen.h) */
     int *inout;     /* per value: that input's value, or -1 (NULL: none) */
     int *inout_v;   /* the values that have one */
-    int *tail_vals; /* the other values the loops of the tail store */
-    int *tail_ops;  /* operands of those loops made before the tail */
+    int *tail_vals; /* the other values the loops and kernels of the tail store */
+    int *tail_ops;  /* operands of those steps made before the tail */
     int n_inout, n_tail_vals, n_tail_ops;
+    bool *tail_banded; /* per tail_ops entry: read only as adam_moments' gradient */
+    int *pair; /* per node: the adam_update run with this adam_moments in one pass, and back */
     jg_tensor **pre; /* per value: its buffer, allocated before the tail's first write */
     bool *grant;     /* per value: computed in its input's own buffer in this run */
     bool prepared;   /* this run has reached the tail (tail_prepare) */
 };
+
+/* Whether adam_moments node i and the adam_update node of the next step
+ * may run as one pass (jg_adam_step_inplace_) where the three new values
+ * are computed in place: the update takes this node's moments and
+ * parameter, with the same attributes, and its count is made by an earlier
+ * step (the pass writes the parameter one step early: nothing runs
+ * between). */
+static int adam_pair(const jg_graph *g, const layout *L, int i) {
+    const jg_gnode *n = &g->nodes[i];
+    int st = L->step_of_node[i];
+    if (n->kind != JG_GN_OP || n->op != JG_OP_ADAM_MOMENTS || L->inout[n->out[0]] < 0 ||
+        L->inout[n->out[1]] < 0 || st + 1 >= L->n_steps || L->steps[st + 1].group >= 0)
+        return -1;
+    int j = L->steps[st + 1].node;
+    const jg_gnode *u = &g->nodes[j];
+    if (u->kind != JG_GN_OP || u->op != JG_OP_ADAM_UPDATE || u->in[0] != n->in[0] ||
+        u->in[1] != n->out[0] || u->in[2] != n->out[1] || L->inout[u->out[0]] < 0 ||
+        u->attrs.n != n->attrs.n || u->attrs.keepdim != n->attrs.keepdim ||
+        memcmp(u->attrs.i, n->attrs.i, sizeof(int64_t) * (size_t)n->attrs.n) != 0)
+        return -1;
+    const jg_value *c = &g->vals[u->in[3]];
+    if (c->kind == JG_VAL_NODE && L->step_of_node[c->node] >= st)
+        return -1;
+    return j;
+}
 
 /* What a run needs to write outputs into inputs' buffers (tail_prepare). */
 static int plan_tail(jg_cgen_plan *p, const layout *L) {
@@ -1442,38 +1533,59 @@ static int plan_tail(jg_cgen_plan *p, const layout *L) {
     if (!n)
         return 0;
     char *mark = calloc((size_t)nv, 1);
+    int *op_at = malloc(sizeof(int) * (size_t)nv); /* value -> its tail_ops entry */
     p->inout = malloc(sizeof(int) * (size_t)nv);
     p->inout_v = malloc(sizeof(int) * (size_t)n);
     p->tail_vals = malloc(sizeof(int) * (size_t)nv);
     p->tail_ops = malloc(sizeof(int) * (size_t)nv);
+    p->tail_banded = malloc(sizeof(bool) * (size_t)nv);
+    p->pair = malloc(sizeof(int) * (size_t)(g->n_nodes ? g->n_nodes : 1));
     p->pre = calloc((size_t)nv, sizeof *p->pre);
     p->grant = calloc((size_t)nv, sizeof *p->grant);
-    if (!mark || !p->inout || !p->inout_v || !p->tail_vals || !p->tail_ops || !p->pre ||
-        !p->grant) {
+    if (!mark || !op_at || !p->inout || !p->inout_v || !p->tail_vals || !p->tail_ops ||
+        !p->tail_banded || !p->pair || !p->pre || !p->grant) {
         free(mark);
+        free(op_at);
         return jg_errorf("out of memory planning generated code");
     }
     memcpy(p->inout, L->inout, sizeof(int) * (size_t)g->n_vals);
     for (int v = 0; v < g->n_vals; v++)
         if (L->inout[v] >= 0)
             p->inout_v[p->n_inout++] = v;
+    for (int i = 0; i < g->n_nodes; i++)
+        p->pair[i] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         if (L->step_of_node[i] < L->tail)
             continue;
-        const jg_gnode *n = &g->nodes[i]; /* (a loop's node: the tail has no other) */
-        int v = n->out[0];
-        if (L->ext[v] && L->inout[v] < 0)
-            p->tail_vals[p->n_tail_vals++] = v;
+        const jg_gnode *n = &g->nodes[i];    /* (a loop's node or a tail kernel) */
+        for (int k = 0; k < n->n_out; k++) { /* (a kernel stores every output) */
+            int v = n->out[k];
+            if ((L->ext[v] || L->group[i] < 0) && L->inout[v] < 0)
+                p->tail_vals[p->n_tail_vals++] = v;
+        }
         for (int k = 0; k < n->n_in; k++) {
             int w = n->in[k];
             const jg_value *wv = &g->vals[w];
-            if (!mark[w] && (wv->kind != JG_VAL_NODE || L->step_of_node[wv->node] < L->tail)) {
+            if (wv->kind == JG_VAL_NODE && L->step_of_node[wv->node] >= L->tail)
+                continue;
+            bool banded = n->kind == JG_GN_OP && n->op == JG_OP_ADAM_MOMENTS && k == 1;
+            if (!mark[w]) {
                 mark[w] = 1;
+                op_at[w] = p->n_tail_ops;
+                p->tail_banded[p->n_tail_ops] = banded;
                 p->tail_ops[p->n_tail_ops++] = w;
+            } else if (!banded) {
+                p->tail_banded[op_at[w]] = false;
             }
+        }
+        int j = adam_pair(g, L, i);
+        if (j >= 0) {
+            p->pair[i] = j;
+            p->pair[j] = i;
         }
     }
     free(mark);
+    free(op_at);
     return 0;
 }
 
@@ -1496,6 +1608,8 @@ void jg_cgen_plan_free(jg_cgen_plan *p) {
     free(p->inout_v);
     free(p->tail_vals);
     free(p->tail_ops);
+    free(p->tail_banded);
+    free(p->pair);
     free(p->pre);
     free(p->grant);
     jg_interp_plan_free(p->interp);
@@ -1840,11 +1954,15 @@ static void *data_of(jg_tensor *t) {
     return jg_tensor_ptr(t);
 }
 
+static int run_tail_kernel(jg_cgen_plan *p, int i);
+
 static int rt_node(void *ctx, int i) {
     jg_cgen_plan *p = ctx;
     const jg_graph *g = p->g;
     const jg_gnode *n = &g->nodes[i];
     jg_tensor **vals = p->vals;
+    if (p->inout && tail_kernel(g, i))
+        return run_tail_kernel(p, i);
     if (n->kind == JG_GN_CUSTOM) {
         jg_tensor *in[64], *out[64];
         for (int k = 0; k < n->n_in; k++)
@@ -1926,7 +2044,8 @@ static int tail_prepare(jg_cgen_plan *p) {
     bool ok = jg_cgen_inplace_run;
     for (int k = 0; k < p->n_tail_ops && ok; k++) {
         const jg_tensor *t = p->vals[p->tail_ops[k]];
-        ok = !t || t->numel <= 1 || jg_is_contiguous(t);
+        ok = !t || t->numel <= 1 || jg_is_contiguous(t) ||
+             (p->tail_banded[k] && jg_adam_grad_banded(t));
     }
     for (int m = 0; m < p->n_inout; m++) {
         int v = p->inout_v[m], u = p->inout[v];
@@ -1939,6 +2058,13 @@ static int tail_prepare(jg_cgen_plan *p) {
             gr = g->inputs[k] == u || !o || !jg_same_storage(o, t);
         }
         p->grant[v] = gr;
+    }
+    for (int m = 0; m < p->n_inout; m++) { /* (adam_moments: both moments or neither) */
+        int v = p->inout_v[m];
+        const jg_gnode *n = &g->nodes[g->vals[v].node];
+        if (n->kind == JG_GN_OP && n->op == JG_OP_ADAM_MOMENTS &&
+            !p->grant[n->out[0]] + !p->grant[n->out[1]] == 1)
+            p->grant[n->out[0]] = p->grant[n->out[1]] = false;
     }
     for (int k = 0; k < p->n_tail_vals + p->n_inout; k++) {
         int v = k < p->n_tail_vals ? p->tail_vals[k] : p->inout_v[k - p->n_tail_vals];
@@ -1967,6 +2093,62 @@ static void *rt_inout(void *ctx, int v, int u) {
     jg_copy_data(t, in);
     p->vals[v] = t;
     return data_of(t);
+}
+
+/* A tail kernel (tail_kernel): its outputs in their inputs' memory where
+ * granted, else in buffers allocated before the tail's first write; an
+ * adam_moments node paired with the next step's adam_update (adam_pair)
+ * runs the two as one pass when the three values are granted, and the
+ * update then has nothing left to do. */
+static int run_tail_kernel(jg_cgen_plan *p, int i) {
+    const jg_graph *g = p->g;
+    const jg_gnode *n = &g->nodes[i];
+    jg_tensor **vals = p->vals;
+    bool any = false;
+    for (int k = 0; k < n->n_out; k++)
+        any = any || p->inout[n->out[k]] >= 0;
+    if (any && !p->prepared && tail_prepare(p) < 0)
+        return -1;
+    int j = p->pair[i];
+    if (j >= 0 && n->op == JG_OP_ADAM_UPDATE && vals[n->out[0]])
+        return 0; /* (computed by the pair's pass) */
+    if (j >= 0 && n->op == JG_OP_ADAM_MOMENTS) {
+        const jg_gnode *u = &g->nodes[j];
+        if (p->grant[n->out[0]] && p->grant[n->out[1]] && p->grant[u->out[0]]) {
+            if (jg_adam_step_inplace_(&u->attrs, vals[n->in[0]], vals[n->in[1]], vals[n->in[2]],
+                                      vals[n->in[3]], vals[u->in[3]]) < 0)
+                return -1;
+            atomic_fetch_add_explicit(&total_in_place, 3, memory_order_relaxed);
+            vals[n->out[0]] = jg_retain(vals[n->in[2]]);
+            vals[n->out[1]] = jg_retain(vals[n->in[3]]);
+            vals[u->out[0]] = jg_retain(vals[n->in[0]]);
+            return 0;
+        }
+    }
+    jg_tensor *in[4], *out[2] = {0};
+    int rc = 0;
+    for (int k = 0; k < n->n_in; k++)
+        in[k] = vals[n->in[k]];
+    for (int k = 0; k < n->n_out && rc == 0; k++) {
+        int v = n->out[k];
+        if (p->inout[v] >= 0)
+            atomic_fetch_add_explicit(p->grant[v] ? &total_in_place : &total_copied, 1,
+                                      memory_order_relaxed);
+        if (p->inout[v] >= 0 && p->grant[v])
+            out[k] = jg_retain(vals[p->inout[v]]);
+        else if (!(out[k] = alloc_out(p, v, &g->vals[v].meta)))
+            rc = -1;
+    }
+    if (rc == 0)
+        rc = jg_ops[n->op].kernel(&n->attrs, in, out);
+    if (rc < 0) {
+        for (int k = 0; k < n->n_out; k++)
+            jg_release(out[k]);
+        return -1;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        vals[n->out[k]] = out[k];
+    return 0;
 }
 
 static const jg_gen_rt RT = {rt_node,         rt_in,    rt_elem,   rt_out, rt_done,

@@ -56,14 +56,15 @@ extern _Thread_local bool jg_cgen_split_math;
  * parameter, optimizer state or .grad, whose caller then finds the output
  * in the input's memory.  The plan does it only where that is invisible
  * to the program: the output is made by a fused loop that reads the input
- * at the same element, no later step reads the input or a view of it,
- * and every later step is a fused loop that cannot fail once its buffers
- * are allocated (they are allocated before the first such write, so a
- * failed run leaves its inputs as they were).  At run time it does so only
+ * at the same element (or by an adam_moments / adam_update node from the
+ * operand it replaces), no later step reads the input or a view of it,
+ * and every later step is such a loop or node, which cannot fail once its
+ * buffers are allocated (they are allocated before the first such write,
+ * so a failed run leaves its inputs as they were).  At run time it does so only
  * while jg_cgen_inplace_run is set (by the caller that writes the outputs
  * back, jg_entry_run_mutating) and the input is dense and shares its
  * storage with no other input; otherwise the output gets a fresh buffer
- * holding a copy of the input, which the loop updates. */
+ * (for a loop holding a copy of the input, which the loop updates). */
 extern _Thread_local const int *jg_cgen_inout;
 extern _Thread_local bool jg_cgen_inplace_run;
 /* Outputs every plan of the process computed in their input's buffer, and

@@ -211,7 +211,9 @@ bool jg_adam_fused_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg, jg_te
  * arithmetic, split where the moments are stored (each intermediate
  * rounded as there), and derive rbc2 and -step_size from the two numbers
  * as the eager step does (jg_adam_fused_scalars): a compiled step has the
- * eager step's bits.
+ * eager step's bits.  The c backend may hand each kernel its outputs as
+ * the inputs they replace (updates in place, backend/cgen.h) and run a
+ * pair as the one-pass loop itself (jg_adam_step_inplace_).
  * attrs: i[0..8) the bit patterns of decay, wd, beta1, 1 - beta1, beta2,
  * 1 - beta2, eps, lr; keepdim: 1 decoupled (AdamW) | 2 weight_decay (Adam's). */
 
@@ -268,12 +270,15 @@ void jg_adam_step_attrs_read(const jg_attrs *at, jg_adam_fused_args *a) {
     a->lr = at->n > 7 ? bitsd(at->i[7]) : 0;
 }
 
-#define MOMENTS_LOOP(name, T)                                                                      \
+/* IP: the new moments overwrite the old (m0x, v0x unused), each element read
+ * before it is written through the one restrict pointer. */
+#define MOMENTS_LOOP(name, T, IP)                                                                  \
     static ADAM_VECTORIZE void name(int64_t n, T *restrict m, T *restrict v, const T *restrict p0, \
-                                    const T *restrict g, const T *restrict m0,                     \
-                                    const T *restrict v0, const jg_adam_fused_args *a) {           \
+                                    const T *restrict g, const T *restrict m0x,                    \
+                                    const T *restrict v0x, const jg_adam_fused_args *a) {          \
         ADAM_CONSTS(T);                                                                            \
         (void)maximize, (void)decay, (void)rbc2, (void)eps, (void)nss;                             \
+        const T *m0 = IP ? m : m0x, *v0 = IP ? v : v0x;                                            \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T gi = g[i];                                                                           \
             if (!decoupled && weight_decay) {                                                      \
@@ -290,13 +295,15 @@ void jg_adam_step_attrs_read(const jg_attrs *at, jg_adam_fused_args *a) {
         }                                                                                          \
     }
 
-#define UPDATE_LOOP(name, T, SQRT)                                                                 \
-    static ADAM_VECTORIZE void name(int64_t n, T *restrict p, const T *restrict p0,                \
+/* IP: the new parameter overwrites the old (p0x unused). */
+#define UPDATE_LOOP(name, T, SQRT, IP)                                                             \
+    static ADAM_VECTORIZE void name(int64_t n, T *restrict p, const T *restrict p0x,               \
                                     const T *restrict m, const T *restrict v,                      \
                                     const jg_adam_fused_args *a) {                                 \
         ADAM_CONSTS(T);                                                                            \
         (void)maximize, (void)weight_decay, (void)wd, (void)beta1, (void)omb1, (void)beta2,        \
             (void)omb2;                                                                            \
+        const T *p0 = IP ? p : p0x;                                                                \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T pi = p0[i];                                                                          \
             if (decoupled)                                                                         \
@@ -310,10 +317,14 @@ void jg_adam_step_attrs_read(const jg_attrs *at, jg_adam_fused_args *a) {
         }                                                                                          \
     }
 
-MOMENTS_LOOP(moments_f32, float)
-MOMENTS_LOOP(moments_f64, double)
-UPDATE_LOOP(update_f32, float, sqrtf)
-UPDATE_LOOP(update_f64, double, sqrt)
+MOMENTS_LOOP(moments_f32, float, 0)
+MOMENTS_LOOP(moments_f64, double, 0)
+MOMENTS_LOOP(moments_ip_f32, float, 1)
+MOMENTS_LOOP(moments_ip_f64, double, 1)
+UPDATE_LOOP(update_f32, float, sqrtf, 0)
+UPDATE_LOOP(update_f64, double, sqrt, 0)
+UPDATE_LOOP(update_ip_f32, float, sqrtf, 1)
+UPDATE_LOOP(update_ip_f64, double, sqrt, 1)
 
 static bool same_meta(const jg_meta *x, const jg_meta *y) {
     if (x->dtype != y->dtype || x->ndim != y->ndim)
@@ -362,39 +373,56 @@ int jg_infer_adam_update(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
     return 0;
 }
 
+/* What a pass computes: an adam_moments node, an adam_update node, or both
+ * in one pass (jg_adam_step_inplace_). */
+typedef enum { STEP_MOMENTS, STEP_UPDATE, STEP_BOTH } step_mode;
+
 typedef struct {
-    char *out, *out2;             /* moments: exp_avg, exp_avg_sq; update: param */
+    char *out, *out2, *out3;      /* moments: exp_avg, exp_avg_sq; update: param; both: p, m, v */
     const char *p0, *g, *m0, *v0; /* update: m0, v0 the new moments */
     int64_t n;
     const jg_adam_fused_args *a;
-    bool f64, update;
+    bool f64, ip; /* ip: the outputs are the old values' memory (moments, update) */
+    step_mode mode;
 } step_split;
+
+/* Elements [lo, lo + k) of the pass, the gradient's read from g (already
+ * at lo: the gradient's own row or a gathered band). */
+#define STEP_ROWS(T, SUF)                                                                          \
+    static void step_rows_##SUF(const step_split *c, int64_t lo, int64_t k, const T *g) {          \
+        T *o = (T *)c->out + lo, *o2 = c->out2 ? (T *)c->out2 + lo : NULL;                         \
+        const T *p0 = c->p0 ? (const T *)c->p0 + lo : NULL;                                        \
+        const T *m0 = c->m0 ? (const T *)c->m0 + lo : NULL;                                        \
+        const T *v0 = c->v0 ? (const T *)c->v0 + lo : NULL;                                        \
+        if (c->mode == STEP_BOTH)                                                                  \
+            adam_##SUF(k, o, g, o2, (T *)c->out3 + lo, NULL, c->a);                                \
+        else if (c->mode == STEP_UPDATE && c->ip)                                                  \
+            update_ip_##SUF(k, o, NULL, m0, v0, c->a);                                             \
+        else if (c->mode == STEP_UPDATE)                                                           \
+            update_##SUF(k, o, p0, m0, v0, c->a);                                                  \
+        else if (c->ip)                                                                            \
+            moments_ip_##SUF(k, o, o2, p0, g, NULL, NULL, c->a);                                   \
+        else                                                                                       \
+            moments_##SUF(k, o, o2, p0, g, m0, v0, c->a);                                          \
+    }
+
+STEP_ROWS(float, f32)
+STEP_ROWS(double, f64)
 
 static void step_chunk(void *vc, int64_t lo, int64_t hi) {
     const step_split *c = vc;
-    int64_t k = hi - lo;
-#define STEP_CHUNK(T, MOMENTS, UPDATE)                                                             \
-    do {                                                                                           \
-        if (c->update)                                                                             \
-            UPDATE(k, (T *)c->out + lo, (const T *)c->p0 + lo, (const T *)c->m0 + lo,              \
-                   (const T *)c->v0 + lo, c->a);                                                   \
-        else                                                                                       \
-            MOMENTS(k, (T *)c->out + lo, (T *)c->out2 + lo, (const T *)c->p0 + lo,                 \
-                    (const T *)c->g + lo, (const T *)c->m0 + lo, (const T *)c->v0 + lo, c->a);     \
-    } while (0)
     if (c->f64)
-        STEP_CHUNK(double, moments_f64, update_f64);
+        step_rows_f64(c, lo, hi - lo, c->g ? (const double *)c->g + lo : NULL);
     else
-        STEP_CHUNK(float, moments_f32, update_f32);
-#undef STEP_CHUNK
+        step_rows_f32(c, lo, hi - lo, c->g ? (const float *)c->g + lo : NULL);
 }
 
-/* adam_moments with a column-major 2-D gradient (in a traced step, a
- * Linear's weight gradient is the transpose of x^T g): bands of rows of it
- * are gathered into a row-major buffer that stays in cache, and the loop runs
- * on each band, instead of a full contiguous copy of the gradient first.
- * Each element is the same expression of the same operands: the bits do not
- * depend on the bands (or the thread count). */
+/* adam_moments (or the one-pass step) with a column-major 2-D gradient (in
+ * a traced step, a Linear's weight gradient is the transpose of x^T g):
+ * bands of rows of it are gathered into a row-major buffer that stays in
+ * cache, and the loop runs on each band, instead of a full contiguous copy
+ * of the gradient first.  Each element is the same expression of the same
+ * operands: the bits do not depend on the bands (or the thread count). */
 enum { TR_BUF_BYTES = 32768 };
 
 typedef struct {
@@ -403,27 +431,25 @@ typedef struct {
     int64_t rows, cols, band;
 } tr_split;
 
-#define TR_BAND(T, MOMENTS)                                                                        \
+#define TR_BAND(T, SUF)                                                                            \
     do {                                                                                           \
         T buf[TR_BUF_BYTES / sizeof(T)];                                                           \
         const T *gt = (const T *)t->gt;                                                            \
         for (int64_t r0 = lo; r0 < hi; r0 += t->band) {                                            \
-            int64_t nr = hi - r0 < t->band ? hi - r0 : t->band, off = r0 * t->cols;                \
+            int64_t nr = hi - r0 < t->band ? hi - r0 : t->band;                                    \
             for (int64_t j = 0; j < t->cols; j++)                                                  \
                 for (int64_t i = 0; i < nr; i++)                                                   \
                     buf[i * t->cols + j] = gt[r0 + i + j * t->rows];                               \
-            MOMENTS(nr * t->cols, (T *)c->out + off, (T *)c->out2 + off, (const T *)c->p0 + off,   \
-                    buf, (const T *)c->m0 + off, (const T *)c->v0 + off, c->a);                    \
+            step_rows_##SUF(t->c, r0 * t->cols, nr * t->cols, buf);                                \
         }                                                                                          \
     } while (0)
 
 static void tr_chunk(void *vt, int64_t lo, int64_t hi) {
     const tr_split *t = vt;
-    const step_split *c = t->c;
-    if (c->f64)
-        TR_BAND(double, moments_f64);
+    if (t->c->f64)
+        TR_BAND(double, f64);
     else
-        TR_BAND(float, moments_f32);
+        TR_BAND(float, f32);
 }
 
 /* Whether g is a column-major 2-D matrix whose rows of a band fit the buffer. */
@@ -431,6 +457,10 @@ static bool transposed_grad(const jg_tensor *g) {
     return g->ndim == 2 && g->shape[0] > 1 && g->shape[1] > 1 && g->stride[0] == 1 &&
            g->stride[1] == g->shape[0] &&
            g->shape[1] * (int64_t)jg_dtype_size(g->dtype) <= TR_BUF_BYTES;
+}
+
+bool jg_adam_grad_banded(const jg_tensor *grad) {
+    return transposed_grad(grad);
 }
 
 /* t as a dense row: itself (a new reference) or a contiguous copy. */
@@ -443,26 +473,44 @@ static jg_tensor *dense_row(jg_tensor *t) {
     return c;
 }
 
-/* The kernels' loop over dense copies of in[0..3), out[0..n_out). */
+static bool same_data(const jg_tensor *x, const jg_tensor *y) {
+    return x->storage == y->storage && x->offset == y->offset;
+}
+
+/* The pass over dense copies of the operands (the gradient may stay
+ * column-major: transposed_grad); in[1] is the gradient unless mode is
+ * STEP_UPDATE.  An output that is its old value's tensor (the c backend's
+ * updates in place, backend/cgen.h) is updated where it is: then every
+ * output is, and those tensors are dense. */
 static int step_run(jg_tensor *const *in, jg_tensor **out, const jg_adam_fused_args *a,
-                    bool update) {
+                    step_mode mode) {
+    bool update = mode == STEP_UPDATE;
     jg_tensor *row[4] = {0};
     int rc = 0, n_rows = update ? 3 : 4;
     bool tr = !update && transposed_grad(in[1]);
+    bool ip = mode == STEP_BOTH || (update ? same_data(out[0], in[0]) : same_data(out[0], in[2]));
+    /* (all or none: cgen.c grants a node's outputs together) */
+    JG_ASSERT(mode == STEP_BOTH || update || ip == same_data(out[1], in[3]));
+    JG_ASSERT(!ip || mode != STEP_BOTH || (jg_dense(in[0]) && jg_dense(in[2]) && jg_dense(in[3])));
     for (int k = 0; k < n_rows; k++)
         if (!(row[k] = tr && k == 1 ? jg_retain(in[1]) : dense_row(in[k])))
             rc = -1;
     if (rc == 0) {
-        step_split c = {.out = jg_tensor_ptr(out[0]),
-                        .out2 = update ? NULL : jg_tensor_ptr(out[1]),
-                        .p0 = jg_tensor_ptr(row[0]),
-                        .g = update ? NULL : jg_tensor_ptr(row[1]),
-                        .m0 = jg_tensor_ptr(row[update ? 1 : 2]),
-                        .v0 = jg_tensor_ptr(row[update ? 2 : 3]),
-                        .n = in[0]->numel,
-                        .a = a,
-                        .f64 = in[0]->dtype == JG_F64,
-                        .update = update};
+        step_split c = {
+            .n = in[0]->numel, .a = a, .f64 = in[0]->dtype == JG_F64, .ip = ip, .mode = mode};
+        if (mode == STEP_BOTH) {
+            c.out = jg_tensor_ptr(in[0]);
+            c.out2 = jg_tensor_ptr(in[2]);
+            c.out3 = jg_tensor_ptr(in[3]);
+            c.g = jg_tensor_ptr(row[1]);
+        } else {
+            c.out = jg_tensor_ptr(out[0]);
+            c.out2 = update ? NULL : jg_tensor_ptr(out[1]);
+            c.p0 = jg_tensor_ptr(row[0]);
+            c.g = update ? NULL : jg_tensor_ptr(row[1]);
+            c.m0 = jg_tensor_ptr(row[update ? 1 : 2]);
+            c.v0 = jg_tensor_ptr(row[update ? 2 : 3]);
+        }
         /* per element, so the chunks (and the thread count) do not change bits */
         if (tr) {
             int64_t rows = in[1]->shape[0], cols = in[1]->shape[1];
@@ -486,19 +534,33 @@ static int step_run(jg_tensor *const *in, jg_tensor **out, const jg_adam_fused_a
 int jg_k_adam_moments(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     jg_adam_fused_args a;
     jg_adam_step_attrs_read(at, &a);
-    return step_run(in, out, &a, false);
+    return step_run(in, out, &a, STEP_MOMENTS);
+}
+
+/* a's rbc2 and neg_step_size from the count step (adam_update's in[3]) */
+static void count_scalars(jg_adam_fused_args *a, jg_dtype d, const jg_tensor *step) {
+    /* the count as a double, as the eager step's step.item() reads it */
+    const char *cp = jg_tensor_ptr(step);
+    double n = step->dtype == JG_F64 ? *(const double *)cp : (double)*(const float *)cp;
+    double step_size, bias_correction2_sqrt;
+    jg_adam_bias_scalars(a->lr, a->beta1, a->beta2, n, &step_size, &bias_correction2_sqrt);
+    jg_adam_fused_scalars(a, d, step_size, bias_correction2_sqrt);
 }
 
 int jg_k_adam_update(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     jg_adam_fused_args a;
     jg_adam_step_attrs_read(at, &a);
-    /* the count as a double, as the eager step's step.item() reads it */
-    const char *cp = jg_tensor_ptr(in[3]);
-    double step = in[3]->dtype == JG_F64 ? *(const double *)cp : (double)*(const float *)cp;
-    double step_size, bias_correction2_sqrt;
-    jg_adam_bias_scalars(a.lr, a.beta1, a.beta2, step, &step_size, &bias_correction2_sqrt);
-    jg_adam_fused_scalars(&a, in[0]->dtype, step_size, bias_correction2_sqrt);
-    return step_run(in, out, &a, true);
+    count_scalars(&a, in[0]->dtype, in[3]);
+    return step_run(in, out, &a, STEP_UPDATE);
+}
+
+int jg_adam_step_inplace_(const struct jg_attrs *at, jg_tensor *param, jg_tensor *grad,
+                          jg_tensor *exp_avg, jg_tensor *exp_avg_sq, const jg_tensor *step) {
+    jg_adam_fused_args a;
+    jg_adam_step_attrs_read(at, &a);
+    count_scalars(&a, param->dtype, step);
+    jg_tensor *in[4] = {param, grad, exp_avg, exp_avg_sq};
+    return step_run(in, NULL, &a, STEP_BOTH);
 }
 
 int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,

@@ -57,6 +57,19 @@ int jg_adam_step_traced_(jg_tensor *param, jg_tensor *grad, jg_tensor *exp_avg,
 struct jg_attrs;
 void jg_adam_step_attrs_read(const struct jg_attrs *at, jg_adam_fused_args *a);
 
+/* The c backend's one pass for an adam_moments node and the adam_update
+ * node after it (backend/cgen.c, "updates in place"): the new param,
+ * exp_avg and exp_avg_sq overwrite the old ones, with the bits the two
+ * nodes' kernels give; at are the nodes' attributes, step the update's
+ * count.  param, exp_avg and exp_avg_sq are dense and share no memory;
+ * grad is dense or column-major (jg_adam_grad_banded).  Returns 0 or -1. */
+int jg_adam_step_inplace_(const struct jg_attrs *at, jg_tensor *param, jg_tensor *grad,
+                          jg_tensor *exp_avg, jg_tensor *exp_avg_sq, const jg_tensor *step);
+
+/* Whether adam_moments reads the gradient grad where it is, without a
+ * dense copy: a column-major matrix it gathers in bands. */
+bool jg_adam_grad_banded(const jg_tensor *grad);
+
 /* Whether optim.c takes the fused path when it can (default: yes, unless
  * the environment sets JITGRAD_OPTIM_FUSED=0); the composed path stays
  * callable so tests can compare the two.  Returns the previous setting. */

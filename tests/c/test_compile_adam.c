@@ -9,6 +9,8 @@
  * one-pass update's arithmetic); JITGRAD_OPTIM_FUSED off, the composed ops. */
 #include "testutil.h"
 
+#include "backend/cgen.h"
+#include "compile/compile.h"
 #include "ops/optable.h"
 #include "optim/adam_fused.h"
 
@@ -392,6 +394,170 @@ static void test_nan_step_count(void **state) {
     }
 }
 
+/* A Linear layer (x w^T + b: w's gradient is column-major in the program)
+ * trained by Adam or AdamW. */
+typedef struct {
+    jg_tensor *w, *b;
+    jg_optim *opt;
+} lin;
+
+static void lin_init(lin *m, jg_dtype dtype, jg_optim_kind kind, const jg_optim_hparams *h) {
+    jg_manual_seed(6);
+    m->w = jg_keep(jg_randn(dtype, 2, TU_SHAPE(24, 40)));
+    m->b = jg_keep(jg_randn(dtype, 1, TU_SHAPE(24)));
+    jg_set_requires_grad(m->w, true);
+    jg_set_requires_grad(m->b, true);
+    jg_tensor *ps[2] = {m->w, m->b};
+    m->opt = jg_optim_new(kind, ps, 2, h);
+    assert_non_null(m->opt);
+}
+
+static int lin_step(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)args, (void)n;
+    lin *m = user;
+    jg_tensor *y = jg_add(jg_matmul(in[0], jg_transpose(m->w, 0, 1)), m->b);
+    jg_tensor *loss = jg_mse_loss(jg_tanh(y), in[1], JG_REDUCTION_MEAN);
+    if (!loss || jg_optim_zero_grad(m->opt, true) < 0 || jg_backward(loss, NULL, 0) < 0 ||
+        jg_optim_step(m->opt) < 0)
+        return -1;
+    out[0] = loss;
+    return 1;
+}
+
+/* On the c backend a compiled Adam/AdamW step ending the program updates
+ * each parameter and its moments in their own memory, in one pass for the
+ * two nodes (docs/compiler.md, "Updates in place"): 3 values in place per
+ * parameter and call, the tensors keep their storage, and every loss,
+ * parameter and moment is bitwise the eager loop's -- with the returned
+ * loss's backward holding w transposed, and w's gradient column-major.
+ * max-autotune's timing trials run the nodes out of place (each trial
+ * would otherwise apply the step again), then the chosen variant in place. */
+static void test_compile_adam_in_place(void **state) {
+    (void)state;
+    if (!jg_compile_backend_available("c"))
+        return;
+    for (int variant = 0; variant < 4; variant++) {
+        bool tune = variant == 3;
+        jg_optim_kind kind = variant == 1 ? JG_OPTIM_ADAM : JG_OPTIM_ADAMW;
+        jg_dtype dtype = variant == 2 ? JG_F64 : JG_F32;
+        jg_optim_hparams h = jg_optim_defaults(kind);
+        h.lr = 0.05;
+        h.weight_decay = 0.1;
+        lin e = {0}, k = {0};
+        lin_init(&e, dtype, kind, &h);
+        lin_init(&k, dtype, kind, &h);
+        jg_compiled *c = jg_compile(lin_step, &k, &(jg_compile_options){.backend = "c"});
+        assert_non_null(c);
+        if (tune) {
+            assert_int_equal(jg_compiled_set_mode(c, "max-autotune"), 0);
+            jg_modes_debug_force = 0; /* (the c loops, whatever the timings) */
+        }
+        jg_manual_seed(9);
+        jg_tensor *x = jg_keep(jg_randn(dtype, 2, TU_SHAPE(16, 40)));
+        jg_tensor *t = jg_keep(jg_randn(dtype, 2, TU_SHAPE(16, 24)));
+        jg_storage *mem[6] = {0};
+        int64_t in0, cp0, in1, cp1, in2, cp2;
+        jg_cgen_inout_totals(&in0, &cp0);
+        for (int s = 0; s < 8; s++) {
+            jg_scope_push();
+            jg_tensor *in[2] = {x, t}, *oe = NULL, *ok = NULL;
+            assert_int_equal(lin_step(&e, NULL, 2, in, &oe), 1);
+            if (s == 2)
+                jg_cgen_inout_totals(&in1, &cp1);
+            assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, &ok), 1);
+            same_bits(oe, ok);
+            jg_tensor *pe[2] = {e.w, e.b}, *pk[2] = {k.w, k.b};
+            for (int i = 0; i < 2; i++) {
+                same_bits(pe[i], pk[i]);
+                jg_tensor *w[3] = {pk[i], jg_optim_state(k.opt, 0, i, "exp_avg"),
+                                   jg_optim_state(k.opt, 0, i, "exp_avg_sq")};
+                same_bits(jg_optim_state(e.opt, 0, i, "exp_avg"), w[1]);
+                same_bits(jg_optim_state(e.opt, 0, i, "exp_avg_sq"), w[2]);
+                /* from the third call (the second traced) on: the same memory */
+                for (int q = 0; q < 3; q++) {
+                    assert_true(s < 3 || w[q]->storage == mem[i * 3 + q]);
+                    mem[i * 3 + q] = w[q]->storage;
+                }
+            }
+            jg_scope_pop();
+        }
+        jg_cgen_inout_totals(&in2, &cp2);
+        jg_modes_debug_force = -1;
+        /* calls 3 to 8: 2 parameters and their moments */
+        assert_int_equal(in2 - in1, 6 * 6);
+        assert_int_equal(cp2 - cp1, 0);
+        /* the trials, on the traced call: out of place */
+        assert_true(tune ? cp1 - cp0 >= 6 : cp1 == cp0);
+        assert_int_equal(jg_compiled_entries(c), 1);
+        jg_compiled_free(c);
+        jg_release(x), jg_release(t);
+        jg_optim_free(e.opt), jg_optim_free(k.opt);
+        jg_release(e.w), jg_release(e.b), jg_release(k.w), jg_release(k.b);
+    }
+}
+
+/* The kernels with their outputs over their inputs (the c backend's updates
+ * in place: adam_moments' two moments, adam_update's parameter, and the two
+ * as one pass) give the bits of the nodes out of place, with a contiguous
+ * or a column-major gradient, for each variant and dtype. */
+static void test_adam_kernels_in_place(void **state) {
+    (void)state;
+    for (int dt = 0; dt < 2; dt++)
+        for (int variant = 0; variant < 6; variant++) {
+            jg_dtype d = dt ? JG_F64 : JG_F32;
+            jg_manual_seed(31 + (uint64_t)variant);
+            /* [70, 30]: several bands of the gathered gradient */
+            jg_tensor *ref[4], *ip[4], *one[4];
+            for (int q = 0; q < 4; q++) {
+                ref[q] = jg_randn(d, 2, TU_SHAPE(70, 30));
+                if (q == 3)
+                    ref[q] = jg_mul(ref[q], ref[q]); /* exp_avg_sq >= 0 */
+                ip[q] = jg_clone(ref[q]);
+                one[q] = jg_clone(ref[q]);
+            }
+            if (variant >= 3) /* the gradient column-major */
+                for (int q = 0; q < 3; q++) {
+                    jg_tensor **g = q == 0 ? &ref[1] : q == 1 ? &ip[1] : &one[1];
+                    *g = jg_transpose(jg_contiguous(jg_transpose(*g, 0, 1)), 0, 1);
+                    assert_true(jg_adam_grad_banded(*g));
+                }
+            jg_adam_fused_args a = {.decoupled = variant % 3 == 1,
+                                    .weight_decay = variant % 3 == 2,
+                                    .decay = 0.995,
+                                    .wd = 0.1,
+                                    .beta1 = 0.9,
+                                    .one_minus_beta1 = 1 - 0.9,
+                                    .beta2 = 0.999,
+                                    .one_minus_beta2 = 1 - 0.999,
+                                    .eps = 1e-8,
+                                    .lr = 0.05};
+            jg_tensor *count = jg_scalar(d, 4);
+            /* out of place: the traced step's two nodes, eagerly */
+            assert_int_equal(jg_adam_step_traced_(ref[0], ref[1], ref[2], ref[3], count, &a), 0);
+            /* the kernels, each output over the input it replaces (the
+             * attributes as the trace records them) */
+            jg_attrs attrs;
+            memset(&attrs, 0, sizeof attrs);
+            double v8[8] = {a.decay,           a.wd,  a.beta1, a.one_minus_beta1, a.beta2,
+                            a.one_minus_beta2, a.eps, a.lr};
+            for (int q = 0; q < 8; q++)
+                memcpy(&attrs.i[q], &v8[q], sizeof(double));
+            attrs.n = 8;
+            attrs.keepdim = (a.decoupled ? 1 : 0) | (a.weight_decay ? 2 : 0);
+            const jg_attrs *at = &attrs;
+            jg_tensor *mo[2] = {ip[2], ip[3]};
+            assert_int_equal(jg_ops[JG_OP_ADAM_MOMENTS].kernel(at, ip, mo), 0);
+            jg_tensor *uin[4] = {ip[0], ip[2], ip[3], count}, *uo[1] = {ip[0]};
+            assert_int_equal(jg_ops[JG_OP_ADAM_UPDATE].kernel(at, uin, uo), 0);
+            /* one pass */
+            assert_int_equal(jg_adam_step_inplace_(at, one[0], one[1], one[2], one[3], count), 0);
+            for (int q = 0; q < 4; q += q == 0 ? 2 : 1) {
+                same_bits(ref[q], ip[q]);
+                same_bits(ref[q], one[q]);
+            }
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_compile_adam),
@@ -405,6 +571,8 @@ int main(void) {
         TU_TEST(test_adam_moments_transposed_grad),
         TU_TEST(test_eager_adam_first_step),
         TU_TEST(test_nan_step_count),
+        TU_TEST(test_compile_adam_in_place),
+        TU_TEST(test_adam_kernels_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
