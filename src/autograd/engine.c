@@ -726,12 +726,29 @@ static int retain_cb(void *ctx, jg_tensor *t, jg_tensor *g) {
     return 0;
 }
 
+/* Whether a gradient node idx sends on reaches a captured tensor (PyTorch
+ * 1.13 runs only such nodes in autograd.grad: a node whose output is
+ * captured but that leads to no other capture is not run, nor its hooks). */
+static bool leads_to_capture(const run_state *rs, int idx) {
+    const jg_node *n = rs->nodes[idx].node;
+    for (int k = 0; k < n->n_next; k++) {
+        jg_edge e = resolve_edge(n->next[k]);
+        int j = rs->next_idx[rs->nodes[idx].next + k];
+        if (e.fn && j >= 0 && rs->nodes[j].needed)
+            return true;
+        for (int c = 0; !e.fn && e.leaf && c < rs->n_capture; c++)
+            if (rs->capture[c] == e.leaf)
+                return true;
+    }
+    return false;
+}
+
 /* Node idx is about to run: every gradient of its outputs is final, so the
  * tensor hooks of the non-leaves it made see them (PyTorch's tensor
  * pre-hooks on grad_fn) and may replace them. */
 static int node_tensor_hooks(run_state *rs, int idx) {
     jg_node *n = rs->nodes[idx].node;
-    if (!jg_tensor_hooks_has(n))
+    if (!jg_tensor_hooks_has(n) || (rs->n_capture && !leads_to_capture(rs, idx)))
         return 0;
     bool prev = jg_set_grad_enabled(rs->create_graph);
     int rc = 0;

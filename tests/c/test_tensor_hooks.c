@@ -275,6 +275,13 @@ static void test_create_graph_and_autograd_grad(void **state) {
     TU_CHECK(r, 1, TU_SHAPE(2), TU_VALS(80, 160), 0);
     TU_CHECK(jg_grad(w), 1, TU_SHAPE(2), TU_VALS(40, 80), 0);
     assert_null(jg_grad(x));
+    /* w captured, and its grad_fn leads to no other capture: PyTorch runs
+     * neither the node nor its hooks; the result is taken before them */
+    assert_int_equal(jg_autograd_grad(1, (jg_tensor *[]){jg_sum(jg_mul(w, w))}, NULL, 1, &w, 0, &r),
+                     0);
+    assert_int_equal(b.calls, 1);
+    TU_CHECK(r, 1, TU_SHAPE(2), TU_VALS(4, 8), 0);
+    TU_CHECK(jg_grad(w), 1, TU_SHAPE(2), TU_VALS(40, 80), 0);
     hk_free(&a);
     hk_free(&b);
     hk_free(&c);
