@@ -120,7 +120,7 @@ typedef struct {
     int fold;          /* jg_engine_leaf_grad: 0 not asked yet, 1 allowed (n_in counted), -1 not */
     queued_cb *cbs;    /* jg_backward_queue_callback's */
     int n_cbs, cap_cbs;
-    bool node_hooks; /* some tensor or node has hooks: check each node before it runs */
+    bool node_hooks; /* some node has tensor hooks: check each node before it runs */
     jg_tensor **ret; /* retain_grad: (non-leaf, gradient) pairs to commit, retained */
     int n_ret, cap_ret;
 } run_state;
@@ -1038,8 +1038,8 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     rs->n_capture = n_capture;
     rs->capture = capture;
     mark_needed(rs, 0);
-    rs->node_hooks = jg_grad_hooks_any();
-    rs->hooks_on = !n_capture && rs->node_hooks;
+    rs->node_hooks = jg_node_hooks_any();
+    rs->hooks_on = !n_capture && jg_grad_hooks_any();
     rs->create_graph = create_graph;
     bool hooks_prev_mode = jg_is_grad_enabled();
     if (rs->hooks_on && (rc = count_hooked(rs, 0)) < 0)

@@ -30,13 +30,15 @@ typedef struct hook_entry {
     const void *t; /* a tensor (leaf) or a node */
     grad_hook *hooks;
     struct hook_entry *next;
+    bool node; /* t is a node */
 } hook_entry;
 
 #define N_BUCKETS 256
 static hook_entry *table[N_BUCKETS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int n_entries;
-static int n_retain; /* _RETAIN hooks (under lock) */
+static atomic_int n_node_entries; /* (the engine looks nodes up only while > 0) */
+static int n_retain;              /* _RETAIN hooks (under lock) */
 static int next_id = 1;
 
 static size_t bucket_of(const void *t) {
@@ -55,6 +57,10 @@ bool jg_grad_hooks_any(void) {
     return atomic_load_explicit(&n_entries, memory_order_relaxed) > 0;
 }
 
+bool jg_node_hooks_any(void) {
+    return atomic_load_explicit(&n_node_entries, memory_order_relaxed) > 0;
+}
+
 static void free_hook(grad_hook *h) {
     if (h->free_user)
         h->free_user(h->user);
@@ -68,6 +74,8 @@ static void entry_free(const void *owner) {
     if (dead) {
         *e = dead->next;
         atomic_fetch_sub(&n_entries, 1);
+        if (dead->node)
+            atomic_fetch_sub(&n_node_entries, 1);
         for (grad_hook *h = dead->hooks; h; h = h->next)
             n_retain -= h->kind == JG_HOOK_RETAIN;
     }
@@ -104,7 +112,7 @@ static void hooks_free(jg_tensor *t) {
 }
 
 void jg_node_hooks_free(const void *node) {
-    if (jg_grad_hooks_any())
+    if (jg_node_hooks_any())
         entry_free(node);
 }
 
@@ -114,7 +122,7 @@ __attribute__((constructor)) static void hooks_init(void) {
 
 /* Appends a copy of proto to owner's hooks; flag: the owner is a tensor
  * whose death must drop them.  Returns the handle. */
-static int add_entry(const void *owner, jg_tensor *flag, const grad_hook *proto) {
+static int add_entry(const void *owner, bool node, jg_tensor *flag, const grad_hook *proto) {
     grad_hook *h = malloc(sizeof *h);
     hook_entry *fresh = malloc(sizeof *fresh);
     if (!h || !fresh) {
@@ -128,10 +136,12 @@ static int add_entry(const void *owner, jg_tensor *flag, const grad_hook *proto)
     h->id = next_id++;
     hook_entry **e = find(owner);
     if (!*e) {
-        *fresh = (hook_entry){owner, NULL, NULL};
+        *fresh = (hook_entry){owner, NULL, NULL, node};
         *e = fresh;
         fresh = NULL;
         atomic_fetch_add(&n_entries, 1);
+        if (node)
+            atomic_fetch_add(&n_node_entries, 1);
     }
     grad_hook **tail = &(*e)->hooks;
     while (*tail)
@@ -168,7 +178,7 @@ static int add_hook(jg_tensor *t, grad_hook *proto, const char *what) {
         return jg_errorf("%s: hooks can only be registered on leaf tensors", what);
     if (!proto->ready && !proto->post)
         return jg_errorf("%s: hook function is NULL", what);
-    return add_entry(t, t, proto);
+    return add_entry(t, false, t, proto);
 }
 
 int jg_register_tensor_hook(jg_tensor *t, jg_tensor_hook_fn fn, void *user,
@@ -187,9 +197,9 @@ int jg_register_tensor_hook(jg_tensor *t, jg_tensor_hook_fn fn, void *user,
     p.user = user;
     p.free_user = free_user;
     if (!t->grad_fn)
-        return add_entry(t, t, &p);
+        return add_entry(t, false, t, &p);
     p.nr = t->output_nr;
-    return add_entry(t->grad_fn, NULL, &p);
+    return add_entry(t->grad_fn, true, NULL, &p);
 }
 
 bool jg_retains_grad(const jg_tensor *t) {
@@ -217,7 +227,7 @@ int jg_retain_grad(jg_tensor *t) {
     p.kind = JG_HOOK_RETAIN;
     p.nr = t->output_nr;
     p.retain = t;
-    return add_entry(t->grad_fn, t, &p) < 0 ? -1 : 0;
+    return add_entry(t->grad_fn, true, t, &p) < 0 ? -1 : 0;
 }
 
 int jg_register_grad_ready_hook(jg_tensor *t, jg_grad_ready_fn fn, void *user,

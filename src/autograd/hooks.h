@@ -15,6 +15,8 @@ enum {
 
 /* Whether any tensor has hooks (the engine skips its bookkeeping if not). */
 bool jg_grad_hooks_any(void);
+/* Whether any node has hooks (a non-leaf's tensor hooks or retain_grad). */
+bool jg_node_hooks_any(void);
 /* Whether t has a hook of this kind. */
 bool jg_grad_hooks_has(const jg_tensor *t, int kind);
 /* Runs t's hooks of one kind (grad: the would-be gradient, for READY).
