@@ -388,6 +388,12 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * (*reasons: strings owned by c, valid until its next call), and how many;
  * -1 + error for NULL arguments. */
 int jg_compiled_breaks(const jg_compiled *c, const char *const **reasons);
+/* Called from a program while jg_compile traces it: code that must run on
+ * every call (a hook with side effects, e.g. a module's Python hooks) is
+ * not traceable, so the call runs eagerly -- a graph break -- and this
+ * returns -1 with `why` as the error (fullgraph: the call fails with it).
+ * Anywhere else it returns 0 and does nothing. */
+int jg_graph_break(const char *why);
 /* Graphs run so far: one per call of a whole-program graph, one per piece
  * of a call run in pieces (N breaks: N+1, fewer when a piece is empty). */
 long jg_compiled_graphs_run(const jg_compiled *c);

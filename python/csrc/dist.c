@@ -226,6 +226,18 @@ static PyObject *f_retains_grad(PyObject *mod, PyObject *t) {
     return PyBool_FromLong(jg_retains_grad(jgp_t(t)));
 }
 
+/* _graph_break(why): inside a traced program, raise (the call runs eagerly);
+ * elsewhere nothing. */
+static PyObject *f_graph_break(PyObject *mod, PyObject *why) {
+    (void)mod;
+    const char *w = PyUnicode_AsUTF8(why);
+    if (!w)
+        return NULL;
+    if (jg_graph_break(w) < 0)
+        return jgp_raise();
+    Py_RETURN_NONE;
+}
+
 /* ---- jitgrad.distributed ---- */
 
 #ifdef JITGRAD_HAVE_MPI
@@ -396,5 +408,6 @@ PyMethodDef jgp_module_dist_functions[] = {
     {"_register_tensor_hook", f_register_tensor_hook, METH_VARARGS, NULL},
     {"_retain_grad", f_retain_grad, METH_O, NULL},
     {"_retains_grad", f_retains_grad, METH_O, NULL},
+    {"_graph_break", f_graph_break, METH_O, NULL},
     DIST_FUNCTIONS{NULL, NULL, 0, NULL},
 };

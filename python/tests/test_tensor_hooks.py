@@ -397,16 +397,23 @@ def test_compiled_module_with_hooks(torch, backend):
     cm = jitgrad.compile(mj2, backend=backend)
     runs = []
     for lib, m in ((jitgrad, mj), (jitgrad, mj2), (torch, mt)):
-        log = []
+        log, feats = [], []
         m[0].register_forward_hook(lambda mod, inp, out: out * 2)
+        m[1].register_forward_hook(lambda mod, inp, out: feats.append(arr(out)))
+        m[2].register_forward_pre_hook(lambda mod, inp: feats.append(arr(inp[0])))
         m[2].register_full_backward_hook(
             lambda mod, gin, gout: log.append(arr(gout[0])) or (gin[0] * 0.5,))
         x = lib.tensor(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3), requires_grad=True)
         call = cm if m is mj2 else m
         for _ in range(2):
             call(x).pow(2).sum().backward()
-        runs.append((arr(x.grad), [arr(p.grad) for p in m.parameters()], log))
+        runs.append((arr(x.grad), [arr(p.grad) for p in m.parameters()], log, feats))
     e, c, t = runs
+    # forward hooks with side effects run on every call, on real tensors
+    assert len(c[3]) == len(e[3]) == len(t[3]) == 4
+    for a, b, d in zip(c[3], e[3], t[3]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, d, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(c[0], e[0])
     for a, b in zip(c[1], e[1]):
         np.testing.assert_array_equal(a, b)

@@ -355,6 +355,38 @@ static void test_compiled_backward_reaches_hooked_leaf(void **state) {
     hk_free(&hc);
 }
 
+/* jg_graph_break: nothing outside a trace; inside, the call runs eagerly
+ * (the code after it runs on every call), or fails under fullgraph. */
+static int n_prog_runs;
+static int prog_break(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user;
+    (void)args;
+    (void)n;
+    if (jg_graph_break("side effects on every call") < 0)
+        return -1;
+    n_prog_runs++;
+    out[0] = jg_sum(jg_mul(in[0], in[0]));
+    return out[0] ? 1 : -1;
+}
+
+static void test_graph_break(void **state) {
+    (void)state;
+    assert_int_equal(jg_graph_break("not tracing"), 0);
+    jg_tensor *x = leaf(2, TU_VALS(1, 2)), *o;
+    jg_compiled *cc = jg_compile(prog_break, NULL, NULL);
+    n_prog_runs = 0;
+    for (int rep = 0; rep < 3; rep++)
+        assert_int_equal(jg_compiled_call(cc, NULL, 0, 1, &x, &o), 1);
+    assert_int_equal(n_prog_runs, 3);
+    assert_int_equal(jg_compiled_fallbacks(cc), 3);
+    TU_CHECK(o, 0, NULL, TU_VALS(5), 0);
+    jg_compiled_free(cc);
+    cc = jg_compile(prog_break, NULL, &(jg_compile_options){.fullgraph = true});
+    assert_int_equal(jg_compiled_call(cc, NULL, 0, 1, &x, &o), -1);
+    TU_ERROR("side effects on every call");
+    jg_compiled_free(cc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_nonleaf_hook_replaces),
@@ -365,6 +397,7 @@ int main(void) {
         TU_TEST(test_create_graph_and_autograd_grad),
         TU_TEST(test_compiled_program_with_hook),
         TU_TEST(test_compiled_backward_reaches_hooked_leaf),
+        TU_TEST(test_graph_break),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

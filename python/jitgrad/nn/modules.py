@@ -93,18 +93,13 @@ class _BackwardHook:
         """Passes the tensors of args through the identity function; returns
         the new args, the tensors' positions and how many args there were,
         or None when no tensor requires grad (or grad mode is off)."""
-        from .. import _C, is_grad_enabled
+        from .. import is_grad_enabled
         is_tuple = isinstance(args, tuple)
         items = args if is_tuple else (args,)
         index = [i for i, a in enumerate(items) if isinstance(a, Tensor)]
         tensors = [items[i] for i in index]
         if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return None
-        traced = [t for t in tensors if t.requires_grad and not _C._has_data(t)]
-        if traced:
-            # inside a compiled program: a graph break (the hooks must run
-            # each time the gradients are computed, as eager runs them)
-            traced[0].register_hook(lambda g: None)
         if not _BHF:
             _BHF.append(_backward_hook_function())
         new = _BHF[0].apply(on_grads, *tensors)
@@ -216,6 +211,9 @@ class Module:
         return _HookHandle(self._hook_dict("_backward_hooks"), hook)
 
     def _call_with_hooks(self, args, kwargs):
+        # hooks are arbitrary code that must run on every call (and see
+        # real tensors): inside a compiled program, a graph break
+        _C._graph_break("a module with hooks inside the program cannot be traced: it runs eagerly")
         for hook in list(self.__dict__.get("_forward_pre_hooks", {}).values()):
             res = hook(self, args)
             if res is not None:
