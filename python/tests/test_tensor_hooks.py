@@ -116,6 +116,21 @@ def test_retain_grad_order_and_accumulation(torch):
     run_both(torch, f)
 
 
+def test_retain_grad_follows_inplace(torch):
+    # retain_grad moves to the tensor's new grad_fn; a tensor hook stays
+    def f(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g: seen.append(g.clone()))
+        y.mul_(3)
+        (y * y).sum().backward()
+        return [y.grad, seen, x.grad, y.retains_grad]
+
+    run_both(torch, f)
+
+
 def test_create_graph(torch):
     def f(lib):
         x = lib.tensor([1.0, 2.0], requires_grad=True)

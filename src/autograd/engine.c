@@ -1038,6 +1038,8 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     rs->n_capture = n_capture;
     rs->capture = capture;
     mark_needed(rs, 0);
+    if (jg_node_hooks_any())
+        jg_retain_grad_relocate();
     rs->node_hooks = jg_node_hooks_any();
     rs->hooks_on = !n_capture && jg_grad_hooks_any();
     rs->create_graph = create_graph;

@@ -202,9 +202,46 @@ int jg_register_tensor_hook(jg_tensor *t, jg_tensor_hook_fn fn, void *user,
     return add_entry(t->grad_fn, true, NULL, &p);
 }
 
+/* An in-place op gives a tensor a new grad_fn; its retain_grad follows it
+ * there (PyTorch 1.13 moves it; its tensor hooks stay on the old node).
+ * Called at the start of each backward while some retain_grad exists. */
+void jg_retain_grad_relocate(void) {
+    pthread_mutex_lock(&lock);
+    for (size_t b = 0; n_retain > 0 && b < N_BUCKETS; b++)
+        for (hook_entry *e = table[b]; e; e = e->next)
+            for (grad_hook **h = &e->hooks; *h;) {
+                grad_hook *r = *h;
+                const jg_tensor *t = r->retain;
+                if (r->kind != JG_HOOK_RETAIN || (t->grad_fn == e->t && t->output_nr == r->nr)) {
+                    h = &(*h)->next;
+                    continue;
+                }
+                *h = r->next; /* stale: unlink, then append where t's gradient is now */
+                r->next = NULL;
+                hook_entry **to = t->grad_fn ? find(t->grad_fn) : NULL;
+                if (to && !*to && (*to = malloc(sizeof **to))) {
+                    **to = (hook_entry){t->grad_fn, NULL, NULL, true};
+                    atomic_fetch_add(&n_entries, 1);
+                    atomic_fetch_add(&n_node_entries, 1);
+                }
+                if (!to || !*to) { /* (no grad_fn any more, or out of memory) */
+                    n_retain--;
+                    free(r);
+                    continue;
+                }
+                r->nr = t->output_nr;
+                grad_hook **tail = &(*to)->hooks;
+                while (*tail)
+                    tail = &(*tail)->next;
+                *tail = r;
+            }
+    pthread_mutex_unlock(&lock);
+}
+
 bool jg_retains_grad(const jg_tensor *t) {
     if (!t || !t->grad_fn || !t->has_grad_hooks)
         return false;
+    jg_retain_grad_relocate();
     bool found = false;
     pthread_mutex_lock(&lock);
     hook_entry **e = find(t->grad_fn);

@@ -31,6 +31,9 @@ bool jg_tensor_hooks_has(const void *owner);
  * g) with the gradient it saw (NULL retain: those are skipped).  0 or -1. */
 int jg_tensor_hooks_run(const void *owner, int nr, jg_tensor **grad,
                         int (*retain)(void *ctx, jg_tensor *t, jg_tensor *g), void *ctx);
+/* Moves each retain_grad whose tensor has another grad_fn now (an in-place
+ * op) to that node. */
+void jg_retain_grad_relocate(void);
 /* A node with hooks dies (autograd/node.c). */
 void jg_node_hooks_free(const void *node);
 

@@ -240,6 +240,18 @@ static void test_retain_grad(void **state) {
     assert_int_equal(jg_backward(l2, NULL, 0), 0);
     jg_release(l2);
     TU_CHECK(jg_grad(x), 1, TU_SHAPE(2), TU_VALS(163, 323), 0);
+    /* an in-place op after retain_grad: retain_grad follows the tensor to
+     * its new grad_fn (a tensor hook stays on the old one), as PyTorch */
+    jg_tensor *w = jg_mul_scalar(x, 2);
+    hk b = {0};
+    assert_int_equal(jg_retain_grad(w), 0);
+    assert_true(jg_register_tensor_hook(w, hook, &b, NULL) > 0);
+    assert_int_equal(jg_mul_scalar_(w, 3), 0);
+    assert_true(jg_retains_grad(w));
+    assert_int_equal(jg_backward(jg_sum(jg_mul(w, w)), NULL, 0), 0);
+    TU_CHECK(jg_grad(w), 1, TU_SHAPE(2), TU_VALS(12, 24), 0);
+    TU_CHECK(b.seen[0], 1, TU_SHAPE(2), TU_VALS(36, 72), 0);
+    hk_free(&b);
     hk_free(&a);
 }
 
