@@ -162,6 +162,32 @@ int jg_register_post_accumulate_grad_hook(jg_tensor *t, jg_post_accumulate_fn fn
 int jg_register_grad_expected_hook(jg_tensor *t, jg_post_accumulate_fn fn, void *user,
                                    void (*free_user)(void *));
 int jg_remove_grad_hook(jg_tensor *t, int handle); /* 0, or -1 if no such hook */
+/* ---- tensor gradient hooks (PyTorch's Tensor.register_hook) ----
+ * For any tensor that requires grad, leaf or not.  hook runs once per
+ * backward in which t's gradient is computed, when that gradient is final
+ * (summed over every use of t, every slot it fills): for a non-leaf just
+ * before the gradient flows into t's grad_fn, for a leaf before it is
+ * accumulated into .grad (and before the leaf's grad-ready hooks, which see
+ * the result).  grad is BORROWED; the hook sets *replacement to NULL (keep)
+ * or to a new reference of the same shape and dtype, which the next hook
+ * sees ("hook <id> has changed the size of value" otherwise: the backward
+ * fails, no .grad changes).  t's hooks run in registration order, with grad
+ * mode off (on with JG_CREATE_GRAPH).  A non-leaf's hooks belong to its
+ * grad_fn (they run while that node runs, also in jg_autograd_grad, after
+ * a captured input's gradient was taken, as PyTorch 1.13's); a leaf's run
+ * in jg_backward only.  Returns a handle (> 0) for jg_remove_grad_hook, or
+ * -1 ("cannot register a hook on a tensor that doesn't require gradient").
+ * free_user (may be NULL) runs on removal or when the hook's owner dies. */
+typedef int (*jg_tensor_hook_fn)(void *user, jg_tensor *grad, jg_tensor **replacement);
+int jg_register_tensor_hook(jg_tensor *t, jg_tensor_hook_fn fn, void *user,
+                            void (*free_user)(void *));
+/* PyTorch's Tensor.retain_grad: a non-leaf's gradient is accumulated into
+ * its .grad by every backward (and jg_autograd_grad) that runs its grad_fn,
+ * as a tensor hook registered now would see it; committed with the leaves'
+ * (a failing backward changes none).  A no-op on a leaf; -1 if t does not
+ * require grad.  jg_retains_grad: whether t is such a non-leaf. */
+int jg_retain_grad(jg_tensor *t);
+bool jg_retains_grad(const jg_tensor *t);
 /* Only while a backward runs (from its hooks or callbacks): replaces the
  * gradient that will be committed to leaf t (grad NULL: none), for a leaf
  * whose gradient is final or that got none.  0 or -1. */
@@ -362,6 +388,12 @@ int jg_compiled_fallbacks(const jg_compiled *c); /* calls that ran eagerly */
  * (*reasons: strings owned by c, valid until its next call), and how many;
  * -1 + error for NULL arguments. */
 int jg_compiled_breaks(const jg_compiled *c, const char *const **reasons);
+/* Called from a program while jg_compile traces it: code that must run on
+ * every call (a hook with side effects, e.g. a module's Python hooks) is
+ * not traceable, so the call runs eagerly -- a graph break -- and this
+ * returns -1 with `why` as the error (fullgraph: the call fails with it).
+ * Anywhere else it returns 0 and does nothing. */
+int jg_graph_break(const char *why);
 /* Graphs run so far: one per call of a whole-program graph, one per piece
  * of a call run in pieces (N breaks: N+1, fewer when a piece is empty). */
 long jg_compiled_graphs_run(const jg_compiled *c);

@@ -1,8 +1,11 @@
-/* Gradient hooks for Python (Tensor.register_post_accumulate_grad_hook) and
+/* Gradient hooks for Python (Tensor.register_hook, retain_grad,
+ * register_post_accumulate_grad_hook) and
  * the bindings of jitgrad.distributed (libjitgrad_dist, linked in when
  * setup.py finds it built with MPI: JITGRAD_HAVE_MPI; otherwise the
  * distributed functions raise, saying so). */
 #include "jgpy.h"
+
+#include <string.h>
 
 #ifdef JITGRAD_HAVE_MPI
 #include <dlfcn.h>
@@ -93,6 +96,145 @@ static PyObject *f_remove_grad_hook(PyObject *mod, PyObject *args) {
         return NULL;
     if (jg_remove_grad_hook(jgp_t(t), id) < 0)
         jg_clear_error(); /* removing twice is harmless, as PyTorch's handle.remove() */
+    Py_RETURN_NONE;
+}
+
+/* ---- tensor hooks: hook(grad) -> None or a replacement (Tensor.register_hook) ---- */
+
+typedef struct {
+    PyObject *hook;
+} py_thook;
+
+static void py_tensor_hook_free(void *user) {
+    py_thook *h = user;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_XDECREF(h->hook);
+    PyGILState_Release(st);
+    PyMem_RawFree(h);
+}
+
+/* PyTorch's legacy type names, for its "changed the type" message. */
+static const char *legacy_type(jg_dtype d) {
+    const char *n = jg_dtype_name(d);
+    static const char *map[][2] = {
+        {"float32", "torch.FloatTensor"},    {"float64", "torch.DoubleTensor"},
+        {"int64", "torch.LongTensor"},       {"int32", "torch.IntTensor"},
+        {"bool", "torch.BoolTensor"},        {"float16", "torch.HalfTensor"},
+        {"bfloat16", "torch.BFloat16Tensor"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(n, map[i][0]))
+            return map[i][1];
+    return n;
+}
+
+/* The hook's name as PyTorch's messages give it. */
+static PyObject *hook_name(PyObject *hook) {
+    PyObject *n = PyObject_GetAttrString(hook, "__name__");
+    if (n && PyUnicode_Check(n))
+        return n;
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return PyObject_Repr(hook);
+}
+
+static int py_tensor_hook_call(void *user, jg_tensor *grad, jg_tensor **rep) {
+    py_thook *h = user;
+    PyObject *g = jgp_wrap_borrowed(grad);
+    if (!g)
+        return jgp_callback_fail();
+    PyObject *r = PyObject_CallOneArg(h->hook, g);
+    Py_DECREF(g);
+    if (!r)
+        return jgp_callback_fail();
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return 0;
+    }
+    if (!PyObject_TypeCheck(r, JGTensor_Type)) {
+        PyErr_Format(PyExc_TypeError, "expected Variable, but hook returned '%s'",
+                     Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return jgp_callback_fail();
+    }
+    jg_tensor *t = jgp_t(r);
+    const char *what = NULL;
+    if (jg_dtype_of(t) != jg_dtype_of(grad))
+        what = "type";
+    else if (jg_ndim(t) != jg_ndim(grad) ||
+             memcmp(jg_shape(t), jg_shape(grad), sizeof(int64_t) * (size_t)jg_ndim(grad)))
+        what = "size";
+    if (what) {
+        PyObject *name = hook_name(h->hook);
+        if (!name) {
+            Py_DECREF(r);
+            return jgp_callback_fail();
+        }
+        if (what[0] == 't')
+            PyErr_Format(PyExc_RuntimeError,
+                         "hook '%U' has changed the type of value (was %s got %s)", name,
+                         legacy_type(jg_dtype_of(grad)), legacy_type(jg_dtype_of(t)));
+        else
+            PyErr_Format(PyExc_RuntimeError, "hook '%U' has changed the size of value", name);
+        Py_DECREF(name);
+        Py_DECREF(r);
+        return jgp_callback_fail();
+    }
+    *rep = jg_retain(t);
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *f_register_tensor_hook(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *t, *hook;
+    if (!PyArg_ParseTuple(args, "O!O", JGTensor_Type, &t, &hook))
+        return NULL;
+    if (!PyCallable_Check(hook)) {
+        PyErr_Format(PyExc_TypeError, "hook must be callable, not %s", Py_TYPE(hook)->tp_name);
+        return NULL;
+    }
+    py_thook *h = PyMem_RawMalloc(sizeof *h);
+    if (!h)
+        return PyErr_NoMemory();
+    Py_INCREF(hook);
+    h->hook = hook;
+    int id = jg_register_tensor_hook(jgp_t(t), py_tensor_hook_call, h, py_tensor_hook_free);
+    if (id < 0) {
+        py_tensor_hook_free(h);
+        return jgp_raise();
+    }
+    return PyLong_FromLong(id);
+}
+
+static PyObject *f_retain_grad(PyObject *mod, PyObject *t) {
+    (void)mod;
+    if (!PyObject_TypeCheck(t, JGTensor_Type)) {
+        PyErr_SetString(PyExc_TypeError, "retain_grad: expected a Tensor");
+        return NULL;
+    }
+    if (jg_retain_grad(jgp_t(t)) < 0)
+        return jgp_raise();
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_retains_grad(PyObject *mod, PyObject *t) {
+    (void)mod;
+    if (!PyObject_TypeCheck(t, JGTensor_Type)) {
+        PyErr_SetString(PyExc_TypeError, "retains_grad: expected a Tensor");
+        return NULL;
+    }
+    return PyBool_FromLong(jg_retains_grad(jgp_t(t)));
+}
+
+/* _graph_break(why): inside a traced program, raise (the call runs eagerly);
+ * elsewhere nothing. */
+static PyObject *f_graph_break(PyObject *mod, PyObject *why) {
+    (void)mod;
+    const char *w = PyUnicode_AsUTF8(why);
+    if (!w)
+        return NULL;
+    if (jg_graph_break(w) < 0)
+        return jgp_raise();
     Py_RETURN_NONE;
 }
 
@@ -263,5 +405,9 @@ PyMethodDef jgp_module_dist_functions[] = {
     {"_register_post_accumulate_grad_hook", f_register_post_accumulate_grad_hook, METH_VARARGS,
      NULL},
     {"_remove_grad_hook", f_remove_grad_hook, METH_VARARGS, NULL},
+    {"_register_tensor_hook", f_register_tensor_hook, METH_VARARGS, NULL},
+    {"_retain_grad", f_retain_grad, METH_O, NULL},
+    {"_retains_grad", f_retains_grad, METH_O, NULL},
+    {"_graph_break", f_graph_break, METH_O, NULL},
     DIST_FUNCTIONS{NULL, NULL, 0, NULL},
 };

@@ -317,7 +317,8 @@ from . import distributed  # noqa: E402,F401
 
 
 class _RemovableHandle:
-    """What register_post_accumulate_grad_hook returns: remove() unhooks."""
+    """What register_hook and register_post_accumulate_grad_hook return:
+    remove() unhooks."""
 
     def __init__(self, tensor, hook_id):
         self._tensor, self.id = tensor, hook_id
@@ -342,6 +343,31 @@ def _register_post_accumulate_grad_hook(self, hook):
 
 
 Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
+
+
+def _register_hook(self, hook):
+    """hook(grad) runs each time the gradient with respect to this tensor
+    is computed (summed over all its uses), before it flows on (into
+    grad_fn, or into .grad for a leaf); it returns None or a replacement of
+    the same shape and dtype.  Hooks run in registration order.  Returns a
+    handle whose remove() unregisters it (PyTorch's Tensor.register_hook)."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    return _RemovableHandle(self, _C._register_tensor_hook(self, hook))
+
+
+def _retain_grad(self):
+    """Keeps a non-leaf's gradient in .grad after backward (accumulating
+    over backwards); a no-op on a leaf."""
+    if not self.requires_grad:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    _C._retain_grad(self)
+
+
+Tensor.register_hook = _register_hook
+Tensor.retain_grad = _retain_grad
+Tensor.retains_grad = property(_C._retains_grad, doc="Whether retain_grad() was called on this "
+                               "non-leaf tensor.")
 from . import autograd  # noqa: E402
 from . import nn  # noqa: E402
 

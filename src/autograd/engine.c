@@ -120,6 +120,9 @@ typedef struct {
     int fold;          /* jg_engine_leaf_grad: 0 not asked yet, 1 allowed (n_in counted), -1 not */
     queued_cb *cbs;    /* jg_backward_queue_callback's */
     int n_cbs, cap_cbs;
+    bool node_hooks; /* some node has tensor hooks: check each node before it runs */
+    jg_tensor **ret; /* retain_grad: (non-leaf, gradient) pairs to commit, retained */
+    int n_ret, cap_ret;
 } run_state;
 
 static __attribute__((noinline)) int grow_slow(void **p, int *cap, int need, size_t elem,
@@ -261,6 +264,7 @@ static void run_free_arrays(run_state *rs) {
     free(rs->heap);
     free(rs->stack);
     free(rs->cbs);
+    free(rs->ret);
     map_free(&rs->leaf_idx);
     free(rs);
 }
@@ -295,6 +299,9 @@ static void run_release(run_state *rs) {
         jg_release(rs->grads[i]);
     for (int i = 0; i < rs->n_leaves; i++)
         jg_release(rs->leaves[i].grad);
+    for (int i = 0; i < rs->n_ret; i++)
+        jg_release(rs->ret[i]);
+    rs->n_ret = 0;
     if (spare_state || rs->cap_nodes > (1 << 16)) {
         run_free_arrays(rs);
         return;
@@ -304,7 +311,7 @@ static void run_release(run_state *rs) {
         return;
     }
     rs->n_nodes = rs->n_grads = rs->n_next = rs->n_leaves = rs->heap_len = rs->n_cbs = 0;
-    rs->hooks_on = false;
+    rs->hooks_on = rs->node_hooks = false;
     rs->fold = 0;
     map_clear(&rs->leaf_idx);
     spare_state = rs;
@@ -681,7 +688,8 @@ static int count_hooked(run_state *rs, int from) {
     return 0;
 }
 
-/* Leaf li's gradient is final: its grad-ready hooks see it. */
+/* Leaf li's gradient is final: its tensor hooks may replace it, then its
+ * grad-ready hooks see it. */
 static int leaf_ready(run_state *rs, int li) {
     if (rs->leaves[li].fired)
         return 0;
@@ -690,11 +698,70 @@ static int leaf_ready(run_state *rs, int li) {
     if (!g || !leaf->requires_grad || !leaf->has_grad_hooks)
         return 0;
     /* (a hook may add leaves to the run: no pointer into leaves[] is held) */
-    jg_retain(g);
     bool prev = jg_set_grad_enabled(rs->create_graph);
-    int rc = jg_grad_hooks_run(leaf, JG_HOOK_READY, g);
+    int rc = 0;
+    if (jg_tensor_hooks_has(leaf)) {
+        jg_retain(g);
+        rc = jg_tensor_hooks_run(leaf, 0, &g, NULL, NULL);
+        jg_release(rs->leaves[li].grad);
+        rs->leaves[li].grad = g;
+    }
+    if (rc == 0) {
+        g = jg_retain(rs->leaves[li].grad);
+        rc = jg_grad_hooks_run(leaf, JG_HOOK_READY, g);
+        jg_release(g);
+    }
     jg_set_grad_enabled(prev);
-    jg_release(g);
+    return rc;
+}
+
+/* retain_grad's part of a node's hooks: the gradient t's .grad gets at
+ * the commit. */
+static int retain_cb(void *ctx, jg_tensor *t, jg_tensor *g) {
+    run_state *rs = ctx;
+    if (grow((void **)&rs->ret, &rs->cap_ret, rs->n_ret + 2, sizeof *rs->ret, 8) < 0)
+        return -1;
+    rs->ret[rs->n_ret++] = jg_retain(t);
+    rs->ret[rs->n_ret++] = jg_retain(g);
+    return 0;
+}
+
+/* Whether a gradient node idx sends on reaches a captured tensor (PyTorch
+ * 1.13 runs only such nodes in autograd.grad: a node whose output is
+ * captured but that leads to no other capture is not run, nor its hooks). */
+static bool leads_to_capture(const run_state *rs, int idx) {
+    const jg_node *n = rs->nodes[idx].node;
+    for (int k = 0; k < n->n_next; k++) {
+        jg_edge e = resolve_edge(n->next[k]);
+        int j = rs->next_idx[rs->nodes[idx].next + k];
+        if (e.fn && j >= 0 && rs->nodes[j].needed)
+            return true;
+        for (int c = 0; !e.fn && e.leaf && c < rs->n_capture; c++)
+            if (rs->capture[c] == e.leaf)
+                return true;
+    }
+    return false;
+}
+
+/* Node idx is about to run: every gradient of its outputs is final, so the
+ * tensor hooks of the non-leaves it made see them (PyTorch's tensor
+ * pre-hooks on grad_fn) and may replace them. */
+static int node_tensor_hooks(run_state *rs, int idx) {
+    jg_node *n = rs->nodes[idx].node;
+    if (!jg_tensor_hooks_has(n) || (rs->n_capture && !leads_to_capture(rs, idx)))
+        return 0;
+    bool prev = jg_set_grad_enabled(rs->create_graph);
+    int rc = 0;
+    for (int k = 0; k < n->n_out && rc == 0; k++) {
+        int b = rs->nodes[idx].buf + k;
+        jg_tensor *g = rs->grads[b];
+        if (!g)
+            continue; /* (no gradient reached this output: nothing to see) */
+        rs->grads[b] = NULL;
+        rc = jg_tensor_hooks_run(n, k, &g, retain_cb, rs);
+        rs->grads[rs->nodes[idx].buf + k] = g;
+    }
+    jg_set_grad_enabled(prev);
     return rc;
 }
 
@@ -971,6 +1038,9 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
     rs->n_capture = n_capture;
     rs->capture = capture;
     mark_needed(rs, 0);
+    if (jg_node_hooks_any())
+        jg_retain_grad_relocate();
+    rs->node_hooks = jg_node_hooks_any();
     rs->hooks_on = !n_capture && jg_grad_hooks_any();
     rs->create_graph = create_graph;
     bool hooks_prev_mode = jg_is_grad_enabled();
@@ -1048,6 +1118,8 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             }
         }
         int before = rs->n_nodes;
+        if (rs->node_hooks && (rc = node_tensor_hooks(rs, i)) < 0)
+            break;
         rc = run_node(rs, i, create_graph);
         if (rc == 0 && rs->hooks_on && rs->n_nodes > before)
             rc = count_hooked(rs, before); /* a splice added nodes */
@@ -1104,6 +1176,10 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
         }
         jg_set_grad_enabled(prev);
     }
+    /* retain_grad's .grad, last: like a leaf's, it changes only once the
+     * backward succeeded */
+    for (int i = 0; i + 1 < rs->n_ret && rc == 0; i += 2)
+        rc = commit_leaf(rs->ret[i], rs->ret[i + 1], create_graph, false);
     if (rc == 0 && !retain)
         for (int i = 0; i < rs->n_nodes; i++)
             if (rs->nodes[i].ran && rs->nodes[i].node->has_saved) {

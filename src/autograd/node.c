@@ -1,5 +1,6 @@
 /* Nodes, edges, saved tensors and the gradient accumulation rule. */
 #include "autograd/node.h"
+#include "autograd/hooks.h"
 
 #include "core/iter.h"
 #include "core/thread.h"
@@ -102,6 +103,7 @@ static void node_block_free(void *p) {
 }
 
 static void node_destroy(jg_node *n) {
+    jg_node_hooks_free(n); /* (a non-leaf's tensor hooks; costs nothing without hooks) */
     n->vt->destroy(n);
     for (int i = 0; i < n->n_next; i++) {
         jg_node_release(n->next[i].fn);

@@ -89,6 +89,8 @@ static int trace_backward(jg_tensor *root, jg_tensor *grad, unsigned flags) {
         if (!t || t->grad_fn || !t->requires_grad)
             rc = untraceable("a gradient reaches a tensor that is no leaf (its history continues "
                              "outside the program)");
+        else if (t->has_grad_hooks)
+            rc = untraceable("a gradient reaches a leaf with gradient hooks (they run eagerly)");
     }
     if (rc == 0 && jg_autodiff_sum_contribs(r.bwd, g, r.contrib_input, NULL) < 0)
         rc = -1;

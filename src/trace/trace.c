@@ -1031,6 +1031,13 @@ int jg_trace_first_write(const jg_tensor *t, bool *via_view) {
     return -1;
 }
 
+int jg_graph_break(const char *why) {
+    if (!jg_trace_in_program())
+        return 0;
+    jg_trace_note_break("%s", why ? why : "jg_graph_break");
+    return jg_errorf("%s", why ? why : "jg_graph_break");
+}
+
 static void on_untraceable(const char *why) {
     jg_trace_note_break("%s", why);
 }

@@ -23,6 +23,141 @@ def _addindent(s_, num_spaces):
     return first + "\n" + "\n".join(s)
 
 
+class _HookHandle:
+    """What the Module hook registrations return: remove() unregisters
+    (PyTorch's torch.utils.hooks.RemovableHandle)."""
+
+    _next_id = 0
+
+    def __init__(self, hooks_dict, hook):
+        self.id = _HookHandle._next_id
+        _HookHandle._next_id += 1
+        self._dict = hooks_dict
+        hooks_dict[self.id] = hook
+
+    def remove(self):
+        if self._dict is not None:
+            self._dict.pop(self.id, None)
+            self._dict = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _backward_hook_function():
+    from ..autograd import Function
+
+    class BackwardHookFunction(Function):
+        """Identity on the tensors of a module's inputs (or outputs): its
+        backward sees all their gradients at once, which is what a full
+        backward hook is called with (PyTorch's BackwardHookFunction)."""
+
+        @staticmethod
+        def forward(ctx, on_grads, *tensors):
+            ctx.on_grads = on_grads
+            ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+            return tuple(t.view_as(t) for t in tensors)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            res = ctx.on_grads(grads)
+            return (None,) + tuple(res)
+
+    return BackwardHookFunction
+
+
+_BHF = []
+
+
+class _BackwardHook:
+    """One call's full backward hooks (PyTorch 1.13's
+    torch.utils.hooks.BackwardHook)."""
+
+    def __init__(self, module, user_hooks):
+        self.module, self.user_hooks = module, user_hooks
+        self.grad_outputs = None
+        self.n_inputs = 0
+        self.input_index = None
+
+    @staticmethod
+    def _pack(index, values, n):
+        res = [None] * n
+        for i, v in zip(index, values):
+            res[i] = v
+        return tuple(res)
+
+    def _apply(self, args, on_grads):
+        """Passes the tensors of args through the identity function; returns
+        the new args, the tensors' positions and how many args there were,
+        or None when no tensor requires grad (or grad mode is off)."""
+        from .. import is_grad_enabled
+        is_tuple = isinstance(args, tuple)
+        items = args if is_tuple else (args,)
+        index = [i for i, a in enumerate(items) if isinstance(a, Tensor)]
+        tensors = [items[i] for i in index]
+        if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
+            return None
+        if not _BHF:
+            _BHF.append(_backward_hook_function())
+        new = _BHF[0].apply(on_grads, *tensors)
+        if not isinstance(new, tuple):
+            new = (new,)
+        out = list(items)
+        for i, t in zip(index, new):
+            out[i] = t
+        out = tuple(out)
+        return (out if is_tuple else out[0]), index, len(items)
+
+    def setup_input(self, args):
+        r = self._apply(args, self._on_input_grads)
+        if r is None:
+            self.n_inputs = len(args)
+            return args
+        args, self.input_index, self.n_inputs = r
+        return args
+
+    def setup_output(self, result):
+        r = self._apply(result, self._on_output_grads)
+        if r is None:
+            return result
+        result, self.output_index, self.n_outputs = r
+        return result
+
+    def _on_output_grads(self, grads):
+        self.grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
+        if self.input_index is None:
+            # no input requires grad: the hooks are called here, and may
+            # not return gradients
+            grad_inputs = self._pack([], [], self.n_inputs)
+            for hook in self.user_hooks:
+                res = hook(self.module, grad_inputs, self.grad_outputs)
+                if res is not None and not (isinstance(res, tuple) and
+                                            all(el is None for el in res)):
+                    raise RuntimeError("Backward hook for Modules where no input requires "
+                                       "gradient should always return None or None for all "
+                                       "gradients.")
+            self.grad_outputs = None
+        return grads
+
+    def _on_input_grads(self, grads):
+        if self.grad_outputs is None:
+            return grads  # (the outputs took no part in this backward)
+        res = self._pack(self.input_index, grads, self.n_inputs)
+        for hook in self.user_hooks:
+            out = hook(self.module, res, self.grad_outputs)
+            if out is None:
+                continue
+            if len(out) != len(res):
+                raise RuntimeError("Backward hook returned an invalid number of grad_input, "
+                                   "got {}, but expected {}".format(len(out), len(res)))
+            res = out
+        self.grad_outputs = None
+        return tuple(res[i] for i in self.input_index)
+
+
 class Module:
     """Base class of all modules (PyTorch's nn.Module)."""
 
@@ -41,7 +176,60 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks")):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    # ---- hooks (PyTorch 1.13's order: pre-hooks, backward-hook inputs,
+    # forward, forward hooks, backward-hook outputs)
+    def _hook_dict(self, name):
+        d = self.__dict__.get(name)
+        if d is None:
+            d = OrderedDict()
+            object.__setattr__(self, name, d)
+        return d
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, input) runs before forward; input is the tuple of
+        positional arguments, and a non-None result replaces it (a
+        non-tuple is wrapped in one).  Returns a handle with remove()."""
+        return _HookHandle(self._hook_dict("_forward_pre_hooks"), hook)
+
+    def register_forward_hook(self, hook):
+        """hook(module, input, output) runs after forward; a non-None
+        result replaces output."""
+        return _HookHandle(self._hook_dict("_forward_hooks"), hook)
+
+    def register_full_backward_hook(self, hook):
+        """hook(module, grad_input, grad_output) runs when the gradients
+        with respect to the module's inputs are computed: grad_input has
+        one entry per positional argument, grad_output one per output
+        tensor (None where there is none); a non-None result replaces
+        grad_input.  Inside a compiled program the call is a graph break:
+        the module runs eagerly there, so the hook runs as in eager mode."""
+        return _HookHandle(self._hook_dict("_backward_hooks"), hook)
+
+    def _call_with_hooks(self, args, kwargs):
+        # hooks are arbitrary code that must run on every call (and see
+        # real tensors): inside a compiled program, a graph break
+        _C._graph_break("a module with hooks inside the program cannot be traced: it runs eagerly")
+        for hook in list(self.__dict__.get("_forward_pre_hooks", {}).values()):
+            res = hook(self, args)
+            if res is not None:
+                args = res if isinstance(res, tuple) else (res,)
+        bw = None
+        if self.__dict__.get("_backward_hooks"):
+            bw = _BackwardHook(self, list(self._backward_hooks.values()))
+            args = bw.setup_input(args)
+        result = self.forward(*args, **kwargs)
+        for hook in list(self.__dict__.get("_forward_hooks", {}).values()):
+            res = hook(self, args, result)
+            if res is not None:
+                result = res
+        if bw is not None:
+            result = bw.setup_output(result)
+        return result
 
     # ---- registration
     def register_buffer(self, name, tensor, persistent=True):
