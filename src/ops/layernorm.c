@@ -178,16 +178,26 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
             T *dp = dx + r * len;                                                                  \
             double m = (double)mean[r], s = (double)rstd[r];                                       \
             double a1[LANES] = {0}, a2[LANES] = {0};                                               \
-            for (int64_t j = 0; j < len; j++) {                                                    \
-                double gw = w ? (double)gp[j] * (double)w[j] : (double)gp[j];                      \
-                double xh = ((double)xp[j] - m) * s;                                               \
+            int64_t j = 0;                                                                         \
+            for (; j + LANES <= len; j += LANES)                                                   \
+                for (int k = 0; k < LANES; k++) {                                                  \
+                    double gv = (double)gp[j + k], xh = ((double)xp[j + k] - m) * s;               \
+                    double gw = w ? gv * (double)w[j + k] : gv;                                    \
+                    a1[k] += gw;                                                                   \
+                    a2[k] += gw * xh;                                                              \
+                    dw[j + k] += gv * xh;                                                          \
+                    db[j + k] += gv;                                                               \
+                }                                                                                  \
+            for (; j < len; j++) {                                                                 \
+                double gv = (double)gp[j], xh = ((double)xp[j] - m) * s;                           \
+                double gw = w ? gv * (double)w[j] : gv;                                            \
                 a1[j % LANES] += gw;                                                               \
                 a2[j % LANES] += gw * xh;                                                          \
-                dw[j] += (double)gp[j] * xh;                                                       \
-                db[j] += (double)gp[j];                                                            \
+                dw[j] += gv * xh;                                                                  \
+                db[j] += gv;                                                                       \
             }                                                                                      \
             double c1 = lanes_total(a1) / (double)len, c2 = lanes_total(a2) / (double)len;         \
-            for (int64_t j = 0; j < len; j++) {                                                    \
+            for (j = 0; j < len; j++) {                                                            \
                 double gw = w ? (double)gp[j] * (double)w[j] : (double)gp[j];                      \
                 double xh = ((double)xp[j] - m) * s;                                               \
                 dp[j] = (T)(s * (gw - c1 - xh * c2));                                              \
