@@ -83,6 +83,13 @@ static const char *dense_data(jg_tensor *t, jg_tensor **tmp) {
  * the lanes are independent chains the compiler may vectorize), and the
  * lanes are added pairwise at the end. */
 #define LANES 8
+
+/* As softmax's passes (ops/softmax.c): the dynamic cost model and an AVX2
+ * clone picked at run time; no FMA is enabled, so both clones compute the
+ * same bits. */
+#define LN_VECTORIZE                                                                               \
+    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
+                   target_clones("avx2", "default")))
 static inline double lanes_total(const double *acc) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
@@ -91,8 +98,8 @@ static inline double lanes_total(const double *acc) {
  * of the centred values (two passes, both in double); y = (x - mean) * rstd
  * (* w + b) in T */
 #define LN_FWD(T)                                                                                  \
-    static void ln_fwd_##T(const T *x, T *y, const T *w, const T *b, int64_t rows, int64_t len,    \
-                           double eps, T *mean_out, T *rstd_out) {                                 \
+    static LN_VECTORIZE void ln_fwd_##T(const T *x, T *y, const T *w, const T *b, int64_t rows,    \
+                                        int64_t len, double eps, T *mean_out, T *rstd_out) {       \
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *p = x + r * len;                                                              \
             T *q = y + r * len;                                                                    \
@@ -170,8 +177,9 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
  * as the forward's), and over the rows dw = sum(g * xhat), db = sum(g)
  * (column sums in double, row by row). */
 #define LN_BWD(T)                                                                                  \
-    static void ln_bwd_##T(const T *g, const T *x, const T *w, const T *mean, const T *rstd,       \
-                           int64_t rows, int64_t len, T *dx, double *cols) {                       \
+    static LN_VECTORIZE void ln_bwd_##T(const T *g, const T *x, const T *w, const T *mean,         \
+                                        const T *rstd, int64_t rows, int64_t len, T *dx,           \
+                                        double *cols) {                                            \
         double *dw = cols, *db = cols + len;                                                       \
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *gp = g + r * len, *xp = x + r * len;                                          \
@@ -182,7 +190,7 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
             for (; j + LANES <= len; j += LANES)                                                   \
                 for (int k = 0; k < LANES; k++) {                                                  \
                     double gv = (double)gp[j + k], xh = ((double)xp[j + k] - m) * s;               \
-                    double gw = w ? gv * (double)w[j + k] : gv;                                    \
+                    double gw = gv * (double)w[j + k];                                             \
                     a1[k] += gw;                                                                   \
                     a2[k] += gw * xh;                                                              \
                     dw[j + k] += gv * xh;                                                          \
@@ -190,7 +198,7 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
                 }                                                                                  \
             for (; j < len; j++) {                                                                 \
                 double gv = (double)gp[j], xh = ((double)xp[j] - m) * s;                           \
-                double gw = w ? gv * (double)w[j] : gv;                                            \
+                double gw = gv * (double)w[j];                                                     \
                 a1[j % LANES] += gw;                                                               \
                 a2[j % LANES] += gw * xh;                                                          \
                 dw[j] += gv * xh;                                                                  \
@@ -198,7 +206,7 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
             }                                                                                      \
             double c1 = lanes_total(a1) / (double)len, c2 = lanes_total(a2) / (double)len;         \
             for (j = 0; j < len; j++) {                                                            \
-                double gw = w ? (double)gp[j] * (double)w[j] : (double)gp[j];                      \
+                double gw = (double)gp[j] * (double)w[j];                                          \
                 double xh = ((double)xp[j] - m) * s;                                               \
                 dp[j] = (T)(s * (gw - c1 - xh * c2));                                              \
             }                                                                                      \
@@ -209,29 +217,38 @@ LN_BWD(double)
 
 int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t rows = in[3]->shape[1], len = out[1]->shape[1];
+    size_t es = jg_dtype_size(out[0]->dtype);
     jg_tensor *tmp[4] = {NULL, NULL, NULL, NULL};
+    /* the column sums, then (without a weight) ones to multiply by: the
+     * loops stay free of branches, and g * 1 is g exactly */
     double *cols = calloc((size_t)(2 * len + 1), sizeof *cols);
+    char *ones = a->i[1] ? NULL : malloc((size_t)(len + 1) * es);
     const char *g = dense_data(in[0], &tmp[0]);
     const char *x = dense_data(in[1], &tmp[1]);
-    const char *w = a->i[1] ? dense_data(in[2], &tmp[2]) : "";
+    const char *w = a->i[1] ? dense_data(in[2], &tmp[2]) : ones;
     const char *st = dense_data(in[3], &tmp[3]);
     int rc = 0;
     if (!cols || !g || !x || !w || !st) {
         rc = jg_errorf("out of memory in layer_norm_backward");
     } else if (out[0]->dtype == JG_F32) {
+        for (int64_t j = 0; ones && j < len; j++)
+            ((float *)ones)[j] = 1.0f;
         const float *s = (const float *)st;
-        ln_bwd_float((const float *)g, (const float *)x, a->i[1] ? (const float *)w : NULL, s,
-                     s + rows, rows, len, (float *)jg_tensor_ptr(out[0]), cols);
+        ln_bwd_float((const float *)g, (const float *)x, (const float *)w, s, s + rows, rows, len,
+                     (float *)jg_tensor_ptr(out[0]), cols);
         float *o = (float *)jg_tensor_ptr(out[1]);
         for (int64_t j = 0; j < 2 * len; j++)
             o[j] = (float)cols[j];
     } else {
+        for (int64_t j = 0; ones && j < len; j++)
+            ((double *)ones)[j] = 1.0;
         const double *s = (const double *)st;
-        ln_bwd_double((const double *)g, (const double *)x, a->i[1] ? (const double *)w : NULL, s,
-                      s + rows, rows, len, (double *)jg_tensor_ptr(out[0]), cols);
+        ln_bwd_double((const double *)g, (const double *)x, (const double *)w, s, s + rows, rows,
+                      len, (double *)jg_tensor_ptr(out[0]), cols);
         memcpy(jg_tensor_ptr(out[1]), cols, (size_t)(2 * len) * sizeof *cols);
     }
     free(cols);
+    free(ones);
     for (int k = 0; k < 4; k++)
         jg_release(tmp[k]);
     return rc;
