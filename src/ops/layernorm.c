@@ -8,6 +8,7 @@
  * with library ops, so double backward, tracing and both backends follow
  * from theirs.  The backward row is then never differentiated. */
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "ops/decls.h"
 
 #include <math.h>
@@ -142,6 +143,35 @@ static inline double lanes_total(const double *acc) {
 LN_FWD(float)
 LN_FWD(double)
 
+/* Rows are split into chunks of about JG_PARALLEL_GRAIN elements (whole
+ * rows; the split depends on the shape only, and rows are independent, so
+ * any thread count gives the same bits). */
+static int64_t rows_per_chunk(int64_t len) {
+    return len >= JG_PARALLEL_GRAIN ? 1 : JG_PARALLEL_GRAIN / (len ? len : 1);
+}
+
+typedef struct {
+    const char *x, *w, *b;
+    char *y, *st;
+    int64_t rows, len;
+    double eps;
+    bool f32;
+} ln_fwd_ctx;
+
+static void ln_fwd_rows(void *vc, int64_t lo, int64_t hi) {
+    const ln_fwd_ctx *c = vc;
+    int64_t n = hi - lo, off = lo * c->len;
+    if (c->f32) {
+        float *st = (float *)c->st;
+        ln_fwd_float((const float *)c->x + off, (float *)c->y + off, (const float *)c->w,
+                     (const float *)c->b, n, c->len, c->eps, st + lo, st + c->rows + lo);
+    } else {
+        double *st = (double *)c->st;
+        ln_fwd_double((const double *)c->x + off, (double *)c->y + off, (const double *)c->w,
+                      (const double *)c->b, n, c->len, c->eps, st + lo, st + c->rows + lo);
+    }
+}
+
 int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t rows, len;
     jg_meta m;
@@ -155,17 +185,18 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     const char *b = a->i[2] ? dense_data(in[2], &tmp[2]) : (tmp[2] = NULL, "");
     int rc = 0;
     if (!x || !w || !b) {
-        rc = -1;
-    } else if (out[0]->dtype == JG_F32) {
-        float *st = (float *)jg_tensor_ptr(out[1]);
-        ln_fwd_float((const float *)x, (float *)jg_tensor_ptr(out[0]),
-                     a->i[1] ? (const float *)w : NULL, a->i[2] ? (const float *)b : NULL, rows,
-                     len, a->s, st, st + rows);
+        rc = jg_errorf("out of memory in layer_norm");
     } else {
-        double *st = (double *)jg_tensor_ptr(out[1]);
-        ln_fwd_double((const double *)x, (double *)jg_tensor_ptr(out[0]),
-                      a->i[1] ? (const double *)w : NULL, a->i[2] ? (const double *)b : NULL, rows,
-                      len, a->s, st, st + rows);
+        ln_fwd_ctx c = {x,
+                        a->i[1] ? w : NULL,
+                        a->i[2] ? b : NULL,
+                        jg_tensor_ptr(out[0]),
+                        jg_tensor_ptr(out[1]),
+                        rows,
+                        len,
+                        a->s,
+                        out[0]->dtype == JG_F32};
+        jg_parallel_for(rows, rows_per_chunk(len), ln_fwd_rows, &c);
     }
     for (int k = 0; k < 3; k++)
         jg_release(tmp[k]);
@@ -215,13 +246,40 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
 LN_BWD(float)
 LN_BWD(double)
 
+typedef struct {
+    const char *g, *x, *w, *st;
+    char *dx;
+    double *cols; /* per chunk: 2 * len column partials */
+    int64_t rows, len, grain;
+    bool f32;
+} ln_bwd_ctx;
+
+static void ln_bwd_rows(void *vc, int64_t lo, int64_t hi) {
+    const ln_bwd_ctx *c = vc;
+    int64_t n = hi - lo, off = lo * c->len;
+    double *cols = c->cols + (lo / c->grain) * 2 * c->len;
+    if (c->f32) {
+        const float *st = (const float *)c->st;
+        ln_bwd_float((const float *)c->g + off, (const float *)c->x + off, (const float *)c->w,
+                     st + lo, st + c->rows + lo, n, c->len, (float *)c->dx + off, cols);
+    } else {
+        const double *st = (const double *)c->st;
+        ln_bwd_double((const double *)c->g + off, (const double *)c->x + off, (const double *)c->w,
+                      st + lo, st + c->rows + lo, n, c->len, (double *)c->dx + off, cols);
+    }
+}
+
+/* Chunks of rows as the forward's, each with its own column partials,
+ * which are then added in chunk order (the same bits for any thread
+ * count). */
 int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     int64_t rows = in[3]->shape[1], len = out[1]->shape[1];
+    int64_t grain = rows_per_chunk(len), chunks = jg_parallel_chunks(rows, grain);
     size_t es = jg_dtype_size(out[0]->dtype);
     jg_tensor *tmp[4] = {NULL, NULL, NULL, NULL};
-    /* the column sums, then (without a weight) ones to multiply by: the
+    /* the column partials, then (without a weight) ones to multiply by: the
      * loops stay free of branches, and g * 1 is g exactly */
-    double *cols = calloc((size_t)(2 * len + 1), sizeof *cols);
+    double *cols = calloc((size_t)((chunks ? chunks : 1) * 2 * len + 1), sizeof *cols);
     char *ones = a->i[1] ? NULL : malloc((size_t)(len + 1) * es);
     const char *g = dense_data(in[0], &tmp[0]);
     const char *x = dense_data(in[1], &tmp[1]);
@@ -230,22 +288,23 @@ int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor 
     int rc = 0;
     if (!cols || !g || !x || !w || !st) {
         rc = jg_errorf("out of memory in layer_norm_backward");
-    } else if (out[0]->dtype == JG_F32) {
-        for (int64_t j = 0; ones && j < len; j++)
-            ((float *)ones)[j] = 1.0f;
-        const float *s = (const float *)st;
-        ln_bwd_float((const float *)g, (const float *)x, (const float *)w, s, s + rows, rows, len,
-                     (float *)jg_tensor_ptr(out[0]), cols);
-        float *o = (float *)jg_tensor_ptr(out[1]);
-        for (int64_t j = 0; j < 2 * len; j++)
-            o[j] = (float)cols[j];
     } else {
+        bool f32 = out[0]->dtype == JG_F32;
         for (int64_t j = 0; ones && j < len; j++)
-            ((double *)ones)[j] = 1.0;
-        const double *s = (const double *)st;
-        ln_bwd_double((const double *)g, (const double *)x, (const double *)w, s, s + rows, rows,
-                      len, (double *)jg_tensor_ptr(out[0]), cols);
-        memcpy(jg_tensor_ptr(out[1]), cols, (size_t)(2 * len) * sizeof *cols);
+            if (f32)
+                ((float *)ones)[j] = 1.0f;
+            else
+                ((double *)ones)[j] = 1.0;
+        ln_bwd_ctx c = {g, x, w, st, jg_tensor_ptr(out[0]), cols, rows, len, grain, f32};
+        jg_parallel_for(rows, grain, ln_bwd_rows, &c);
+        for (int64_t k = 1; k < chunks; k++)
+            for (int64_t j = 0; j < 2 * len; j++)
+                cols[j] += cols[k * 2 * len + j];
+        for (int64_t j = 0; j < 2 * len; j++)
+            if (f32)
+                ((float *)jg_tensor_ptr(out[1]))[j] = (float)cols[j];
+            else
+                ((double *)jg_tensor_ptr(out[1]))[j] = cols[j];
     }
     free(cols);
     free(ones);

@@ -1,8 +1,8 @@
 /* jg_layer_norm as the LAYER_NORM row: values and gradients against
  * PyTorch 1.13 (f32), gradients and double backward by finite differences
  * (weight and bias, weight only, neither; 1 and 2 normalized dims), the
- * node's name, no rows, bad input, and compiled == eager bitwise on both
- * backends (the backward row's gradients included). */
+ * node's name, no rows, the same bits for any thread count, bad input, and compiled == eager
+ * bitwise on both backends (the backward row's gradients included). */
 #include "testutil.h"
 
 static jg_tensor *ln_all(jg_tensor *const *in, int n, int n_norm) {
@@ -100,6 +100,33 @@ static void test_no_rows(void **state) {
     assert_int_equal(jg_numel(jg_grad(x)), 0);
 }
 
+/* Rows split into chunks (here 3, the weight's and bias's column sums
+ * added in chunk order): the same bits for 1 and 3 threads. */
+static void test_threads_same_bits(void **state) {
+    (void)state;
+    jg_manual_seed(4);
+    int before = jg_get_num_threads();
+    for (int dt = 0; dt < 2; dt++) {
+        jg_dtype d = dt ? JG_F64 : JG_F32;
+        jg_tensor *x = jg_randn(d, 2, TU_SHAPE(300, 256)), *go = jg_randn(d, 2, TU_SHAPE(300, 256));
+        jg_tensor *w = jg_randn(d, 1, TU_SHAPE(256)), *b = jg_randn(d, 1, TU_SHAPE(256));
+        jg_tensor *r[2][4];
+        for (int t = 0; t < 2; t++) {
+            assert_int_equal(jg_set_num_threads(t ? 3 : 1), 0);
+            jg_tensor *in[3] = {jg_clone(x), jg_clone(w), jg_clone(b)};
+            for (int k = 0; k < 3; k++)
+                jg_set_requires_grad(in[k], true);
+            r[t][0] = jg_layer_norm(in[0], 1, in[1], in[2], 1e-5);
+            assert_int_equal(jg_backward(jg_sum(jg_mul(r[t][0], go)), NULL, 0), 0);
+            for (int k = 0; k < 3; k++)
+                r[t][k + 1] = jg_grad(in[k]);
+        }
+        for (int k = 0; k < 4; k++)
+            TU_SAME(r[1][k], r[0][k]);
+    }
+    assert_int_equal(jg_set_num_threads(before), 0);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     jg_tensor *x = jg_full(JG_F32, 2, TU_SHAPE(2, 3), 1);
@@ -172,6 +199,7 @@ int main(void) {
         TU_TEST(test_values_match_torch),
         TU_TEST(test_gradients_and_double_backward),
         TU_TEST(test_no_rows),
+        TU_TEST(test_threads_same_bits),
         TU_TEST(test_bad_input),
         TU_TEST(test_compiled_equals_eager),
     };
