@@ -153,49 +153,6 @@ jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_i
     return jg_scope_track(r);
 }
 
-/* layer_norm over the last n_norm dims: (x - mean) / sqrt(var + eps), var
- * the biased variance of the centred values, then * weight + bias (either
- * may be NULL; both have the normalized shape).  Composed of library ops, so
- * its gradient (and double backward) follows from theirs. */
-jg_tensor *jg_layer_norm(jg_tensor *x, int n_norm, jg_tensor *weight, jg_tensor *bias, double eps) {
-    if (!x)
-        return jg_errorf_null("jg_layer_norm: NULL input");
-    int nd = jg_ndim(x);
-    if (n_norm < 1 || n_norm > nd)
-        return jg_errorf_null("layer_norm: normalized_shape must have 1 to %d dims (the input's "
-                              "last), got %d",
-                              nd, n_norm);
-    if (jg_dtype_of(x) != JG_F32 && jg_dtype_of(x) != JG_F64)
-        return jg_errorf_null("\"LayerNormKernelImpl\" not implemented for '%s'",
-                              jg_dtype_name(jg_dtype_of(x)));
-    jg_tensor *affine[2] = {weight, bias};
-    for (int k = 0; k < 2; k++) {
-        if (!affine[k])
-            continue;
-        bool ok = jg_ndim(affine[k]) == n_norm;
-        for (int d = 0; ok && d < n_norm; d++)
-            ok = jg_shape(affine[k])[d] == jg_shape(x)[nd - n_norm + d];
-        if (!ok)
-            return jg_errorf_null("layer_norm: %s must have the normalized shape (the input's last "
-                                  "%d dims)",
-                                  k ? "bias" : "weight", n_norm);
-    }
-    int dims[JG_MAX_DIMS];
-    for (int d = 0; d < n_norm; d++)
-        dims[d] = nd - n_norm + d;
-    jg_scope_push();
-    jg_tensor *c = jg_sub(x, jg_mean_dims(x, n_norm, dims, true));
-    jg_tensor *var = c ? jg_mean_dims(jg_mul(c, c), n_norm, dims, true) : NULL;
-    jg_tensor *y = var ? jg_div(c, jg_sqrt(jg_add_scalar(var, eps))) : NULL;
-    if (y && weight)
-        y = jg_mul(y, weight);
-    if (y && bias)
-        y = jg_add(y, bias);
-    jg_keep(y);
-    jg_scope_pop();
-    return jg_scope_track(y);
-}
-
 /* dropout: in training, x * (U[0,1) < 1 - p) / (1 - p) with the library's
  * generator (PyTorch's bernoulli(1 - p) mask); p == 1 gives zeros; not
  * training, or p == 0: x itself (a new reference).  Drawing numbers cannot

@@ -14,6 +14,8 @@ bool jg_op_saves_output(jg_opcode op, int k, jg_dtype d) {
         return k == 0;
     if (op == JG_OP_BATCH_NORM) /* the statistics, not y (PyTorch's save_mean/invstd) */
         return k == 1;
+    if (op == JG_OP_LAYER_NORM) /* the statistics (PyTorch's mean and rstd) */
+        return k == 1;
     return (f & JG_OPF_SAVE_OUT) && (!(f & JG_OPF_SAVE_IDX) || d == JG_I64);
 }
 
@@ -55,6 +57,7 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
     case JG_OP_ADAPTIVE_AVG_POOL2D:
         return needs[0] ? 1u : 0u;
     case JG_OP_BATCH_NORM: /* input and weight; the bias is never read */
+    case JG_OP_LAYER_NORM:
         return 3u;
     default: /* (gather and nll_loss keep self, as PyTorch does) */
         return (1u << info->n_in) - 1;
