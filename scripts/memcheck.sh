@@ -33,7 +33,7 @@ trap 'rm -rf "$logs"' EXIT
 run_one() {
     local t=$1 name args=()
     name=$(basename "$t")
-    [ "$name" = test_dlopen ] && args=("$build/libjitgrad.so")
+    case $name in test_dlopen | test_isa_clones) args=("$build/libjitgrad.so") ;; esac
     if (cd "$build" && valgrind --error-exitcode=9 -q --leak-check=no "$t" "${args[@]}") \
         >"$logs/$name.log" 2>&1; then
         echo "memcheck: $name ok"

@@ -29,24 +29,64 @@
 static const char *const CC_FLAGS[] = {"-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off"};
 #define N_CC_FLAGS (int)(sizeof CC_FLAGS / sizeof *CC_FLAGS)
 
-/* AVX2 where the CPU has it, as the library's own elementwise loops use
- * (ops/elementwise.c, target_clones): 8 f32 lanes instead of 4.  It
- * enables no fma, so every result keeps its bits.  "" when absent. */
-static const char *arch_flag(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? "-mavx2" : "";
-}
-
 /* ------------------------------------------------------------ settings */
 
 /* A bad setting is said once per variable, then its default is used: a
  * typo must not pass silently, and must not stop a program either. */
 static void warn_setting(const char *name, const char *value, const char *used) {
     static atomic_uint said; /* one bit per variable */
-    unsigned bit = !strcmp(name, "JITGRAD_CACHE_MAX") ? 1u : 2u;
+    unsigned bit = !strcmp(name, "JITGRAD_CACHE_MAX")    ? 1u
+                   : !strcmp(name, "JITGRAD_CC_TIMEOUT") ? 2u
+                                                         : 4u;
     if (atomic_fetch_or(&said, bit) & bit)
         return;
     fprintf(stderr, "jitgrad: ignoring %s='%.100s' (%s)\n", name, value, used);
+}
+
+/* The instruction sets the generated code may use, by level.  None of them
+ * brings fma contraction (-ffp-contract=off stays), so every level gives
+ * the same bits: wider vectors only compute more lanes at once.  AVX-512
+ * asks for 512-bit vectors: gcc's default tuning for AVX-512 CPUs prefers
+ * 256, and the loops that gain (tanh, exp, erf) are compute-bound. */
+static const char *const ARCH_NAMES[] = {"none", "avx2", "avx512"};
+static const char *const ARCH_AVX2[] = {"-mavx2", NULL};
+static const char *const ARCH_AVX512[] = {"-mavx2",     "-mavx512f",  "-mavx512vl",
+                                          "-mavx512dq", "-mavx512bw", "-mprefer-vector-width=512",
+                                          NULL};
+static const char *const ARCH_NONE[] = {NULL};
+static const char *const *const ARCH_FLAGS[] = {ARCH_NONE, ARCH_AVX2, ARCH_AVX512};
+#define MAX_ARCH_FLAGS 6
+
+int jg_cc_arch_supported(void) {
+    __builtin_cpu_init(); /* its answers include whether the OS saves the registers */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+        return JG_CC_ARCH_AVX512;
+    return __builtin_cpu_supports("avx2") ? JG_CC_ARCH_AVX2 : JG_CC_ARCH_NONE;
+}
+
+int jg_cc_arch(void) {
+    int cpu = jg_cc_arch_supported();
+    const char *s = getenv("JITGRAD_CC_ARCH");
+    if (!s || !*s)
+        return cpu;
+    for (int i = 0; i < (int)(sizeof ARCH_NAMES / sizeof *ARCH_NAMES); i++)
+        if (!strcmp(s, ARCH_NAMES[i])) {
+            if (i <= cpu)
+                return i;
+            char why[80];
+            snprintf(why, sizeof why, "this CPU lacks it; using %s", ARCH_NAMES[cpu]);
+            warn_setting("JITGRAD_CC_ARCH", s, why);
+            return cpu;
+        }
+    char why[80];
+    snprintf(why, sizeof why, "not avx512, avx2 or none; using %s", ARCH_NAMES[cpu]);
+    warn_setting("JITGRAD_CC_ARCH", s, why);
+    return cpu;
+}
+
+const char *jg_cc_arch_name(int level) {
+    return level >= 0 && level <= JG_CC_ARCH_AVX512 ? ARCH_NAMES[level] : "?";
 }
 
 long jg_cache_limit(void) {
@@ -321,15 +361,15 @@ static double seconds_since(const struct timespec *t0) {
 /* Runs cc on src_path -> so_path, output to log_fd, for at most timeout
  * seconds (then the compiler's whole process group is killed).  Exit status,
  * -1 when it cannot run, CC_TIMED_OUT. */
-static int run_compiler(const char *cc, const char *so_path, const char *src_path, int log_fd,
-                        double timeout) {
-    const char *argv[N_CC_FLAGS + 12];
+static int run_compiler(const char *cc, const char *const *arch, const char *so_path,
+                        const char *src_path, int log_fd, double timeout) {
+    const char *argv[N_CC_FLAGS + MAX_ARCH_FLAGS + 12];
     int k = 0;
     argv[k++] = cc;
     for (int i = 0; i < N_CC_FLAGS; i++)
         argv[k++] = CC_FLAGS[i];
-    if (*arch_flag())
-        argv[k++] = arch_flag();
+    for (int i = 0; arch[i]; i++)
+        argv[k++] = arch[i];
     argv[k++] = "-o";
     argv[k++] = so_path;
     argv[k++] = "-x"; /* the temporary source has no .c suffix */
@@ -382,10 +422,12 @@ static int run_compiler(const char *cc, const char *so_path, const char *src_pat
  * Each object exports it as jg_object_key; an object is run only when that
  * string equals the one expected, byte for byte, so a file of another graph
  * (or of anything else) under this name is never run as this graph. */
-static char *object_key(const char *src, const char *cc) {
-    size_t n = strlen(src) + strlen(cc) + strlen(arch_flag()) + 4; /* separators, NUL */
+static char *object_key(const char *src, const char *cc, const char *const *arch) {
+    size_t n = strlen(src) + strlen(cc) + 4; /* separators, NUL */
     for (int i = 0; i < N_CC_FLAGS; i++)
         n += strlen(CC_FLAGS[i]) + 1;
+    for (int i = 0; arch[i]; i++)
+        n += strlen(arch[i]) + 1;
     char *k = malloc(n);
     if (!k)
         return NULL;
@@ -393,7 +435,8 @@ static char *object_key(const char *src, const char *cc) {
     p += sprintf(p, "%s\001", src);
     for (int i = 0; i < N_CC_FLAGS; i++)
         p += sprintf(p, "%s ", CC_FLAGS[i]);
-    p += sprintf(p, "%s ", arch_flag());
+    for (int i = 0; arch[i]; i++)
+        p += sprintf(p, "%s ", arch[i]);
     sprintf(p, "\001%s", cc);
     return k;
 }
@@ -458,9 +501,9 @@ static void *load_cached(const char *so, const char *key) {
     return dl;
 }
 
-static void *compile_into_cache(const char *src, const char *key, const char *cc, const char *dir,
-                                const char *so, const char *final_c, const char *label,
-                                bool *fallback) {
+static void *compile_into_cache(const char *src, const char *key, const char *cc,
+                                const char *const *arch, const char *dir, const char *so,
+                                const char *final_c, const char *label, bool *fallback) {
     char tmp_c[4500], tmp_so[4500], log[4500];
     int fd_c = new_temporary(so, tmp_c, sizeof tmp_c);
     int fd_so = fd_c >= 0 ? new_temporary(so, tmp_so, sizeof tmp_so) : -1;
@@ -474,7 +517,7 @@ static void *compile_into_cache(const char *src, const char *key, const char *cc
         goto done;
     }
     double timeout = jg_cc_timeout();
-    int st = run_compiler(cc, tmp_so, tmp_c, fd_log, timeout);
+    int st = run_compiler(cc, arch, tmp_so, tmp_c, fd_log, timeout);
     if (st == CC_TIMED_OUT) {
         *fallback = true;
         jg_errorf("jg_compile(c): the C compiler %s did not finish the %s graph within %g s "
@@ -550,7 +593,10 @@ void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, b
         *fallback = rc == -2;
         return jg_errorf_null("jg_compile: backend \"c\" is not available: %s", why);
     }
-    char *key = object_key(src, cc);
+    /* read at every compilation: the flags are part of the key, so objects
+     * of each level live side by side and none runs on a CPU lacking it */
+    const char *const *arch = ARCH_FLAGS[jg_cc_arch()];
+    char *key = object_key(src, cc, arch);
     if (!key)
         return jg_errorf_null("out of memory loading generated code");
     /* the file name is only a hash: identity is the key inside the object */
@@ -562,7 +608,7 @@ void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, b
         fprintf(stderr, "jitgrad: generated C for the %s graph (%s):\n%s", label, so, src);
     void *dl = load_cached(so, key);
     *hit = dl != NULL;
-    if (!dl && (dl = compile_into_cache(src, key, cc, dir, so, final_c, label, fallback))) {
+    if (!dl && (dl = compile_into_cache(src, key, cc, arch, dir, so, final_c, label, fallback))) {
         atomic_fetch_add(&n_compiled, 1);
         jg_cache_prune(dir, so);
     }

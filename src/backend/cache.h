@@ -27,6 +27,20 @@ void *jg_cache_load(const char *src, const char *label, bool quiet, bool *hit, b
  * compiler and loaded its result): tests count compilations with it. */
 long jg_cache_compiles(void);
 
+/* The instruction set levels the generated code is compiled for. */
+enum { JG_CC_ARCH_NONE, JG_CC_ARCH_AVX2, JG_CC_ARCH_AVX512 };
+
+/* The highest level this CPU (and OS) runs: AVX-512 needs F, VL, DQ and BW. */
+int jg_cc_arch_supported(void);
+
+/* The level compiled for: JITGRAD_CC_ARCH (avx512, avx2 or none) when it is
+ * at most jg_cc_arch_supported(), else that (a bad or too high value is said
+ * once on stderr).  Read at each compilation. */
+int jg_cc_arch(void);
+
+/* "none", "avx2", "avx512". */
+const char *jg_cc_arch_name(int level);
+
 /* JITGRAD_CC_TIMEOUT in seconds (default 60). */
 double jg_cc_timeout(void);
 

@@ -30,10 +30,15 @@ typedef int32_t jg_i32;
  * are compiled with the dynamic cost model.  Vectorizing an elementwise loop
  * does not change any result: every element is still computed by the same
  * IEEE operations in the same order (no -ffast-math, no reassociation, no
- * contraction), and libm calls such as expf stay scalar. */
+ * contraction), and libm calls such as expf stay scalar.  The clones: AVX2
+ * (8 f32 lanes) and AVX-512 F (16 lanes: gcc's generic tuning, which the
+ * clone keeps, picks 512-bit vectors), chosen by CPUID at load time; the
+ * math (jg_ew_tanh, exp, erf: GELU) is compute-bound, so twice the lanes
+ * gain, and neither enables fma, so all give the same bits
+ * (tests/shared/test_isa_clones.c). */
 #define EW_VECTORIZE                                                                               \
     __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
-                   target_clones("avx2", "default")))
+                   target_clones("avx512f", "avx2", "default")))
 
 /* True if the n-element rows at o and x (element size es) share no byte.
  * Only then may the loops below mark them restrict.  Exact aliasing (in

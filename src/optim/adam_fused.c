@@ -63,10 +63,11 @@ static inline double flip_double(double x) {
     return x;
 }
 
-/* (the loop-invariant flags are unswitched, so each variant vectorizes) */
+/* (the loop-invariant flags are unswitched, so each variant vectorizes;
+ * AVX2 and AVX-512 F clones as in ops/elementwise.c, the same bits) */
 #define ADAM_VECTORIZE                                                                             \
     __attribute__((optimize("tree-vectorize", "unswitch-loops", "vect-cost-model=dynamic"),        \
-                   target_clones("avx2", "default")))
+                   target_clones("avx512f", "avx2", "default")))
 
 /* One element's update: reads p0[i], g[i], m0[i], v0[i] (and vmax[i]),
  * writes p[i], m[i], v[i] (and vmax[i]). */
