@@ -829,6 +829,14 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     }
     jg_grad_mode = prev;
     jg_scope_release_to(mark);
+    /* The gradients that reached n are spent: dropping them now lets a leaf
+     * own the one it was handed (a view of one of them, such as
+     * TransposeBackward's) without a copy, and frees memory early. */
+    buf = node_buf(rs, &rs->nodes[idx]);
+    for (int k = 0; k < n->n_out; k++) {
+        jg_release(buf[k]);
+        buf[k] = NULL;
+    }
     if (gin != gin_small)
         free(gin);
     return rc;
@@ -839,6 +847,12 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
  * which nothing else references: as if added in place (its version moves
  * on as jg_add_ would move it).  (Should anything have taken a reference
  * to .grad since, the sum is copied into it instead.) */
+static _Thread_local int64_t grad_copies;
+
+int64_t jg_engine_grad_copies(void) {
+    return grad_copies;
+}
+
 static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool folded) {
     bool prev = jg_set_grad_enabled(create_graph);
     int rc = 0;
@@ -848,10 +862,10 @@ static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool fo
         leaf->grad->storage->version++;
     } else if (folded) {
         jg_tensor *n = g;
-        if (g->refcount == 1 && !g->grad_fn && !g->is_view && jg_is_contiguous(g) &&
-            g->offset == 0 && g->storage->refcount == 1) {
+        if (!g->grad_fn && jg_tensor_claim(g)) {
             jg_retain(g);
         } else {
+            grad_copies++;
             jg_scope_push();
             n = jg_keep(jg_clone(g));
             jg_scope_pop();
@@ -864,10 +878,10 @@ static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool fo
         rc = n ? 0 : -1;
     } else if (!leaf->grad) {
         /* A gradient the user can see must not alias anything else. */
-        if (!create_graph && g->refcount == 1 && !g->grad_fn && !g->is_view &&
-            jg_is_contiguous(g) && g->offset == 0 && g->storage->refcount == 1) {
+        if (!create_graph && !g->grad_fn && jg_tensor_claim(g)) {
             leaf->grad = jg_retain(g);
         } else {
+            grad_copies++;
             jg_scope_push();
             jg_tensor *c = jg_clone(g);
             leaf->grad = jg_keep(c);
