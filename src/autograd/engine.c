@@ -829,14 +829,6 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
     }
     jg_grad_mode = prev;
     jg_scope_release_to(mark);
-    /* The gradients that reached n are spent: dropping them now lets a leaf
-     * own the one it was handed (a view of one of them, such as
-     * TransposeBackward's) without a copy, and frees memory early. */
-    buf = node_buf(rs, &rs->nodes[idx]);
-    for (int k = 0; k < n->n_out; k++) {
-        jg_release(buf[k]);
-        buf[k] = NULL;
-    }
     if (gin != gin_small)
         free(gin);
     return rc;
@@ -1100,6 +1092,14 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             }
             if (rc < 0)
                 goto out;
+        }
+        /* The nodes' gradients are spent: once they are dropped, a leaf's
+         * gradient that is a view of one of them (TransposeBackward's, for
+         * a weight used as w.t()) is the only holder of its memory and
+         * becomes .grad without a copy. */
+        for (int i = 0; i < rs->n_grads; i++) {
+            jg_release(rs->grads[i]);
+            rs->grads[i] = NULL;
         }
         /* commit: everything succeeded, now .grad may change */
         /* (PyTorch's AccumulateGrad skips a leaf that no longer requires

@@ -39,7 +39,8 @@ static void check_own(const jg_tensor *g) {
  * gradient): the engine held the gradients that reached each node until
  * the end of the backward, so TransposeBackward's view of the weight's
  * gradient (and sum_to's reshape for the bias) shared its memory with them
- * at commit and was cloned.  Now every gradient is taken as it is. */
+ * at commit and was cloned.  Now they are dropped before the commit and
+ * every gradient is taken as it is. */
 static void test_grad_steal_linear(void **state) {
     (void)state;
     jg_manual_seed(3);
