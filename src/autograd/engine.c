@@ -906,6 +906,12 @@ static int run_node(run_state *rs, int idx, bool create_graph) {
  * which nothing else references: as if added in place (its version moves
  * on as jg_add_ would move it).  (Should anything have taken a reference
  * to .grad since, the sum is copied into it instead.) */
+static _Thread_local int64_t grad_copies;
+
+int64_t jg_engine_grad_copies(void) {
+    return grad_copies;
+}
+
 static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool folded) {
     bool prev = jg_set_grad_enabled(create_graph);
     int rc = 0;
@@ -915,10 +921,10 @@ static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool fo
         leaf->grad->storage->version++;
     } else if (folded) {
         jg_tensor *n = g;
-        if (g->refcount == 1 && !g->grad_fn && !g->is_view && jg_is_contiguous(g) &&
-            g->offset == 0 && g->storage->refcount == 1) {
+        if (!g->grad_fn && jg_tensor_claim(g)) {
             jg_retain(g);
         } else {
+            grad_copies++;
             jg_scope_push();
             n = jg_keep(jg_clone(g));
             jg_scope_pop();
@@ -931,10 +937,10 @@ static int commit_leaf(jg_tensor *leaf, jg_tensor *g, bool create_graph, bool fo
         rc = n ? 0 : -1;
     } else if (!leaf->grad) {
         /* A gradient the user can see must not alias anything else. */
-        if (!create_graph && g->refcount == 1 && !g->grad_fn && !g->is_view &&
-            jg_is_contiguous(g) && g->offset == 0 && g->storage->refcount == 1) {
+        if (!create_graph && !g->grad_fn && jg_tensor_claim(g)) {
             leaf->grad = jg_retain(g);
         } else {
+            grad_copies++;
             jg_scope_push();
             jg_tensor *c = jg_clone(g);
             leaf->grad = jg_keep(c);
@@ -1158,6 +1164,14 @@ int jg_engine_run(int n_roots, jg_tensor *const *roots, jg_tensor *const *root_g
             }
             if (rc < 0)
                 goto out;
+        }
+        /* The nodes' gradients are spent: once they are dropped, a leaf's
+         * gradient that is a view of one of them (TransposeBackward's, for
+         * a weight used as w.t()) is the only holder of its memory and
+         * becomes .grad without a copy. */
+        for (int i = 0; i < rs->n_grads; i++) {
+            jg_release(rs->grads[i]);
+            rs->grads[i] = NULL;
         }
         /* commit: everything succeeded, now .grad may change */
         /* (PyTorch's AccumulateGrad skips a leaf that no longer requires

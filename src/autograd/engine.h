@@ -43,4 +43,10 @@ int jg_engine_edge_acc(const jg_node *n, int k, const void **target, jg_tensor *
 jg_tensor *jg_engine_leaf_grad(const jg_node *n, int k);
 void jg_engine_leaf_grad_folded(const jg_node *n, int k);
 
+/* How many gradients stored into .grad were copies (the engine could not
+ * take the one it had: a view of memory something else holds, a strided
+ * tensor, a reference held elsewhere): what the tests read to check that
+ * the usual case takes the gradient as it is.  This thread's count. */
+int64_t jg_engine_grad_copies(void);
+
 #endif

@@ -34,6 +34,12 @@ const jg_backend *jg_mode_backend(const jg_backend *base, const char *mode);
  * jg_modes_debug_force of each graph it tunes (when the graph has it)
  * whatever the timings, so tests can check every variant's bits. */
 extern int jg_modes_debug_force;
+/* How many tensors of more than JG_INLINE_BYTES a compiled call's
+ * write-back (compile/mutation.c) copied instead of taking the new value's
+ * memory (a parameter something else shares, a .grad that is a strided
+ * view...): the tests' check that a training step copies none.  This
+ * thread's count. */
+int64_t jg_writeback_copies(void);
 
 typedef struct jg_in_key {
     jg_meta meta;

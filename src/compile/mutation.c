@@ -20,6 +20,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+static _Thread_local int64_t writeback_copies;
+
+int64_t jg_writeback_copies(void) {
+    return writeback_copies;
+}
+
+/* dst = src's values, counted when that is more than a few bytes */
+static void copy_back(jg_tensor *dst, jg_tensor *src) {
+    writeback_copies += (size_t)dst->numel * jg_dtype_size(dst->dtype) > JG_INLINE_BYTES;
+    jg_copy_data(dst, src);
+}
+
 int jg_mutations_find(jg_entry *e, const jg_call_key *k, jg_tensor *const *sym, const int *orig,
                       int n_out, jg_tensor *const *outs, char *why, size_t why_size) {
     int n = k->n_inputs, n_mut = 0;
@@ -369,7 +381,7 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
          * values, and one version bump per write, as eager's */
         jg_tensor *t = e->lifted[e->lmut_lifted[m]], *v = outs[n_user + e->n_mut + m];
         if (v != t && !jg_tensor_take_memory(t, v)) /* (v == t: computed in place) */
-            jg_copy_data(t, v);
+            copy_back(t, v);
         t->storage->version += e->lmut_writes[m];
     }
     for (int m = 0; m < e->n_gset && rc == 0; m++) {
@@ -378,7 +390,12 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
         jg_tensor *t = e->gset_owner[m], *g = NULL;
         if (e->gset_out[m] >= 0) {
             g = outs[n_user + e->n_mut + e->n_lmut + e->gset_out[m]];
-            if (g->is_view || !jg_is_contiguous(g) || g->offset || g->storage->refcount > 1) {
+            /* (a view whose base is gone is taken as it is: a copy per
+             * step of every gradient otherwise) */
+            bool own = g->is_view ? !g->grad_fn && jg_tensor_claim(g)
+                                  : jg_is_contiguous(g) && !g->offset && g->storage->refcount == 1;
+            if (!own) {
+                writeback_copies += (size_t)g->numel * jg_dtype_size(g->dtype) > JG_INLINE_BYTES;
                 /* a .grad with history (create_graph) keeps it through the
                  * clone, as eager's AccumulateGrad clones it then */
                 bool prev = jg_set_grad_enabled(g->requires_grad);
@@ -402,7 +419,7 @@ int jg_entry_run_mutating(jg_entry *e, int n_inputs, jg_tensor *const *inputs,
             rc = jg_inplace_commit(x, in2[1]);
         } else {
             if (!jg_tensor_take_memory(x, in2[1]))
-                jg_copy_data(x, in2[1]);
+                copy_back(x, in2[1]);
             x->storage->version++;
         }
         if (rc == 0 && e->mut_writes[m] > 1)

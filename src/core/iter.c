@@ -157,23 +157,22 @@ void jg_iter_run(int ndim, const int64_t *shape, int nops, char *const *base,
         fn(ctx, nd ? shp[0] : 1, ptrs, inner);
         return;
     }
+    /* Each row's pointers are computed afresh from the odometer's indices:
+     * copying pointers the odometer had just stepped in memory (a memcpy
+     * call per row, as gcc compiled that loop, or wide loads of narrow
+     * stores) cost the GPT step more than its bias adds' arithmetic. */
     int64_t idx[JG_MAX_DIMS] = {0};
     for (int64_t r = 0; r < rows; r++) {
         char *p[JG_ITER_MAX_OPS];
-        for (int k = 0; k < nops; k++)
-            p[k] = ptrs[k];
-        fn(ctx, shp[nd - 1], p, inner);
-        /* odometer increment over the outer dims */
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d]++;
-            for (int k = 0; k < nops; k++)
-                ptrs[k] += st[k][d];
-            if (idx[d] < shp[d])
-                break;
-            for (int k = 0; k < nops; k++)
-                ptrs[k] -= st[k][d] * shp[d];
-            idx[d] = 0;
+        for (int k = 0; k < nops; k++) {
+            char *q = ptrs[k];
+            for (int d = 0; d < nd - 1; d++)
+                q += idx[d] * st[k][d];
+            p[k] = q;
         }
+        fn(ctx, shp[nd - 1], p, inner);
+        for (int d = nd - 2; d >= 0 && ++idx[d] == shp[d]; d--)
+            idx[d] = 0;
     }
 }
 

@@ -932,6 +932,30 @@ static bool sole_block(const jg_tensor *t) {
            (size_t)t->numel * jg_dtype_size(t->dtype) == s->nbytes;
 }
 
+bool jg_tensor_claim(jg_tensor *t) {
+    const jg_storage *s = t->storage;
+    /* a view made without grad mode is tracked (ops/viewtrack.c) and holds
+     * its base: when nothing else holds that base, the two are the only
+     * tensors over the memory */
+    jg_tensor *base = t->view ? t->view->base : NULL;
+    if (t->refcount != 1 || !s || s->refcount != (base ? 2 : 1) ||
+        (base && (base->refcount != 1 || base->storage != s)) || s->kind == JG_STORAGE_EXTERNAL ||
+        s->pinned || t->offset != 0 || !jg_is_contiguous(t) ||
+        (size_t)t->numel * jg_dtype_size(t->dtype) != s->nbytes)
+        return false;
+    if (base) {
+        jg_view_info *v = t->view;
+        t->view = NULL;
+        free(v->steps);
+        free(v);
+        jg_release(base);
+    }
+    t->is_view = false;
+    t->custom_view = false;
+    t->custom_view_multi = false;
+    return true;
+}
+
 bool jg_tensor_take_memory(jg_tensor *dst, jg_tensor *src) {
     if (dst == src || src->refcount != 1 || dst->dtype != src->dtype || !jg_same_shape(dst, src) ||
         !sole_block(dst) || !sole_block(src))

@@ -106,6 +106,14 @@ void jg_tensor_become(jg_tensor *s, jg_tensor *r);
  * nothing, when any condition fails: the caller copies. */
 bool jg_tensor_take_memory(jg_tensor *dst, jg_tensor *src);
 
+/* Whether t may be handed over as a tensor of its own (a gradient stored as
+ * .grad without a copy, as PyTorch's AccumulateGrad steals one): nothing
+ * else holds t or its memory, which it covers densely from offset 0, and
+ * that address never left the library.  A view whose base is gone passes
+ * and stops being a view (a copy would not be one either).  Returns false,
+ * changing nothing, when a condition fails: the caller copies. */
+bool jg_tensor_claim(jg_tensor *t);
+
 /* Shape and dtype of a value without data: what shape rules compute. */
 typedef struct jg_meta {
     jg_dtype dtype;
