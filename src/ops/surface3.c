@@ -257,20 +257,39 @@ jg_tensor *jg_masked_select(jg_tensor *a, jg_tensor *mask) {
         return NULL;
     jg_scope_push();
     int64_t n = jg_shape_numel(bm.ndim, bm.shape), count = 0, *p;
-    jg_tensor *me = jg_expand(mask, bm.ndim, bm.shape), *r = NULL;
-    jg_tensor *mc = me ? jg_tensor_new(JG_BOOL, bm.ndim, bm.shape, NULL) : NULL;
-    if (mc && jg_copy_(mc, me) == 0) {
-        const bool *mp = jg_data(mc);
-        for (int64_t k = 0; k < n; k++)
-            count += mp[k];
-        jg_tensor *pos = new_index(count, &p);
-        for (int64_t k = 0, j = 0; pos && k < n; k++)
-            if (mp[k])
-                p[j++] = k;
-        jg_tensor *x = pos ? jg_expand(a, bm.ndim, bm.shape) : NULL;
-        x = x ? jg_reshape(x, 1, &n) : NULL;
-        r = x ? jg_index_select(x, 0, pos) : NULL;
+    /* the mask's row-major element strides within the broadcast shape (0
+     * along the dims it is broadcast over) */
+    int64_t mst[JG_MAX_DIMS], step = 1;
+    for (int d = bm.ndim - 1; d >= 0; d--) {
+        int md = d - (bm.ndim - mask->ndim);
+        mst[d] = md >= 0 && mask->shape[md] != 1 ? step : 0;
+        step *= md >= 0 ? mask->shape[md] : 1;
     }
+    bool *mv = malloc((size_t)(mask->numel ? mask->numel : 1));
+    bool *hit = mv ? malloc((size_t)(n ? n : 1)) : NULL;
+    jg_tensor *r = NULL;
+    if (!hit)
+        jg_errorf("out of memory");
+    else if (jg_copy_to(mask, mv, (size_t)mask->numel) == 0) {
+        int64_t pos[JG_MAX_DIMS] = {0};
+        for (int64_t k = 0; k < n; k++) {
+            int64_t off = 0;
+            for (int d = 0; d < bm.ndim; d++)
+                off += pos[d] * mst[d];
+            count += (hit[k] = mv[off]);
+            for (int d = bm.ndim - 1; d >= 0 && ++pos[d] == bm.shape[d]; d--)
+                pos[d] = 0;
+        }
+        jg_tensor *idx = new_index(count, &p);
+        for (int64_t k = 0, j = 0; idx && k < n; k++)
+            if (hit[k])
+                p[j++] = k;
+        jg_tensor *x = idx ? jg_expand(a, bm.ndim, bm.shape) : NULL;
+        x = x ? jg_reshape(x, 1, &n) : NULL;
+        r = x ? jg_index_select(x, 0, idx) : NULL;
+    }
+    free(mv);
+    free(hit);
     return finish(r, "MaskedSelectBackward0");
 }
 
