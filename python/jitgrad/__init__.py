@@ -313,7 +313,7 @@ Tensor.baddbmm = lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
 from ._indexops import (  # noqa: E402,F401
     gather, scatter, scatter_add, index_add, index_copy, index_fill, masked_select, flip,
     fliplr, flipud, roll, repeat_interleave, isnan, isinf, isfinite, nan_to_num, logsumexp,
-    remainder, fmod, floor_divide, argsort, outer, ger, dot, mv, addmm, trace,
+    remainder, fmod, floor_divide, argsort, outer, ger, dot, mv, addmm, trace, diag,
 )
 from . import _indexops  # noqa: E402
 

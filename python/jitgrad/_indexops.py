@@ -315,11 +315,33 @@ def trace(input):
     return _tensor_arg(input, "trace", "input", 1)._trace()
 
 
+def diag(input, diagonal=0, *, out=None):
+    """A 1-D input as the k-th diagonal of a square matrix (zeros elsewhere),
+    or the k-th diagonal of a 2-D input as a new 1-D tensor: index_copy /
+    index_select on the flattened matrix, so values are copies and the
+    gradient exact."""
+    _no_out("diag", out)
+    _tensor_arg(input, "diag", "input", 1)
+    k = int(diagonal)
+    if input.dim() == 1:
+        n = input.shape[0]
+        m = n + abs(k)
+        pos = [(i + max(-k, 0)) * m + i + max(k, 0) for i in range(n)]
+        z = _C.zeros(m * m, dtype=input.dtype)
+        return z.index_copy(0, _C.tensor(pos, dtype=_C.int64), input).reshape(m, m)
+    if input.dim() == 2:
+        r, c = input.shape
+        n = _b.max(0, _b.min(r + _b.min(k, 0), c - _b.max(k, 0)))
+        pos = [(i + max(-k, 0)) * c + i + max(k, 0) for i in range(n)]
+        return input.reshape(-1).index_select(0, _C.tensor(pos, dtype=_C.int64))
+    raise RuntimeError("matrix or a vector expected")
+
+
 # names the package exports
 __all__ = ["gather", "scatter", "scatter_add", "index_add", "index_copy", "index_fill",
            "masked_select", "flip", "fliplr", "flipud", "roll", "repeat_interleave", "isnan",
            "isinf", "isfinite", "nan_to_num", "logsumexp", "remainder", "fmod", "floor_divide",
-           "argsort", "outer", "ger", "dot", "mv", "addmm", "trace"]
+           "argsort", "outer", "ger", "dot", "mv", "addmm", "trace", "diag"]
 ger = outer
 
 
@@ -355,6 +377,7 @@ def install(T):
     T.addmm = lambda self, mat1, mat2, *, beta=1, alpha=1: addmm(self, mat1, mat2, beta=beta,
                                                                  alpha=alpha)
     T.trace = trace
+    T.diag = diag
     T.__mod__ = _binop(remainder)
     T.__rmod__ = _rbinop(remainder)
     T.__floordiv__ = _binop(floor_divide)

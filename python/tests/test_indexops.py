@@ -77,6 +77,8 @@ CASES = {
     "addmm_scaled": lambda T, x: T.addmm(x[:3, :3], x[:, :3].t(), x[:, :3], beta=0.5,
                                          alpha=-2),
     "trace": lambda T, x: x.trace() + T.trace(x[:, :2]),
+    "diag_vec": lambda T, x: T.diag(x[1], 1) + T.diag(x[0, 1:], -2).sum(),
+    "diag_mat": lambda T, x: T.diag(x) * T.diag(x, 1) + x.diag(-1).sum() + T.diag(x, 3).sum(),
 }
 
 
@@ -106,7 +108,8 @@ def test_matches_torch(jg, name, dtype):
         close(jgr, tgr, tol)
         tn, jn = type(to.grad_fn).__name__, jo.grad_fn.name()
         if name not in ("remainder_op", "rmod", "outer", "repeat_interleave",
-                        "repeat_interleave_dim", "flip_dims", "trace", "fmod_scalar"):
+                        "repeat_interleave_dim", "flip_dims", "trace", "fmod_scalar",
+                        "diag_vec", "diag_mat"):
             assert jn == tn, (jn, tn)
 
 
@@ -248,6 +251,7 @@ ERRORS = [
      "vector + matrix @ vector expected, got 1, 1, 1"),
     (lambda T: T.addmm(T.ones(3, 4), T.ones(3, 2), T.ones(3, 4)), RuntimeError,
      "mat1 and mat2 shapes cannot be multiplied (3x2 and 3x4)"),
+    (lambda T: T.diag(T.ones(2, 2, 2)), RuntimeError, "matrix or a vector expected"),
     (lambda T: T.trace(T.ones(3)), RuntimeError,
      "trace: expected a matrix, but got tensor with dim 1"),
 ]
@@ -312,7 +316,8 @@ def _fd_check(jg, f, x0, eps=1e-6, tol=1e-6):
                                   "index_add_alpha", "index_copy", "index_fill", "masked_select",
                                   "flip_dims", "roll_dims", "repeat", "repeat_interleave_dim",
                                   "logsumexp", "logsumexp_keep", "remainder", "fmod", "outer",
-                                  "dot", "mv", "addmm_scaled", "trace"])
+                                  "dot", "mv", "addmm_scaled", "trace", "diag_vec",
+                                  "diag_mat"])
 def test_gradcheck_float64(jg, name):
     # (X moved off remainder's and fmod's jumps: 2.0 % 2.0)
     _fd_check(jg, lambda x: CASES[name](jg, x), (np.array(X) + 0.0625).tolist())
