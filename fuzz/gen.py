@@ -67,9 +67,12 @@ FEATURES = {
     "conv": "conv2d (weight and bias from values), max_pool2d, avg_pool2d (opt-in)",
     "batchnorm": "F.batch_norm in training (batch statistics) and the activations elu softplus "
                  "mish hardswish (opt-in)",
+    "index": "gather scatter scatter_add index_add index_fill flip roll repeat repeat_interleave "
+             "logsumexp remainder fmod floor_divide isfinite nan_to_num argsort outer dot mv "
+             "(opt-in)",
 }
 # opt-in features (named with --features) stay out of the default set
-OPT_IN = ("opsmath", "conv", "batchnorm")
+OPT_IN = ("opsmath", "conv", "batchnorm", "index")
 DEFAULT = tuple(f for f in FEATURES if f not in OPT_IN)
 
 
@@ -105,6 +108,7 @@ class Gen:
         self.r3 = random.Random(seed * 1000033 + 29)  # the "dynamic" feature's
         self.r4 = random.Random(seed * 1000037 + 41)  # the "math2" feature's
         self.r5 = random.Random(seed * 1000039 + 53)  # the "batchnorm" feature's
+        self.r6 = random.Random(seed * 1000081 + 67)  # the "index" feature's
         self.seed = seed
         self.f = set(features)
         self.top = []  # top-level statements (classes, captured tensors)
@@ -349,6 +353,79 @@ class Gen:
         out.append(f"{n} = {e}")
         return V(n, v.shape, True, v.ties or kink)
 
+    def index_op(self, vs, out):
+        """One statement using an index op (draws from r6 only).  Indices
+        come from the values (x > 0 picks the first or last element of the
+        last dim), so they are valid at every size and repeat (gradients
+        accumulate); sort order is used only on values without ties."""
+        r = self.r6
+        v = r.choice(vs)
+        n = self.fresh()
+        a = v.name
+        if not v.shape:
+            out.append(f"{n} = T.logsumexp({a}.reshape(1), 0) + {a} % 0.7")
+            return V(n, (), True, v.ties)
+        last = len(v.shape) - 1
+        idx = f"(({a} > 0.1).long() * ({a}.shape[-1] - 1))"
+        k = r.randrange(8)
+        if k == 0:
+            e = r.choice([f"{a}.gather(-1, {idx})", f"T.gather({a} * 2.0, {last}, {idx})",
+                          f"{a}.scatter_add(-1, {idx}, {a}.tanh())",
+                          f"T.zeros_like({a}).scatter_add({last}, {idx}, {a} * {a})",
+                          f"{a}.scatter(-1, {idx}, {a} * 0.5)",
+                          f"{a}.scatter(-1, {idx}, -1.5)",
+                          f"{a}.index_fill(-1, T.tensor([0]), 0.25)",
+                          f"{a}.index_add(0, T.zeros({a}.shape[0], dtype=T.int64), {a}.exp())"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, True)
+        if k == 1:
+            d = r.randrange(len(v.shape))
+            e = r.choice([f"{a}.flip({d})",
+                          f"T.flip({a}, (-1, 0))" if last else f"{a}.flip(-1)",
+                          f"{a}.roll(1, {d})", f"T.roll({a}, -2)",
+                          f"{a}.repeat({', '.join(['2'] + ['1'] * last)})"
+                          f".reshape(2, *{a}.shape).sum(0)",
+                          f"{a}.repeat_interleave(2, dim=-1).reshape(*{a}.shape, 2).sum(-1)"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, v.ties)
+        if k == 2:
+            out.append(f"{n} = T.logsumexp({a}, -1, keepdim=True)")
+            return V(n, v.shape[:-1] + (1,), True, v.ties)
+        if k == 3:
+            ws = [w for w in vs if _bcast(v.shape, w.shape) is not None]
+            w = r.choice(ws)
+            b = w.name
+            e = r.choice([f"{a} % 0.7 + {b}", f"T.fmod({a}, -0.3) + {b}",
+                          f"T.remainder({a}, {b}.abs() + 0.5)", f"{a}.fmod({b} * {b} + 0.25)",
+                          f"{a} + ({b}.detach() // 0.4)",
+                          f"-1.5 % ({a}.detach().abs() + 0.5) + {b}"])
+            out.append(f"{n} = {e}")
+            return V(n, _bcast(v.shape, w.shape), True, True)
+        if k == 4:
+            e = r.choice([f"T.nan_to_num({a} / {a}.round())",
+                          f"T.where(({a} / {a}.round()).isfinite(), {a}, {a} * 0.5)",
+                          f"{a}.masked_fill(T.isnan({a}.log()), 0.5)"])
+            out.append(f"{n} = {e}")
+            return V(n, v.shape, True, True)
+        if k == 5 and not v.ties:
+            out.append(f"{n} = {a}.gather(-1, {a}.argsort(-1, descending={r.random() < 0.5}))")
+            return V(n, v.shape, True, False)
+        vecs = [w for w in vs if len(w.shape) == 1]
+        if len(v.shape) == 1 and vecs:
+            w = r.choice(vecs)
+            if w.shape == v.shape and r.random() < 0.5:
+                out.append(f"{n} = T.dot({a}, {w.name})")
+                return V(n, (), True, v.ties or w.ties)
+            out.append(f"{n} = T.outer({a}, {w.name})")
+            return V(n, (v.shape[0], w.shape[0]), True, v.ties or w.ties)
+        if len(v.shape) == 2:
+            ws = [w for w in vs if w.shape == (v.shape[1],)]
+            if ws:
+                out.append(f"{n} = T.mv({a}, {r.choice(ws).name})")
+                return V(n, (v.shape[0],), True, True)
+        out.append(f"{n} = {a}.flip(0) * 0.5")
+        return V(n, v.shape, True, v.ties)
+
     def math2_op(self, vs, out):
         """One statement using a math2 op (draws from r4 only).  Operands
         are kept inside each function's domain and away from overflow."""
@@ -426,6 +503,8 @@ class Gen:
                 return res
         if "batchnorm" in self.f and self.r5.random() < 0.15:
             return self.batchnorm_op(vs, out)
+        if "index" in self.f and self.r6.random() < 0.2:
+            return self.index_op(vs, out)
         r = self.r
         f = self.on
         v = r.choice(vs)

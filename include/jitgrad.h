@@ -583,6 +583,31 @@ jg_tensor *jg_tril(jg_tensor *a, int64_t diagonal);
 jg_tensor *jg_triu(jg_tensor *a, int64_t diagonal);
 /* PyTorch's index_select: a along dim at a 1-D (or 0-d) int64/int32 index. */
 jg_tensor *jg_index_select(jg_tensor *a, int dim, jg_tensor *index);
+/* PyTorch's gather / scatter / scatter_add along dim (int64 index of a's
+ * number of dims; src may be larger than index): results of a's shape.
+ * Indices out of range are an error, never read or written. */
+jg_tensor *jg_gather(jg_tensor *a, int dim, jg_tensor *index);
+jg_tensor *jg_scatter(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *src);
+jg_tensor *jg_scatter_value(jg_tensor *a, int dim, jg_tensor *index, double value);
+jg_tensor *jg_scatter_add(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *src);
+/* index_add (src * alpha added at the 1-D int32/int64 index along dim, in
+ * index order), index_copy, index_fill (negative indices count from the end) */
+jg_tensor *jg_index_add(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *src, double alpha);
+jg_tensor *jg_index_copy(jg_tensor *a, int dim, jg_tensor *index, jg_tensor *src);
+jg_tensor *jg_index_fill(jg_tensor *a, int dim, jg_tensor *index, double value);
+/* a's elements where the bool mask (broadcast with a) is set, 1-D; reads
+ * the mask's values (a traced mask makes a compiled call run in pieces) */
+jg_tensor *jg_masked_select(jg_tensor *a, jg_tensor *mask);
+jg_tensor *jg_flip(jg_tensor *a, int n_dims, const int *dims);
+/* n_dims 0: the flattened tensor rolled by shifts[0] (n_shifts 1) */
+jg_tensor *jg_roll(jg_tensor *a, int n_shifts, const int64_t *shifts, int n_dims, const int *dims);
+jg_tensor *jg_repeat(jg_tensor *a, int n, const int64_t *repeats);
+/* repeats: the int, or the int tensor repeats_t when not NULL (its values
+ * read now); has_dim false: over the flattened tensor */
+jg_tensor *jg_repeat_interleave(jg_tensor *a, int64_t repeats, jg_tensor *repeats_t, int dim,
+                                bool has_dim);
+/* argsort: sort's indices (stable) */
+jg_tensor *jg_argsort(jg_tensor *a, int dim, bool descending);
 /* a[..., index, ...] with index an int64/int32 tensor of any shape at dim:
  * the result has a's dims with dim replaced by index's; negative entries
  * count from the end (Python indexing).  Differentiable in a. */
@@ -723,6 +748,27 @@ int jg_var_mean(jg_tensor *a, int n_dims, const int *dims, double correction, bo
 jg_tensor *jg_norm(jg_tensor *a, double p, int n_dims, const int *dims, bool keepdim);
 /* running sum along dim; bool and integer inputs give int64 */
 jg_tensor *jg_cumsum(jg_tensor *a, int dim);
+/* bool masks of NaN / infinite / finite elements (integers: none, none, all) */
+jg_tensor *jg_isnan(jg_tensor *a);
+jg_tensor *jg_isinf(jg_tensor *a);
+jg_tensor *jg_isfinite(jg_tensor *a);
+/* NaN, +inf and -inf replaced; posinf / neginf NULL: the dtype's largest
+ * finite value (negated) */
+jg_tensor *jg_nan_to_num(jg_tensor *a, double nan, const double *posinf, const double *neginf);
+/* log(sum(exp(a))) over dims (n_dims 0: all), stabilized by the max */
+jg_tensor *jg_logsumexp(jg_tensor *a, int n_dims, const int *dims, bool keepdim);
+/* PyTorch's remainder (Python's %: the divisor's sign), fmod (the
+ * dividend's) and floor_divide; an integer divisor of 0 is an error */
+jg_tensor *jg_remainder(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_fmod(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_floor_divide(jg_tensor *a, jg_tensor *b);
+/* outer product of 1-D tensors, dot of 1-D, matrix @ vector,
+ * beta * input + alpha * (m1 @ m2) (input broadcast), sum of the diagonal */
+jg_tensor *jg_outer(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_dot(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_mv(jg_tensor *m, jg_tensor *v);
+jg_tensor *jg_addmm(jg_tensor *input, jg_tensor *m1, jg_tensor *m2, double beta, double alpha);
+jg_tensor *jg_trace(jg_tensor *a);
 /* int64 index of the first maximum / minimum (a NaN counts as the
  * extreme), over all elements (flattened, 0-d result) or along dim */
 jg_tensor *jg_argmax(jg_tensor *a);

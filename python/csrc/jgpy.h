@@ -130,6 +130,8 @@ extern PyMethodDef jgp_io_methods[];
 extern PyMethodDef jgp_module_io_functions[];
 /* Fills the docstrings an entry lacks (docs_io.c). */
 void jgp_docs_apply(PyMethodDef *defs);
+/* ---- ops_index.c (gather, scatter, ... : jitgrad/_indexops.py) ---- */
+extern PyMethodDef jgp_tensor_index_methods[];
 /* ---- ops_opsshape.c (OPS-SHAPE) ---- */
 extern PyMethodDef jgp_tensor_opsshape_methods[];
 extern PyMethodDef jgp_module_opsshape_functions[];

@@ -990,7 +990,8 @@ int jgp_tensor_init_type(PyObject *module) {
                             jgp_tensor_opsshape_methods,
                             jgp_tensor_opsmath_methods,
                             jgp_tensor_surface2_methods,
-                            jgp_tensor_math2_methods};
+                            jgp_tensor_math2_methods,
+                            jgp_tensor_index_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++) {
             if (m + 1 >= (int)(sizeof all / sizeof *all)) {

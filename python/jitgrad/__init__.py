@@ -309,6 +309,16 @@ Tensor.baddbmm = lambda self, batch1, batch2, *, beta=1, alpha=1: baddbmm(
     self, batch1, batch2, beta=beta, alpha=alpha)
 # ---- end word-lm ----
 
+# ---- index ops ---- (gather, scatter, ...: jitgrad/_indexops.py)
+from ._indexops import (  # noqa: E402,F401
+    gather, scatter, scatter_add, index_add, index_copy, index_fill, masked_select, flip,
+    fliplr, flipud, roll, repeat_interleave, isnan, isinf, isfinite, nan_to_num, logsumexp,
+    remainder, fmod, floor_divide, argsort, outer, ger, dot, mv, addmm, trace, diag,
+)
+from . import _indexops  # noqa: E402
+
+_indexops.install(Tensor)
+
 from . import _inplace  # noqa: E402
 
 _inplace.install(Tensor)  # exp_, relu_, pow_, eq_ ...: docs/python.md

@@ -110,6 +110,9 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
         emit_list(o, a->i + 3, a->n - 3);
         return;
     case JG_OP_GATHER:
+    case JG_OP_SCATTER:
+    case JG_OP_SCATTER_ADD_INTO:
+    case JG_OP_SCATTER_VALUE:
         emit(o, ", dim=%lld", (long long)a->i[0]);
         return;
     case JG_OP_SCATTER_ADD:

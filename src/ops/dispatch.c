@@ -38,6 +38,8 @@ int jg_bool_refused(jg_opcode op) {
         return jg_errorf("\"%s_vml_cpu\" not implemented for 'Bool'", jg_ops[op].name);
     case JG_OP_ADDCMUL:
         return jg_errorf("\"addcmul_cpu_out\" not implemented for 'Bool'");
+    case JG_OP_FLOOR_DIVIDE:
+        return jg_errorf("\"div_floor_cpu\" not implemented for 'Bool'");
     default:
         return jg_errorf("\"%s_cpu\" not implemented for 'Bool'", jg_ops[op].name);
     }

@@ -550,4 +550,73 @@ JG_EW_INLINE int64_t jg_ew_ident(int64_t x) {
 #define jg_ew_round(x)                                                                             \
     _Generic((x), float : nearbyintf, double : nearbyint, default : jg_ew_ident)(x)
 
+/* remainder, fmod and floor division as PyTorch's CPU kernels compute them:
+ * remainder is fmod's result moved into the divisor's sign, floor_divide is
+ * c10's div_floor_floating.  Integers compute in int64; a zero divisor
+ * gives 0 (eager refuses it first with PyTorch's ZeroDivisionError) and -1
+ * is special-cased so INT64_MIN / -1 does not trap.  (gcc builtins: this
+ * header is used without <math.h> too.) */
+JG_EW_INLINE float jg_ew_fmodf(float a, float b) {
+    return __builtin_fmodf(a, b);
+}
+JG_EW_INLINE double jg_ew_fmodd(double a, double b) {
+    return __builtin_fmod(a, b);
+}
+JG_EW_INLINE float jg_ew_remf(float a, float b) {
+    float m = __builtin_fmodf(a, b);
+    return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+}
+JG_EW_INLINE double jg_ew_remd(double a, double b) {
+    double m = __builtin_fmod(a, b);
+    return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+}
+JG_EW_INLINE int64_t jg_ew_remi(int64_t a, int64_t b) {
+    if (b == 0 || b == -1)
+        return 0;
+    int64_t r = a % b;
+    return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+JG_EW_INLINE int64_t jg_ew_fmodi(int64_t a, int64_t b) {
+    return b == 0 || b == -1 ? 0 : a % b;
+}
+JG_EW_INLINE float jg_ew_floordivf(float a, float b) {
+    if (b == 0)
+        return a / b;
+    float mod = __builtin_fmodf(a, b), div = (a - mod) / b;
+    if (mod != 0 && (b < 0) != (mod < 0))
+        div -= 1;
+    if (div == 0)
+        return __builtin_copysignf(0, a / b);
+    float fd = __builtin_floorf(div);
+    return div - fd > 0.5f ? fd + 1 : fd;
+}
+JG_EW_INLINE double jg_ew_floordivd(double a, double b) {
+    if (b == 0)
+        return a / b;
+    double mod = __builtin_fmod(a, b), div = (a - mod) / b;
+    if (mod != 0 && (b < 0) != (mod < 0))
+        div -= 1;
+    if (div == 0)
+        return __builtin_copysign(0, a / b);
+    double fd = __builtin_floor(div);
+    return div - fd > 0.5 ? fd + 1 : fd;
+}
+JG_EW_INLINE int64_t jg_ew_floordivi(int64_t a, int64_t b) {
+    if (b == 0)
+        return 0;
+    if (b == -1)
+        return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b;
+    return (a < 0) != (b < 0) && a % b ? q - 1 : q;
+}
+#define jg_ew_remainder(x, y)                                                                      \
+    _Generic((x), float : jg_ew_remf, double : jg_ew_remd, default : jg_ew_remi)(x, y)
+#define jg_ew_fmod(x, y)                                                                           \
+    _Generic((x), float : jg_ew_fmodf, double : jg_ew_fmodd, default : jg_ew_fmodi)(x, y)
+#define jg_ew_floor_divide(x, y)                                                                   \
+    _Generic((x), float                                                                            \
+             : jg_ew_floordivf, double                                                             \
+             : jg_ew_floordivd, default                                                            \
+             : jg_ew_floordivi)(x, y)
+
 #endif

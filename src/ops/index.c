@@ -262,3 +262,176 @@ int jg_vjp_scatter_add(VJP_ARGS) {
     gin[1] = NULL;
     return gin[0] ? 0 : -1;
 }
+
+/* ------------------------------------------------ scatter / scatter_add */
+
+/* torch.scatter(x, dim, idx, src), scatter(x, dim, idx, value) and
+ * scatter_add(x, dim, idx, src): x's copy with, at each position p of idx,
+ * the element p[dim] := idx[p] written (or added) from src[p] (or the value
+ * attrs.s).  src may be larger than idx (only idx's extent is read), as in
+ * PyTorch; its gradient is then zero outside that extent.  attrs.i[0]: dim. */
+static int scatter_check(const jg_attrs *a, const jg_meta *x, const jg_meta *ix,
+                         const jg_meta *src) {
+    if (a->n != 1 || check_dim("scatter", a->i[0], x->ndim) < 0)
+        return a->n != 1 ? jg_errorf("scatter(): expects one dim attribute") : -1;
+    if (ix->dtype != JG_I64)
+        return jg_errorf("scatter(): Expected dtype int64 for index");
+    if (src && src->dtype != x->dtype)
+        return jg_errorf("scatter(): Expected self.dtype to be equal to src.dtype");
+    int64_t xs[JG_MAX_DIMS], is[JG_MAX_DIMS], ss[JG_MAX_DIMS];
+    int xn = nonempty_shape(x->ndim, x->shape, xs), in_ = nonempty_shape(ix->ndim, ix->shape, is);
+    int sn = src ? nonempty_shape(src->ndim, src->shape, ss) : in_;
+    if (in_ != xn)
+        return jg_errorf("Index tensor must have the same number of dimensions as self tensor");
+    if (src && sn != in_)
+        return jg_errorf("Index tensor must have the same number of dimensions as src tensor");
+    for (int d = 0; d < in_; d++)
+        if ((d != a->i[0] && is[d] > xs[d]) || (src && is[d] > ss[d])) {
+            char s1[160], s2[160], s3[160];
+            jg_format_shape(s1, sizeof s1, ix->ndim, ix->shape);
+            jg_format_shape(s2, sizeof s2, x->ndim, x->shape);
+            if (!src)
+                return jg_errorf("Expected index %s to be smaller than self %s apart from "
+                                 "dimension %lld",
+                                 s1, s2, (long long)a->i[0]);
+            jg_format_shape(s3, sizeof s3, src->ndim, src->shape);
+            return jg_errorf("Expected index %s to be smaller than self %s apart from dimension "
+                             "%lld and to be smaller size than src %s",
+                             s1, s2, (long long)a->i[0], s3);
+        }
+    return 0;
+}
+
+int jg_infer_scatter(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (scatter_check(a, &in[0], &in[1], &in[2]) < 0)
+        return -1;
+    out[0] = in[0];
+    return 0;
+}
+
+int jg_infer_scatter_value(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    if (scatter_check(a, &in[0], &in[1], NULL) < 0)
+        return -1;
+    out[0] = in[0];
+    return 0;
+}
+
+/* One case per dtype: C is the element type, BODY reads xp/op/sp. */
+#define SCATTER_DTYPES(dt, BODY)                                                                   \
+    switch (dt) {                                                                                  \
+    case JG_F32: {                                                                                 \
+        typedef float C;                                                                           \
+        BODY;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case JG_F64: {                                                                                 \
+        typedef double C;                                                                          \
+        BODY;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case JG_I64: {                                                                                 \
+        typedef int64_t C;                                                                         \
+        BODY;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case JG_I32: {                                                                                 \
+        typedef int32_t C;                                                                         \
+        BODY;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    case JG_BOOL: {                                                                                \
+        typedef bool C;                                                                            \
+        BODY;                                                                                      \
+        break;                                                                                     \
+    }                                                                                              \
+    }
+
+/* mode 0: write src, 1: add src, 2: write the value attrs.s */
+static int scatter_kernel(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out, int mode) {
+    jg_tensor *ix = in[1], *src = mode == 2 ? in[1] : in[2], *o = out[0];
+    jg_copy_data(o, in[0]);
+    walk w;
+    walk_init(&w, (int)a->i[0], ix, o, src);
+    const int64_t *ip = (const int64_t *)jg_tensor_ptr(ix);
+    SCATTER_DTYPES(o->dtype, {
+        C *op = (C *)jg_tensor_ptr(o);
+        const C *sp = (const C *)jg_tensor_ptr(src);
+        const C v = (C)a->s;
+        if (mode == 0)
+            WALK(w, ip, op[xo] = sp[vo]);
+        else if (mode == 1)
+            WALK(w, ip, op[xo] += sp[vo]);
+        else
+            WALK(w, ip, ((void)vo, op[xo] = v));
+    })
+    return 0;
+}
+
+int jg_k_scatter(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return scatter_kernel(a, in, out, 0);
+}
+int jg_k_scatter_add_into(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return scatter_kernel(a, in, out, 1);
+}
+int jg_k_scatter_value(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    return scatter_kernel(a, in, out, 2);
+}
+
+/* g (idx's shape) padded with zeros to src's shape m (0-d counts as [1]). */
+static jg_tensor *pad_to(jg_tensor *g, const jg_meta *m) {
+    if (!g || m->ndim == 0) /* (then idx is 0-d or [1] too: g has one element) */
+        return g && g->ndim ? jg_reshape(g, 0, NULL) : g;
+    for (int d = 0; d < m->ndim && g; d++) {
+        if (g->shape[d] == m->shape[d])
+            continue;
+        jg_attrs sb = {.n = 3 + g->ndim};
+        sb.i[0] = d, sb.i[1] = 0, sb.i[2] = g->shape[d];
+        memcpy(&sb.i[3], g->shape, sizeof(int64_t) * (size_t)g->ndim);
+        sb.i[3 + d] = m->shape[d];
+        g = jg_op1(JG_OP_SLICE_BACKWARD, &sb, g, NULL);
+    }
+    return g;
+}
+
+/* The gradient of src: grad.gather(dim, index), padded to src's shape. */
+static jg_tensor *src_grad(const jg_attrs *a, const jg_meta *srcm, jg_tensor *g, jg_tensor *ix) {
+    jg_attrs ga = {.n = 1};
+    ga.i[0] = a->i[0];
+    return pad_to(jg_op1(JG_OP_GATHER, &ga, g, ix), srcm);
+}
+
+/* scatter: self's gradient is grad with the written positions zeroed (a
+ * scatter of 0), src's the gathered grad. */
+int jg_vjp_scatter(VJP_ARGS) {
+    (void)out;
+    gin[0] = gin[1] = gin[2] = NULL;
+    if (needs[0]) {
+        jg_attrs z = *a;
+        z.s = 0;
+        jg_tensor *ops[2] = {gout[0], in[1]};
+        if (jg_op_call(JG_OP_SCATTER_VALUE, &z, ops, &gin[0]) < 0)
+            return -1;
+    }
+    if (needs[2] && !(gin[2] = src_grad(a, &meta[2], gout[0], in[1])))
+        return -1;
+    return 0;
+}
+
+int jg_vjp_scatter_value(VJP_ARGS) {
+    (void)meta, (void)out, (void)needs;
+    jg_attrs z = *a;
+    z.s = 0;
+    jg_tensor *ops[2] = {gout[0], in[1]};
+    gin[1] = NULL;
+    return jg_op_call(JG_OP_SCATTER_VALUE, &z, ops, &gin[0]);
+}
+
+/* scatter_add: self's gradient is grad itself, src's the gathered grad. */
+int jg_vjp_scatter_add_into(VJP_ARGS) {
+    (void)out;
+    gin[0] = needs[0] ? gout[0] : NULL;
+    gin[1] = gin[2] = NULL;
+    if (needs[2] && !(gin[2] = src_grad(a, &meta[2], gout[0], in[1])))
+        return -1;
+    return 0;
+}

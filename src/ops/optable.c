@@ -35,8 +35,11 @@ unsigned jg_op_saved_inputs(jg_opcode op, const bool *needs) {
     case JG_OP_TANH_GRAD:
     case JG_OP_SIGMOID_GRAD: /* (grad, y): y by both, grad only by y's formula */
         return (needs[1] ? 1u : 0u) | 2u;
-    case JG_OP_MASKED_FILL:       /* the mask */
-    case JG_OP_SCATTER_ADD:       /* the index */
+    case JG_OP_MASKED_FILL: /* the mask */
+    case JG_OP_SCATTER_ADD: /* the index */
+    case JG_OP_SCATTER:
+    case JG_OP_SCATTER_VALUE:
+    case JG_OP_SCATTER_ADD_INTO:
     case JG_OP_NLL_LOSS_BACKWARD: /* the targets */
     case JG_OP_RELU_GRAD:         /* relu's output */
     case JG_OP_ABS_GRAD:          /* abs's input */
