@@ -358,6 +358,34 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
         }                                                                                          \
     }
 
+/* Integer remainder, fmod and floor_divide refuse a zero divisor, as
+ * PyTorch does ("ZeroDivisionError").  Checked in the kernel, so a compiled
+ * program whose divisor is only known when it runs fails as eager does,
+ * before anything is written. */
+static bool int_div_op(jg_opcode op) {
+    return op == JG_OP_REMAINDER || op == JG_OP_FMOD || op == JG_OP_FLOOR_DIVIDE;
+}
+
+static int check_int_divisor(const jg_tensor *b, jg_dtype out) {
+    if (out != JG_I64 && out != JG_I32)
+        return 0;
+    int64_t idx[JG_MAX_DIMS] = {0};
+    const char *base = jg_tensor_ptr((jg_tensor *)b);
+    for (int64_t n = 0; n < b->numel; n++) {
+        int64_t off = 0;
+        for (int d = 0; d < b->ndim; d++)
+            off += idx[d] * b->stride[d];
+        bool zero = b->dtype == JG_I64   ? ((const int64_t *)base)[off] == 0
+                    : b->dtype == JG_I32 ? ((const int32_t *)base)[off] == 0
+                                         : ((const unsigned char *)base)[off] == 0;
+        if (zero)
+            return jg_errorf("ZeroDivisionError");
+        for (int d = b->ndim - 1; d >= 0 && ++idx[d] == b->shape[d]; d--)
+            idx[d] = 0;
+    }
+    return 0;
+}
+
 /* The kernel: broadcast every operand to the output and walk it. */
 #define EW_KERNEL(ID, name, n_in, expr)                                                            \
     EW_INNER##n_in(ID, name, f32, expr) EW_INNER##n_in(ID, name, f64, expr)                        \
@@ -365,6 +393,8 @@ static void ew_dense_par(jg_dense_fn fn, int64_t n, void *o, const void *x, cons
             EW_INNER##n_in(ID, name, i32, expr) int jg_k_##name(                                   \
                 const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {                       \
         static const jg_inner_fn rows[JG_NDTYPES] = EW_BY_DTYPE(name##_row);                       \
+        if (int_div_op(JG_OP_##ID) && check_int_divisor(in[n_in - 1], out[0]->dtype) < 0)          \
+            return -1;                                                                             \
         return jg_ew_run(rows[out[0]->dtype], at, n_in, in, out[0]);                               \
     }
 

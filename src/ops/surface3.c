@@ -532,9 +532,9 @@ jg_tensor *jg_logsumexp(jg_tensor *a, int n_dims, const int *dims, bool keepdim)
 
 /* ------------------------------------------ remainder, fmod, floor_divide */
 
-/* PyTorch refuses an integer division by zero ("ZeroDivisionError"); the
- * divisor's values are checked when they can be read (the kernels give 0
- * for a traced one). */
+/* PyTorch refuses an integer division by zero ("ZeroDivisionError").  The
+ * kernels check too (a compiled program's divisor is read when it runs);
+ * this check gives eager the error before dispatch. */
 static jg_tensor *int_div_call(jg_opcode op, jg_tensor *a, jg_tensor *b) {
     if (!a || !b)
         return jg_errorf_null("%s: tensor is NULL", jg_ops[op].name);
