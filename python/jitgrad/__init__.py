@@ -318,6 +318,8 @@ from ._indexops import (  # noqa: E402,F401
 from . import _indexops  # noqa: E402
 
 _indexops.install(Tensor)
+_indexops.install_div(Tensor)
+divide = true_divide = div  # noqa: E305 (torch.divide: div's rounding_mode too)
 
 from . import _inplace  # noqa: E402
 

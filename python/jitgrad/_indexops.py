@@ -267,6 +267,56 @@ def floor_divide(input, other, *, out=None):
     return a._floor_divide(b)
 
 
+_DIV_MODES = (None, "trunc", "floor")
+
+
+def _div_rounded(a, b, mode):
+    """div(a, b, rounding_mode=mode) for 'trunc' / 'floor', as PyTorch's
+    div_trunc / div_floor kernels: integers stay integers (a zero divisor
+    is ZeroDivisionError), floats give trunc(a / b) or floor_divide's value.
+    Float results keep a zero gradient (PyTorch's DivBackward2 gives zeros):
+    'floor' selects floor_divide's bits with an all-true where over
+    floor(a / b), whose gradient is zero."""
+    if mode not in _DIV_MODES:
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{mode}'")
+    a, b = _operands(a, b, "div")
+    if mode == "trunc":
+        if a.is_floating_point() or b.is_floating_point():
+            return (a / b).trunc()
+        return (a - a._fmod(b))._floor_divide(b)  # exact: the difference is a multiple of b
+    q = a._floor_divide(b)
+    if q.is_floating_point() and _C.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _C.where(_C.ones(tuple(q.shape), dtype=_C.bool), q, (a / b).floor())
+    return q
+
+
+def install_div(T):
+    """Tensor.div / divide / true_divide and div_ with rounding_mode."""
+    c_div, c_div_ = T.div, T.div_
+
+    def div(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return c_div(self, other)
+        return _div_rounded(self, other, rounding_mode)
+
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return c_div_(self, other)
+        r = _div_rounded(self, other, rounding_mode)
+        if r.is_floating_point() and not self.is_floating_point():
+            names = {_C.float32: "Float", _C.float64: "Double"}
+            raise RuntimeError(f"result type {names.get(r.dtype, r.dtype)} can't be cast to the "
+                               "desired output type "
+                               f"{'Long' if self.dtype == _C.int64 else 'Int'}")
+        return self.copy_(r)
+
+    div.__doc__ = "div(other, *, rounding_mode=None): self / other; 'trunc' or 'floor' rounds."
+    div_.__doc__ = "div_(other, *, rounding_mode=None): div in place."
+    T.div = T.divide = T.true_divide = div
+    T.div_ = T.divide_ = div_
+
+
 def _binop(f):
     def op(self, other):
         if not isinstance(other, (Tensor, _numbers.Real, bool)):
