@@ -253,3 +253,28 @@ def test_mutation_then_value_read(jg, backend):
     x = x3(jg)
     e, c, _ = run_both(jg, f, list, [lambda s: (x, s)] * 3, backend)
     assert e == c == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_program_tensor_left_in_closure_dict(jg, backend):
+    """A value the program computes, stored in a closure's dict: the caller
+    finds eager's tensor there after each call, never a traced stand-in."""
+    def make():
+        held = {}
+
+        def f(x, w):
+            held["t"] = w.exp()
+            return x * held["t"]
+        return f, held
+
+    x, w = x3(jg), jg.tensor([0.5, -1.0, 2.0])
+    f, held = make()
+    cf = jg.compile(f, backend=backend)
+    for k in range(2):
+        w2 = w + k
+        out = cf(x, w2)
+        assert held["t"].tolist() == w2.exp().tolist()
+        assert out.tolist() == (x * w2.exp()).tolist()
+    g, _ = make()
+    with pytest.raises(RuntimeError, match=r"mutated the dict closure variable 'held'"):
+        jg.compile(g, backend=backend, fullgraph=True)(x, w)
