@@ -70,7 +70,8 @@ typedef struct compiled_call {
     PyObject *key_bytes;
     struct compiled_call *prev;
     int room; /* the outputs array's length (jg_program_fn's contract: the caller sizes it) */
-    bool run_objects; /* self->run_objects is this call's */
+    bool run_objects;   /* self->run_objects is this call's */
+    PyObject *returned; /* the tensors the last run of the function returned */
 } compiled_call;
 
 /* How many tensors a compiled Python function may return: the library's
@@ -90,7 +91,7 @@ static PyObject *tensor_mark, *seq_mark, *dict_mark, *same_mark;
 
 /* A tensor returned in several places is one output, and each place gets
  * that one object back (same_mark, index), as the eager call returns it. */
-static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room) {
+static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room, PyObject *objs) {
     if (jgp_is_tensor(o)) {
         for (int j = 0; j < *n; j++)
             if (outputs[j] == jgp_t(o))
@@ -100,6 +101,8 @@ static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room
                          "jitgrad.compile: a compiled function returns at most %d tensors", room);
             return NULL;
         }
+        if (objs && PyList_Append(objs, o) < 0)
+            return NULL;
         outputs[(*n)++] = jgp_t(o);
         jgp_defer_release(jg_retain(jgp_t(o)));
         return Py_NewRef(tensor_mark);
@@ -111,7 +114,7 @@ static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room
         Py_ssize_t m = PyTuple_GET_SIZE(items);
         PyObject *kids = PyTuple_New(m);
         for (Py_ssize_t i = 0; kids && i < m; i++) {
-            PyObject *c = out_template(PyTuple_GET_ITEM(items, i), outputs, n, room);
+            PyObject *c = out_template(PyTuple_GET_ITEM(items, i), outputs, n, room, objs);
             if (!c)
                 Py_CLEAR(kids);
             else
@@ -126,7 +129,7 @@ static PyObject *out_template(PyObject *o, jg_tensor **outputs, int *n, int room
         PyObject *kids = PyList_New(0), *key, *val;
         Py_ssize_t pos = 0;
         while (kids && PyDict_Next(o, &pos, &key, &val)) {
-            PyObject *c = out_template(val, outputs, n, room);
+            PyObject *c = out_template(val, outputs, n, room, objs);
             PyObject *kv = c ? PyTuple_Pack(2, key, c) : NULL;
             Py_XDECREF(c);
             if (!kv || PyList_Append(kids, kv) < 0)
@@ -219,14 +222,18 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
     if (PyTuple_Check(o) || PyList_Check(o)) {
         Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
         PyObject *r = PyList_New(m);
+        bool same = true;
         for (Py_ssize_t i = 0; r && i < m; i++) {
             PyObject *v = rebuild(PySequence_Fast_GET_ITEM(o, i), inputs, n, k);
             if (!v)
                 Py_CLEAR(r);
             else
                 PyList_SET_ITEM(r, i, v);
+            same &= v == PySequence_Fast_GET_ITEM(o, i);
         }
-        if (r && PyTuple_Check(o)) {
+        if (r && same) /* the caller's own container: the function may mutate it */
+            Py_SETREF(r, Py_NewRef(o));
+        else if (r && PyTuple_Check(o)) {
             PyObject *t = PyList_AsTuple(r);
             Py_DECREF(r);
             r = t;
@@ -236,12 +243,16 @@ static PyObject *rebuild(PyObject *o, jg_tensor *const *inputs, int n, int *k) {
     if (PyDict_Check(o)) {
         PyObject *r = PyDict_New(), *key, *v;
         Py_ssize_t pos = 0;
+        bool same = true;
         while (r && PyDict_Next(o, &pos, &key, &v)) {
             PyObject *nv = rebuild(v, inputs, n, k);
             if (!nv || PyDict_SetItem(r, key, nv) < 0)
                 Py_CLEAR(r);
+            same &= nv == v;
             Py_XDECREF(nv);
         }
+        if (r && same)
+            Py_SETREF(r, Py_NewRef(o));
         return r;
     }
     return Py_NewRef(o);
@@ -671,6 +682,55 @@ static int note_scope(JGCompiled *self, const char *fp, size_t len, PyObject *ar
     return 0;
 }
 
+/* _mutation.NAME(a, b, c), or with a alone when b is NULL */
+static PyObject *mutation_call(const char *name, PyObject *a, PyObject *b, PyObject *c) {
+    PyObject *mod = PyImport_ImportModule("jitgrad._mutation");
+    PyObject *f = mod ? PyObject_GetAttrString(mod, name) : NULL;
+    PyObject *r = !f  ? NULL
+                  : b ? PyObject_CallFunctionObjArgs(f, a, b, c, NULL)
+                      : PyObject_CallOneArg(f, a);
+    Py_XDECREF(f);
+    Py_XDECREF(mod);
+    return r;
+}
+
+/* A trace that failed (a value read, a graph break): the objects it
+ * mutated are put back, so the run that follows (eagerly, in pieces)
+ * mutates them once.  Keeps the pending error; -1 when the restore failed
+ * (its error replaces it). */
+static int mutation_restore(PyObject *snap) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = mutation_call("restore", snap, NULL, NULL);
+    int rc = r ? 0 : -1;
+    if (r) {
+        PyErr_Restore(type, value, tb);
+    } else {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    Py_XDECREF(r);
+    return rc;
+}
+
+/* After the traced function returned: when it mutated a container or an
+ * object it reaches, a graph break (jg_graph_break; -1 with the error set,
+ * the objects put back as they were so the eager run mutates them once);
+ * 0 when nothing changed or this is no trace (the mutation stands). */
+static int mutation_check(PyObject *snap) {
+    PyObject *why = mutation_call("changed", snap, NULL, NULL);
+    const char *w = why && why != Py_None ? PyUnicode_AsUTF8(why) : NULL;
+    int rc = why && (why == Py_None || w) ? 0 : -1;
+    if (w && jg_graph_break(w) < 0) {
+        jgp_raise();
+        mutation_restore(snap);
+        rc = -1;
+    }
+    Py_XDECREF(why);
+    return rc;
+}
+
 static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor *const *inputs,
                       jg_tensor **outputs) {
     JGCompiled *self = user;
@@ -706,12 +766,31 @@ static int program_cb(void *user, const void *argbytes, int n_inputs, jg_tensor 
             goto fail;
         }
     }
+    /* a trace: what the function mutates in Python would be skipped by the
+     * graph's later calls (_mutation.py) */
+    PyObject *snap = NULL;
+    if (jgp_trace_objects == self->objects &&
+        !(snap = mutation_call("snapshot", self->fn, args, kwargs ? kwargs : Py_None))) {
+        jgp_trace_objects = prev_objects;
+        goto fail;
+    }
     res = PyObject_Call(self->fn, args, kwargs);
     jgp_trace_objects = prev_objects;
+    if (snap && res && mutation_check(snap) < 0)
+        Py_CLEAR(res);
+    else if (snap && !res)
+        (void)mutation_restore(snap); /* an error either way */
+    Py_XDECREF(snap);
     if (!res)
         goto fail;
     int n = 0;
-    tmpl = out_template(res, outputs, &n, call->room);
+    /* the tensors it returned, for the call to return these very objects
+     * when this run's are its outputs (an eager run: a tensor it also
+     * appended to a list is the one returned, as in eager mode) */
+    Py_XSETREF(call->returned, PyList_New(0));
+    if (!call->returned)
+        goto fail;
+    tmpl = out_template(res, outputs, &n, call->room, call->returned);
     if (!tmpl)
         goto fail;
     PyObject *key = Py_BuildValue("(Oi)", call->key_bytes, n);
@@ -956,7 +1035,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     }
     if (kwargs && PyDict_Size(kwargs) == 0)
         kwargs = NULL;
-    PyObject *tensors = PyList_New(0), *result = NULL, *key = NULL;
+    PyObject *tensors = PyList_New(0), *result = NULL, *key = NULL, *returned = NULL;
     jgp_buf bytes = {0};
     jg_tensor **inputs = NULL, **outs = NULL;
     PyObject **wrapped = NULL;
@@ -1015,7 +1094,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto done;
     }
-    compiled_call call = {self, args, kwargs, key, current, room, false};
+    compiled_call call = {self, args, kwargs, key, current, room, false, NULL};
     current = &call;
     PyObject *prev_classes = jgp_trace_classes, *prev_objects = jgp_call_objects;
     jgp_trace_classes = self->classes;
@@ -1028,6 +1107,7 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
     current = call.prev;
     if (call.run_objects)
         Py_CLEAR(self->run_objects);
+    returned = call.returned;
     if (n < 0) {
         jgp_raise();
         goto done;
@@ -1044,10 +1124,14 @@ static PyObject *compiled_call_py(PyObject *o, PyObject *args, PyObject *kwargs)
         Py_ssize_t k = 0;
         while (k < n_in && inputs[k] != outs[i])
             k++;
-        if (k < n_in)
+        Py_ssize_t r = 0, n_ret = returned ? PyList_GET_SIZE(returned) : 0;
+        while (k == n_in && r < n_ret && jgp_t(PyList_GET_ITEM(returned, r)) != outs[i])
+            r++;
+        if (k < n_in || r < n_ret)
             jg_release(jg_keep(outs[i]));
-        ok &= (wrapped[i] = k < n_in ? Py_NewRef(PyList_GET_ITEM(tensors, k))
-                                     : jgp_wrap(jg_keep(outs[i]))) != NULL;
+        ok &= (wrapped[i] = k < n_in    ? Py_NewRef(PyList_GET_ITEM(tensors, k))
+                            : r < n_ret ? Py_NewRef(PyList_GET_ITEM(returned, r))
+                                        : jgp_wrap(jg_keep(outs[i]))) != NULL;
     }
     PyObject *tkey = Py_BuildValue("(Oi)", key, n);
     PyObject *entry = tkey ? PyDict_GetItemWithError(self->templates, tkey) : NULL;
@@ -1073,6 +1157,7 @@ done:
     PyMem_Free(inputs);
     Py_XDECREF(tensors);
     Py_XDECREF(key);
+    Py_XDECREF(returned);
     return result;
 }
 

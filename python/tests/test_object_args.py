@@ -68,8 +68,13 @@ def make(T, kind):
                 return g * 3.0
 
         def prog(x, w):
+            # taken out again: a dict left changed is a graph break
+            # (test_compile_container_mutation.py), and this runs fullgraph
             held["t"] = w.exp()
-            return Closure.apply(x).sum()
+            try:
+                return Closure.apply(x).sum()
+            finally:
+                del held["t"]
     return prog
 
 
