@@ -339,8 +339,10 @@ void jg_saved_init(jg_saved *s, jg_tensor *t) {
     /* A view that is a leaf requiring grad of its own (requires_grad_ on a
      * view) is saved itself, as PyTorch saves a leaf: double backward must
      * reach that leaf, and an alias would be another leaf no gradient asks
-     * for.  (Its base getting this node in its history needs an in-place
-     * write of the base, which the saved version check refuses anyway.) */
+     * for.  Writing this node's result into the view's base in place then
+     * makes a reference cycle (view -> base -> history -> node -> view),
+     * which PyTorch's saved leaf makes too; backward through it is refused
+     * by the saved version check. */
     bool own_leaf = t && !t->grad_fn && t->requires_grad && !t->no_grad_view;
     if (t && t->view && !t->sym && !own_leaf) {
         /* a tracked view holds its base, whose history may come to hold this
