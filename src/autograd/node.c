@@ -336,7 +336,15 @@ jg_tensor *jg_alias_no_history(jg_tensor *t) {
 
 void jg_saved_init(jg_saved *s, jg_tensor *t) {
     s->t = jg_retain(t);
-    if (t && t->view && !t->sym) {
+    /* A view that is a leaf requiring grad of its own (requires_grad_ on a
+     * view) is saved itself, as PyTorch saves a leaf: double backward must
+     * reach that leaf, and an alias would be another leaf no gradient asks
+     * for.  Writing this node's result into the view's base in place then
+     * makes a reference cycle (view -> base -> history -> node -> view),
+     * which PyTorch's saved leaf makes too; backward through it is refused
+     * by the saved version check. */
+    bool own_leaf = t && !t->grad_fn && t->requires_grad && !t->no_grad_view;
+    if (t && t->view && !t->sym && !own_leaf) {
         /* a tracked view holds its base, whose history may come to hold this
          * node (x[0:2] *= x[2:4]): save an alias with the view's history but
          * without the link to the base, so no cycle forms */

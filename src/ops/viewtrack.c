@@ -361,6 +361,11 @@ int jg_view_refresh(jg_tensor *t) {
     uint64_t ver = base_version(v->base);
     if (ver == v->version || v->no_grad)
         return 0;
+    /* a view without history of a base that does not require grad keeps
+     * its own flag: a leaf made by requires_grad_ on a view stays that
+     * leaf, as PyTorch's grad_fn() leaves such a view alone */
+    if (!t->sym && !t->grad_fn && !v->base->requires_grad)
+        return 0;
     /* PyTorch remakes the history whatever the grad mode (traced too, so
      * a compiled program sees the view eager mode sees) */
     bool gm = jg_grad_mode;

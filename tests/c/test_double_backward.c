@@ -610,6 +610,88 @@ static void test_unread_input_modified_in_place(void **state) {
     jg_release(ref);
 }
 
+/* A leaf made by requires_grad on a view of a tensor that does not require
+ * grad (jg_reshape, then jg_set_requires_grad): its first and second
+ * derivatives, .grad included, equal those of the same values as a leaf of
+ * its own (a clone) bitwise.  Regression: saved for backward, such a view
+ * became an alias that was another leaf, so a double backward lost every
+ * term through the saved tensor (d2/dw2 sum(w^3) gave 2w, not 6w). */
+static jg_tensor *view_kind(int kind, jg_tensor *base) {
+    switch (kind) {
+    case 0:
+        return jg_reshape(base, 1, TU_SHAPE(6));
+    case 1:
+        return jg_view(base, 2, TU_SHAPE(3, 2));
+    case 2:
+        return jg_transpose(base, 0, 1);
+    case 3:
+        return jg_slice(base, 1, 1, 3);
+    case 4: /* a view of a view */
+        return jg_transpose(jg_slice(base, 0, 0, 1), 0, 1);
+    default:
+        return jg_expand(jg_slice(base, 0, 1, 2), 2, TU_SHAPE(4, 3));
+    }
+}
+
+/* g = d/dw sum(w^3 + sin w) with history, d/dw sum(g*g) by jg_autograd_grad
+ * and into .grad by jg_backward */
+static void view_leaf_grads(jg_tensor *w, jg_tensor **g, jg_tensor **gg, jg_tensor **acc) {
+    jg_tensor *f = jg_sum(jg_add(jg_mul(w, jg_mul(w, w)), jg_sin(w)));
+    assert_int_equal(jg_autograd_grad(1, &f, NULL, 1, &w, JG_CREATE_GRAPH, g), 0);
+    jg_tensor *s = jg_sum(jg_mul(*g, *g));
+    assert_int_equal(jg_autograd_grad(1, &s, NULL, 1, &w, JG_RETAIN_GRAPH, gg), 0);
+    jg_clear_grad(w);
+    assert_int_equal(jg_backward(s, NULL, 0), 0);
+    *acc = jg_grad(w);
+}
+
+static void test_view_leaf_double_backward(void **state) {
+    (void)state;
+    for (int kind = 0; kind < 6; kind++) {
+        jg_scope_push();
+        jg_tensor *base =
+            tu_tensor(JG_F64, 2, TU_SHAPE(2, 3), TU_VALS(0.5, 2.0, -1.3, 0.7, -0.2, 1.1));
+        for (int written = 0; written < 2; written++) {
+            jg_tensor *w = view_kind(kind, base);
+            assert_non_null(w);
+            jg_set_requires_grad(w, true);
+            if (written) { /* the base (no grad) written after: w stays that leaf */
+                assert_int_equal(jg_mul_scalar_(base, 2.0), 0);
+                assert_true(jg_is_leaf(w));
+                assert_true(jg_requires_grad(w));
+            }
+            bool prev = jg_set_grad_enabled(false);
+            jg_tensor *c = jg_clone(w); /* the same values, a leaf of its own */
+            jg_set_grad_enabled(prev);
+            jg_set_requires_grad(c, true);
+            jg_tensor *g, *gg, *acc, *cg, *cgg, *cacc;
+            view_leaf_grads(w, &g, &gg, &acc);
+            view_leaf_grads(c, &cg, &cgg, &cacc);
+            TU_SAME(g, cg);
+            TU_SAME(gg, cgg);
+            TU_SAME(acc, cacc);
+            TU_SAME(gg, acc);
+            /* d/dw sum(g^2) = 2 g (6w - sin w), g = 3w^2 + cos w */
+            double wv[12], ggv[12];
+            tu_values(w, wv);
+            tu_values(gg, ggv);
+            for (int64_t i = 0; i < jg_numel(w); i++) {
+                double gi = 3 * wv[i] * wv[i] + cos(wv[i]);
+                double want = 2 * gi * (6 * wv[i] - sin(wv[i]));
+                assert_true(fabs(ggv[i] - want) <= 1e-12 * (1 + fabs(want)));
+            }
+            jg_clear_grad(w);
+            jg_clear_grad(c);
+        }
+        /* w itself written in place: refused, a leaf that requires grad */
+        jg_tensor *w = view_kind(kind, base);
+        jg_set_requires_grad(w, true);
+        assert_int_equal(jg_mul_scalar_(w, 2.0), -1);
+        TU_ERROR("leaf Variable that requires grad");
+        jg_scope_pop();
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_cube_second_derivative),
@@ -628,6 +710,7 @@ int main(void) {
         TU_TEST(test_third_order),
         TU_TEST(test_backward_create_graph),
         TU_TEST(test_input_modified_in_place),
+        TU_TEST(test_view_leaf_double_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
