@@ -69,6 +69,13 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void scalar
     at->s = s;
 }
 
+/* Integer remainder / fmod / floor_divide: their kernels refuse a zero
+ * divisor, which the dense rows of the shortcut would not. */
+static inline bool int_div(jg_opcode op, jg_dtype dt) {
+    return !jg_dtype_is_float(dt) &&
+           (op == JG_OP_REMAINDER || op == JG_OP_FMOD || op == JG_OP_FLOOR_DIVIDE);
+}
+
 /* The common eager case, taken before anything else: an elementwise.def op
  * (to_dtype is not one) on concrete, dense operands of one dtype and one shape that
  * needs no promotion.  It does what the general path below does for them --
@@ -86,7 +93,7 @@ static inline __attribute__((always_inline)) int ew_shortcut(jg_opcode op, const
     /* (tracked views take the general path, which brings their history up to date) */
     if (!x || !y || x->sym || y->sym || jg_trace_capture || x->view || y->view ||
         x->dtype != y->dtype || (x->dtype == JG_BOOL && (info->flags & JG_OPF_NOBOOL)) ||
-        ((info->flags & JG_OPF_FLOAT) && !jg_dtype_is_float(x->dtype)))
+        ((info->flags & JG_OPF_FLOAT) && !jg_dtype_is_float(x->dtype)) || int_div(op, x->dtype))
         return 1;
     if (x != y && (!jg_same_shape(x, y) || !jg_dense(y)))
         return 1;

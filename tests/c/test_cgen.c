@@ -154,6 +154,9 @@ static void run_op_cases(jg_dtype dt) {
                         jg_set_requires_grad(in[1] = jg_clone(jg_detach(in[1])), true);
                     if (op == JG_OP_MASKED_FILL) /* its second operand is a bool mask */
                         in[1] = jg_gt_scalar(jg_detach(in[1]), 0);
+                    if (dt == JG_I64 && (op == JG_OP_REMAINDER || op == JG_OP_FMOD ||
+                                         op == JG_OP_FLOOR_DIVIDE)) /* 0: ZeroDivisionError */
+                        in[1] = jg_where(jg_eq_scalar(in[1], 0), jg_scalar(JG_I64, 1), in[1]);
                     check3(p_op, &c, NULL, 0, info->n_in, in);
                 }
     }

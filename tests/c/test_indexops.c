@@ -292,6 +292,47 @@ static void test_indexops_compiled_matches_eager(void **state) {
     }
 }
 
+/* Integer remainder / fmod / floor_divide by a zero divisor: the public
+ * functions and a compiled program (whose divisor is computed when it
+ * runs) refuse it with PyTorch's "ZeroDivisionError"; a compiled program
+ * used to return numbers.  (test_cgen's generic-path cases avoid zero.) */
+static int p_int_div(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    jg_tensor *q = jg_floor_divide(in[0], jg_mul(in[1], in[1]));
+    out[0] = q ? jg_add(q, jg_remainder(in[0], in[1])) : NULL;
+    return out[0] ? 1 : -1;
+}
+
+static void test_int_div_zero_every_path(void **state) {
+    (void)state;
+    jg_tensor *a = i64(1, TU_SHAPE(3), TU_VALS(5, -7, 9));
+    jg_tensor *ok = i64(1, TU_SHAPE(3), TU_VALS(2, -3, 4));
+    jg_tensor *zero = i64(1, TU_SHAPE(3), TU_VALS(2, 0, 4));
+    jg_tensor *(*fns[3])(jg_tensor *, jg_tensor *) = {jg_remainder, jg_fmod, jg_floor_divide};
+    for (int k = 0; k < 3; k++) {
+        assert_non_null(fns[k](a, ok));
+        assert_null(fns[k](a, zero));
+        TU_ERROR("ZeroDivisionError");
+    }
+    assert_null(jg_remainder(a, zero));
+    TU_ERROR("ZeroDivisionError");
+    const char *modes[2] = {"interp", "c"};
+    for (int mo = 0; mo < 2; mo++) {
+        if (mo == 1 && !jg_compile_backend_available("c"))
+            continue;
+        jg_compiled *c = jg_compile(p_int_div, NULL, &(jg_compile_options){modes[mo], true, false});
+        assert_non_null(c);
+        jg_tensor *in[2] = {a, ok}, *out[1], *eo[1];
+        assert_int_equal(p_int_div(NULL, NULL, 2, in, eo), 1);
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, out), 1);
+        TU_SAME(out[0], eo[0]);
+        in[1] = zero;
+        assert_int_equal(jg_compiled_call(c, NULL, 0, 2, in, out), -1);
+        TU_ERROR("ZeroDivisionError");
+        jg_compiled_free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_indexops_gather_scatter_values),
@@ -300,6 +341,7 @@ int main(void) {
         TU_TEST(test_indexops_gradcheck),
         TU_TEST(test_indexops_errors),
         TU_TEST(test_indexops_compiled_matches_eager),
+        TU_TEST(test_int_div_zero_every_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,6 +143,7 @@ static int child(bool hide, const char *lib, const char *out) {
     FN(optim_defaults);
     FN(optim_new);
     FN(optim_step);
+    FN(optim_free);
     FN(optim_zero_grad);
     FN(scope_push);
     set_num_threads(1);
@@ -204,6 +205,7 @@ static int child(bool hide, const char *lib, const char *out) {
     }
     if (!opt)
         put(f, dl, NULL);
+    optim_free(opt); /* its state would be a leak under the sanitizer build */
     return fclose(f) ? 1 : 0;
 }
 
