@@ -8,6 +8,8 @@ from .modules import (  # noqa: F401
     AdaptiveAvgPool2d,
     AvgPool1d,
     AvgPool2d,
+    BCELoss,
+    BCEWithLogitsLoss,
     BatchNorm1d,
     BatchNorm2d,
     ELU,

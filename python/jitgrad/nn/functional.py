@@ -531,3 +531,80 @@ def multi_head_attention_forward(*args, **kwargs):
     """PyTorch's F.multi_head_attention_forward (see nn/transformer.py)."""
     from .transformer import multi_head_attention_forward as mha
     return mha(*args, **kwargs)
+
+
+# ---- more losses and helpers, composed of library ops.  Where PyTorch's
+# derivative is an explicit formula, the composition is arranged so that its
+# chain rule gives the same values at the kinks too (|x| written as a where
+# that takes the x branch at 0, so d/dx logsigmoid(0) = 0.5 as PyTorch's).
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _size_str(t):
+    return f"torch.Size({list(t.shape)})"
+
+
+def _reduce(loss, reduction):
+    reduction = _REDUCTIONS.get(reduction, reduction)
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction):
+    reduction = _REDUCTIONS.get(reduction, reduction)
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _neg_logsigmoid(x):
+    """log1p(exp(-|x|)) + max(-x, 0) = -logsigmoid(x), exp never overflowing."""
+    nonneg = x >= 0
+    a = _C.where(nonneg, x, -x)
+    return a.neg().exp().log1p() + _C.where(nonneg, x * 0, -x)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(t * log(x) + (1 - t) * log(1 - x)), each log clamped at -100 as
+    PyTorch's; at x exactly 0 or 1 the clamped log is the constant -100 (no
+    gradient through it; PyTorch gives +-t / 1e-12 there)."""
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({_size_str(target)}) that is different to the "
+                         f"input size ({_size_str(input)}) is deprecated. Please ensure they "
+                         "have the same size.")
+    if _C._has_data(input) and input.numel() and \
+            ((input < 0).any().item() or (input > 1).any().item()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+
+    def clamped_log(v):
+        pos = v > 0
+        return _C.where(pos, _C.where(pos, v, v * 0 + 1).log().clamp_min(-100), v * 0 - 100)
+
+    loss = (target - 1) * clamped_log(1 - input) - target * clamped_log(input)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """(1 - t) * x + (1 + (pw - 1) * t) * (log1p(exp(-|x|)) + max(-x, 0)),
+    PyTorch's numerically stable form."""
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({_size_str(target)}) must be the same as input size "
+                         f"({_size_str(input)})")
+    sp = _neg_logsigmoid(input)
+    if pos_weight is not None:
+        sp = ((pos_weight - 1) * target + 1) * sp
+    loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
