@@ -15,6 +15,8 @@ from .modules import (  # noqa: F401
     ELU,
     GELU,
     GroupNorm,
+    HuberLoss,
+    KLDivLoss,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
