@@ -1,7 +1,7 @@
 """F.binary_cross_entropy(_with_logits), one_hot, pad, normalize,
 cosine_similarity, logsigmoid, softsign, softmin, kl_div, huber_loss and their
 modules against PyTorch 1.13: values and input gradients (f32 / f64, every
-reduction, weights), PyTorch's errors, and compiled (interp) == eager bitwise."""
+reduction, weights), PyTorch's errors, and compiled (interp, c) == eager bitwise."""
 import pytest
 
 DTYPES = [("float64", 1e-12), ("float32", 2e-5)]
@@ -118,6 +118,8 @@ def test_bce_errors_match_torch(jg, torch):
     with pytest.raises(ValueError, match=r"Using a target size \(torch.Size\(\[3\]\)\) that is "
                        r"different to the input size \(torch.Size\(\[2\]\)\) is deprecated"):
         F.binary_cross_entropy(x, jg.tensor([1.0, 0.0, 1.0]))
+    with pytest.raises(RuntimeError):  # weight must expand to the target's shape
+        F.binary_cross_entropy(x, x, weight=jg.ones(2, 1))
     with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
         F.binary_cross_entropy(jg.tensor([0.5, 1.5]), jg.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match=r"Target size \(torch.Size\(\[3\]\)\) must be the same "
@@ -128,7 +130,10 @@ def test_bce_errors_match_torch(jg, torch):
             fn(x, x, reduction="bogus")
 
 
-def test_bce_compiled_equals_eager_bitwise(jg):
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_bce_compiled_equals_eager_bitwise(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
     F = jg.nn.functional
     for dtype in (jg.float32, jg.float64):
         x = jg.tensor(LOGITS, dtype=dtype, requires_grad=True)
@@ -142,7 +147,7 @@ def test_bce_compiled_equals_eager_bitwise(jg):
 
         want = prog(x)
         (wg,) = jg.autograd.grad(want, [x])
-        got = jg.compile(prog, backend="interp", fullgraph=True)(x)
+        got = jg.compile(prog, backend=backend, fullgraph=True)(x)
         (gg,) = jg.autograd.grad(got, [x])
         assert vals(got) == vals(want)
         assert vals(gg) == vals(wg)
@@ -269,7 +274,10 @@ def test_pad_errors(jg):
             F.pad(x, (1, 1), mode=mode)
 
 
-def test_helpers_compiled_equals_eager_bitwise(jg):
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_helpers_compiled_equals_eager_bitwise(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
     F = jg.nn.functional
     for dtype in (jg.float32, jg.float64):
         x = jg.tensor(LOGITS, dtype=dtype, requires_grad=True)
@@ -286,7 +294,7 @@ def test_helpers_compiled_equals_eager_bitwise(jg):
 
         want = prog(x)
         (wg,) = jg.autograd.grad(want, [x])
-        got = jg.compile(prog, backend="interp", fullgraph=True)(x)
+        got = jg.compile(prog, backend=backend, fullgraph=True)(x)
         (gg,) = jg.autograd.grad(got, [x])
         assert vals(got) == vals(want)
         assert vals(gg) == vals(wg)

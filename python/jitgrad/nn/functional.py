@@ -605,7 +605,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
     loss = (target - 1) * clamped_log(1 - input) - target * clamped_log(input)
     if weight is not None:
-        loss = loss * weight
+        # PyTorch expands weight to the target's shape: a larger one is refused
+        loss = loss * weight.expand(*target.shape)
     return _reduce(loss, reduction)
 
 
