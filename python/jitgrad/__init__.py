@@ -385,6 +385,14 @@ from . import nn  # noqa: E402
 
 # ---- nn ----
 Tensor._make_subclass = staticmethod(_C._make_subclass)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+    """torch.binary_cross_entropy_with_logits: reduction 0 / 1 / 2 (none /
+    mean / sum) as ATen's, or its name."""
+    return nn.functional.binary_cross_entropy_with_logits(input, target, weight,
+                                                          reduction=reduction,
+                                                          pos_weight=pos_weight)
 # ---- end nn ----
 
 from .autograd import grad as _grad  # noqa: E402,F401

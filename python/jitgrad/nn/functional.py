@@ -531,3 +531,206 @@ def multi_head_attention_forward(*args, **kwargs):
     """PyTorch's F.multi_head_attention_forward (see nn/transformer.py)."""
     from .transformer import multi_head_attention_forward as mha
     return mha(*args, **kwargs)
+
+
+# ---- more losses and helpers, composed of library ops.  Where PyTorch's
+# derivative is an explicit formula, the composition is arranged so that its
+# chain rule gives the same values at the kinks too (|x| written as a where
+# that takes the x branch at 0, so d/dx logsigmoid(0) = 0.5 as PyTorch's).
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _size_str(t):
+    return f"torch.Size({list(t.shape)})"
+
+
+def _reduce(loss, reduction):
+    reduction = _REDUCTIONS.get(reduction, reduction)
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction):
+    reduction = _REDUCTIONS.get(reduction, reduction)
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _neg_logsigmoid(x):
+    """log1p(exp(-|x|)) + max(-x, 0) = -logsigmoid(x), exp never overflowing."""
+    nonneg = x >= 0
+    a = _C.where(nonneg, x, -x)
+    return a.neg().exp().log1p() + _C.where(nonneg, x * 0, -x)
+
+
+def logsigmoid(input):
+    return _neg_logsigmoid(input).neg()
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        raise TypeError("jitgrad: softmin() needs dim (PyTorch's implicit choice is deprecated)")
+    if dtype is not None:
+        input = input.to(dtype)
+    return (-input).softmax(dim)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(t * log(x) + (1 - t) * log(1 - x)), each log clamped at -100 as
+    PyTorch's; at x exactly 0 or 1 the clamped log is the constant -100 (no
+    gradient through it; PyTorch gives +-t / 1e-12 there)."""
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({_size_str(target)}) that is different to the "
+                         f"input size ({_size_str(input)}) is deprecated. Please ensure they "
+                         "have the same size.")
+    if _C._has_data(input) and input.numel() and \
+            ((input < 0).any().item() or (input > 1).any().item()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+
+    def clamped_log(v):
+        pos = v > 0
+        return _C.where(pos, _C.where(pos, v, v * 0 + 1).log().clamp_min(-100), v * 0 - 100)
+
+    loss = (target - 1) * clamped_log(1 - input) - target * clamped_log(input)
+    if weight is not None:
+        # PyTorch expands weight to the target's shape: a larger one is refused
+        loss = loss * weight.expand(*target.shape)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """(1 - t) * x + (1 + (pw - 1) * t) * (log1p(exp(-|x|)) + max(-x, 0)),
+    PyTorch's numerically stable form."""
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({_size_str(target)}) must be the same as input size "
+                         f"({_size_str(input)})")
+    sp = _neg_logsigmoid(input)
+    if pos_weight is not None:
+        sp = ((pos_weight - 1) * target + 1) * sp
+    loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 * d^2 where |d| < delta, else delta * (|d| - 0.5 * delta)."""
+    reduction = _check_reduction(reduction)
+    _check_same_size(input, target, "huber_loss")
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = input - target
+    a = d.abs()
+    loss = _C.where(a < delta, d * d * 0.5, (a - 0.5 * delta) * delta)
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log(target) - input) pointwise (0 where target is 0, as
+    xlogy), or exp(target) * (target - input) with log_target; 'batchmean'
+    divides the sum by the batch size."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
+        import warnings
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    if reduction != "batchmean":
+        _check_reduction(reduction)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        safe = _C.where(target == 0, target * 0 + 1, target)
+        loss = target * safe.log() - target * input
+    if reduction == "batchmean":
+        out = loss.sum()
+        return out / input.size(0) if input.dim() != 0 else out
+    return _reduce(loss, reduction)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 [*, num_classes]: 1 where the last index equals the class."""
+    from .. import arange
+    if tensor.dtype != _C.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor.")
+    if num_classes == -1:
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(tensor.max().item()) + 1
+    if tensor.numel():
+        if tensor.min().item() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if tensor.max().item() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return (tensor.unsqueeze(-1) == arange(num_classes)).to(_C.int64)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Constant padding; pad lists (before, after) pairs from the last dim
+    backwards; a negative amount crops."""
+    from .. import cat
+    if mode != "constant":
+        raise NotImplementedError(f"jitgrad: F.pad mode '{mode}' is not implemented (only "
+                                  "'constant')")
+    pad = list(pad)
+    assert len(pad) % 2 == 0, "Padding length must be divisible by 2"
+    assert len(pad) // 2 <= input.dim(), "Padding length too large"
+    value = 0.0 if value is None else value
+    out = input
+    for i in range(len(pad) // 2):
+        dim = input.dim() - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        size = out.size(dim)
+        if size + min(before, 0) + min(after, 0) < 0:
+            raise RuntimeError(f"The input size {size}, plus negative padding {before} and "
+                               f"{after} resulted in a negative output size, which is invalid. "
+                               f"Check dimension {dim} of your input.")
+        if before < 0 or after < 0:
+            start = max(-before, 0)
+            out = out.narrow(dim, start, size - start - max(-after, 0))
+        parts = []
+        for n in (before, after):
+            shape = list(out.shape)
+            shape[dim] = max(n, 0)
+            parts.append(out.new_full(shape, value) if n > 0 else None)
+        pieces = [p for p in (parts[0], out, parts[1]) if p is not None]
+        out = cat(pieces, dim) if len(pieces) > 1 else out
+    return out
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if out is not None:
+        raise NotImplementedError("jitgrad: normalize(out=) is not implemented")
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+
+
+def _clamped_norm(x, dim, eps):
+    """max(|x|, eps) over dim with PyTorch 1.13's gradient: it clamps the
+    norm in place without history, so where clamped the gradient is still
+    the norm's, x / eps.  Here (s - s.detach()) / (2 eps), s = sum(x * x),
+    adds exactly 0 to the value and x / eps to the gradient."""
+    n = x.norm(2, dim, keepdim=True)
+    s = (x * x).sum(dim, keepdim=True)
+    return _C.where(n >= eps, n, (s - s.detach()) / (2 * eps) + eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps)) over dim, as PyTorch
+    1.13 computes it."""
+    return ((x1 / _clamped_norm(x1, dim, eps)) * (x2 / _clamped_norm(x2, dim, eps))).sum(dim)
