@@ -325,6 +325,10 @@ from . import _inplace  # noqa: E402
 
 _inplace.install(Tensor)  # exp_, relu_, pow_, eq_ ...: docs/python.md
 
+from . import _aliases  # noqa: E402
+
+_aliases.install(Tensor, globals())  # greater, movedim, isclose, xlogy ...: docs/python.md
+
 from . import distributed  # noqa: E402,F401
 
 

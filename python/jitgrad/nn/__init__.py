@@ -32,6 +32,7 @@ from .modules import (  # noqa: F401
     Dropout2d,
     Embedding,
     Flatten,
+    Unflatten,
     Identity,
     LayerNorm,
     Linear,

@@ -856,6 +856,31 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Unflatten(Module):
+    """Splits dim into unflattened_size (Tensor.unflatten); named dims are
+    not supported."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(dim, int):
+            raise TypeError("invalid argument type for dim parameter")
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for idx, elem in enumerate(unflattened_size):
+            if not isinstance(elem, int):
+                raise TypeError("unflattened_size must be tuple of ints, but found element of "
+                                f"type {type(elem).__name__} at pos {idx}")
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
 class Sequential(Module):
     def __init__(self, *args):
         super().__init__()
