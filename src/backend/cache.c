@@ -25,8 +25,14 @@
 #define TMP_STALE_MIN 3600      /* seconds: temporaries older than this are debris */
 
 /* The flags the generated code is compiled with.  -ffp-contract=off as the
- * library itself: no a*b+c is ever fused into an fma.  Never -ffast-math. */
-static const char *const CC_FLAGS[] = {"-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off"};
+ * library itself: no a*b+c is ever fused into an fma.  Never -ffast-math.
+ * -fno-trapping-math changes no value (the rounding mode stays the
+ * default, nothing is reassociated): it only lets gcc compute both sides of
+ * a select, so that a loop with where/masked_fill vectorizes (with traps
+ * assumed, a product used on one side only stays a branch, "control flow
+ * in loop", outside AVX-512's masked operations). */
+static const char *const CC_FLAGS[] = {
+    "-std=c11", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-trapping-math"};
 #define N_CC_FLAGS (int)(sizeof CC_FLAGS / sizeof *CC_FLAGS)
 
 /* ------------------------------------------------------------ settings */

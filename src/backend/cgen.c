@@ -1027,12 +1027,23 @@ static int emit_segments(sbuf *f, sbuf *rows, bool *row_done, const layout *L, c
             if (o > 0 && ops[o - 1] == u)
                 continue;
             const char *T = ctype(g->vals[u].meta.dtype);
+            /* a bool is read as its byte: gcc vectorizes no loop that loads
+             * a _Bool (it finds no vector type for the other operands) */
+            char src[48];
             if (seen[u] == 1)
-                sb_add(f, "%s    const %s v%d = x%d[jg_i];\n", ind, T, u, u);
+                snprintf(src, sizeof src, "x%d", u);
             else if (def[u] >= 0 && def[u] < s && slot[u] >= 0)
-                sb_add(f, "%s    const %s v%d = jg_t%d[jg_j];\n", ind, T, u, slot[u]);
+                snprintf(src, sizeof src, "jg_t%d", slot[u]);
             else if (def[u] >= 0 && def[u] < s)
-                sb_add(f, "%s    const %s v%d = o%d[jg_i];\n", ind, T, u, u);
+                snprintf(src, sizeof src, "o%d", u);
+            else
+                continue;
+            const char *ix = seen[u] != 1 && slot[u] >= 0 ? "jg_j" : "jg_i";
+            if (g->vals[u].meta.dtype == JG_BOOL)
+                sb_add(f, "%s    const _Bool v%d = ((const uint8_t *)%s)[%s] != 0;\n", ind, u, src,
+                       ix);
+            else
+                sb_add(f, "%s    const %s v%d = %s[%s];\n", ind, T, u, src, ix);
         }
         for (int m = 0; m < n_mem && rc == 0; m++) {
             int i = mem[m];
