@@ -23,7 +23,18 @@ jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate) {
         return jg_errorf_null("approximate argument must be either none or tanh.");
     if (!float_input(a, "GeluKernelImpl"))
         return NULL;
-    return jg_ew_call(approximate == JG_GELU_TANH ? JG_OP_GELU_TANH : JG_OP_GELU, a, NULL);
+    if (approximate != JG_GELU_TANH || !jg_grad_mode || !jg_requires_grad(a))
+        return jg_ew_call(approximate == JG_GELU_TANH ? JG_OP_GELU_TANH : JG_OP_GELU, a, NULL);
+    /* a backward will follow: keep the tanh for it (nn.def) */
+    jg_scope_push();
+    bool mode = jg_grad_mode;
+    jg_grad_mode = false;
+    jg_tensor *t = jg_ew_call(JG_OP_GELU_TANH_T, a, NULL);
+    jg_grad_mode = mode;
+    jg_tensor *y = t ? jg_ew_call(JG_OP_GELU_TANH_Y, a, t) : NULL;
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
 }
 
 jg_tensor *jg_silu(jg_tensor *a) {
@@ -42,6 +53,24 @@ int jg_vjp_gelu(VJP_ARGS) {
 int jg_vjp_gelu_tanh(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = jg_ew_call(JG_OP_GELU_TANH_GRAD, gout[0], in[0]);
+    CHECK(0);
+    return 0;
+}
+
+/* gelu_tanh_y(x, t), t = gelu_tanh_t(x): x's gradient is g * f'(x) with
+ * the saved t, gelu_tanh_grad's bits; t gets none (it is f's own part).
+ * With a graph to make (double backward), gelu_tanh_grad, whose VJP is
+ * composed. */
+int jg_vjp_gelu_tanh_y(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (!needs[0])
+        return 0;
+    if (jg_grad_mode) {
+        gin[0] = jg_ew_call(JG_OP_GELU_TANH_GRAD, gout[0], in[0]);
+    } else {
+        jg_tensor *d = jg_ew_call(JG_OP_GELU_TANH_D, in[0], in[1]);
+        gin[0] = d ? jg_mul(gout[0], d) : NULL;
+    }
     CHECK(0);
     return 0;
 }

@@ -132,6 +132,40 @@ static void test_compiled_equals_eager(void **state) {
     check_compiled("c", JG_F64);
 }
 
+/* gelu_tanh of an input that requires grad keeps its tanh for the backward
+ * (gelu_tanh_t/_y/_d in nn.def); without a grad, and in a backward that
+ * makes a graph, it is the one-expression gelu_tanh / gelu_tanh_grad.  Both
+ * forms must give the same bits, over inputs from -12 to 12 (both tanh
+ * branches, the clamp). */
+static void check_gelu_tanh_forms(jg_dtype dt) {
+    enum { N = 4801 };
+    double *v = malloc(N * sizeof *v), *gv = malloc(N * sizeof *gv);
+    for (int i = 0; i < N; i++) {
+        v[i] = -12.0 + 24.0 * i / (N - 1) + 1e-3 * sin(i);
+        gv[i] = cos(0.37 * i);
+    }
+    jg_tensor *x = tu_tensor(dt, 1, TU_SHAPE(N), v), *g = tu_tensor(dt, 1, TU_SHAPE(N), gv);
+    jg_tensor *plain = jg_gelu(x, JG_GELU_TANH); /* no grad: one expression */
+    jg_set_requires_grad(x, true);
+    jg_tensor *y = jg_gelu(x, JG_GELU_TANH);
+    TU_SAME(y, plain);
+    jg_tensor *gx[2];
+    for (int k = 0; k < 2; k++) {
+        jg_tensor *yk = jg_gelu(x, JG_GELU_TANH);
+        assert_int_equal(jg_autograd_grad(1, &yk, &g, 1, &x, k ? JG_CREATE_GRAPH : 0, &gx[k]), 0);
+        assert_true(jg_requires_grad(gx[k]) == (k == 1));
+    }
+    TU_SAME(gx[0], gx[1]);
+    free(v);
+    free(gv);
+}
+
+static void test_gelu_tanh_saved_tanh_same_bits(void **state) {
+    (void)state;
+    check_gelu_tanh_forms(JG_F32);
+    check_gelu_tanh_forms(JG_F64);
+}
+
 /* rows of w at [[0, 2], [2, 1]] with padding_idx 2; sum(y * y) */
 static int p_emb(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)user, (void)args, (void)n;
@@ -432,6 +466,7 @@ int main(void) {
         TU_TEST(test_gradients_and_double_backward),
         TU_TEST(test_bad_input),
         TU_TEST(test_compiled_equals_eager),
+        TU_TEST(test_gelu_tanh_saved_tanh_same_bits),
         TU_TEST(test_embedding),
         TU_TEST(test_layer_norm),
         TU_TEST(test_dropout),
