@@ -2049,6 +2049,30 @@ static void *rt_tmp(void *ctx, int v, int64_t n) {
  * storage with no other input, every operand of the tail dense so that no
  * later rt_in copies), and every buffer the rest of the run stores into,
  * allocated now: past this point nothing the run does can fail. */
+typedef struct {
+    const void *storage;
+    int v;
+} storage_ref;
+
+static int cmp_storage_ref(const void *pa, const void *pb) {
+    uintptr_t a = (uintptr_t)((const storage_ref *)pa)->storage;
+    uintptr_t b = (uintptr_t)((const storage_ref *)pb)->storage;
+    return (a > b) - (a < b);
+}
+
+/* the first of refs[0, n) (sorted) whose storage is s, or n */
+static int first_ref(const storage_ref *refs, int n, const void *s) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)refs[mid].storage < (uintptr_t)s)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int tail_prepare(jg_cgen_plan *p) {
     const jg_graph *g = p->g;
     p->prepared = true;
@@ -2058,18 +2082,31 @@ static int tail_prepare(jg_cgen_plan *p) {
         ok = !t || t->numel <= 1 || jg_is_contiguous(t) ||
              (p->tail_banded[k] && jg_adam_grad_banded(t));
     }
+    /* the inputs by storage, so that each in-out value's test is a search
+     * (a whole training step has hundreds of both) */
+    storage_ref *refs = malloc(((size_t)g->n_inputs + 1) * sizeof *refs);
+    if (!refs)
+        return jg_errorf("out of memory preparing the in-place tail");
+    int n_refs = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const jg_tensor *o = p->vals[g->inputs[k]];
+        if (o && o->storage)
+            refs[n_refs++] = (storage_ref){o->storage, g->inputs[k]};
+    }
+    qsort(refs, (size_t)n_refs, sizeof *refs, cmp_storage_ref);
     for (int m = 0; m < p->n_inout; m++) {
         int v = p->inout_v[m], u = p->inout[v];
         const jg_tensor *t = p->vals[u];
         const jg_meta *mv = &g->vals[v].meta;
         bool gr = ok && t && t->dtype == mv->dtype && t->numel == meta_numel(mv) && t->numel > 0 &&
                   jg_is_contiguous(t) && t->storage->data;
-        for (int k = 0; k < g->n_inputs && gr; k++) {
-            const jg_tensor *o = p->vals[g->inputs[k]];
-            gr = g->inputs[k] == u || !o || !jg_same_storage(o, t);
-        }
+        /* granted only when no other input shares t's storage */
+        for (int k = gr ? first_ref(refs, n_refs, t->storage) : n_refs;
+             k < n_refs && refs[k].storage == t->storage && gr; k++)
+            gr = refs[k].v == u;
         p->grant[v] = gr;
     }
+    free(refs);
     for (int m = 0; m < p->n_inout; m++) { /* (adam_moments: both moments or neither) */
         int v = p->inout_v[m];
         const jg_gnode *n = &g->nodes[g->vals[v].node];
