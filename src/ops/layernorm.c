@@ -95,21 +95,6 @@ static inline double lanes_total(const double *acc) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* The lanes are kept in two vectors of 4 doubles (lane k is element k % 4
- * of vector k / 4): written as plain arrays, gcc kept them on the stack,
- * and each row's sum waited on a store and a reload per step.  Every lane
- * still adds its elements in order, so the bits are those of the scalar
- * loop. */
-typedef double ln_v4d __attribute__((vector_size(32)));
-typedef double ln_v4d_u __attribute__((vector_size(32), aligned(8), may_alias));
-typedef float ln_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-/* (macros: a function returning a 32-byte vector changes the ABI without
- * AVX) */
-#define ln_load_float(p) __builtin_convertvector(*(const ln_v4f_u *)(p), ln_v4d)
-#define ln_load_double(p) (*(const ln_v4d_u *)(p))
-/* the lanes' vectors into the array the tail and lanes_total read */
-#define ln_spill(acc, v0, v1) (memcpy((acc), &(v0), 32), memcpy((acc) + 4, &(v1), 32))
-
 /* mean and rstd = 1 / sqrt(var + eps) of each row, var the biased variance
  * of the centred values (two passes, both in double); y = (x - mean) * rstd
  * (* w + b) in T */
@@ -119,24 +104,20 @@ typedef float ln_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
         for (int64_t r = 0; r < rows; r++) {                                                       \
             const T *p = x + r * len;                                                              \
             T *q = y + r * len;                                                                    \
-            ln_v4d a0 = {0}, a1 = {0};                                                             \
-            double acc[LANES];                                                                     \
+            double acc[LANES] = {0};                                                               \
             int64_t j = 0;                                                                         \
-            for (; j + LANES <= len; j += LANES) {                                                 \
-                a0 += ln_load_##T(p + j);                                                          \
-                a1 += ln_load_##T(p + j + 4);                                                      \
-            }                                                                                      \
-            ln_spill(acc, a0, a1);                                                                 \
+            for (; j + LANES <= len; j += LANES)                                                   \
+                for (int k = 0; k < LANES; k++)                                                    \
+                    acc[k] += (double)p[j + k];                                                    \
             for (; j < len; j++)                                                                   \
                 acc[j % LANES] += (double)p[j];                                                    \
             double mean = lanes_total(acc) / (double)len;                                          \
-            a0 = a1 = (ln_v4d){0};                                                                 \
-            for (j = 0; j + LANES <= len; j += LANES) {                                            \
-                ln_v4d c0 = ln_load_##T(p + j) - mean, c1 = ln_load_##T(p + j + 4) - mean;         \
-                a0 += c0 * c0;                                                                     \
-                a1 += c1 * c1;                                                                     \
-            }                                                                                      \
-            ln_spill(acc, a0, a1);                                                                 \
+            memset(acc, 0, sizeof acc);                                                            \
+            for (j = 0; j + LANES <= len; j += LANES)                                              \
+                for (int k = 0; k < LANES; k++) {                                                  \
+                    double c = (double)p[j + k] - mean;                                            \
+                    acc[k] += c * c;                                                               \
+                }                                                                                  \
             for (; j < len; j++) {                                                                 \
                 double c = (double)p[j] - mean;                                                    \
                 acc[j % LANES] += c * c;                                                           \
@@ -226,17 +207,6 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
  * dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (row sums in double,
  * as the forward's), and over the rows dw = sum(g * xhat), db = sum(g)
  * (column sums in double, row by row). */
-/* four lanes of the backward's row sums (lanes at i..i+3 of the row) */
-#define LN_BWD_LANES(T, i, s1, s2)                                                                 \
-    do {                                                                                           \
-        ln_v4d gv = ln_load_##T(gp + (i)), xh = (ln_load_##T(xp + (i)) - m) * s;                   \
-        ln_v4d gw = gv * ln_load_##T(w + (i));                                                     \
-        s1 += gw;                                                                                  \
-        s2 += gw * xh;                                                                             \
-        *(ln_v4d_u *)(dw + (i)) += gv * xh;                                                        \
-        *(ln_v4d_u *)(db + (i)) += gv;                                                             \
-    } while (0)
-
 #define LN_BWD(T)                                                                                  \
     static LN_VECTORIZE void ln_bwd_##T(const T *g, const T *x, const T *w, const T *mean,         \
                                         const T *rstd, int64_t rows, int64_t len, T *dx,           \
@@ -246,15 +216,17 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
             const T *gp = g + r * len, *xp = x + r * len;                                          \
             T *dp = dx + r * len;                                                                  \
             double m = (double)mean[r], s = (double)rstd[r];                                       \
-            ln_v4d s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0};                                     \
-            double a1[LANES], a2[LANES];                                                           \
+            double a1[LANES] = {0}, a2[LANES] = {0};                                               \
             int64_t j = 0;                                                                         \
-            for (; j + LANES <= len; j += LANES) {                                                 \
-                LN_BWD_LANES(T, j, s10, s20);                                                      \
-                LN_BWD_LANES(T, j + 4, s11, s21);                                                  \
-            }                                                                                      \
-            ln_spill(a1, s10, s11);                                                                \
-            ln_spill(a2, s20, s21);                                                                \
+            for (; j + LANES <= len; j += LANES)                                                   \
+                for (int k = 0; k < LANES; k++) {                                                  \
+                    double gv = (double)gp[j + k], xh = ((double)xp[j + k] - m) * s;               \
+                    double gw = gv * (double)w[j + k];                                             \
+                    a1[k] += gw;                                                                   \
+                    a2[k] += gw * xh;                                                              \
+                    dw[j + k] += gv * xh;                                                          \
+                    db[j + k] += gv;                                                               \
+                }                                                                                  \
             for (; j < len; j++) {                                                                 \
                 double gv = (double)gp[j], xh = ((double)xp[j] - m) * s;                           \
                 double gw = gv * (double)w[j];                                                     \
