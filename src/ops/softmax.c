@@ -307,9 +307,15 @@ static void softmax_slices(void *vc, int64_t lo, int64_t hi) {
     if (c->len == 1)
         xst = yst = 1;   /* any step reads the one element */
     bool masked = false; /* the exp pass's hint (exp_shift_f32) */
+    /* rows of dense tensors (attention's scores): slice o starts at o * len,
+     * without slice_offsets' divisions (most of a short row's time) */
+    bool rows = c->dim == x->ndim - 1 && jg_is_contiguous(x) && jg_is_contiguous(y);
     for (int64_t o = lo; o < hi; o++) {
         int64_t xo, yo;
-        slice_offsets(c, o, &xo, &yo);
+        if (rows)
+            xo = yo = o * c->len;
+        else
+            slice_offsets(c, o, &xo, &yo);
         if (x->dtype == JG_F32)
             softmax_slice_f32((const float *)jg_tensor_ptr(x) + xo, xst,
                               (float *)jg_tensor_ptr(y) + yo, yst, c->len, c->log_, &masked);
