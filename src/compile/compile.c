@@ -237,6 +237,34 @@ static void capture_key(jg_capture_key *c, const jg_tensor *t, int n, jg_tensor 
     c->storage_as = capture_storage_as(t, n, inputs, n_lifted, lifted);
 }
 
+typedef struct {
+    const void *storage;
+    int j;
+} storage_idx;
+
+static int cmp_storage_idx(const void *pa, const void *pb) {
+    const storage_idx *a = pa, *b = pb;
+    uintptr_t x = (uintptr_t)a->storage, y = (uintptr_t)b->storage;
+    return x != y ? (x > y) - (x < y) : (a->j > b->j) - (a->j < b->j);
+}
+
+/* capture_storage_as for the tensor at index self of refs (sorted by
+ * storage, then index): the first index sharing its storage, if before
+ * self, else -1 */
+static int storage_as_sorted(const storage_idx *refs, int n, const jg_tensor *t, int self) {
+    if (!t->storage)
+        return -1;
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)refs[mid].storage < (uintptr_t)t->storage)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && refs[lo].storage == t->storage && refs[lo].j < self ? refs[lo].j : -1;
+}
+
 /* "input 2" / "captured tensor lifted1" / "its own storage" for a guard message */
 static void storage_text(char *buf, size_t n, int as, int n_inputs) {
     if (as < 0)
@@ -272,21 +300,36 @@ static bool captures_match(const jg_entry *e, const jg_call_key *k, jg_tensor *c
             return false;
         }
     }
+    /* inputs and lifted tensors by storage (index j for input j, n + i for
+     * lifted i), so that each lifted tensor's aliasing is a search: a
+     * training step captures hundreds */
+    int n_all = k->n_inputs + e->n_lifted, n_refs = 0;
+    storage_idx *refs = malloc(((size_t)n_all + 1) * sizeof *refs);
+    if (!refs) {
+        WHY("out of memory checking the captured tensors");
+        return false;
+    }
+    for (int j = 0; j < n_all; j++) {
+        const jg_tensor *o = j < k->n_inputs ? inputs[j] : e->lifted[j - k->n_inputs];
+        if (o && o->storage)
+            refs[n_refs++] = (storage_idx){o->storage, j};
+    }
+    qsort(refs, (size_t)n_refs, sizeof *refs, cmp_storage_idx);
     for (int i = 0; i < e->n_lifted; i++) {
         const jg_tensor *t = e->lifted[i];
         const jg_capture_key *c = &e->lifted_key[i];
         char d[64] = "", s1[160] = "", s2[160] = "";
-        if (why)
-            jg_describe(t, d, sizeof d);
+#define DESCRIBE() (why ? jg_describe(t, d, sizeof d) : (void)0)
         for (int j = 0; j < k->n_inputs; j++)
             if (inputs[j] == t) {
+                DESCRIBE();
                 WHY("captured tensor lifted%d %s is now also input %d", i, d, j);
-                return false;
+                goto mismatch;
             }
         if (t->dtype != c->meta.dtype) {
             WHY("captured tensor lifted%d dtype %s != %s", i, jg_dtype_name(t->dtype),
                 jg_dtype_name(c->meta.dtype));
-            return false;
+            goto mismatch;
         }
         if (t->ndim != c->meta.ndim ||
             memcmp(t->shape, c->meta.shape, sizeof(int64_t) * (size_t)t->ndim)) {
@@ -295,37 +338,45 @@ static bool captures_match(const jg_entry *e, const jg_call_key *k, jg_tensor *c
                 fmt_meta_shape(s2, sizeof s2, &c->meta);
             }
             WHY("captured tensor lifted%d shape %s != %s", i, s1, s2);
-            return false;
+            goto mismatch;
         }
         if (memcmp(t->stride, c->stride, sizeof(int64_t) * (size_t)t->ndim)) {
             if (why) {
+                DESCRIBE();
                 jg_format_shape(s1, sizeof s1, t->ndim, t->stride);
                 jg_format_shape(s2, sizeof s2, t->ndim, c->stride);
             }
             WHY("captured tensor lifted%d %s strides %s != %s", i, d, s1, s2);
-            return false;
+            goto mismatch;
         }
         if (t->requires_grad != c->requires_grad) {
+            DESCRIBE();
             WHY("captured tensor lifted%d %s requires_grad %s != %s", i, d,
                 t->requires_grad ? "true" : "false", c->requires_grad ? "true" : "false");
-            return false;
+            goto mismatch;
         }
-        int as = capture_storage_as(t, k->n_inputs, inputs, i, e->lifted);
+        int as = storage_as_sorted(refs, n_refs, t, k->n_inputs + i);
         if (as != c->storage_as) {
             if (why) {
+                DESCRIBE();
                 storage_text(s1, sizeof s1, as, k->n_inputs);
                 storage_text(s2, sizeof s2, c->storage_as, k->n_inputs);
             }
             WHY("captured tensor lifted%d %s storage aliasing: shares with %s != %s", i, d, s1, s2);
-            return false;
+            goto mismatch;
         }
     }
+#undef DESCRIBE
+    free(refs);
     for (int i = 0; i < e->n_pinned; i++)
         if (inputs[e->pinned_input[i]] != e->pinned[i]) {
             WHY("input %d is no longer the tensor the program also captured", e->pinned_input[i]);
             return false;
         }
     return true;
+mismatch:
+    free(refs);
+    return false;
 }
 
 /* Does the entry's key admit this call?  If not, why (new != cached). */
