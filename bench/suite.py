@@ -23,7 +23,9 @@ then ratio tables (markdown) and a machine-readable results file.
                when it exists
   6. gpt       examples/gpt/train.py (GPT-2-style, default config): median
                ms per training step for PyTorch and jitgrad eager / interp /
-               c (the whole step compiled as one graph), builtin and custom attention,
+               c (the whole step compiled as one graph), and the C trainer
+               (examples/gpt/train.c) eager and c, builtin and custom attention,
+               three rounds of every run, the median over rounds,
                against the FLOP bound (6 x params x tokens + attention, at
                the sgemm rate of item 3 measured in the same run); PyTorch
                with OpenBLAS's own kernels and, where jitgrad selected others,
@@ -307,6 +309,12 @@ def main():
     gpt_libs = list(libs)
     if cores.get("torch") and cores.get("jitgrad") and cores["torch"] != cores["jitgrad"]:
         gpt_libs += [("torch_core", exe) for lib, exe in libs if lib == "torch"]
+    # every configuration once per round, the rounds one after the other (a
+    # change in the machine's load then touches every column alike); the
+    # figure is the median over rounds of each run's median step
+    gpt_rounds = 1 if QUICK else 3
+    gpt_c = os.path.join(BUILD, "examples", "gpt_train")
+    gpt_runs = []
     for n in threads if want("gpt") else []:
         for lib, exe in gpt_libs:
             torch_lib = lib.startswith("torch")
@@ -320,10 +328,24 @@ def main():
                     env = thread_env(n)
                     if lib == "torch_core":
                         env["OPENBLAS_CORETYPE"] = cores["jitgrad"]
-                    out = run(f"gpt {lib} compile={comp} attn={attn} threads={n}", cmd, env=env)
-                    m = re.search(r"median ([0-9.]+) ms/step", out)
-                    if m:
-                        gpt[(lib, comp, attn, n)] = float(m.group(1))
+                    gpt_runs.append(((lib, comp, attn, n), cmd, env))
+        # the C trainer (examples/gpt/train.c), the same model and steps
+        for comp in ("none", "c") if os.path.exists(gpt_c) else ():
+            for attn in ("builtin", "custom"):
+                if QUICK and attn == "custom":
+                    continue
+                cmd = [gpt_c, "--quiet", "--steps", gpt_steps, "--threads", str(n), "--compile",
+                       comp, "--attn", attn]
+                gpt_runs.append((("jitgrad-c", comp, attn, n), cmd, thread_env(n)))
+    gpt_samples = {}
+    for r in range(gpt_rounds):
+        for key, cmd, env in gpt_runs:
+            lib, comp, attn, n = key
+            out = run(f"gpt {lib} compile={comp} attn={attn} threads={n} round={r}", cmd, env=env)
+            m = re.search(r"median ([0-9.]+) ms/step", out)
+            if m:
+                gpt_samples.setdefault(key, []).append(float(m.group(1)))
+    gpt = {key: statistics.median(v) for key, v in gpt_samples.items()}
 
     # ---- (7) the GPT step from the inside (bench/gpt_stats.py, 1 thread):
     # tokens/s, peak bytes, graphs and eager calls over 100 steps, and with a
@@ -471,8 +493,10 @@ def main():
         L_, C_, T_, B_, V_ = 4, 128, 64, 4, 128
         n_params = V_ * C_ + T_ * C_ + L_ * (11 * C_ * C_ + 12 * C_) + 2 * C_  # tied head
         flops = B_ * T_ * (6 * n_params + 12 * L_ * C_ * T_)
-        out.append(f"\n## GPT training step (examples/gpt/train.py, default config, {n_params:,} "
-                   f"parameters; ms per step, median of {gpt_steps} steps)\n")
+        out.append(f"\n## GPT training step (examples/gpt/train.py and the C trainer "
+                   f"examples/gpt/train.c, default config, {n_params:,} parameters; ms per "
+                   f"step: the median over {gpt_rounds} rounds of each run's median of "
+                   f"{gpt_steps} steps)\n")
         out.append(f"OpenBLAS kernels: jitgrad {cores.get('jitgrad')}, PyTorch "
                    f"{cores.get('torch')} (its own process); \"/ torch same kernels\": "
                    f"PyTorch with OPENBLAS_CORETYPE={cores.get('jitgrad')}\n")
@@ -488,8 +512,9 @@ def main():
                     continue
                 label = {"torch": "PyTorch eager",
                          "torch_core": f"PyTorch eager, OPENBLAS_CORETYPE={cores.get('jitgrad')}"
-                         }.get(lib, f"jitgrad {comp if comp != 'none' else 'eager'}")
-                jg = lib == "jitgrad"
+                         }.get(lib, f"jitgrad {comp if comp != 'none' else 'eager'}" +
+                               (" (C trainer)" if lib == "jitgrad-c" else ""))
+                jg = lib.startswith("jitgrad")
                 rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref) if jg else None,
                              ratio(ms, t_same) if jg else None, ratio(ms, bound)])
                 res["gpt"].append({"threads": n, "lib": lib, "compile": comp, "attn": attn,
