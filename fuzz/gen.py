@@ -66,7 +66,7 @@ FEATURES = {
              "cosh tan asin acos atan erfc atan2 addcmul addcdiv lerp",
     "conv": "conv2d (weight and bias from values), max_pool2d, avg_pool2d (opt-in)",
     "batchnorm": "F.batch_norm in training (batch statistics) and the activations elu softplus "
-                 "mish hardswish (opt-in)",
+                 "mish hardswish gelu silu (opt-in)",
     "index": "gather scatter scatter_add index_add index_fill flip roll repeat repeat_interleave "
              "logsumexp remainder fmod floor_divide isfinite nan_to_num argsort outer dot mv "
              "(opt-in)",
@@ -345,11 +345,14 @@ class Gen:
             return V(n, v.shape, True, v.ties)
         v = r.choice(vs)
         a = v.name
-        # leaky_relu, hardtanh, relu6 and hardsigmoid are left out: their
-        # create_graph gradients do not require grad where PyTorch's do
-        # (docs/python.md, "Differences from PyTorch")
+        # leaky_relu, hardtanh and relu6 are left out: their create_graph
+        # gradients do not require grad where PyTorch's do (docs/python.md,
+        # "Differences from PyTorch"); PyTorch refuses hardsigmoid's double
+        # backward
         e, kink = r.choice([(f"{F}.elu({a})", False), (f"{F}.softplus({a}, beta=2.0)", False),
-                            (f"{F}.mish({a})", False), (f"{F}.hardswish({a} * 3.0)", True)])
+                            (f"{F}.mish({a})", False), (f"{F}.hardswish({a} * 3.0)", True),
+                            (f"{F}.gelu({a})", False), (f"{F}.gelu({a}, approximate='tanh')", False),
+                            (f"{F}.silu({a})", False)])
         out.append(f"{n} = {e}")
         return V(n, v.shape, True, v.ties or kink)
 

@@ -637,6 +637,10 @@ jg_tensor *jg_multinomial(jg_tensor *probs, int64_t num_samples, bool replacemen
 typedef enum { JG_GELU_NONE = 0, JG_GELU_TANH = 1 } jg_gelu_approximate;
 jg_tensor *jg_gelu(jg_tensor *a, jg_gelu_approximate approximate);
 jg_tensor *jg_silu(jg_tensor *a);
+/* hardswish: x * min(max(x + 3, 0), 6) / 6; hardsigmoid: min(max(x + 3, 0),
+ * 6) / 6.  Floating dtypes; gradients (and double backward) as PyTorch's. */
+jg_tensor *jg_hardswish(jg_tensor *a);
+jg_tensor *jg_hardsigmoid(jg_tensor *a);
 /* embedding: the rows of weight [V, D] at int64/int32 indices (any shape)
  * -> indices.shape + [D]; the row padding_idx (negative: none) gets no
  * gradient.  An index outside [0, V) fails when the op runs. */

@@ -94,6 +94,18 @@ static PyObject *gelu(PyObject *mod, PyObject *args, PyObject *kw) {
     return jgp_wrap_new(jg_gelu(t, a));
 }
 
+static PyObject *hardswish(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "hardswish");
+    return t ? jgp_wrap_new(jg_hardswish(t)) : NULL;
+}
+
+static PyObject *hardsigmoid(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "hardsigmoid");
+    return t ? jgp_wrap_new(jg_hardsigmoid(t)) : NULL;
+}
+
 static PyObject *silu(PyObject *mod, PyObject *x) {
     (void)mod;
     jg_tensor *t = tensor_arg(x, "silu");
@@ -267,6 +279,8 @@ PyMethodDef jgp_module_nn_functions[] = {
     {"_gelu", (PyCFunction)(void (*)(void))gelu, METH_VARARGS | METH_KEYWORDS,
      "_gelu(input, approximate='none')"},
     {"_silu", silu, METH_O, "_silu(input)"},
+    {"_hardswish", hardswish, METH_O, "_hardswish(input)"},
+    {"_hardsigmoid", hardsigmoid, METH_O, "_hardsigmoid(input)"},
     {"_has_data", has_data, METH_O, "_has_data(t): whether t's values exist (not traced)"},
     {"_make_subclass", make_subclass, METH_VARARGS,
      "_make_subclass(cls, data, requires_grad=False): a cls instance sharing data's storage"},

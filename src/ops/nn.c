@@ -66,10 +66,10 @@ int jg_vjp_gelu_tanh_y(VJP_ARGS) {
     if (!needs[0])
         return 0;
     if (jg_grad_mode) {
-        gin[0] = jg_ew_call(JG_OP_GELU_TANH_GRAD, gout[0], in[0]);
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_GELU_TANH_GRAD, gout[0], in[0]), 0);
     } else {
         jg_tensor *d = jg_ew_call(JG_OP_GELU_TANH_D, in[0], in[1]);
-        gin[0] = d ? jg_mul(gout[0], d) : NULL;
+        gin[0] = d ? SUM_TO(jg_mul(gout[0], d), 0) : NULL;
     }
     CHECK(0);
     return 0;
@@ -111,6 +111,63 @@ int jg_vjp_gelu_tanh_grad(VJP_ARGS) {
     }
     CHECK(0);
     CHECK(1);
+    return 0;
+}
+
+jg_tensor *jg_hardswish(jg_tensor *a) {
+    if (!float_input(a, "hardswish_cpu"))
+        return NULL;
+    return jg_ew_call(JG_OP_HARDSWISH, a, NULL);
+}
+
+jg_tensor *jg_hardsigmoid(jg_tensor *a) {
+    if (!float_input(a, "hardsigmoid_cpu"))
+        return NULL;
+    return jg_ew_call(JG_OP_HARDSIGMOID, a, NULL);
+}
+
+int jg_vjp_hardswish(VJP_ARGS) {
+    UNUSED_ARGS;
+    gin[0] = jg_ew_call(JG_OP_HARDSWISH_GRAD, gout[0], in[0]);
+    CHECK(0);
+    return 0;
+}
+
+/* PyTorch's hardswish_backward derivative: d/dg hardswish_backward(gg, x);
+ * d/dx gg * g / 3 on the open (-3, 3), else 0 */
+int jg_vjp_hardswish_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[0])
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_HARDSWISH_GRAD, gout[0], in[1]), 0);
+    if (needs[1]) {
+        jg_tensor *x = in[1];
+        jg_tensor *inside = jg_logical_and(jg_gt_scalar(x, -3.0), jg_lt_scalar(x, 3.0));
+        jg_tensor *gg = jg_mul(gout[0], in[0]);
+        jg_dtype dt = gg ? jg_dtype_of(gg) : JG_F32;
+        jg_tensor *v = gg ? jg_div(gg, jg_full(dt, 0, NULL, 3.0)) : NULL;
+        jg_tensor *z = jg_full(dt, 0, NULL, 0.0);
+        gin[1] = inside && z ? SUM_TO(jg_where(inside, v, z), 1) : NULL;
+    }
+    CHECK(0);
+    CHECK(1);
+    return 0;
+}
+
+int jg_vjp_hardsigmoid(VJP_ARGS) {
+    UNUSED_ARGS;
+    gin[0] = jg_ew_call(JG_OP_HARDSIGMOID_GRAD, gout[0], in[0]);
+    CHECK(0);
+    return 0;
+}
+
+/* x's part is refused, as PyTorch 1.13 refuses it */
+int jg_vjp_hardsigmoid_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (needs[1])
+        return jg_errorf("derivative for aten::hardsigmoid_backward is not implemented");
+    if (needs[0])
+        gin[0] = SUM_TO(jg_ew_call(JG_OP_HARDSIGMOID_GRAD, gout[0], in[1]), 0);
+    CHECK(0);
     return 0;
 }
 

@@ -176,17 +176,11 @@ def mish(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
-    # PyTorch's gradient is x / 3 + 0.5 on [-3, 3) and 1 from 3 on
-    return _write(input, inplace,
-                  lambda x: _C.where(x < 3, x * (x + 3).clamp(0, 6) / 6, x * 6 / 6))
+    return _write(input, inplace, _C._hardswish)
 
 
 def hardsigmoid(input, inplace=False):
-    def fn(x):
-        inside = (x > -3).logical_and(x < 3)
-        return _C.where(inside, (x + 3) / 6, (x.detach() + 3).clamp(0, 6) / 6)
-
-    return _write(input, inplace, fn)
+    return _write(input, inplace, _C._hardsigmoid)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
