@@ -347,3 +347,36 @@ def test_compiled_training_step_equals_eager_bitwise(backend, name, kwargs):
     assert compiled == eager
     # the later calls did run compiled graphs
     assert step._jitgrad_compiled.entries() >= 1
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_rprop_step_is_one_graph_after_the_first(backend):
+    """Rprop reads nothing: under fullgraph the first step (state creation)
+    fails naming it, later steps compile as one graph equal to eager."""
+
+    def make():
+        w, b = _params(jitgrad, "float32")
+        opt = jo.Rprop([w, b], lr=0.05)
+
+        def step():
+            opt.zero_grad()
+            loss = _loss(jitgrad, w, b)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return w, b, opt, step
+
+    w, b, opt, step = make()
+    f = jitgrad.compile(step, backend=backend, fullgraph=True)
+    with pytest.raises(RuntimeError, match=r"Rprop.step\(\) creates the optimizer's state"):
+        f()
+    assert len(opt.state) == 0 and w.tolist() == W0
+    step()
+    got = [f().tolist() for _ in range(4)]
+    ew, eb, eopt, estep = make()
+    estep()
+    want = [estep().tolist() for _ in range(4)]
+    assert got == want and w.tolist() == ew.tolist() and b.tolist() == eb.tolist()
+    assert opt.state[w]["step"].tolist() == 5.0
+    assert f._jitgrad_compiled.entries() == 1

@@ -12,8 +12,6 @@ from jitgrad import _C
 
 from .optimizer import Optimizer, _count_tensor
 
-_CREATES_STATE = ("an optimizer step inside a compiled program creates its state (the first "
-                  "step): this call runs eagerly")
 
 
 def _check_betas_lr_eps_wd(lr, betas, eps, weight_decay):
@@ -55,8 +53,9 @@ class _Composed(Optimizer):
         # state made while a program is traced would hold its stand-ins:
         # the step that creates it runs eagerly (outside a program this
         # does nothing)
-        if any(len(self.state[p]) == 0 for _, p in todo):
-            _C._graph_break(_CREATES_STATE)
+        if any(not self.state.get(p) for _, p in todo):  # (.get: adds no empty entry)
+            _C._graph_break(f"{type(self).__name__}.step() creates the optimizer's state (its "
+                            "first step): that call cannot be compiled")
         with jitgrad.no_grad():
             for group, p in todo:
                 state = self.state[p]
