@@ -10,6 +10,7 @@ import math
 import jitgrad
 from jitgrad import _C
 
+from .algorithms import _steps_as_int
 from .optimizer import Optimizer, _count_tensor
 
 
@@ -220,8 +221,6 @@ class Rprop(_Composed):
     def state_dict(self):
         """As Optimizer.state_dict, with each 'step' an int (PyTorch 1.13's
         Rprop counts in an int)."""
-        from .algorithms import _steps_as_int
-
         return _steps_as_int(super().state_dict())
 
 

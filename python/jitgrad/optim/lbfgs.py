@@ -1,8 +1,10 @@
 """LBFGS (torch.optim.LBFGS): PyTorch 1.13's torch/optim/lbfgs.py on
 jitgrad tensors (the same tensor ops in the same order, the same Python
 arithmetic on the numbers it reads), with its strong Wolfe line search."""
-import jitgrad
 from functools import reduce
+
+import jitgrad
+
 from .optimizer import Optimizer
 
 __all__ = ['LBFGS']
