@@ -54,7 +54,9 @@ int jg_detach_(jg_tensor *t) {
             "function in torch/optim/optimizer.py as the solution.");
     /* a traced program replays graph ops only: a change of a tensor's
      * history made at trace time would not happen on later calls */
-    static const char why[] = "detach_() inside a compiled program: the call runs eagerly";
+    static const char why[] =
+        "detach_() inside a compiled program (a compiled call would not detach "
+        "again)";
     if (jg_graph_break(why) < 0)
         return -1;
     if (t->sym) /* (traced outside a program: nothing to fall back to) */
