@@ -380,3 +380,31 @@ def test_rprop_step_is_one_graph_after_the_first(backend):
     assert got == want and w.tolist() == ew.tolist() and b.tolist() == eb.tolist()
     assert opt.state[w]["step"].tolist() == 5.0
     assert f._jitgrad_compiled.entries() == 1
+
+
+@pytest.mark.parametrize("name", ["NAdam", "RAdam", "Adamax", "ASGD"])
+def test_load_state_saved_with_numbers(name):
+    """A state dict whose counts and scalars are numbers (PyTorch before
+    1.12) loads as 1.13 loads it: float32 0-d tensors, at load time."""
+    w, b = _params(torch, "float64")
+    opt = getattr(torch.optim, name)([w, b])
+    _steps(torch, opt, w, b, 3)
+    sd = copy.deepcopy(opt.state_dict())
+    for s in sd["state"].values():
+        for k in ("step", "mu_product", "eta", "mu"):
+            if k in s:
+                s[k] = s[k].item()
+    runs = []
+    for lib in (torch, jitgrad):
+        w2 = lib.tensor(_np(w), dtype=getattr(lib, "float64"), requires_grad=True)
+        b2 = lib.tensor(_np(b), dtype=getattr(lib, "float64"), requires_grad=True)
+        o = getattr(lib.optim, name)([w2, b2])
+        o.load_state_dict(copy.deepcopy(sd))
+        for k, v in o.state[w2].items():
+            assert isinstance(v, lib.Tensor), k
+            if v.dim() == 0:
+                assert v.dtype == lib.float32, k
+        runs.append(_steps(lib, o, w2, b2, 3))
+    for (tw, tb), (jw, jb) in zip(*runs):
+        np.testing.assert_allclose(jw, tw, **_tol("float64"))
+        np.testing.assert_allclose(jb, tb, **_tol("float64"))

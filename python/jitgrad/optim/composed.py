@@ -40,8 +40,22 @@ class _Composed(Optimizer):
     """An optimizer whose update is composed of tensor ops here rather than
     run by the C library's jg_optim_update."""
 
+    # 0-d tensors of the state that older PyTorch saved as numbers
+    _scalar_state = ("step",)
+
     def _update(self, group, p, grad, state):
         raise NotImplementedError
+
+    def load_state_dict(self, state_dict):
+        """As Optimizer.load_state_dict; counts and scalars saved as numbers
+        (PyTorch before 1.12) become the 0-d float32 tensors 1.13 keeps, as
+        its __setstate__ makes them: here, not inside a later step, which
+        may be traced."""
+        super().load_state_dict(state_dict)
+        for state in self.state.values():
+            for key in self._scalar_state:
+                if key in state:
+                    _as_tensor(state, key)
 
     def step(self, closure=None):
         """Performs a single optimization step; closure, if given,
@@ -71,6 +85,8 @@ class _Composed(Optimizer):
 
 class NAdam(_Composed):
     """NAdam (torch.optim.NAdam): Adam with Nesterov momentum."""
+
+    _scalar_state = ("step", "mu_product")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, foreach=None):
@@ -226,6 +242,8 @@ class Rprop(_Composed):
 
 class ASGD(_Composed):
     """Averaged stochastic gradient descent (torch.optim.ASGD)."""
+
+    _scalar_state = ("step", "eta", "mu")
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False):
