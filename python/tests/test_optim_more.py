@@ -408,3 +408,30 @@ def test_load_state_saved_with_numbers(name):
     for (tw, tb), (jw, jb) in zip(*runs):
         np.testing.assert_allclose(jw, tw, **_tol("float64"))
         np.testing.assert_allclose(jb, tb, **_tol("float64"))
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_iter=3), dict(max_iter=3, line_search_fn="strong_wolfe")])
+def test_lbfgs_loads_torch_state_dict(kwargs):
+    """torch.optim.LBFGS's state (its history lists, H_diag, t) loads into
+    jitgrad's LBFGS, which then takes torch's next step."""
+    def closure_for(lib, o, w, b):
+        def closure():
+            o.zero_grad()
+            loss = _quadratic(lib, w, b)
+            loss.backward()
+            return loss
+        return closure
+
+    tw, tb = _params(torch, "float64")
+    topt = torch.optim.LBFGS([tw, tb], **kwargs)
+    topt.step(closure_for(torch, topt, tw, tb))
+    sd = copy.deepcopy(topt.state_dict())
+    w = jitgrad.tensor(_np(tw), dtype=jitgrad.float64, requires_grad=True)
+    b = jitgrad.tensor(_np(tb), dtype=jitgrad.float64, requires_grad=True)
+    opt = jo.LBFGS([w, b], **kwargs)
+    opt.load_state_dict(sd)
+    topt.step(closure_for(torch, topt, tw, tb))
+    opt.step(closure_for(jitgrad, opt, w, b))
+    np.testing.assert_allclose(_np(w), _np(tw), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(_np(b), _np(tb), rtol=1e-9, atol=1e-11)
+    assert opt.state[w]["n_iter"] == topt.state[tw]["n_iter"]
