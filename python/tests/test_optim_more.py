@@ -410,7 +410,9 @@ def test_load_state_saved_with_numbers(name):
         np.testing.assert_allclose(jb, tb, **_tol("float64"))
 
 
-@pytest.mark.parametrize("kwargs", [dict(max_iter=3), dict(max_iter=3, line_search_fn="strong_wolfe")])
+@pytest.mark.parametrize(
+    "kwargs", [dict(max_iter=3), dict(max_iter=3, line_search_fn="strong_wolfe")]
+)
 def test_lbfgs_loads_torch_state_dict(kwargs):
     """torch.optim.LBFGS's state (its history lists, H_diag, t) loads into
     jitgrad's LBFGS, which then takes torch's next step."""
