@@ -264,6 +264,10 @@ jg_tensor *jg_expand(jg_tensor *a, int ndim, const int64_t *shape);     /* a vie
 jg_tensor *jg_contiguous(jg_tensor *a); /* a itself (new reference) when already contiguous */
 jg_tensor *jg_clone(jg_tensor *a);      /* a contiguous copy that records history */
 jg_tensor *jg_detach(jg_tensor *a);     /* shares storage, no history */
+/* In place: a loses its history and becomes a leaf that does not require
+ * grad (PyTorch's detach_).  0, or -1 for a differentiable view (detach()
+ * it instead) or inside a compiled program (a graph break: it runs eagerly). */
+int jg_detach_(jg_tensor *a);
 jg_tensor *jg_to_dtype(jg_tensor *a, jg_dtype dtype); /* records history */
 jg_tensor *jg_softmax(jg_tensor *a, int dim);
 jg_tensor *jg_log_softmax(jg_tensor *a, int dim);

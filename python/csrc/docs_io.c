@@ -87,6 +87,8 @@ static const doc_entry docs[] = {
     {"square", "square() " T "self * self elementwise."},
     {"clone", "clone() " T "A copy with its own memory (row-major), differentiable."},
     {"detach", "detach() " T "A tensor sharing self's memory, without history."},
+    {"detach_", "detach_() " T "Detaches self in place: a leaf without history that does not "
+                "require grad (not for views); returns self."},
     {"contiguous", "contiguous() " T "self when row-major, else a row-major copy."},
     /* reductions */
     {"sum", "sum(dim=None, keepdim=False) " T "Sum of all elements, or over dim (an int or "

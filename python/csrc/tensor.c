@@ -467,6 +467,14 @@ static PyObject *m_requires_grad_(PyObject *self, PyObject *args, PyObject *kw) 
     return self;
 }
 
+static PyObject *m_detach_(PyObject *self, PyObject *unused) {
+    (void)unused;
+    if (jg_detach_(jgp_t(self)) < 0)
+        return jgp_raise();
+    Py_INCREF(self);
+    return self;
+}
+
 /* Copies the elements out, row-major, as doubles or int64s. */
 static void *copy_out(jg_tensor *t, size_t *nbytes) {
     int64_t n = jg_numel(t);
@@ -938,6 +946,7 @@ static PyMethodDef tensor_methods[] = {
     {"_same_storage", m_same_storage, METH_O, NULL},
     {"requires_grad_", (PyCFunction)(void (*)(void))m_requires_grad_, METH_VARARGS | METH_KEYWORDS,
      NULL},
+    {"detach_", m_detach_, METH_NOARGS, NULL},
     {"item", m_item, METH_NOARGS, NULL},
     {"tolist", m_tolist, METH_NOARGS, NULL},
     {"numpy", (PyCFunction)(void (*)(void))m_numpy, METH_VARARGS | METH_KEYWORDS, NULL},

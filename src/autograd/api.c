@@ -42,6 +42,33 @@ void jg_set_requires_grad(jg_tensor *t, bool on) {
     t->no_grad_view = false; /* its own flag now: gradients accumulate in it */
 }
 
+int jg_detach_(jg_tensor *t) {
+    if (!t)
+        return jg_errorf("jg_detach_: tensor is NULL");
+    if (t->view)
+        return jg_errorf(
+            "Can't detach views in-place. Use detach() instead. If you are using "
+            "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as "
+            "True, gradients are views of DDP buckets, and hence detach_() cannot be called on "
+            "these gradients. To fix this error, please refer to the Optimizer.zero_grad() "
+            "function in torch/optim/optimizer.py as the solution.");
+    /* a traced program replays graph ops only: a change of a tensor's
+     * history made at trace time would not happen on later calls */
+    static const char why[] =
+        "detach_() inside a compiled program (a compiled call would not detach "
+        "again)";
+    if (jg_graph_break(why) < 0)
+        return -1;
+    if (t->sym) /* (traced outside a program: nothing to fall back to) */
+        return jg_errorf("%s", why);
+    jg_node_release(t->grad_fn);
+    t->grad_fn = NULL;
+    t->output_nr = 0;
+    t->requires_grad = false;
+    t->no_grad_view = false;
+    return 0;
+}
+
 bool jg_requires_grad(const jg_tensor *t) {
     sync(t);
     return t && t->requires_grad;
