@@ -417,7 +417,10 @@ def test_compiled_equals_eager_bitwise(jg, backend, dtype):
         y = m(x)
         z = jg.nn.functional.conv_transpose1d(y.flatten(2), m[5].weight.flatten(2), stride=2)
         z = jg.nn.functional.interpolate(z, scale_factor=0.7, mode="linear", align_corners=True)
-        loss = (y * y).sum() + z.sum()
+        # an output_padding of the stride or more (below the dilation)
+        u = jg.nn.functional.conv_transpose2d(y, m[5].weight, stride=1, dilation=2,
+                                              output_padding=1, padding=1)
+        loss = (y * y).sum() + z.sum() + (u * u).mean()
         params = list(m.parameters())
         grads = jg.autograd.grad(loss, [x] + params)
         return [loss] + list(grads)

@@ -1,6 +1,7 @@
 """jitgrad.nn.functional: each op is one call into the C library or a short
 composition of library ops (docs/python.md lists which)."""
 
+import functools
 import math
 import struct
 from fractions import Fraction
@@ -813,22 +814,24 @@ def _scale(in_size, out_size, align_corners, scale, rnd):
     return rnd(rnd(float(in_size)) / out_size)
 
 
+@functools.lru_cache(maxsize=256)
 def _nearest_index(in_size, out_size, scale):
     if out_size == in_size:
-        return list(range(out_size))
+        return tuple(range(out_size))
     if out_size == 2 * in_size:
-        return [i >> 1 for i in range(out_size)]
+        return tuple(i >> 1 for i in range(out_size))
     s = _scale(in_size, out_size, False, scale, _f32)
-    return [min(int(math.floor(_f32(i * s))), in_size - 1) for i in range(out_size)]
+    return tuple(min(int(math.floor(_f32(i * s))), in_size - 1) for i in range(out_size))
 
 
+@functools.lru_cache(maxsize=256)  # (tuples: callers must not modify them)
 def _linear_index(in_size, out_size, align_corners, scale, rnd):
     """(index0, index1, weight0, weight1) per output position: the source
     position (clamped at 0 without align_corners), its floor and the next
     index (the same at the end), lambda clamped to [0, 1]; equal sizes copy"""
     if in_size == out_size:
-        r = list(range(out_size))
-        return r, r, [1.0] * out_size, [0.0] * out_size
+        r = tuple(range(out_size))
+        return r, r, (1.0,) * out_size, (0.0,) * out_size
     s = _scale(in_size, out_size, align_corners, scale, rnd)
     i0, i1, w0, w1 = [], [], [], []
     for i in range(out_size):
@@ -841,7 +844,7 @@ def _linear_index(in_size, out_size, align_corners, scale, rnd):
         i1.append(idx + (1 if idx < in_size - 1 else 0))
         w0.append(rnd(1.0 - lam))
         w1.append(lam)
-    return i0, i1, w0, w1
+    return tuple(i0), tuple(i1), tuple(w0), tuple(w1)
 
 
 _INTERP_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
@@ -925,14 +928,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scale = None if scales is None else scales[d]
         if mode == "nearest":
             idx = _nearest_index(spatial[d], out[d], scale)
-            x = x.index_select(axis, tensor(idx, dtype=_C.int64))
+            x = x.index_select(axis, tensor(list(idx), dtype=_C.int64))
             continue
         i0, i1, w0, w1 = _linear_index(spatial[d], out[d], align_corners, scale, rnd)
         bshape = [out[d]] + [1] * (dim - 1 - d)
-        x = x.index_select(axis, tensor(i0, dtype=_C.int64)) * \
-            tensor(w0, dtype=input.dtype).reshape(bshape) + \
-            x.index_select(axis, tensor(i1, dtype=_C.int64)) * \
-            tensor(w1, dtype=input.dtype).reshape(bshape)
+        x = x.index_select(axis, tensor(list(i0), dtype=_C.int64)) * \
+            tensor(list(w0), dtype=input.dtype).reshape(bshape) + \
+            x.index_select(axis, tensor(list(i1), dtype=_C.int64)) * \
+            tensor(list(w1), dtype=input.dtype).reshape(bshape)
     return x
 
 
