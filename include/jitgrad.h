@@ -674,6 +674,16 @@ jg_tensor *jg_conv2d(jg_tensor *x, jg_tensor *weight, jg_tensor *bias, const int
                      const int64_t padding[2], const int64_t dilation[2], int64_t groups);
 jg_tensor *jg_conv2d_same(jg_tensor *x, jg_tensor *weight, jg_tensor *bias,
                           const int64_t dilation[2], int64_t groups);
+/* Transposed 2-D convolution of x [N, Cin, H, W] (or [Cin, H, W]) with
+ * weight [Cin, Cout / groups, kh, kw] and bias [Cout] (NULL: none), as
+ * PyTorch's conv_transpose2d: output (H - 1) * stride - 2 * padding +
+ * dilation * (kh - 1) + output_padding + 1 per dim (output_padding below
+ * the stride or the dilation); float32 or float64.  The gradient of
+ * jg_conv2d with respect to its input. */
+jg_tensor *jg_conv_transpose2d(jg_tensor *x, jg_tensor *weight, jg_tensor *bias,
+                               const int64_t stride[2], const int64_t padding[2],
+                               const int64_t output_padding[2], const int64_t dilation[2],
+                               int64_t groups);
 /* max_pool2d of x [N, C, H, W] or [C, H, W] (padding counts as -inf, at
  * most half the kernel); indices (NULL: not wanted) receives the int64
  * position of each maximum in its flattened H * W plane, as PyTorch's

@@ -39,6 +39,28 @@ static PyObject *conv2d(PyObject *mod, PyObject *args) {
     return jgp_wrap_new(jg_conv2d(jgp_t(x), jgp_t(w), bt, st, pa, di, (int64_t)groups));
 }
 
+/* _conv_transpose2d(x, w, bias, (sh, sw), (ph, pw), (oph, opw), (dh, dw),
+ * groups) */
+static PyObject *conv_transpose2d(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *w, *b;
+    long long s[2], p[2], o[2], d[2], groups;
+    if (!PyArg_ParseTuple(args, "OOO(LL)(LL)(LL)(LL)L:_conv_transpose2d", &x, &w, &b, &s[0], &s[1],
+                          &p[0], &p[1], &o[0], &o[1], &d[0], &d[1], &groups))
+        return NULL;
+    if (tensor_args(x, w, "conv_transpose2d") < 0)
+        return NULL;
+    if (b != Py_None && !jgp_is_tensor(b)) {
+        PyErr_Format(PyExc_TypeError, "conv_transpose2d(): argument 'bias' must be Tensor, not %s",
+                     Py_TYPE(b)->tp_name);
+        return NULL;
+    }
+    const int64_t st[2] = {s[0], s[1]}, pa[2] = {p[0], p[1]}, op[2] = {o[0], o[1]},
+                  di[2] = {d[0], d[1]};
+    return jgp_wrap_new(jg_conv_transpose2d(jgp_t(x), jgp_t(w), b == Py_None ? NULL : jgp_t(b), st,
+                                            pa, op, di, (int64_t)groups));
+}
+
 /* _max_pool2d(x, (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode,
  * return_indices): values, or (values, indices) */
 static PyObject *max_pool2d(PyObject *mod, PyObject *args) {
@@ -105,6 +127,8 @@ PyMethodDef jgp_module_conv_functions[] = {
      "_adaptive_avg_pool2d(x, output_size): a pair of ints"},
     {"_conv2d", conv2d, METH_VARARGS,
      "_conv2d(x, w, bias, stride, padding, dilation, groups, same): pairs of ints"},
+    {"_conv_transpose2d", conv_transpose2d, METH_VARARGS,
+     "_conv_transpose2d(x, w, bias, stride, padding, output_padding, dilation, groups): pairs"},
     {"_max_pool2d", max_pool2d, METH_VARARGS,
      "_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, return_indices)"},
     {"_avg_pool2d", avg_pool2d, METH_VARARGS,

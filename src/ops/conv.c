@@ -113,7 +113,9 @@ static int check_conv_attrs(const jg_attrs *a, int n) {
         return jg_errorf("conv2d(): bad attributes (n = %d)", a->n);
     if (a->i[CA_SH] <= 0 || a->i[CA_SW] <= 0)
         return jg_errorf("non-positive stride is not supported");
-    if (a->i[CA_PT] < 0 || a->i[CA_PL] < 0 || a->i[CA_PB] < 0 || a->i[CA_PR] < 0)
+    /* (a negative end padding only crops the output: conv_transpose2d's
+     * output_padding of a stride or more) */
+    if (a->i[CA_PT] < 0 || a->i[CA_PL] < 0)
         return jg_errorf("negative padding is not supported");
     if (a->i[CA_DH] <= 0 || a->i[CA_DW] <= 0)
         return jg_errorf("non-positive dilation is not supported");
@@ -1208,6 +1210,107 @@ jg_tensor *jg_conv2d_same(jg_tensor *x, jg_tensor *w, jg_tensor *bias, const int
         at.i[CA_PL] = tw / 2, at.i[CA_PR] = tw - tw / 2;
     }
     return conv_call(x, w, bias, &at);
+}
+
+/* The transposed convolution is conv2d_input_grad(x, y0, w) of the
+ * convolution that maps an output-sized y0 to x: x [N, Cin, H, W] plays the
+ * gradient, w [Cin, Cout / g, kh, kw] is that convolution's weight, and y0
+ * (a broadcast zero; only its shape is read) gives the output's size.  Its
+ * gradients are then the existing rows: conv2d(gy, w) for x and
+ * conv2d_weight_grad(x, gy, w) for w.  The end padding p - s * (op / s)
+ * makes the convolution of the output size give back H exactly (negative
+ * when output_padding >= stride, which PyTorch allows below the dilation). */
+jg_tensor *jg_conv_transpose2d(jg_tensor *x, jg_tensor *w, jg_tensor *bias, const int64_t stride[2],
+                               const int64_t padding[2], const int64_t output_padding[2],
+                               const int64_t dilation[2], int64_t groups) {
+    char sx[160], sw[160], sb[160];
+    if (!x || !w || !stride || !padding || !output_padding || !dilation)
+        return jg_errorf_null("conv_transpose2d: NULL argument");
+    if (x->ndim != 3 && x->ndim != 4)
+        return jg_errorf_null("Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, "
+                              "but got input of size: %s",
+                              (jg_format_shape(sx, sizeof sx, x->ndim, x->shape), sx));
+    if (stride[0] <= 0 || stride[1] <= 0)
+        return jg_errorf_null("non-positive stride is not supported");
+    if (padding[0] < 0 || padding[1] < 0)
+        return jg_errorf_null("negative padding is not supported");
+    if (output_padding[0] < 0 || output_padding[1] < 0)
+        return jg_errorf_null("negative output_padding is not supported");
+    if (groups <= 0)
+        return jg_errorf_null("non-positive groups is not supported");
+    if (dilation[0] <= 0 || dilation[1] <= 0)
+        return jg_errorf_null("dilation should be greater than zero, but got dilation_height: "
+                              "%lld, dilation_width: %lld",
+                              (long long)dilation[0], (long long)dilation[1]);
+    jg_format_shape(sw, sizeof sw, w->ndim, w->shape);
+    int64_t cin = x->shape[x->ndim - 3];
+    jg_format_shape(sx, sizeof sx, x->ndim, x->shape);
+    if (w->ndim != 4)
+        return jg_errorf_null("Expected 4-dimensional weight for %d-dimensional input %s, but got "
+                              "%d-dimensional weight of size %s instead",
+                              x->ndim, sx, w->ndim, sw);
+    if (check_float(x->dtype) < 0)
+        return NULL;
+    if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype))
+        return jg_errorf_null("expected scalar type %s but found %s", jg_dtype_torch_name(x->dtype),
+                              jg_dtype_torch_name(w->dtype != x->dtype ? w->dtype : bias->dtype));
+    if (w->shape[0] % groups != 0)
+        return jg_errorf_null("Given groups=%lld, expected weight to be divisible by %lld at "
+                              "dimension 0, but got weight of size [%s] instead",
+                              (long long)groups, (long long)groups, sw);
+    if (cin != w->shape[0])
+        return jg_errorf_null("Given transposed=1, weight of size %s, expected input%s to have "
+                              "%lld channels, but got %lld channels instead",
+                              sw, sx, (long long)w->shape[0], (long long)cin);
+    int64_t cout = w->shape[1] * groups;
+    if (bias && (bias->ndim != 1 || bias->shape[0] != cout))
+        return jg_errorf_null("Given transposed=1, weight of size %s, expected bias to be "
+                              "1-dimensional with %lld elements, but got bias of size %s instead",
+                              sw, (long long)cout,
+                              (jg_format_shape(sb, sizeof sb, bias->ndim, bias->shape), sb));
+    if ((output_padding[0] >= stride[0] && output_padding[0] >= dilation[0]) ||
+        (output_padding[1] >= stride[1] && output_padding[1] >= dilation[1]))
+        return jg_errorf_null("output padding must be smaller than either stride or dilation, but "
+                              "got output_padding_height: %lld output_padding_width: %lld "
+                              "stride_height: %lld stride_width: %lld dilation_height: %lld "
+                              "dilation_width: %lld",
+                              (long long)output_padding[0], (long long)output_padding[1],
+                              (long long)stride[0], (long long)stride[1], (long long)dilation[0],
+                              (long long)dilation[1]);
+    int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1], out[2];
+    for (int d = 0; d < 2; d++)
+        out[d] = ((d ? W : H) - 1) * stride[d] - 2 * padding[d] +
+                 dilation[d] * (w->shape[2 + d] - 1) + output_padding[d] + 1;
+    if (out[0] < 1 || out[1] < 1)
+        return jg_errorf_null("Given input size per channel: (%lld x %lld). Calculated output "
+                              "size per channel: (%lld x %lld). Output size is too small",
+                              (long long)H, (long long)W, (long long)out[0], (long long)out[1]);
+    jg_attrs at = {.n = CA_N};
+    at.i[CA_SH] = stride[0], at.i[CA_SW] = stride[1];
+    at.i[CA_PT] = padding[0], at.i[CA_PL] = padding[1];
+    at.i[CA_PB] = padding[0] - stride[0] * (output_padding[0] / stride[0]);
+    at.i[CA_PR] = padding[1] - stride[1] * (output_padding[1] / stride[1]);
+    at.i[CA_DH] = dilation[0], at.i[CA_DW] = dilation[1];
+    at.i[CA_G] = groups;
+    bool ub;
+    jg_scope_push(); /* (the batched input, the shape operand, the result before the bias) */
+    jg_tensor *xb = as_batch(x, &ub), *y = NULL;
+    int64_t ys[4] = {xb ? xb->shape[0] : 0, cout, out[0], out[1]};
+    jg_tensor *zero = jg_scalar(x->dtype, 0.0);
+    jg_tensor *y0 = zero ? jg_expand(zero, 4, ys) : NULL;
+    jg_tensor *in[3] = {xb, y0, w};
+    if (xb && y0 && jg_op_call(JG_OP_CONV2D_INPUT_GRAD, &at, in, &y) == 0) {
+        int64_t bs[3] = {cout, 1, 1};
+        /* the bias after the columns are summed, as PyTorch's kernel */
+        if (bias)
+            y = jg_add(y, jg_reshape(bias, 3, bs));
+        y = unbatch(y, ub);
+    } else {
+        y = NULL;
+    }
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
 }
 
 static int pool_input(const char *fn, jg_tensor *x) {

@@ -143,6 +143,84 @@ static void test_conv_gradients(void **state) {
 }
 
 typedef struct {
+    int64_t stride[2], pad[2], opad[2], dil[2], groups;
+} convt_case;
+
+static jg_tensor *f_convt(void *user, int n, jg_tensor *const *in) {
+    const convt_case *c = user;
+    return jg_conv_transpose2d(in[0], in[1], n > 2 ? in[2] : NULL, c->stride, c->pad, c->opad,
+                               c->dil, c->groups);
+}
+
+/* jg_conv_transpose2d: gradients and double backward by finite differences
+ * (an output_padding of the stride or more, below the dilation, included),
+ * and its value is conv2d's input gradient bit for bit */
+static void test_conv_transpose(void **state) {
+    (void)state;
+    const convt_case cases[] = {
+        {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, {{2, 1}, {1, 0}, {1, 0}, {1, 1}, 1},
+        {{2, 3}, {0, 2}, {1, 2}, {1, 2}, 2}, {{1, 1}, {2, 1}, {2, 1}, {3, 2}, 1},
+        {{1, 2}, {1, 1}, {0, 1}, {2, 1}, 2},
+    };
+    jg_manual_seed(4);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const convt_case *c = &cases[k];
+        jg_tensor *in[3] = {jg_randn(JG_F64, 4, TU_SHAPE(2, 4, 3, 4)),
+                            jg_randn(JG_F64, 4, TU_SHAPE(4, 6 / c->groups, 2, 3)),
+                            jg_randn(JG_F64, 1, TU_SHAPE(6))};
+        for (int i = 0; i < 3; i++)
+            jg_set_requires_grad(in[i], true);
+        jg_tensor *y = f_convt((void *)c, 3, in);
+        assert_non_null(y);
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(jg_shape(y)[2 + d],
+                             (jg_shape(in[0])[2 + d] - 1) * c->stride[d] - 2 * c->pad[d] +
+                                 c->dil[d] * (jg_shape(in[1])[2 + d] - 1) + c->opad[d] + 1);
+        if (jg_gradcheck(f_convt, (void *)c, 3, in, 1e-6, 1e-6, 1e-5) < 0)
+            fail_msg("case %zu: %s", k, jg_last_error());
+        dbl d = {f_convt, (void *)c};
+        if (jg_gradcheck(f_grad, &d, 2, in, 1e-6, 1e-5, 1e-4) < 0)
+            fail_msg("case %zu double backward: %s", k, jg_last_error());
+        /* y0 -> conv2d(y0, w) maps y's shape to x's (output_padding below
+         * the stride); its input gradient at x is the transposed
+         * convolution of x */
+        if (c->opad[0] >= c->stride[0] || c->opad[1] >= c->stride[1])
+            continue;
+        jg_tensor *y0 = jg_full(JG_F64, 4, jg_shape(y), 0.0);
+        jg_set_requires_grad(y0, true);
+        jg_tensor *fy = jg_conv2d(y0, in[1], NULL, c->stride, c->pad, c->dil, c->groups);
+        assert_non_null(fy);
+        jg_tensor *gy = NULL;
+        if (jg_autograd_grad(1, &fy, (jg_tensor *[]){in[0]}, 1, &y0, 0, &gy) < 0)
+            fail_msg("case %zu: %s", k, jg_last_error());
+        TU_SAME(gy, f_convt((void *)c, 2, in));
+    }
+    jg_tensor *x = jg_full(JG_F32, 4, TU_SHAPE(2, 4, 5, 5), 0.0);
+    jg_tensor *w = jg_full(JG_F32, 4, TU_SHAPE(4, 3, 3, 3), 0.0);
+    const int64_t two2[2] = {2, 2};
+    assert_null(jg_conv_transpose2d(x, w, NULL, two2, zero2, two2, one2, 1));
+    TU_ERROR("output padding must be smaller than either stride or dilation, but got "
+             "output_padding_height: 2 output_padding_width: 2 stride_height: 2 stride_width: 2 "
+             "dilation_height: 1 dilation_width: 1");
+    assert_null(jg_conv_transpose2d(x, w, NULL, one2, TU_SHAPE(4, 4), zero2, one2, 1));
+    TU_ERROR("Given input size per channel: (5 x 5). Calculated output size per channel: (-1 x "
+             "-1). Output size is too small");
+    assert_null(jg_conv_transpose2d(x, jg_full(JG_F32, 4, TU_SHAPE(5, 3, 3, 3), 0.0), NULL, one2,
+                                    zero2, zero2, one2, 1));
+    TU_ERROR("Given transposed=1, weight of size [5, 3, 3, 3], expected input[2, 4, 5, 5] to have "
+             "5 channels, but got 4 channels instead");
+    assert_null(jg_conv_transpose2d(x, w, jg_full(JG_F32, 1, TU_SHAPE(4), 0.0), one2, zero2, zero2,
+                                    one2, 1));
+    TU_ERROR("Given transposed=1, weight of size [4, 3, 3, 3], expected bias to be 1-dimensional "
+             "with 3 elements, but got bias of size [4] instead");
+    assert_null(jg_conv_transpose2d(x, jg_full(JG_F64, 4, TU_SHAPE(4, 3, 3, 3), 0.0), NULL, one2,
+                                    zero2, zero2, one2, 1));
+    TU_ERROR("expected scalar type Float but found Double");
+    assert_null(jg_conv_transpose2d(x, w, NULL, one2, zero2, TU_SHAPE(0, -1), one2, 1));
+    TU_ERROR("negative output_padding is not supported");
+}
+
+typedef struct {
     int64_t k[2], s[2], p[2], d[2];
     bool ceil, avg, incl;
 } pool_case;
@@ -340,7 +418,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_values_match_torch),    TU_TEST(test_conv_gradients),
         TU_TEST(test_pool_gradients),        TU_TEST(test_bad_input),
-        TU_TEST(test_compiled_equals_eager),
+        TU_TEST(test_compiled_equals_eager), TU_TEST(test_conv_transpose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

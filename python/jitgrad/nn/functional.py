@@ -1,7 +1,10 @@
 """jitgrad.nn.functional: each op is one call into the C library or a short
 composition of library ops (docs/python.md lists which)."""
 
+import functools
 import math
+import struct
+from fractions import Fraction
 
 from .. import _C
 
@@ -728,3 +731,278 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps)) over dim, as PyTorch
     1.13 computes it."""
     return ((x1 / _clamped_norm(x1, dim, eps)) * (x2 / _clamped_norm(x2, dim, eps))).sum(dim)
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), weight one value or one per channel
+    (dim 1); where(x > 0, x, weight * x) gives PyTorch's gradients."""
+    if weight.dim() > 1:
+        raise RuntimeError("prelu: Expected `weight` to be a scalar or 1D tensor, but got ndim = "
+                           f"{weight.dim()}")
+    n = weight.numel()
+    if n != 1:
+        if input.dim() == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.size(1) if input.dim() >= 2 else 1
+        if n != channels:
+            raise RuntimeError("Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {channels}.")
+    if weight.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {_dtype_name(weight.dtype)} but expected "
+                           f"{_dtype_name(input.dtype)}")
+    w = weight.reshape([n] + [1] * (input.dim() - 2)) if n != 1 else weight.reshape([])
+    return _C.where(input > 0, input, w * input)
+
+
+def _dtype_name(dtype):
+    return {_C.float32: "Float", _C.float64: "Double", _C.int64: "Long", _C.int32: "Int",
+            _C.bool: "Bool"}.get(dtype, str(dtype))
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Each (sample, channel) plane normalized by its own statistics: as
+    PyTorch's ATen, batch_norm over the input viewed as [1, N * C, ...] with
+    weight, bias and running statistics repeated N times; the running
+    statistics then become the mean over the batch of the updated copies."""
+    shape = list(input.shape)
+    if use_input_stats:
+        if math.prod(shape[2:]) == 1:
+            raise ValueError("Expected more than 1 spatial element when training, got input size "
+                             f"torch.Size({shape})")
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
+    b, c = shape[0], shape[1]
+
+    def rep(t):
+        return None if t is None else t.repeat(b)
+
+    from .. import no_grad
+    rm, rv = rep(running_mean), rep(running_var)
+    out = batch_norm(input.contiguous().view(1, b * c, *shape[2:]), rm, rv, rep(weight),
+                     rep(bias), bool(use_input_stats), momentum, eps)
+    with no_grad():
+        if running_mean is not None:
+            running_mean.copy_(rm.view(b, c).mean(0))
+        if running_var is not None:
+            running_var.copy_(rv.view(b, c).mean(0))
+    return out.view(*shape)
+
+
+# ---- interpolate: PyTorch 1.13's CPU index arithmetic (aten/src/ATen/native/UpSample.h and
+# UpSampleKernel.cpp), checked bit for bit against its outputs: the scale in the input's
+# precision (float for float32; always float for nearest), a linear mode's source position in
+# double (one rounding), its lambda and 1 - lambda in the input's precision
+
+def _f32(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _scale(in_size, out_size, align_corners, scale, rnd):
+    """area_pixel_compute_scale / compute_scales_value"""
+    if align_corners:
+        return rnd(float(in_size - 1) / (out_size - 1)) if out_size > 1 else 0.0
+    if scale is not None and scale > 0:
+        return rnd(1.0 / scale)
+    return rnd(rnd(float(in_size)) / out_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _nearest_index(in_size, out_size, scale):
+    if out_size == in_size:
+        return tuple(range(out_size))
+    if out_size == 2 * in_size:
+        return tuple(i >> 1 for i in range(out_size))
+    s = _scale(in_size, out_size, False, scale, _f32)
+    return tuple(min(int(math.floor(_f32(i * s))), in_size - 1) for i in range(out_size))
+
+
+@functools.lru_cache(maxsize=256)  # (tuples: callers must not modify them)
+def _linear_index(in_size, out_size, align_corners, scale, rnd):
+    """(index0, index1, weight0, weight1) per output position: the source
+    position (clamped at 0 without align_corners), its floor and the next
+    index (the same at the end), lambda clamped to [0, 1]; equal sizes copy"""
+    if in_size == out_size:
+        r = tuple(range(out_size))
+        return r, r, (1.0,) * out_size, (0.0,) * out_size
+    s = _scale(in_size, out_size, align_corners, scale, rnd)
+    i0, i1, w0, w1 = [], [], [], []
+    for i in range(out_size):
+        # s * (i + 0.5) - 0.5 rounded once (PyTorch's kernel fuses it)
+        real = s * i if align_corners else \
+            max(float(Fraction(s) * Fraction(2 * i + 1, 2) - Fraction(1, 2)), 0.0)
+        idx = min(int(math.floor(real)), in_size - 1)
+        lam = min(max(rnd(real - idx), 0.0), 1.0)
+        i0.append(idx)
+        i1.append(idx + (1 if idx < in_size - 1 else 0))
+        w0.append(rnd(1.0 - lam))
+        w1.append(lam)
+    return tuple(i0), tuple(i1), tuple(w0), tuple(w1)
+
+
+_INTERP_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """F.interpolate for 3-D and 4-D input, modes 'nearest', 'linear' (3-D)
+    and 'bilinear' (4-D): index_select of PyTorch's source indices along
+    each spatial dim (last first), linear modes blending the two neighbours
+    as x0 * w0 + x1 * w1, as PyTorch's separable kernel does."""
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    dim = input.dim() - 2
+    if dim < 1 or input.dim() > 5 or mode not in _INTERP_MODES:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                                  f"{input.dim()}D) for the modes: nearest | linear | bilinear | "
+                                  f"bicubic | trilinear | area | nearest-exact (got {mode})")
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    spatial = list(input.shape)[2:]
+    scales = None
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError("Input and output must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{spatial} and output size of {size}. Please provide input "
+                                 "tensor in (N, C, d1, d2, ...,dK) format and output size in "
+                                 "(o1, o2, ...,oK) format.")
+            out = [int(s) for s in size]
+        else:
+            out = [int(size)] * dim
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError("Input and scale_factor must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{spatial} and scale_factor of shape {scale_factor}. Please "
+                                 "provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                 "scale_factor in (s1, s2, ...,sK) format.")
+            scales = [float(s) for s in scale_factor]
+        else:
+            scales = [float(scale_factor)] * dim
+        out = [int(math.floor(float(n) * s)) for n, s in zip(spatial, scales)]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor is not None and recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if recompute_scale_factor:
+        scales = None
+    if antialias and not (mode in ("bilinear", "bicubic") and dim == 2):
+        raise ValueError("Anti-alias option is only supported for bilinear and bicubic modes")
+    linear = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode)
+    if linear is not None and linear != dim:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
+                                  f"{linear + 2}D input")
+    if mode not in ("nearest", "linear", "bilinear") or antialias or dim > 2:
+        raise NotImplementedError(f"jitgrad: interpolate supports 3-D and 4-D input in modes "
+                                  f"'nearest', 'linear' and 'bilinear' without antialias (got "
+                                  f"{input.dim()}-D input, mode '{mode}')")
+    if any(n <= 0 for n in spatial) or any(o <= 0 for o in out):
+        if dim == 1:
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                               f"(W: {spatial[0]}) and output (W: {out[0]})")
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input (H: "
+                           f"{spatial[0]}, W: {spatial[1]}) output (H: {out[0]}, W: {out[1]})")
+    if input.dtype not in (_C.float32, _C.float64):
+        kernel = "compute_indices_weights_nearest" if mode == "nearest" else \
+            "compute_indices_weights_linear"
+        raise RuntimeError(f"\"{kernel}\" not implemented for '{_dtype_name(input.dtype)}'")
+    from .. import tensor
+    rnd = _f32 if input.dtype == _C.float32 else float
+    x = input
+    for d in reversed(range(dim)):  # the last dim first: PyTorch's innermost loop
+        axis = 2 + d
+        scale = None if scales is None else scales[d]
+        if mode == "nearest":
+            idx = _nearest_index(spatial[d], out[d], scale)
+            x = x.index_select(axis, tensor(list(idx), dtype=_C.int64))
+            continue
+        i0, i1, w0, w1 = _linear_index(spatial[d], out[d], align_corners, scale, rnd)
+        bshape = [out[d]] + [1] * (dim - 1 - d)
+        x = x.index_select(axis, tensor(list(i0), dtype=_C.int64)) * \
+            tensor(list(w0), dtype=input.dtype).reshape(bshape) + \
+            x.index_select(axis, tensor(list(i1), dtype=_C.int64)) * \
+            tensor(list(w1), dtype=input.dtype).reshape(bshape)
+    return x
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---- transposed convolutions: conv2d's input gradient (jg_conv_transpose2d)
+
+def _conv_arg(v, name, n):
+    """PyTorch's int-or-n-list convolution arguments, as an n-tuple."""
+    if isinstance(v, int):
+        return (v,) * n
+    v = list(v)
+    if len(v) == 1 and isinstance(v[0], int):
+        return (v[0],) * n
+    if len(v) != n or not all(isinstance(e, int) for e in v):
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
+                           f"values to match the convolution dimensions, but got {name}={v}")
+    return tuple(v)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 2-D convolution, weight [in, out / groups, kh, kw]: the
+    gradient of conv2d with respect to its input (one op-table row), plus
+    the bias."""
+    stride = _conv_arg(stride, "stride", 2)
+    if weight.dim() != 4:  # PyTorch picks the convolution's dims from the weight's
+        raise RuntimeError(f"expected stride to be a single integer value or a list of "
+                           f"{weight.dim() - 2} values to match the convolution dimensions, but "
+                           f"got stride={list(stride)}")
+    return _C._conv_transpose2d(input, weight, bias, stride, _conv_arg(padding, "padding", 2),
+                                _conv_arg(output_padding, "output_padding", 2),
+                                _conv_arg(dilation, "dilation", 2), int(groups))
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """conv_transpose2d over a unit height ([N, C, L] -> [N, C, 1, L]), with
+    PyTorch's conv_transpose1d checks and messages showing the 1-D shapes."""
+    if input.dim() not in (2, 3):
+        raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv_transpose1d, "
+                           f"but got input of size: {list(input.shape)}")
+    batched = input.dim() == 3
+    x = input if batched else input.unsqueeze(0)
+    args = [_conv_arg(v, name, 1)[0] for v, name in
+            ((stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
+             (dilation, "dilation"))]
+    xs, ws = list(x.shape), list(weight.shape)
+    if weight.dim() != 3:
+        raise RuntimeError(f"Expected {weight.dim()}-dimensional input for {weight.dim()}-"
+                           f"dimensional weight {ws}, but got 3-dimensional input of size {xs} "
+                           "instead")
+    if groups > 0 and all(a >= 0 for a in args[1:3]) and args[0] > 0 and args[3] > 0:
+        if ws[0] % groups != 0:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
+                               f"{groups} at dimension 0, but got weight of size [{ws}] instead")
+        if xs[1] != ws[0]:
+            raise RuntimeError(f"Given transposed=1, weight of size {ws}, expected input{xs} to "
+                               f"have {ws[0]} channels, but got {xs[1]} channels instead")
+        if bias is not None and (bias.dim() != 1 or bias.size(0) != ws[1] * groups):
+            raise RuntimeError(f"Given transposed=1, weight of size {ws}, expected bias to be "
+                               f"1-dimensional with {ws[1] * groups} elements, but got bias of "
+                               f"size {list(bias.shape)} instead")
+    out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, args[0]),
+                           (0, args[1]), (0, args[2]), groups, (1, args[3])).squeeze(2)
+    return out if batched else out.squeeze(0)
