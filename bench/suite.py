@@ -503,8 +503,10 @@ def main():
         rows = []
         res["gpt"] = []
         for n in threads:
-            t_ref = gpt.get(("torch", "none", "builtin", n))
-            t_same = gpt.get(("torch_core", "none", "builtin", n), t_ref)
+            # each jitgrad row against PyTorch's with the same attention
+            t_ref = {a: gpt.get(("torch", "none", a, n)) for a in ("builtin", "custom")}
+            t_same = {a: gpt.get(("torch_core", "none", a, n), t_ref[a])
+                      for a in ("builtin", "custom")}
             rate = next((e.get("sgemm_GFLOPs") for e in res["mlp"] if e["threads"] == n), None)
             bound = flops / (rate * 1e9) * 1e3 if rate else None
             for (lib, comp, attn, nn_), ms in gpt.items():
@@ -515,8 +517,8 @@ def main():
                          }.get(lib, f"jitgrad {comp if comp != 'none' else 'eager'}" +
                                (" (C trainer)" if lib == "jitgrad-c" else ""))
                 jg = lib.startswith("jitgrad")
-                rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref) if jg else None,
-                             ratio(ms, t_same) if jg else None, ratio(ms, bound)])
+                rows.append([f"{n}T", label, attn, ms, ratio(ms, t_ref[attn]) if jg else None,
+                             ratio(ms, t_same[attn]) if jg else None, ratio(ms, bound)])
                 res["gpt"].append({"threads": n, "lib": lib, "compile": comp, "attn": attn,
                                    "ms": ms, "bound_ms": bound})
             if bound:
