@@ -122,7 +122,12 @@ static bool scalar_op(const jg_op_info *info) {
     return info->flags & JG_OPF_SCALAR;
 }
 
+/* Under valgrind (scripts/memcheck.sh sets JITGRAD_MEMCHECK) each op runs
+ * its first scalar, unchained, in every operand shape: the other cases
+ * take the same code paths on other values, and each case compiles its
+ * own program (this test was the memcheck phase's longest, 174 s). */
 static void run_op_cases(jg_dtype dt) {
+    bool memcheck = getenv("JITGRAD_MEMCHECK") != NULL;
     for (int op = 0; op < JG_OP_COUNT; op++) {
         const jg_op_info *info = &jg_ops[op];
         if (!(info->flags & JG_OPF_ELEMENTWISE))
@@ -135,8 +140,10 @@ static void run_op_cases(jg_dtype dt) {
         int n_s = scalar_op(info) ? 4 : 1;
         if (dt == JG_I64 && n_s > 2)
             n_s = 2; /* (int64_t)INFINITY is undefined, eagerly too */
+        if (memcheck)
+            n_s = 1;
         for (int si = 0; si < n_s; si++)
-            for (int chain = 0; chain < 2; chain++)
+            for (int chain = 0; chain < (memcheck ? 1 : 2); chain++)
                 for (int shape = 0; shape < 3; shape++) {
                     if (shape && info->n_in < 2)
                         break;
