@@ -12,4 +12,12 @@ void jg_blas_init(void);
  * for one CPU without gotoblas_corename). */
 const char *jg_blas_corename(void);
 
+/* cblas_somatcopy(order, trans, rows, cols, alpha, a, lda, b, ldb) */
+typedef void (*jg_blas_somatcopy_fn)(int, int, int, int, float, const float *, int, float *, int);
+
+/* OpenBLAS's transpose when its kernels multiply a small row-major A B
+ * faster than A B^T, so that copying B^T first pays (see blas.c); else
+ * NULL. */
+jg_blas_somatcopy_fn jg_blas_small_nt_transpose(void);
+
 #endif

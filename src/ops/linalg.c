@@ -9,6 +9,7 @@
  * to f64 (PyTorch refuses mixed dtypes) and int64 operands are computed in
  * float32 (PyTorch has an integer matmul on CPU; jitgrad has no integer
  * gemm and keeps the float result instead). */
+#include "core/blas.h"
 #include "core/iter.h"
 #include "core/parallel.h"
 #include "ops/decls.h"
@@ -16,6 +17,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* PyTorch's matmul (1.13) folds an N-D operand against a 1-D/2-D one into a
@@ -251,6 +253,39 @@ static void gemm_par(jg_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_
     jg_parallel_for((dim + g.width - 1) / g.width, 1, gemm_block, &g);
 }
 
+/* A small f32 A B^T computed as A times B^T copied row-major, where
+ * OpenBLAS multiplies a small A B without packing and is slower at A B^T
+ * (core/blas.c): each matrix product m n k <= SMALL_NT_MNK (OpenBLAS's
+ * bound for its unpacked kernels) with both output dims at least 8 (a row
+ * or column times a matrix gains nothing).  One buffer serves a batch's
+ * products one after the other.  Eager and compiled code both run this
+ * kernel, so they take the same path (and bits) for a shape. */
+#define SMALL_NT_MNK 1000000
+typedef struct {
+    jg_blas_somatcopy_fn transpose;
+    float *bt; /* k x n */
+} small_nt;
+
+static bool small_nt_init(small_nt *s, jg_dtype dt, const operand *A, const operand *B, int64_t m,
+                          int64_t n, int64_t k) {
+    s->bt = NULL;
+    if (dt != JG_F32 || A->tr != CblasNoTrans || B->tr != CblasTrans || m < 8 || n < 8 ||
+        m * n * k > SMALL_NT_MNK || !(s->transpose = jg_blas_small_nt_transpose()))
+        return false;
+    s->bt = malloc((size_t)(k * n) * sizeof(float));
+    return s->bt != NULL; /* without memory: the A B^T product, as usual */
+}
+
+/* B is stored n x k (B^T) with row stride ldb */
+static void small_nt_gemm(const small_nt *s, int64_t m, int64_t n, int64_t k, const char *pa,
+                          int64_t lda, const char *pb, int64_t ldb, char *pc, int64_t ldc) {
+    s->transpose(CblasRowMajor, CblasTrans, (int)n, (int)k, 1.0f, (const float *)pb, (int)ldb,
+                 s->bt, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f,
+                (const float *)pa, (blasint)lda, s->bt, (blasint)n, 0.0f, (float *)pc,
+                (blasint)ldc);
+}
+
 int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     (void)at;
     jg_tensor *y = out[0];
@@ -281,8 +316,15 @@ int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
     int ybatch = y->ndim - (in[0]->ndim >= 2) - (in[1]->ndim >= 2);
     const char *pa = jg_tensor_ptr(A.t), *pb = jg_tensor_ptr(B.t);
     char *pc = jg_tensor_ptr(y);
+    small_nt snt;
     if (B.nbatch == 0 && foldable(&A)) {
-        gemm_par(y->dtype, A.tr, B.tr, y->numel / p, p, k, pa, A.ld, pb, B.ld, pc, p);
+        if (small_nt_init(&snt, y->dtype, &A, &B, y->numel / p, p, k)) {
+            jg_blas_single_thread();
+            small_nt_gemm(&snt, y->numel / p, p, k, pa, A.ld, pb, B.ld, pc, p);
+            free(snt.bt);
+        } else {
+            gemm_par(y->dtype, A.tr, B.tr, y->numel / p, p, k, pa, A.ld, pb, B.ld, pc, p);
+        }
         goto done;
     }
     /* element strides of A and B along out's batch dims (0 where broadcast) */
@@ -293,20 +335,28 @@ int jg_k_matmul(const jg_attrs *at, jg_tensor *const *in, jg_tensor **out) {
         sb[d] = db >= 0 && B.t->shape[db] != 1 ? B.t->stride[db] : 0;
     }
     int64_t nbat = jg_shape_numel(ybatch, y->shape);
+    bool small = small_nt_init(&snt, y->dtype, &A, &B, n, p, k);
+    if (small)
+        jg_blas_single_thread();
     for (int64_t bi = 0; bi < nbat; bi++) {
         int64_t oa = 0, ob = 0;
         for (int d = 0; d < ybatch; d++) {
             oa += idx[d] * sa[d];
             ob += idx[d] * sb[d];
         }
-        gemm_par(y->dtype, A.tr, B.tr, n, p, k, pa + oa * es, A.ld, pb + ob * es, B.ld,
-                 pc + bi * n * p * es, p);
+        if (small)
+            small_nt_gemm(&snt, n, p, k, pa + oa * es, A.ld, pb + ob * es, B.ld,
+                          pc + bi * n * p * es, p);
+        else
+            gemm_par(y->dtype, A.tr, B.tr, n, p, k, pa + oa * es, A.ld, pb + ob * es, B.ld,
+                     pc + bi * n * p * es, p);
         for (int d = ybatch - 1; d >= 0; d--) {
             if (++idx[d] < y->shape[d])
                 break;
             idx[d] = 0;
         }
     }
+    free(snt.bt);
 done:
     jg_release(A.copy);
     jg_release(B.copy);
