@@ -143,14 +143,35 @@ static void walk_init(walk *w, int dim, const jg_tensor *idx, const jg_tensor *x
                 if (d_ != (w).dim)                                                                 \
                     xo0_ += pos_[d_] * (w).xst[d_];                                                \
             }                                                                                      \
-            for (int64_t k_ = 0; k_ < n_; k_++) {                                                  \
-                const int64_t j_ = (idx_base)[io0_ + k_ * is_];                                    \
+            if (is_ == 0 && l_ != (w).dim) {                                                       \
+                /* one index for the whole row (an expanded index: the                             \
+                 * embedding's): checked once, then a strided row */                               \
+                const int64_t j_ = (idx_base)[io0_];                                               \
                 if (j_ < 0 || j_ >= (w).xsize)                                                     \
                     return jg_errorf("index %lld is out of bounds for dimension %d with size "     \
                                      "%lld",                                                       \
                                      (long long)j_, (w).dim, (long long)(w).xsize);                \
-                const int64_t xo = xo0_ + k_ * xs_ + j_ * xd_, vo = vo0_ + k_ * vs_;               \
-                BODY;                                                                              \
+                const int64_t xb_ = xo0_ + j_ * xd_;                                               \
+                if (xs_ == 1 && vs_ == 1) /* unit steps: a loop that vectorizes */                 \
+                    for (int64_t k_ = 0; k_ < n_; k_++) {                                          \
+                        const int64_t xo = xb_ + k_, vo = vo0_ + k_;                               \
+                        BODY;                                                                      \
+                    }                                                                              \
+                else                                                                               \
+                    for (int64_t k_ = 0; k_ < n_; k_++) {                                          \
+                        const int64_t xo = xb_ + k_ * xs_, vo = vo0_ + k_ * vs_;                   \
+                        BODY;                                                                      \
+                    }                                                                              \
+            } else {                                                                               \
+                for (int64_t k_ = 0; k_ < n_; k_++) {                                              \
+                    const int64_t j_ = (idx_base)[io0_ + k_ * is_];                                \
+                    if (j_ < 0 || j_ >= (w).xsize)                                                 \
+                        return jg_errorf("index %lld is out of bounds for dimension %d with size " \
+                                         "%lld",                                                   \
+                                         (long long)j_, (w).dim, (long long)(w).xsize);            \
+                    const int64_t xo = xo0_ + k_ * xs_ + j_ * xd_, vo = vo0_ + k_ * vs_;           \
+                    BODY;                                                                          \
+                }                                                                                  \
             }                                                                                      \
             for (int d_ = l_ - 1; d_ >= 0; d_--) {                                                 \
                 if (++pos_[d_] < (w).shape[d_])                                                    \

@@ -226,7 +226,9 @@ jg_tensor *jg_embedding(jg_tensor *weight, jg_tensor *indices, int64_t padding_i
     jg_scope_push();
     jg_tensor *ix = it == JG_I64 ? indices : jg_to_dtype(indices, JG_I64);
     jg_tensor *col = ix ? jg_reshape(ix, 2, (const int64_t[]){n, 1}) : NULL;
-    jg_tensor *full = col ? jg_contiguous(jg_expand(col, 2, (const int64_t[]){n, d})) : NULL;
+    /* the index expanded, not copied: gather and its backward's scatter_add
+     * take a row of one index as one strided row (ops/index.c) */
+    jg_tensor *full = col ? jg_expand(col, 2, (const int64_t[]){n, d}) : NULL;
     jg_attrs ga = {.n = 1};
     jg_tensor *rows = full ? jg_op1(JG_OP_GATHER, &ga, weight, full) : NULL;
     if (rows && padding_idx >= 0) {

@@ -57,6 +57,59 @@ static void test_indexops_gather_scatter_values(void **state) {
         "ScatterAddBackward0");
 }
 
+/* An index expanded along the row (stride 0: the embedding's) runs each
+ * row as one strided copy or add: the same values, order and errors as a
+ * contiguous copy of the index, with unit and other steps. */
+static void test_gather_scatter_expanded_index(void **state) {
+    (void)state;
+    double xv[30], sv[24];
+    for (int k = 0; k < 30; k++)
+        xv[k] = k * 0.25 - 3.0;
+    for (int k = 0; k < 24; k++)
+        sv[k] = k == 0 ? 1e8 : k == 12 ? -1e8 : k + 0.5;
+    jg_tensor *x = tu_tensor(JG_F32, 2, TU_SHAPE(5, 6), xv);
+    /* the same values with steps (1, 5): a transposed base */
+    jg_tensor *xt = jg_contiguous(jg_transpose(x, 0, 1));
+    xt = jg_transpose(xt, 0, 1);
+    jg_tensor *col = i64(2, TU_SHAPE(4, 1), TU_VALS(3, 0, 3, 4));
+    jg_tensor *ie = jg_expand(col, 2, TU_SHAPE(4, 6)), *ic = jg_contiguous(ie);
+    assert_false(jg_is_contiguous(ie));
+    double want[24];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 6; c++)
+            want[r * 6 + c] = xv[(r == 1 ? 0 : r == 3 ? 4 : 3) * 6 + c];
+    TU_CHECK(jg_gather(x, 0, ie), 2, TU_SHAPE(4, 6), want, 0);
+    TU_CHECK(jg_gather(xt, 0, ie), 2, TU_SHAPE(4, 6), want, 0);
+    TU_CHECK(jg_gather(x, 0, ic), 2, TU_SHAPE(4, 6), want, 0);
+    /* scatter_add: rows 0 and 2 both go to row 3, in index order ((1.5 +
+     * 1e8) - 1e8 is 0 in f32, 1.5 + (1e8 - 1e8) would be 1.5) */
+    jg_tensor *src = tu_tensor(JG_F32, 2, TU_SHAPE(4, 6), sv);
+    jg_tensor *a = jg_scatter_add(x, 0, ie, src), *b = jg_scatter_add(x, 0, ic, src);
+    assert_non_null(a);
+    assert_non_null(b);
+    double sa[30], sb[30];
+    tu_values(a, sa);
+    tu_values(b, sb);
+    assert_memory_equal(sa, sb, sizeof sa);
+    assert_true(xv[18] == 1.5 && sa[18] == 0.0);
+    assert_true(sa[19] == (double)((1.75f + 1.5f) + 13.5f));
+    /* the embedding's gradient through it */
+    jg_tensor *w = t64(2, TU_SHAPE(5, 6), xv);
+    jg_tensor *e = jg_embedding(w, i64(1, TU_SHAPE(4), TU_VALS(3, 0, 3, 4)), -1);
+    assert_non_null(e);
+    assert_int_equal(jg_backward(jg_sum(e), NULL, 0), 0);
+    double gw[30];
+    tu_values(jg_grad(w), gw);
+    for (int k = 0; k < 30; k++)
+        assert_true(gw[k] == (k / 6 == 3 ? 2.0 : k / 6 == 0 || k / 6 == 4 ? 1.0 : 0.0));
+    /* an index out of range, checked once per row: the same error */
+    jg_tensor *bad = jg_expand(i64(2, TU_SHAPE(2, 1), TU_VALS(1, 5)), 2, TU_SHAPE(2, 6));
+    assert_null(jg_gather(x, 0, bad));
+    TU_ERROR("index 5 is out of bounds for dimension 0 with size 5");
+    assert_null(jg_scatter_add(x, 0, bad, src));
+    TU_ERROR("index 5 is out of bounds for dimension 0 with size 5");
+}
+
 static void test_indexops_shuffles_values(void **state) {
     (void)state;
     jg_tensor *x = tu_tensor(JG_F64, 2, TU_SHAPE(2, 3), X6);
@@ -336,6 +389,7 @@ static void test_int_div_zero_every_path(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_indexops_gather_scatter_values),
+        TU_TEST(test_gather_scatter_expanded_index),
         TU_TEST(test_indexops_shuffles_values),
         TU_TEST(test_indexops_math_values),
         TU_TEST(test_indexops_gradcheck),
