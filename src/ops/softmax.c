@@ -150,6 +150,62 @@ exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m,
         y[i] = jg_ew_expd(x[i] - m);
 }
 
+/* jg_sum_run_f32(y, n) for n <= JG_SUM_BLOCK (ops/sum_order.h: element i
+ * into lane i % 32 from +0, lanes folded by halving), inlined into the
+ * softmax loop: a short row's sum was a fifth of its time as a call. */
+typedef float sm_v16f __attribute__((vector_size(64)));
+typedef float sm_v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef float sm_v8f __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) float block_sum_f32(const float *y, int64_t n) {
+    /* lanes 0-15 in lo, 16-31 in hi; a partial last run is padded with +0,
+     * which changes no lane (a lane is never -0) */
+    sm_v16f lo = {0}, hi = {0};
+    int64_t i = 0;
+    for (; i + JG_SUM_LANES_F32 <= n; i += JG_SUM_LANES_F32) {
+        lo += *(const sm_v16f_u *)(y + i);
+        hi += *(const sm_v16f_u *)(y + i + 16);
+    }
+    if (i < n) {
+        float t[JG_SUM_LANES_F32] = {0};
+        memcpy(t, y + i, sizeof(float) * (size_t)(n - i));
+        lo += *(const sm_v16f_u *)t;
+        hi += *(const sm_v16f_u *)(t + 16);
+    }
+    lo += hi; /* lane j += lane j + 16, then + 8, + 4, + 2, + 1 */
+    sm_v8f h8 = __builtin_shufflevector(lo, lo, 0, 1, 2, 3, 4, 5, 6, 7) +
+                __builtin_shufflevector(lo, lo, 8, 9, 10, 11, 12, 13, 14, 15);
+    float l[8];
+    memcpy(l, &h8, sizeof l);
+    for (int w = 4; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++)
+            l[k] += l[k + w];
+    return l[0];
+}
+static inline __attribute__((always_inline)) float row_sum_f32(const float *y, int64_t n) {
+    return n <= JG_SUM_BLOCK ? block_sum_f32(y, n) : jg_sum_run_f32(y, n);
+}
+static inline __attribute__((always_inline)) double row_sum_f64(const double *y, int64_t n) {
+    return jg_sum_run_f64(y, n);
+}
+
+/* The length of x[0, n) without the whole runs of MASKED_RUN -inf elements
+ * at its end (one vector compare each; the exp pass's vectors stay whole). */
+enum { MASKED_RUN = 16 };
+#define MASKED_TAIL(TY, T)                                                                         \
+    static inline __attribute__((always_inline)) int64_t masked_tail_##TY(const T *x, int64_t n) { \
+        while (n >= MASKED_RUN) {                                                                  \
+            int all = 1;                                                                           \
+            for (int k = 0; k < MASKED_RUN; k++)                                                   \
+                all &= x[n - MASKED_RUN + k] == -(T)INFINITY;                                      \
+            if (!all)                                                                              \
+                break;                                                                             \
+            n -= MASKED_RUN;                                                                       \
+        }                                                                                          \
+        return n;                                                                                  \
+    }
+MASKED_TAIL(f32, float)
+MASKED_TAIL(f64, double)
+
 /* One slice of len elements at x (step xst) into y (step yst), steps in
  * elements.  Separate simple passes, so that each vectorizes (exp and log
  * are jitgrad's own from ops/ew_math.h, the same the exp and log ops
@@ -170,8 +226,15 @@ exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m,
         if (xst == 1 && yst == 1) {                                                                \
             T *restrict yc = y;                                                                    \
             const T *restrict xc = x;                                                              \
-            exp_shift_##TY(yc, xc, len, m, masked);                                                \
-            T s = jg_sum_run_##TY(yc, len);                                                        \
+            /* a row ending in -inf (a causal attention's): exp(-inf - m)                          \
+             * is +0 there for a finite m, written without the exp */                              \
+            int64_t n = len;                                                                       \
+            if (m > -(T)INFINITY && m < (T)INFINITY)                                               \
+                n = masked_tail_##TY(xc, len);                                                     \
+            exp_shift_##TY(yc, xc, n, m, masked);                                                  \
+            for (int64_t i = n; i < len; i++)                                                      \
+                yc[i] = 0;                                                                         \
+            T s = row_sum_##TY(yc, n); /* (the +0s after n change no lane) */                      \
             if (log_) {                                                                            \
                 T ls = LOG(s);                                                                     \
                 for (int64_t i = 0; i < len; i++)                                                  \
