@@ -353,12 +353,47 @@ static void test_pass_fuses_only_what_it_may(void **state) {
     }
 }
 
+/* x[:, 0:3] and x[:, 3:6] in Python slice dim 0 whole too: the add's
+ * operands are whole-dim slice_backwards of the ones that slice, which the
+ * pass looks through (a whole-dim slice_backward is a copy) */
+static void test_pass_looks_through_whole_dim_slices(void **state) {
+    (void)state;
+    const jg_meta m23 = {JG_F32, 2, {2, 3}}, m26 = {JG_F32, 2, {2, 6}};
+    for (int whole_used_twice = 0; whole_used_twice < 2; whole_used_twice++) {
+        jg_graph *g = jg_graph_new();
+        int in[2] = {jg_graph_add_input(g, &m23, false, "a"),
+                     jg_graph_add_input(g, &m23, false, "b")};
+        int w[2], sum;
+        for (int k = 0; k < 2; k++) {
+            jg_attrs cols = {.n = 5, .i = {1, 3 * k, 3 * k + 3, 2, 6}};
+            jg_attrs rows = {.n = 5, .i = {0, 0, 2, 2, 6}};
+            int c;
+            assert_true(
+                jg_graph_add_op(g, JG_OP_SLICE_BACKWARD, &cols, 1, &in[k], &m26, false, &c) >= 0);
+            assert_true(
+                jg_graph_add_op(g, JG_OP_SLICE_BACKWARD, &rows, 1, &c, &m26, false, &w[k]) >= 0);
+        }
+        assert_true(jg_graph_add_op(g, JG_OP_ADD, NULL, 2, w, &m26, false, &sum) >= 0);
+        int outs[2] = {sum, w[0]};
+        assert_int_equal(jg_graph_set_outputs(g, 1 + whole_used_twice, outs), 0);
+        if (jg_compile_passes(g, true) < 0)
+            fail_msg("%s", jg_last_error());
+        assert_int_equal(count_op(g, JG_OP_SLICE_BACKWARD2), !whole_used_twice);
+        assert_int_equal(count_op(g, JG_OP_SLICE_BACKWARD), whole_used_twice ? 4 : 0);
+        jg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_kernel_matches_eager),        TU_TEST(test_kernel_refuses_bad_operands),
-        TU_TEST(test_head_layout_negative_zero),   TU_TEST(test_head_layout_gap),
-        TU_TEST(test_head_layout_overlap),         TU_TEST(test_rows_dim0),
+        TU_TEST(test_kernel_matches_eager),
+        TU_TEST(test_kernel_refuses_bad_operands),
+        TU_TEST(test_head_layout_negative_zero),
+        TU_TEST(test_head_layout_gap),
+        TU_TEST(test_head_layout_overlap),
+        TU_TEST(test_rows_dim0),
         TU_TEST(test_pass_fuses_only_what_it_may),
+        TU_TEST(test_pass_looks_through_whole_dim_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
