@@ -204,6 +204,13 @@ static bool fusable(const jg_graph *g, const jg_gnode *n) {
         n->n_in > 2 || (info->flags & JG_OPF_NOFUSE) ||
         (jg_cgen_split_math && calls_math(info->cexpr)))
         return false;
+    /* a clone of a view (a permute's output, say) runs its eager kernel:
+     * one strided copy, where the loop would read a contiguous copy rt_in
+     * made first */
+    const jg_value *x = &g->vals[n->in[0]];
+    if (n->op == JG_OP_CLONE && x->kind == JG_VAL_NODE && g->nodes[x->node].kind == JG_GN_OP &&
+        (jg_ops[g->nodes[x->node].op].flags & JG_OPF_VIEW))
+        return false;
     const jg_meta *o = &g->vals[n->out[0]].meta;
     for (int k = 0; k < n->n_in; k++) {
         const jg_meta *m = &g->vals[n->in[k]].meta;

@@ -38,6 +38,8 @@ int jg_compile_passes(jg_graph *g, bool cse) {
         return -1;
     if (cse && (jg_pass_cse(g) < 0 || jg_graph_verify(g) < 0))
         return -1;
+    if (cse && (jg_pass_slices(g) < 0 || jg_graph_verify(g) < 0))
+        return -1;
     if (jg_pass_dce(g) < 0 || jg_graph_verify(g) < 0)
         return -1;
     return 0;

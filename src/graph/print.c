@@ -109,6 +109,11 @@ static void emit_attrs(out_t *o, const jg_graph *g, const jg_gnode *n) {
              (long long)a->i[2]);
         emit_list(o, a->i + 3, a->n - 3);
         return;
+    case JG_OP_SLICE_BACKWARD2:
+        emit(o, ", dim=%lld, ranges=[%lld, %lld) [%lld, %lld), shape=", (long long)a->i[0],
+             (long long)a->i[1], (long long)a->i[2], (long long)a->i[3], (long long)a->i[4]);
+        emit_list(o, a->i + 5, a->n - 5);
+        return;
     case JG_OP_GATHER:
     case JG_OP_SCATTER:
     case JG_OP_SCATTER_ADD_INTO:

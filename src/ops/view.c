@@ -371,6 +371,173 @@ int jg_vjp_slice_backward(VJP_ARGS) {
     return gin[0] ? 0 : -1;
 }
 
+/* ---------------------------------------------------- slice_backward2 */
+
+/* The elements slice_backward2's operand p fills: outer * (end - start) * inner. */
+static int64_t sb2_piece_numel(const jg_attrs *a, int p) {
+    int nd = a->n - 5, d = (int)a->i[0];
+    int64_t n = a->i[2 + 2 * p] - a->i[1 + 2 * p];
+    for (int k = 0; k < nd; k++)
+        if (k != d)
+            n *= a->i[5 + k];
+    return n;
+}
+
+int jg_infer_slice_backward2(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    int nd = a->n - 5;
+    if (nd < 1 || nd > JG_MAX_DIMS)
+        return jg_errorf("slice_backward2: %d attributes, expected 6 to %d", a->n, 5 + JG_MAX_DIMS);
+    jg_meta full = {.dtype = in[0].dtype, .ndim = nd};
+    for (int d = 0; d < nd; d++) {
+        if (a->i[5 + d] < 0)
+            return jg_errorf("slice_backward2: negative size %lld", (long long)a->i[5 + d]);
+        full.shape[d] = a->i[5 + d];
+    }
+    int64_t d = a->i[0];
+    if (d < 0 || d >= nd)
+        return jg_errorf("slice_backward2: dim %lld out of range for %d dims", (long long)d, nd);
+    if (in[0].dtype != in[1].dtype || (in[0].dtype != JG_F32 && in[0].dtype != JG_F64))
+        return jg_errorf("slice_backward2: operands of dtypes %s and %s, expected both float32 or "
+                         "both float64",
+                         jg_dtype_name(in[0].dtype), jg_dtype_name(in[1].dtype));
+    for (int p = 0; p < 2; p++) {
+        int64_t s = a->i[1 + 2 * p], e = a->i[2 + 2 * p];
+        if (s < 0 || s > e || e > full.shape[d])
+            return jg_errorf("slice_backward2: range [%lld, %lld) does not fit dim %lld of size "
+                             "%lld",
+                             (long long)s, (long long)e, (long long)d, (long long)full.shape[d]);
+        if (jg_shape_numel(in[p].ndim, in[p].shape) != sb2_piece_numel(a, p))
+            return jg_errorf("slice_backward2: operand %d has %lld elements, its range %lld", p,
+                             (long long)jg_shape_numel(in[p].ndim, in[p].shape),
+                             (long long)sb2_piece_numel(a, p));
+    }
+    if (a->i[1] < a->i[4] && a->i[3] < a->i[2])
+        return jg_errorf("slice_backward2: ranges [%lld, %lld) and [%lld, %lld) overlap",
+                         (long long)a->i[1], (long long)a->i[2], (long long)a->i[3],
+                         (long long)a->i[4]);
+    out[0] = full;
+    return 0;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* o[j] = p[j] + 0 for j < n (-0 becomes +0, as an add of zeros gives);
+ * o is the op's new buffer, p an operand: they never overlap.  Vectorized
+ * (the tree is built at -O2), which changes no result. */
+#define SB2_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+static SB2_VECTORIZE void add0_f32(float *restrict o, const float *restrict p, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        o[j] = p[j] + 0.0f;
+}
+static SB2_VECTORIZE void add0_f64(double *restrict o, const double *restrict p, int64_t n) {
+    for (int64_t j = 0; j < n; j++)
+        o[j] = p[j] + 0.0;
+}
+
+/* Writes x + 0 (what add(slice_backward(x), zeros) gives: -0 becomes +0,
+ * NaNs are quieted) into r's range [s, e) of dim d, x read in row-major
+ * order through its strides (dims merged where they are one run), in runs
+ * that cross neither a row of x nor a row of the range. */
+static void sb2_place(jg_tensor *r, int d, int64_t s, int64_t e, const jg_tensor *x) {
+    int64_t outer = 1, inner = 1, n = r->shape[d];
+    for (int k = 0; k < d; k++)
+        outer *= r->shape[k];
+    for (int k = d + 1; k < r->ndim; k++)
+        inner *= r->shape[k];
+    int64_t row = (e - s) * inner, total = outer * row;
+    if (total == 0)
+        return;
+    int64_t sh[JG_MAX_DIMS], st[JG_MAX_DIMS];
+    int cn = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        if (x->shape[k] == 1)
+            continue;
+        if (cn && st[cn - 1] == x->stride[k] * x->shape[k]) {
+            sh[cn - 1] *= x->shape[k];
+            st[cn - 1] = x->stride[k];
+        } else {
+            sh[cn] = x->shape[k];
+            st[cn++] = x->stride[k];
+        }
+    }
+    if (!cn) {
+        sh[0] = 1;
+        st[0] = 0;
+        cn = 1;
+    }
+    int64_t run = gcd64(sh[cn - 1], row), ist = st[cn - 1], idx[JG_MAX_DIMS] = {0}, off = 0;
+    bool f64 = r->dtype == JG_F64;
+    char *dst = jg_tensor_ptr(r);
+    const char *src = jg_tensor_ptr(x);
+    /* (at: where the run goes, rem of it into its row of the range) */
+    for (int64_t f = 0, at = s * inner, rem = 0; f < total; f += run) {
+        if (f64) {
+            double *o = (double *)dst + at;
+            const double *p = (const double *)src + off;
+            if (ist == 1)
+                add0_f64(o, p, run);
+            else
+                for (int64_t j = 0; j < run; j++)
+                    o[j] = p[j * ist] + 0.0;
+        } else {
+            float *o = (float *)dst + at;
+            const float *p = (const float *)src + off;
+            if (ist == 1)
+                add0_f32(o, p, run);
+            else
+                for (int64_t j = 0; j < run; j++)
+                    o[j] = p[j * ist] + 0.0f;
+        }
+        at += run;
+        if ((rem += run) == row) {
+            rem = 0;
+            at += (n - (e - s)) * inner;
+        }
+        idx[cn - 1] += run;
+        off += run * ist;
+        for (int k = cn - 1; k > 0 && idx[k] == sh[k]; k--) {
+            off += st[k - 1] - idx[k] * st[k];
+            idx[k] = 0;
+            idx[k - 1]++;
+        }
+    }
+}
+
+int jg_k_slice_backward2(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_tensor *r = out[0];
+    int d = (int)a->i[0];
+    if (!jg_dense(r)) /* (outputs come from the allocator, contiguous) */
+        return jg_errorf("slice_backward2: output is not contiguous");
+    if (r->numel == 0)
+        return 0;
+    int64_t outer = 1, inner = 1, n = r->shape[d];
+    for (int k = 0; k < d; k++)
+        outer *= r->shape[k];
+    for (int k = d + 1; k < r->ndim; k++)
+        inner *= r->shape[k];
+    /* zeros where neither range is: [0, lo), [mid0, mid1), [hi, n) of dim d */
+    int lo = a->i[1] <= a->i[3] ? 0 : 1;
+    int64_t cut[4] = {a->i[1 + 2 * lo], a->i[2 + 2 * lo], a->i[3 - 2 * lo], a->i[4 - 2 * lo]};
+    int64_t gap[3][2] = {{0, cut[0]}, {cut[1], cut[2]}, {cut[3], n}};
+    size_t es = jg_dtype_size(r->dtype);
+    char *p = jg_tensor_ptr(r);
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < 3; k++)
+            if (gap[k][1] > gap[k][0])
+                memset(p + (size_t)((o * n + gap[k][0]) * inner) * es, 0,
+                       (size_t)((gap[k][1] - gap[k][0]) * inner) * es);
+    for (int q = 0; q < 2; q++)
+        sb2_place(r, d, a->i[1 + 2 * q], a->i[2 + 2 * q], in[q]);
+    return 0;
+}
+
 /* ------------------------------------------------------ slice_scatter */
 
 int jg_infer_slice_scatter(const jg_attrs *a, const jg_meta *in, jg_meta *out) {

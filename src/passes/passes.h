@@ -13,6 +13,12 @@
 int jg_pass_cse(jg_graph *g);
 /* Dead code elimination: removes nodes none of whose outputs is used. */
 int jg_pass_dce(jg_graph *g);
+/* Slice-gradient fusion (passes/slices.c): add(slice_backward(a),
+ * slice_backward(b)) over disjoint ranges of one dim becomes one
+ * slice_backward2 node, reading a and b through any reshapes.  Run it after
+ * autodiff (slice_backward2 has no VJP; values that require grad are left
+ * alone) and DCE after it.  Returns how many adds it rewrote. */
+int jg_pass_slices(jg_graph *g);
 /* Dedup-inputs: merges repeated operands of custom calls into one operand
  * each and records the slot -> operand slot_map.  Returns how many slot
  * operands it merged. */

@@ -275,6 +275,33 @@ static void test_strided_and_scalar_inputs(void **state) {
     check3(p_strided, NULL, NULL, 0, 3, in);
 }
 
+/* clone of a permuted view (the attention's head merge): the clone runs its
+ * eager kernel, one strided copy, not a loop over a contiguous copy; then
+ * an op of its own loop reads the clone */
+static int p_clone_permute(void *user, const void *args, int n, jg_tensor *const *in,
+                           jg_tensor **out) {
+    (void)user, (void)args, (void)n;
+    int perm[4] = {0, 2, 1, 3};
+    jg_tensor *y = jg_clone(jg_permute(jg_mul(in[0], in[1]), perm));
+    out[0] = jg_mul(jg_reshape(y, 3, TU_SHAPE(2, 5, 12)), in[2]);
+    out[1] = y;
+    return out[0] && out[1] ? 2 : -1;
+}
+
+static void test_clone_of_permute(void **state) {
+    (void)state;
+    REQUIRE_C();
+    jg_manual_seed(11);
+    for (int d = 0; d < 2; d++) {
+        jg_dtype dt = d ? JG_F64 : JG_F32;
+        jg_tensor *in[3] = {jg_randn(dt, 4, TU_SHAPE(2, 3, 5, 4)),
+                            jg_randn(dt, 4, TU_SHAPE(2, 3, 5, 4)), jg_randn(dt, 1, TU_SHAPE(12))};
+        jg_set_requires_grad(in[0], true);
+        jg_set_requires_grad(in[2], true);
+        check3(p_clone_permute, NULL, NULL, 0, 3, in);
+    }
+}
+
 static jg_tensor *leaf_ln(jg_dtype dt, int ndim, const int64_t *shape) {
     jg_tensor *t = jg_randn(dt, ndim, shape);
     jg_set_requires_grad(t, true);
@@ -623,6 +650,7 @@ int main(void) {
         TU_TEST(test_every_op_i64),
         TU_TEST(test_long_chain),
         TU_TEST(test_strided_and_scalar_inputs),
+        TU_TEST(test_clone_of_permute),
         TU_TEST(test_broadcast_operands),
         TU_TEST(test_programs),
         TU_TEST(test_custom_functions),
