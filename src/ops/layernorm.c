@@ -228,44 +228,85 @@ int jg_k_layer_norm(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
     return rc;
 }
 
-/* With xhat = (x - mean) * rstd and gw = g * w over a row of n values:
- * dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (row sums in double,
- * as the forward's), and over the rows dw = sum(g * xhat), db = sum(g)
- * (column sums in double, row by row). */
-#define LN_BWD(T)                                                                                  \
-    static LN_VECTORIZE void ln_bwd_##T(const T *g, const T *x, const T *w, const T *mean,         \
-                                        const T *rstd, int64_t rows, int64_t len, T *dx,           \
-                                        double *cols) {                                            \
-        double *dw = cols, *db = cols + len;                                                       \
-        for (int64_t r = 0; r < rows; r++) {                                                       \
-            const T *gp = g + r * len, *xp = x + r * len;                                          \
-            T *dp = dx + r * len;                                                                  \
-            double m = (double)mean[r], s = (double)rstd[r];                                       \
-            double a1[LANES] = {0}, a2[LANES] = {0};                                               \
-            int64_t j = 0;                                                                         \
-            for (; j + LANES <= len; j += LANES)                                                   \
-                for (int k = 0; k < LANES; k++) {                                                  \
-                    double gv = (double)gp[j + k], xh = ((double)xp[j + k] - m) * s;               \
-                    double gw = gv * (double)w[j + k];                                             \
-                    a1[k] += gw;                                                                   \
-                    a2[k] += gw * xh;                                                              \
-                    dw[j + k] += gv * xh;                                                          \
-                    db[j + k] += gv;                                                               \
-                }                                                                                  \
-            for (; j < len; j++) {                                                                 \
-                double gv = (double)gp[j], xh = ((double)xp[j] - m) * s;                           \
-                double gw = gv * (double)w[j];                                                     \
-                a1[j % LANES] += gw;                                                               \
-                a2[j % LANES] += gw * xh;                                                          \
+/* The backward's block of R rows: each row's sums in its lane order (as the
+ * forward's), the rows' chains independent; the column sums dw, db get the
+ * R rows' terms one row after the other (the order of a row-by-row pass),
+ * held in registers over the block (one load and store per R rows). */
+#define LN_BWD_BLOCK(T, R)                                                                         \
+    do {                                                                                           \
+        double m[R], s[R], a1[R][LANES] = {{0}}, a2[R][LANES] = {{0}}, c1[R], c2[R];               \
+        for (int i = 0; i < (R); i++) {                                                            \
+            m[i] = (double)mean[r + i];                                                            \
+            s[i] = (double)rstd[r + i];                                                            \
+        }                                                                                          \
+        int64_t j = 0;                                                                             \
+        for (; j + LANES <= len; j += LANES) {                                                     \
+            double cw[LANES], cb[LANES];                                                           \
+            for (int k = 0; k < LANES; k++) {                                                      \
+                cw[k] = dw[j + k];                                                                 \
+                cb[k] = db[j + k];                                                                 \
+            }                                                                                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < (R); i++) for (int k = 0; k < LANES;       \
+                                                                       k++) {                      \
+                double gv = (double)gp[i * len + j + k];                                           \
+                double xh = ((double)xp[i * len + j + k] - m[i]) * s[i];                           \
+                double gw = gv * wd[j + k];                                                        \
+                a1[i][k] += gw;                                                                    \
+                a2[i][k] += gw * xh;                                                               \
+                cw[k] += gv * xh;                                                                  \
+                cb[k] += gv;                                                                       \
+            }                                                                                      \
+            for (int k = 0; k < LANES; k++) {                                                      \
+                dw[j + k] = cw[k];                                                                 \
+                db[j + k] = cb[k];                                                                 \
+            }                                                                                      \
+        }                                                                                          \
+        for (; j < len; j++)                                                                       \
+            for (int i = 0; i < (R); i++) {                                                        \
+                double gv = (double)gp[i * len + j], xh = ((double)xp[i * len + j] - m[i]) * s[i]; \
+                double gw = gv * wd[j];                                                            \
+                a1[i][j % LANES] += gw;                                                            \
+                a2[i][j % LANES] += gw * xh;                                                       \
                 dw[j] += gv * xh;                                                                  \
                 db[j] += gv;                                                                       \
             }                                                                                      \
-            double c1 = lanes_total(a1) / (double)len, c2 = lanes_total(a2) / (double)len;         \
+        for (int i = 0; i < (R); i++) {                                                            \
+            c1[i] = lanes_total(a1[i]) / (double)len;                                              \
+            c2[i] = lanes_total(a2[i]) / (double)len;                                              \
+        }                                                                                          \
+        for (int i = 0; i < (R); i++) {                                                            \
+            const T *gi = gp + i * len, *xi = xp + i * len;                                        \
+            T *di = dp + i * len;                                                                  \
             for (j = 0; j < len; j++) {                                                            \
-                double gw = (double)gp[j] * (double)w[j];                                          \
-                double xh = ((double)xp[j] - m) * s;                                               \
-                dp[j] = (T)(s * (gw - c1 - xh * c2));                                              \
+                double gw = (double)gi[j] * wd[j];                                                 \
+                double xh = ((double)xi[j] - m[i]) * s[i];                                         \
+                di[j] = (T)(s[i] * (gw - c1[i] - xh * c2[i]));                                     \
             }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* With xhat = (x - mean) * rstd and gw = g * w over a row of n values:
+ * dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) (row sums in double,
+ * as the forward's, LN_ROWS rows at a time), and over the rows dw =
+ * sum(g * xhat), db = sum(g) (column sums in double, in row order).  wd:
+ * w in double (cols + 2 len), converted once. */
+#define LN_BWD(T)                                                                                  \
+    static LN_VECTORIZE void ln_bwd_##T(const T *g, const T *x, const T *w, const T *mean,         \
+                                        const T *rstd, int64_t rows, int64_t len, T *dx,           \
+                                        double *cols, double *wd) {                                \
+        double *dw = cols, *db = cols + len;                                                       \
+        for (int64_t j = 0; j < len; j++)                                                          \
+            wd[j] = (double)w[j];                                                                  \
+        int64_t r = 0;                                                                             \
+        for (; r + LN_ROWS <= rows; r += LN_ROWS) {                                                \
+            const T *gp = g + r * len, *xp = x + r * len;                                          \
+            T *dp = dx + r * len;                                                                  \
+            LN_BWD_BLOCK(T, LN_ROWS);                                                              \
+        }                                                                                          \
+        for (; r < rows; r++) {                                                                    \
+            const T *gp = g + r * len, *xp = x + r * len;                                          \
+            T *dp = dx + r * len;                                                                  \
+            LN_BWD_BLOCK(T, 1);                                                                    \
         }                                                                                          \
     }
 LN_BWD(float)
@@ -275,6 +316,7 @@ typedef struct {
     const char *g, *x, *w, *st;
     char *dx;
     double *cols; /* per chunk: 2 * len column partials */
+    double *wd;   /* per chunk: len, the weight in double */
     int64_t rows, len, grain;
     bool f32;
 } ln_bwd_ctx;
@@ -282,15 +324,15 @@ typedef struct {
 static void ln_bwd_rows(void *vc, int64_t lo, int64_t hi) {
     const ln_bwd_ctx *c = vc;
     int64_t n = hi - lo, off = lo * c->len;
-    double *cols = c->cols + (lo / c->grain) * 2 * c->len;
+    double *cols = c->cols + (lo / c->grain) * 2 * c->len, *wd = c->wd + (lo / c->grain) * c->len;
     if (c->f32) {
         const float *st = (const float *)c->st;
         ln_bwd_float((const float *)c->g + off, (const float *)c->x + off, (const float *)c->w,
-                     st + lo, st + c->rows + lo, n, c->len, (float *)c->dx + off, cols);
+                     st + lo, st + c->rows + lo, n, c->len, (float *)c->dx + off, cols, wd);
     } else {
         const double *st = (const double *)c->st;
         ln_bwd_double((const double *)c->g + off, (const double *)c->x + off, (const double *)c->w,
-                      st + lo, st + c->rows + lo, n, c->len, (double *)c->dx + off, cols);
+                      st + lo, st + c->rows + lo, n, c->len, (double *)c->dx + off, cols, wd);
     }
 }
 
@@ -305,13 +347,14 @@ int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor 
     /* the column partials, then (without a weight) ones to multiply by: the
      * loops stay free of branches, and g * 1 is g exactly */
     double *cols = calloc((size_t)((chunks ? chunks : 1) * 2 * len + 1), sizeof *cols);
+    double *wd = malloc((size_t)((chunks ? chunks : 1) * len + 1) * sizeof *wd);
     char *ones = a->i[1] ? NULL : malloc((size_t)(len + 1) * es);
     const char *g = dense_data(in[0], &tmp[0]);
     const char *x = dense_data(in[1], &tmp[1]);
     const char *w = a->i[1] ? dense_data(in[2], &tmp[2]) : ones;
     const char *st = dense_data(in[3], &tmp[3]);
     int rc = 0;
-    if (!cols || !g || !x || !w || !st) {
+    if (!cols || !wd || !g || !x || !w || !st) {
         rc = jg_errorf("out of memory in layer_norm_backward");
     } else {
         bool f32 = out[0]->dtype == JG_F32;
@@ -320,7 +363,7 @@ int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor 
                 ((float *)ones)[j] = 1.0f;
             else
                 ((double *)ones)[j] = 1.0;
-        ln_bwd_ctx c = {g, x, w, st, jg_tensor_ptr(out[0]), cols, rows, len, grain, f32};
+        ln_bwd_ctx c = {g, x, w, st, jg_tensor_ptr(out[0]), cols, wd, rows, len, grain, f32};
         jg_parallel_for(rows, grain, ln_bwd_rows, &c);
         for (int64_t k = 1; k < chunks; k++)
             for (int64_t j = 0; j < 2 * len; j++)
@@ -332,6 +375,7 @@ int jg_k_layer_norm_backward(const jg_attrs *a, jg_tensor *const *in, jg_tensor 
                 ((double *)jg_tensor_ptr(out[1]))[j] = cols[j];
     }
     free(cols);
+    free(wd);
     free(ones);
     for (int k = 0; k < 4; k++)
         jg_release(tmp[k]);
