@@ -25,7 +25,7 @@ then ratio tables (markdown) and a machine-readable results file.
                ms per training step for PyTorch and jitgrad eager / interp /
                c (the whole step compiled as one graph), and the C trainer
                (examples/gpt/train.c) eager and c, builtin and custom attention,
-               three rounds of every run, the median over rounds,
+               five rounds of every run (100 steps each), the median over rounds,
                against the FLOP bound (6 x params x tokens + attention, at
                the sgemm rate of item 3 measured in the same run); PyTorch
                with OpenBLAS's own kernels and, where jitgrad selected others,
@@ -303,7 +303,9 @@ def main():
     # with OPENBLAS_CORETYPE set to them, the same sgemm as jitgrad's.
     gpt = {}
     train_py = os.path.join(ROOT, "examples", "gpt", "train.py")
-    gpt_steps = "6" if QUICK else "40"
+    # (100 steps: a run's median then outlasts the machine's short bursts of
+    # other load, which moved 40-step medians by up to 1 ms)
+    gpt_steps = "6" if QUICK else "100"
     cores = blas_cores(libs)
     meta["blas_cores"] = cores
     gpt_libs = list(libs)
@@ -312,7 +314,7 @@ def main():
     # every configuration once per round, the rounds one after the other (a
     # change in the machine's load then touches every column alike); the
     # figure is the median over rounds of each run's median step
-    gpt_rounds = 1 if QUICK else 3
+    gpt_rounds = 1 if QUICK else 5
     gpt_c = os.path.join(BUILD, "examples", "gpt_train")
     gpt_runs = []
     for n in threads if want("gpt") else []:
