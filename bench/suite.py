@@ -49,7 +49,9 @@ BENCH_QUICK=1 (one short round, the slow C workloads skipped: a smoke test,
 not a measurement), BENCH_THREADS (default: 1 and the number of cores),
 BENCH_SECTIONS (a comma-separated subset of kernels, roofline, latency,
 older, gpt, gpt_stats, steps; default all: e.g. BENCH_SECTIONS=steps runs
-section 8 alone).
+section 8 alone), BENCH_KEEP_CORETYPE=1 (keep an OPENBLAS_CORETYPE set in
+the environment for every run; by default it is dropped, so that OpenBLAS
+and jitgrad choose the kernels the tables name).
 Output: the tables on stdout, $JITGRAD_BUILD_DIR/bench/results.json (quick
 runs: results-quick.json, so a smoke run leaves the last measurement alone;
 BENCH_SECTIONS=a,b: results-a-b.json; BENCH_RESULTS overrides the path)."""
@@ -103,8 +105,25 @@ def parse(text):
     return rows
 
 
+# OpenBLAS's kernels are the suite's to choose (blas_cores, section 6): an
+# OPENBLAS_CORETYPE in the environment (some machines set one for every
+# process) would give every run those kernels, while the tables name the
+# cores chosen without it.  It is dropped from the runs' environment, and the
+# report says so; BENCH_KEEP_CORETYPE=1 keeps it for every run (the tables
+# then name it).
+ENV_CORETYPE = os.environ.get("OPENBLAS_CORETYPE")
+KEEP_CORETYPE = os.environ.get("BENCH_KEEP_CORETYPE", "0") not in ("", "0")
+
+
+def base_env(**extra):
+    env = dict(os.environ, **extra)
+    if not KEEP_CORETYPE:
+        env.pop("OPENBLAS_CORETYPE", None)
+    return env
+
+
 def thread_env(n):
-    env = dict(os.environ)
+    env = base_env()
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "JITGRAD_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(n)
     env.setdefault("JITGRAD_CACHE_DIR", os.path.join(BUILD, "jg-cache"))
@@ -147,8 +166,7 @@ def blas_cores(libs):
     loading it)."""
     cores = {}
     for lib, exe in libs:
-        env = dict(os.environ, OPENBLAS_VERBOSE="2")
-        env.pop("OPENBLAS_CORETYPE", None)
+        env = base_env(OPENBLAS_VERBOSE="2")
         code = ("import jitgrad; print('Core:', jitgrad.backends.openblas.corename())"
                 if lib == "jitgrad" else "import torch; torch.ones(2, 2) @ torch.ones(2, 2)")
         p = subprocess.run([exe, "-c", code], env=env, capture_output=True, text=True)
@@ -308,6 +326,8 @@ def main():
     gpt_steps = "6" if QUICK else "100"
     cores = blas_cores(libs)
     meta["blas_cores"] = cores
+    meta["env_openblas_coretype"] = ENV_CORETYPE
+    meta["env_openblas_coretype_kept"] = KEEP_CORETYPE
     gpt_libs = list(libs)
     if cores.get("torch") and cores.get("jitgrad") and cores["torch"] != cores["jitgrad"]:
         gpt_libs += [("torch_core", exe) for lib, exe in libs if lib == "torch"]
@@ -501,7 +521,10 @@ def main():
                    f"{gpt_steps} steps)\n")
         out.append(f"OpenBLAS kernels: jitgrad {cores.get('jitgrad')}, PyTorch "
                    f"{cores.get('torch')} (its own process); \"/ torch same kernels\": "
-                   f"PyTorch with OPENBLAS_CORETYPE={cores.get('jitgrad')}\n")
+                   f"PyTorch with OPENBLAS_CORETYPE={cores.get('jitgrad')}"
+                   + (f" (the environment's OPENBLAS_CORETYPE={ENV_CORETYPE} "
+                      f"{'kept: BENCH_KEEP_CORETYPE=1' if KEEP_CORETYPE else 'dropped for the runs'})"
+                      if ENV_CORETYPE else "") + "\n")
         rows = []
         res["gpt"] = []
         for n in threads:

@@ -26,9 +26,12 @@
  * vectorizes an unknown trip count), and get AVX2 and AVX-512 F clones
  * picked at run time, as the elementwise kernels (ops/elementwise.c): exp
  * in f32 runs 8 / 16 lanes per vector there.  No FMA is enabled, so all
- * clones compute the same bits. */
+ * clones compute the same bits.  Loops stay loops (no memset / memcpy
+ * calls): a causal attention's rows are short, a call per row cost more
+ * than the stores. */
 #define SOFTMAX_VECTORIZE                                                                          \
-    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"),                          \
+    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic",                           \
+                            "no-tree-loop-distribute-patterns"),                                   \
                    target_clones("avx512f", "avx2", "default")))
 
 /* The largest element of x[0, n), n >= 1, for the slices' shift: 4 vectors of
@@ -156,6 +159,8 @@ exp_shift_f64(double *restrict y, const double *restrict x, int64_t n, double m,
 typedef float sm_v16f __attribute__((vector_size(64)));
 typedef float sm_v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
 typedef float sm_v8f __attribute__((vector_size(32)));
+typedef float sm_v4f __attribute__((vector_size(16)));
+typedef float sm_v2f __attribute__((vector_size(8)));
 static inline __attribute__((always_inline)) float block_sum_f32(const float *y, int64_t n) {
     /* lanes 0-15 in lo, 16-31 in hi; a partial last run is padded with +0,
      * which changes no lane (a lane is never -0) */
@@ -166,20 +171,22 @@ static inline __attribute__((always_inline)) float block_sum_f32(const float *y,
         hi += *(const sm_v16f_u *)(y + i + 16);
     }
     if (i < n) {
+        /* (an element loop: memcpy of a variable size is a library call) */
         float t[JG_SUM_LANES_F32] = {0};
-        memcpy(t, y + i, sizeof(float) * (size_t)(n - i));
+        for (int64_t k = 0; k < n - i; k++)
+            t[k] = y[i + k];
         lo += *(const sm_v16f_u *)t;
         hi += *(const sm_v16f_u *)(t + 16);
     }
     lo += hi; /* lane j += lane j + 16, then + 8, + 4, + 2, + 1 */
     sm_v8f h8 = __builtin_shufflevector(lo, lo, 0, 1, 2, 3, 4, 5, 6, 7) +
                 __builtin_shufflevector(lo, lo, 8, 9, 10, 11, 12, 13, 14, 15);
-    float l[8];
-    memcpy(l, &h8, sizeof l);
-    for (int w = 4; w >= 1; w /= 2)
-        for (int k = 0; k < w; k++)
-            l[k] += l[k + w];
-    return l[0];
+    /* (in registers: folding through an array stored the lanes and read
+     * them back narrower, a quarter of a short row's time) */
+    sm_v4f h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
+                __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    sm_v2f h2 = __builtin_shufflevector(h4, h4, 0, 1) + __builtin_shufflevector(h4, h4, 2, 3);
+    return h2[0] + h2[1];
 }
 static inline __attribute__((always_inline)) float row_sum_f32(const float *y, int64_t n) {
     return n <= JG_SUM_BLOCK ? block_sum_f32(y, n) : jg_sum_run_f32(y, n);
