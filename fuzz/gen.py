@@ -345,14 +345,12 @@ class Gen:
             return V(n, v.shape, True, v.ties)
         v = r.choice(vs)
         a = v.name
-        # leaky_relu, hardtanh and relu6 are left out: their create_graph
-        # gradients do not require grad where PyTorch's do (docs/python.md,
-        # "Differences from PyTorch"); PyTorch refuses hardsigmoid's double
-        # backward
+        # (PyTorch refuses hardsigmoid's double backward: left out)
         e, kink = r.choice([(f"{F}.elu({a})", False), (f"{F}.softplus({a}, beta=2.0)", False),
                             (f"{F}.mish({a})", False), (f"{F}.hardswish({a} * 3.0)", True),
                             (f"{F}.gelu({a})", False), (f"{F}.gelu({a}, approximate='tanh')", False),
-                            (f"{F}.silu({a})", False)])
+                            (f"{F}.silu({a})", False), (f"{F}.leaky_relu({a}, 0.2)", True),
+                            (f"{F}.hardtanh({a} * 2.0)", True), (f"{F}.relu6({a} * 4.0)", True)])
         out.append(f"{n} = {e}")
         return V(n, v.shape, True, v.ties or kink)
 

@@ -645,6 +645,13 @@ jg_tensor *jg_silu(jg_tensor *a);
  * 6) / 6.  Floating dtypes; gradients (and double backward) as PyTorch's. */
 jg_tensor *jg_hardswish(jg_tensor *a);
 jg_tensor *jg_hardsigmoid(jg_tensor *a);
+/* leaky_relu: x > 0 ? x : x * negative_slope (PyTorch's default slope is
+ * 0.01).  Floating dtypes; a gradient made with create_graph requires grad
+ * (its derivative in x is zero), as PyTorch's. */
+jg_tensor *jg_leaky_relu(jg_tensor *a, double negative_slope);
+/* hardtanh: x clamped to [min_val, max_val] (relu6: 0 and 6); the
+ * gradient is zero where x <= min_val or x >= max_val, as PyTorch's. */
+jg_tensor *jg_hardtanh(jg_tensor *a, double min_val, double max_val);
 /* embedding: the rows of weight [V, D] at int64/int32 indices (any shape)
  * -> indices.shape + [D]; the row padding_idx (negative: none) gets no
  * gradient.  An index outside [0, V) fails when the op runs. */

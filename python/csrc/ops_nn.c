@@ -100,6 +100,26 @@ static PyObject *hardswish(PyObject *mod, PyObject *x) {
     return t ? jgp_wrap_new(jg_hardswish(t)) : NULL;
 }
 
+static PyObject *leaky_relu(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x;
+    double slope;
+    if (!PyArg_ParseTuple(args, "Od:_leaky_relu", &x, &slope))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "leaky_relu");
+    return t ? jgp_wrap_new(jg_leaky_relu(t, slope)) : NULL;
+}
+
+static PyObject *hardtanh(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x;
+    double lo, hi;
+    if (!PyArg_ParseTuple(args, "Odd:_hardtanh", &x, &lo, &hi))
+        return NULL;
+    jg_tensor *t = tensor_arg(x, "hardtanh");
+    return t ? jgp_wrap_new(jg_hardtanh(t, lo, hi)) : NULL;
+}
+
 static PyObject *hardsigmoid(PyObject *mod, PyObject *x) {
     (void)mod;
     jg_tensor *t = tensor_arg(x, "hardsigmoid");
@@ -280,6 +300,8 @@ PyMethodDef jgp_module_nn_functions[] = {
      "_gelu(input, approximate='none')"},
     {"_silu", silu, METH_O, "_silu(input)"},
     {"_hardswish", hardswish, METH_O, "_hardswish(input)"},
+    {"_leaky_relu", leaky_relu, METH_VARARGS, "_leaky_relu(input, negative_slope)"},
+    {"_hardtanh", hardtanh, METH_VARARGS, "_hardtanh(input, min_val, max_val)"},
     {"_hardsigmoid", hardsigmoid, METH_O, "_hardsigmoid(input)"},
     {"_has_data", has_data, METH_O, "_has_data(t): whether t's values exist (not traced)"},
     {"_make_subclass", make_subclass, METH_VARARGS,

@@ -126,6 +126,86 @@ jg_tensor *jg_hardsigmoid(jg_tensor *a) {
     return jg_ew_call(JG_OP_HARDSIGMOID, a, NULL);
 }
 
+jg_tensor *jg_leaky_relu(jg_tensor *a, double negative_slope) {
+    if (!float_input(a, "leaky_relu_cpu"))
+        return NULL;
+    return jg_ew_call_scalar(JG_OP_LEAKY_RELU, a, negative_slope);
+}
+
+int jg_vjp_leaky_relu(VJP_ARGS) {
+    UNUSED_ARGS;
+    jg_attrs at = {.s = a->s};
+    gin[0] = jg_op1(JG_OP_LEAKY_RELU_GRAD, &at, gout[0], in[0]);
+    CHECK(0);
+    return 0;
+}
+
+/* leaky_relu_backward's derivatives: the same mask for g, zeros for x (the
+ * mask is piecewise constant), as PyTorch's */
+int jg_vjp_leaky_relu_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    jg_attrs at = {.s = a->s};
+    if (needs[0])
+        gin[0] = SUM_TO(jg_op1(JG_OP_LEAKY_RELU_GRAD, &at, gout[0], in[1]), 0);
+    if (needs[1])
+        gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0);
+    CHECK(0);
+    CHECK(1);
+    return 0;
+}
+
+jg_tensor *jg_hardtanh(jg_tensor *a, double min_val, double max_val) {
+    jg_scope_push();
+    jg_tensor *lo = jg_ew_call_scalar(JG_OP_HARDTANH_LO, a, min_val);
+    jg_tensor *y = lo ? jg_ew_call_scalar(JG_OP_HARDTANH_HI, lo, max_val) : NULL;
+    jg_keep(y);
+    jg_scope_pop();
+    return jg_scope_track(y);
+}
+
+/* One bound's part of hardtanh's backward: the gradient masked where the
+ * row's input is at or past the bound. */
+static int hardtanh_part(jg_opcode grad_op, const jg_attrs *a, jg_tensor *x, jg_tensor *g,
+                         jg_tensor **gin) {
+    jg_attrs at = {.s = a->s};
+    gin[0] = jg_op1(grad_op, &at, g, x);
+    return gin[0] ? 0 : -1;
+}
+
+int jg_vjp_hardtanh_lo(VJP_ARGS) {
+    UNUSED_ARGS;
+    return hardtanh_part(JG_OP_HARDTANH_LO_GRAD, a, in[0], gout[0], gin);
+}
+
+int jg_vjp_hardtanh_hi(VJP_ARGS) {
+    UNUSED_ARGS;
+    return hardtanh_part(JG_OP_HARDTANH_HI_GRAD, a, in[0], gout[0], gin);
+}
+
+/* the masks' derivatives: the same mask for g, zeros for x */
+static int hardtanh_grad_vjp(jg_opcode op, const jg_attrs *a, const jg_meta *meta,
+                             jg_tensor *const *in, jg_tensor *const *gout, const bool *needs,
+                             jg_tensor **gin) {
+    jg_attrs at = {.s = a->s};
+    if (needs[0])
+        gin[0] = SUM_TO(jg_op1(op, &at, gout[0], in[1]), 0);
+    if (needs[1])
+        gin[1] = jg_full(meta[1].dtype, meta[1].ndim, meta[1].shape, 0.0);
+    CHECK(0);
+    CHECK(1);
+    return 0;
+}
+
+int jg_vjp_hardtanh_lo_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    return hardtanh_grad_vjp(JG_OP_HARDTANH_LO_GRAD, a, meta, in, gout, needs, gin);
+}
+
+int jg_vjp_hardtanh_hi_grad(VJP_ARGS) {
+    UNUSED_ARGS;
+    return hardtanh_grad_vjp(JG_OP_HARDTANH_HI_GRAD, a, meta, in, gout, needs, gin);
+}
+
 int jg_vjp_hardswish(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = jg_ew_call(JG_OP_HARDSWISH_GRAD, gout[0], in[0]);

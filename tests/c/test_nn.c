@@ -1,4 +1,4 @@
-/* The nn ops: gelu (none, tanh) and silu — values against PyTorch 1.13,
+/* The nn ops: gelu (none, tanh), silu, leaky_relu and hardtanh — values against PyTorch 1.13,
  * gradients and double backward by finite differences, bad input, and
  * compiled == eager bitwise on both backends. */
 #include "testutil.h"
@@ -172,6 +172,42 @@ static int p_emb(void *user, const void *args, int n, jg_tensor *const *in, jg_t
     jg_tensor *y = jg_embedding(in[0], in[1], 2);
     out[0] = y ? jg_sum(jg_mul(y, y)) : NULL;
     return out[0] ? 1 : -1;
+}
+
+/* leaky_relu and hardtanh: PyTorch's values and gradient masks (the bounds
+ * themselves get no gradient, x == 0 gets the slope), and a gradient made
+ * with create_graph that requires grad with zero derivative, so a second
+ * backward through it gives zeros (PyTorch's LeakyReluBackwardBackward0,
+ * HardtanhBackwardBackward0) instead of failing. */
+static void test_leaky_relu_hardtanh(void **state) {
+    (void)state;
+    jg_dtype dts[2] = {JG_F64, JG_F32};
+    for (int d = 0; d < 2; d++) {
+        jg_tensor *x = tu_tensor(dts[d], 1, TU_SHAPE(6), TU_VALS(-3, -1, -0.5, 0, 1, 6));
+        TU_CHECK(jg_leaky_relu(x, 0.25), 1, TU_SHAPE(6), TU_VALS(-0.75, -0.25, -0.125, 0, 1, 6), 0);
+        TU_CHECK(jg_hardtanh(x, -1, 1), 1, TU_SHAPE(6), TU_VALS(-1, -1, -0.5, 0, 1, 1), 0);
+        TU_CHECK(jg_hardtanh(x, 0, 6), 1, TU_SHAPE(6), TU_VALS(0, 0, 0, 0, 1, 6), 0);
+        jg_set_requires_grad(x, true);
+        jg_tensor *ys[3] = {jg_leaky_relu(x, 0.25), jg_hardtanh(x, -1, 1), jg_hardtanh(x, 0, 6)};
+        const double want[3][6] = {
+            {0.25, 0.25, 0.25, 0.25, 1, 1}, {0, 0, 1, 1, 0, 0}, {0, 0, 0, 0, 1, 0}};
+        const char *names[3] = {"LeakyReluBackwardBackward0", "HardtanhBackwardBackward0",
+                                "HardtanhBackwardBackward0"};
+        for (int k = 0; k < 3; k++) {
+            jg_tensor *root = jg_sum(ys[k]), *g = NULL, *gg = NULL;
+            assert_int_equal(jg_autograd_grad(1, &root, NULL, 1, &x, JG_CREATE_GRAPH, &g), 0);
+            TU_CHECK(g, 1, TU_SHAPE(6), want[k], 0);
+            assert_true(jg_requires_grad(g));
+            assert_string_equal(jg_grad_fn_name(g), names[k]);
+            jg_tensor *r2 = jg_sum(jg_mul(g, g));
+            assert_int_equal(jg_autograd_grad(1, &r2, NULL, 1, &x, 0, &gg), 0);
+            TU_CHECK(gg, 1, TU_SHAPE(6), TU_VALS(0, 0, 0, 0, 0, 0), 0);
+        }
+    }
+    assert_null(jg_leaky_relu(tu_tensor(JG_I64, 1, TU_SHAPE(2), TU_VALS(1, -2)), 0.01));
+    TU_ERROR("\"leaky_relu_cpu\" not implemented for 'Long'");
+    TU_CHECK(jg_hardtanh(tu_tensor(JG_I64, 1, TU_SHAPE(3), TU_VALS(1, -2, 7)), 0, 6), 1,
+             TU_SHAPE(3), TU_VALS(1, 0, 6), 0);
 }
 
 static void test_embedding(void **state) {
@@ -467,6 +503,7 @@ int main(void) {
         TU_TEST(test_bad_input),
         TU_TEST(test_compiled_equals_eager),
         TU_TEST(test_gelu_tanh_saved_tanh_same_bits),
+        TU_TEST(test_leaky_relu_hardtanh),
         TU_TEST(test_embedding),
         TU_TEST(test_layer_norm),
         TU_TEST(test_dropout),

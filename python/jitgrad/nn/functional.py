@@ -150,7 +150,7 @@ def _softplus(x, beta, threshold):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _write(input, inplace, lambda x: _C.where(x > 0, x, x * negative_slope))
+    return _write(input, inplace, lambda x: _C._leaky_relu(x, float(negative_slope)))
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -163,11 +163,7 @@ def softplus(input, beta=1, threshold=20):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    def fn(x):
-        inside = (x > min_val).logical_and(x < max_val)
-        return _C.where(inside, x, x.detach().clamp(min_val, max_val))
-
-    return _write(input, inplace, fn)
+    return _write(input, inplace, lambda x: _C._hardtanh(x, float(min_val), float(max_val)))
 
 
 def relu6(input, inplace=False):
