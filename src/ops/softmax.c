@@ -30,9 +30,9 @@
  * calls): a causal attention's rows are short, a call per row cost more
  * than the stores. */
 #define SOFTMAX_VECTORIZE                                                                          \
-    __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic",                           \
-                            "no-tree-loop-distribute-patterns"),                                   \
-                   target_clones("avx512f", "avx2", "default")))
+    __attribute__((                                                                                \
+        optimize("tree-vectorize", "vect-cost-model=dynamic", "no-tree-loop-distribute-patterns"), \
+        target_clones("avx512f", "avx2", "default")))
 
 /* The largest element of x[0, n), n >= 1, for the slices' shift: 4 vectors of
  * 32 bytes (8 f32 lanes on AVX2) of a > b ? a : b lanes as integer masks,
@@ -183,8 +183,8 @@ static inline __attribute__((always_inline)) float block_sum_f32(const float *y,
                 __builtin_shufflevector(lo, lo, 8, 9, 10, 11, 12, 13, 14, 15);
     /* (in registers: folding through an array stored the lanes and read
      * them back narrower, a quarter of a short row's time) */
-    sm_v4f h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
-                __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    sm_v4f h4 =
+        __builtin_shufflevector(h8, h8, 0, 1, 2, 3) + __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
     sm_v2f h2 = __builtin_shufflevector(h4, h4, 0, 1) + __builtin_shufflevector(h4, h4, 2, 3);
     return h2[0] + h2[1];
 }
