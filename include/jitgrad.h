@@ -787,6 +787,11 @@ jg_tensor *jg_logsumexp(jg_tensor *a, int n_dims, const int *dims, bool keepdim)
 jg_tensor *jg_remainder(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_fmod(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_floor_divide(jg_tensor *a, jg_tensor *b);
+/* div(a, b, rounding_mode="floor" / "trunc"): floor_divide's value and
+ * trunc(a / b) (integers stay integers, exactly); zero gradients for both
+ * operands, without history, as PyTorch's DivBackward2 */
+jg_tensor *jg_div_floor(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_div_trunc(jg_tensor *a, jg_tensor *b);
 /* outer product of 1-D tensors, dot of 1-D, matrix @ vector,
  * beta * input + alpha * (m1 @ m2) (input broadcast), sum of the diagonal */
 jg_tensor *jg_outer(jg_tensor *a, jg_tensor *b);

@@ -189,6 +189,12 @@ static PyObject *m_fmod(PyObject *self, PyObject *args) {
 static PyObject *m_floor_divide(PyObject *self, PyObject *args) {
     return binary(self, args, jg_floor_divide);
 }
+static PyObject *m_div_floor(PyObject *self, PyObject *args) {
+    return binary(self, args, jg_div_floor);
+}
+static PyObject *m_div_trunc(PyObject *self, PyObject *args) {
+    return binary(self, args, jg_div_trunc);
+}
 static PyObject *m_outer(PyObject *self, PyObject *args) {
     return binary(self, args, jg_outer);
 }
@@ -240,6 +246,8 @@ PyMethodDef jgp_tensor_index_methods[] = {
     {"_remainder", m_remainder, METH_VARARGS, NULL},
     {"_fmod", m_fmod, METH_VARARGS, NULL},
     {"_floor_divide", m_floor_divide, METH_VARARGS, NULL},
+    {"_div_floor", m_div_floor, METH_VARARGS, NULL},
+    {"_div_trunc", m_div_trunc, METH_VARARGS, NULL},
     {"_argsort", m_argsort, METH_VARARGS, NULL},
     {"_outer", m_outer, METH_VARARGS, NULL},
     {"_dot", m_dot, METH_VARARGS, NULL},

@@ -273,22 +273,13 @@ _DIV_MODES = (None, "trunc", "floor")
 def _div_rounded(a, b, mode):
     """div(a, b, rounding_mode=mode) for 'trunc' / 'floor', as PyTorch's
     div_trunc / div_floor kernels: integers stay integers (a zero divisor
-    is ZeroDivisionError), floats give trunc(a / b) or floor_divide's value.
-    Float results keep a zero gradient (PyTorch's DivBackward2 gives zeros):
-    'floor' selects floor_divide's bits with an all-true where over
-    floor(a / b), whose gradient is zero."""
+    is ZeroDivisionError), floats give trunc(a / b) or floor_divide's value,
+    one node with PyTorch's DivBackward2 (zero gradients, no history)."""
     if mode not in _DIV_MODES:
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{mode}'")
     a, b = _operands(a, b, "div")
-    if mode == "trunc":
-        if a.is_floating_point() or b.is_floating_point():
-            return (a / b).trunc()
-        return (a - a._fmod(b))._floor_divide(b)  # exact: the difference is a multiple of b
-    q = a._floor_divide(b)
-    if q.is_floating_point() and _C.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _C.where(_C.ones(tuple(q.shape), dtype=_C.bool), q, (a / b).floor())
-    return q
+    return a._div_trunc(b) if mode == "trunc" else a._div_floor(b)
 
 
 def install_div(T):

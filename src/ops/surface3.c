@@ -563,22 +563,43 @@ jg_tensor *jg_floor_divide(jg_tensor *a, jg_tensor *b) {
     return int_div_call(JG_OP_FLOOR_DIVIDE, a, b);
 }
 
+/* div with rounding_mode: floats take the one-node rows (elementwise.def),
+ * integers floor_divide (exact), and for "trunc" the quotient of a - fmod(a,
+ * b), which is a multiple of b, so floor_divide is exact there too. */
+jg_tensor *jg_div_floor(jg_tensor *a, jg_tensor *b) {
+    if (a && b && (is_float(a) || is_float(b)))
+        return jg_ew_call(JG_OP_DIV_FLOOR, a, b);
+    return jg_floor_divide(a, b);
+}
+
+jg_tensor *jg_div_trunc(jg_tensor *a, jg_tensor *b) {
+    if (a && b && (is_float(a) || is_float(b)))
+        return jg_ew_call(JG_OP_DIV_TRUNC, a, b);
+    jg_scope_push();
+    jg_tensor *r = jg_fmod(a, b);
+    jg_tensor *q = r ? jg_floor_divide(jg_sub(a, r), b) : NULL;
+    jg_keep(q);
+    jg_scope_pop();
+    return jg_scope_track(q);
+}
+
 #define SUM_TO(g, k) ((g) ? jg_sum_to((g), meta[k].ndim, meta[k].shape) : NULL)
 
 /* remainder: grad, and -grad * floor(self / other) (PyTorch's
- * self.div(other, rounding_mode="floor")) */
+ * self.div(other, rounding_mode="floor"), whose zero derivative keeps a
+ * create_graph gradient connected to self and other, as PyTorch's) */
 int jg_vjp_remainder(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = needs[0] ? SUM_TO(gout[0], 0) : NULL;
-    gin[1] = needs[1] ? SUM_TO(jg_mul(jg_neg(gout[0]), jg_floor_divide(in[0], in[1])), 1) : NULL;
+    gin[1] = needs[1] ? SUM_TO(jg_mul(jg_neg(gout[0]), jg_div_floor(in[0], in[1])), 1) : NULL;
     return (needs[0] && !gin[0]) || (needs[1] && !gin[1]) ? -1 : 0;
 }
 
-/* fmod: grad, and -grad * trunc(self / other) */
+/* fmod: grad, and -grad * trunc(self / other) (div's "trunc" mode) */
 int jg_vjp_fmod(VJP_ARGS) {
     UNUSED_ARGS;
     gin[0] = needs[0] ? SUM_TO(gout[0], 0) : NULL;
-    gin[1] = needs[1] ? SUM_TO(jg_mul(jg_neg(gout[0]), jg_trunc(jg_div(in[0], in[1]))), 1) : NULL;
+    gin[1] = needs[1] ? SUM_TO(jg_mul(jg_neg(gout[0]), jg_div_trunc(in[0], in[1])), 1) : NULL;
     return (needs[0] && !gin[0]) || (needs[1] && !gin[1]) ? -1 : 0;
 }
 
