@@ -3,7 +3,8 @@ DivBackward2 (zero gradients without history: +0, not requiring grad,
 where a composition gave -0 with history from the divisor), and remainder /
 fmod, whose divisor gradient uses it: a create_graph gradient through them
 stays connected to self with a zero derivative, so the second-order
-gradient of self is zeros (was None: fuzz seed 6310552).  Eager against
+gradient of self is zeros (was None: fuzz seed 6310552).  floor_divide's
+output requires grad and its backward fails, as PyTorch's.  Eager against
 PyTorch, compiled (interp, c) == eager bitwise."""
 import math
 
@@ -92,3 +93,20 @@ def test_compiled_equals_eager(jg, backend, op):
             h = jg.autograd.grad(res[-1], (a, b), allow_unused=True)
             outs.append([bits(t) for t in list(res) + list(h)])
         assert outs[1] == outs[0]
+
+
+@pytest.mark.parametrize("backend", [None, "interp", "c"])
+def test_floor_divide_requires_grad_and_refuses_backward(jg, torch, backend):
+    for T in (jg, torch):
+        x = T.tensor([1.5, -2.5, 4.0], requires_grad=True)
+        (x * x).sum().backward()
+        q = T.floor_divide(x, 2.0)
+        assert q.requires_grad and type(q.grad_fn).__name__ == "NotImplemented"
+        assert (x // 2).requires_grad and not (x.detach() // 2).requires_grad
+        f = lambda x: (x // 0.5 + x).sum()  # noqa: E731
+        if backend and T is jg:
+            f = jg.compile(f, backend=backend)
+        with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not "
+                                               "implemented"):
+            f(x).backward()
+        assert x.grad.tolist() == [3.0, -5.0, 8.0]

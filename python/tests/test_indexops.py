@@ -339,7 +339,7 @@ def test_double_backward_like_torch(jg):
 def _prog(T, x, idx, mask):
     a = x.gather(1, idx).sum() + x.scatter_add(1, idx, x[:, :2] * 2).sum()
     b = x.scatter(1, idx, 0.5).sum() + x.index_add(0, idx[:, 0], x * x).sum()
-    c = T.logsumexp(x, 1).sum() + (x % 0.7).sum() + T.fmod(x, -0.3).sum() + (x // 0.4).sum()
+    c = T.logsumexp(x, 1).sum() + (x % 0.7).sum() + T.fmod(x, -0.3).sum() + (x.detach() // 0.4).sum()
     d = x.flip(1).roll(1, 0).repeat(1, 2).sum() + T.nan_to_num(x / x.abs().round()).sum()
     e = T.addmm(x[0, :2], x[:2, :3], x[:, :2]).sum() + T.mv(x, x[0]).sum() + T.dot(x[0], x[1])
     f = T.outer(x[1], x[2]).sum() + x[:, :3].trace() + x.masked_fill(T.isnan(x), 0).sum()

@@ -595,6 +595,12 @@ int jg_vjp_remainder(VJP_ARGS) {
     return (needs[0] && !gin[0]) || (needs[1] && !gin[1]) ? -1 : 0;
 }
 
+int jg_vjp_floor_divide(VJP_ARGS) {
+    UNUSED_ARGS;
+    (void)gin;
+    return jg_errorf("derivative for aten::floor_divide is not implemented");
+}
+
 /* fmod: grad, and -grad * trunc(self / other) (div's "trunc" mode) */
 int jg_vjp_fmod(VJP_ARGS) {
     UNUSED_ARGS;

@@ -286,6 +286,22 @@ static void test_indexops_errors(void **state) {
     assert_null(jg_grad(x));
 }
 
+/* floor_divide's output requires grad, as PyTorch's, and a backward that
+ * reaches its node fails with PyTorch's message, leaving .grad alone */
+static void test_floor_divide_backward_refused(void **state) {
+    (void)state;
+    jg_tensor *x = tu_tensor(JG_F32, 1, TU_SHAPE(3), TU_VALS(1.5, -2.5, 4));
+    jg_set_requires_grad(x, true);
+    assert_int_equal(jg_backward(jg_sum(jg_mul(x, x)), NULL, 0), 0);
+    TU_CHECK(jg_grad(x), 1, TU_SHAPE(3), TU_VALS(3, -5, 8), 0);
+    jg_tensor *q = jg_floor_divide(x, tu_tensor(JG_F32, 0, NULL, TU_VALS(2)));
+    assert_true(jg_requires_grad(q));
+    assert_string_equal(jg_grad_fn_name(q), "NotImplemented");
+    assert_int_equal(jg_backward(jg_sum(jg_add(q, x)), NULL, 0), -1);
+    TU_ERROR("derivative for aten::floor_divide is not implemented");
+    TU_CHECK(jg_grad(x), 1, TU_SHAPE(3), TU_VALS(3, -5, 8), 0);
+}
+
 /* every op of this file in one program */
 static int p_index(void *user, const void *args, int n, jg_tensor *const *in, jg_tensor **out) {
     (void)user, (void)args, (void)n;
@@ -294,7 +310,8 @@ static int p_index(void *user, const void *args, int n, jg_tensor *const *in, jg
     a = jg_add(a, jg_add(f_scatter_add(x), f_index(x)));
     jg_tensor *s = jg_add(jg_sum(f_shuffle(x)), jg_sum(f_math(x)));
     s = jg_add(s, jg_sum(jg_scatter_add(x, 1, ix, x)));
-    s = jg_add(s, jg_sum(jg_floor_divide(x, jg_add_scalar(x, 0.7))));
+    jg_tensor *xd = jg_detach(x); /* (floor_divide has no derivative) */
+    s = jg_add(s, jg_sum(jg_floor_divide(xd, jg_add_scalar(xd, 0.7))));
     s = jg_add(s, jg_sum(jg_nan_to_num(jg_div(x, jg_round(x)), 0.0, NULL, NULL)));
     jg_tensor *v = jg_narrow(jg_reshape(x, 1, TU_SHAPE(6)), 0, 0, 3);
     s = jg_add(s, jg_sum(jg_addmm(jg_outer(v, v), jg_transpose(x, 0, 1), x, 0.5, 2.0)));
@@ -394,6 +411,7 @@ int main(void) {
         TU_TEST(test_indexops_math_values),
         TU_TEST(test_indexops_gradcheck),
         TU_TEST(test_indexops_errors),
+        TU_TEST(test_floor_divide_backward_refused),
         TU_TEST(test_indexops_compiled_matches_eager),
         TU_TEST(test_int_div_zero_every_path),
     };
