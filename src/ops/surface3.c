@@ -487,27 +487,45 @@ jg_tensor *jg_isfinite(jg_tensor *a) {
     return finish(r, NULL);
 }
 
+/* attrs: the NaN replacement in s, the +inf and -inf ones' bits in i[0],
+ * i[1] (converted to the dtype by the rows, as PyTorch converts them) */
+int jg_k_nan_to_num(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    jg_attrs t;
+    memset(&t, 0, sizeof t);
+    t.s = a->s;
+    jg_tensor *xx[2] = {in[0], in[0]}, *ox[2] = {out[0], in[0]};
+    if (jg_k_ntn_nan(&t, xx, out) < 0)
+        return -1;
+    memcpy(&t.s, &a->i[0], sizeof t.s);
+    if (jg_k_ntn_posinf(&t, ox, out) < 0)
+        return -1;
+    memcpy(&t.s, &a->i[1], sizeof t.s);
+    return jg_k_ntn_neginf(&t, ox, out);
+}
+
+int jg_vjp_nan_to_num(VJP_ARGS) {
+    UNUSED_ARGS;
+    jg_tensor *fin = jg_isfinite(in[0]);
+    gin[0] = fin ? jg_mul(gout[0], jg_to_dtype(fin, meta[0].dtype)) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
 jg_tensor *jg_nan_to_num(jg_tensor *a, double nan, const double *posinf, const double *neginf) {
     if (!a)
         return jg_errorf_null("nan_to_num: tensor is NULL");
-    jg_scope_push();
-    jg_tensor *r = NULL;
     if (!is_float(a)) {
-        r = jg_clone(a);
-        return finish(r, "NanToNumBackward0");
+        jg_scope_push();
+        return finish(jg_clone(a), "NanToNumBackward0");
     }
     double big = a->dtype == JG_F32 ? FLT_MAX : DBL_MAX;
-    jg_tensor *x = jg_detach(a);
-    jg_tensor *isn = x ? jg_ne(x, x) : NULL, *pi = x ? jg_eq_scalar(x, INFINITY) : NULL,
-              *ni = x ? jg_eq_scalar(x, -INFINITY) : NULL;
-    jg_tensor *vn = jg_scalar(a->dtype, nan), *vp = jg_scalar(a->dtype, posinf ? *posinf : big),
-              *vm = jg_scalar(a->dtype, neginf ? *neginf : -big);
-    if (isn && pi && ni && vn && vp && vm) {
-        r = jg_where(ni, vm, a);
-        r = r ? jg_where(pi, vp, r) : NULL;
-        r = r ? jg_where(isn, vn, r) : NULL;
-    }
-    return finish(r, "NanToNumBackward0");
+    double p = posinf ? *posinf : big, m = neginf ? *neginf : -big;
+    jg_attrs at;
+    memset(&at, 0, sizeof at);
+    at.n = 2;
+    at.s = nan;
+    memcpy(&at.i[0], &p, sizeof p);
+    memcpy(&at.i[1], &m, sizeof m);
+    return jg_op1(JG_OP_NAN_TO_NUM, &at, a, NULL);
 }
 
 /* ------------------------------------------------------------ logsumexp */

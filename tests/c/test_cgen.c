@@ -134,8 +134,10 @@ static void run_op_cases(jg_dtype dt) {
             continue;
         if (dt == JG_I64 && (info->flags & JG_OPF_FLOAT))
             continue; /* promoted to f32: covered by the f32 cases */
-        /* hardsigmoid_backward's input gradient is refused, as PyTorch's */
-        bool grad = dt != JG_I64 && !(info->flags & JG_OPF_NONDIFF) && op != JG_OP_HARDSIGMOID_GRAD;
+        /* hardsigmoid_backward's input gradient and floor_divide's backward
+         * are refused, as PyTorch's */
+        bool grad = dt != JG_I64 && !(info->flags & JG_OPF_NONDIFF) &&
+                    op != JG_OP_HARDSIGMOID_GRAD && op != JG_OP_FLOOR_DIVIDE;
         double scalars[] = {0.3, -2.5, INFINITY, NAN};
         int n_s = scalar_op(info) ? 4 : 1;
         if (dt == JG_I64 && n_s > 2)
