@@ -283,7 +283,7 @@ def test_default_arguments_match_torch(jg, torch):
         assert [(p.name, p.default, p.kind) for p in js.parameters.values()] == \
             [(p.name, p.default, p.kind) for p in ts.parameters.values()], name
     for name in list(_MODULES.values()) + ["PairwiseDistance", "CosineSimilarity", "Bilinear",
-                                           "EmbeddingBag", "NLLLoss2d"]:
+                                           "EmbeddingBag", "NLLLoss2d", "LazyLinear"]:
         js = inspect.signature(getattr(jg.nn, name).__init__)
         ts = inspect.signature(getattr(torch.nn, name).__init__)
         assert [(p.name, p.default, p.kind) for p in js.parameters.values()] == \
@@ -431,6 +431,39 @@ def test_bilinear_module_matches_torch(jg, torch):
                        ((5, 3), (5, 4), 7), ((5, 3), (5, 1, 4), 6)]:
         same_error(lambda: F.bilinear(jg.ones(*s1), jg.ones(*s2), jw, jg.ones(sb)),
                    lambda: TF.bilinear(torch.ones(*s1), torch.ones(*s2), tw, torch.ones(sb)))
+
+
+def test_lazy_linear_matches_torch(jg, torch):
+    for kw in ({}, {"bias": False}, {"dtype": "float64"}):
+        jkw = {k: (getattr(jg, v) if k == "dtype" else v) for k, v in kw.items()}
+        tkw = {k: (getattr(torch, v) if k == "dtype" else v) for k, v in kw.items()}
+        with pytest.warns(UserWarning) as jw:
+            jm = jg.nn.LazyLinear(4, **jkw)
+        with pytest.warns(UserWarning) as tw:
+            tm = torch.nn.LazyLinear(4, **tkw)
+        assert str(jw[0].message) == str(tw[0].message)
+        assert repr(jm) == repr(tm)
+        assert jm.has_uninitialized_params() and tm.has_uninitialized_params()
+        assert list(jm.state_dict().keys()) == list(tm.state_dict().keys())
+        assert len(list(jm.parameters())) == len(list(tm.parameters()))
+        dt = kw.get("dtype", "float32")
+        jx, tx = randn(jg, torch, (2, 5, 3), 1, dt, grad=False)
+        jy, ty = jm(jx), tm(tx)
+        assert type(jm) is jg.nn.Linear and type(tm) is torch.nn.Linear
+        assert repr(jm) == repr(tm)
+        assert not jm.has_uninitialized_params() if hasattr(jm, "has_uninitialized_params") \
+            else True
+        assert tuple(jy.shape) == tuple(ty.shape)
+        for (n, a), (m, b) in zip(jm.named_parameters(), tm.named_parameters()):
+            assert n == m and tuple(a.shape) == tuple(b.shape)
+            assert str(a.dtype)[8:] == str(b.dtype)[6:] and a.requires_grad
+            assert all(-1 / math.sqrt(3) <= v <= 1 / math.sqrt(3) for v in vals(a)), n
+        # PyTorch's parameters loaded: the same outputs and gradients
+        jm.load_state_dict({k: jg.tensor(v.tolist(), dtype=jm.weight.dtype)
+                            for k, v in tm.state_dict().items()})
+        jx.requires_grad_(True)
+        tx.requires_grad_(True)
+        check(jg, torch, jm, tm, (jx,), (tx,), 3e-6)
 
 
 # ---------------------------------------------------------------- embedding_bag

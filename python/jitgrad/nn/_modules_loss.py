@@ -8,14 +8,14 @@ import warnings
 from . import functional as F
 from . import init
 from ._util import no_grad
-from .modules import Module, NLLLoss, _check_device, _empty, _Loss
+from .modules import Linear, Module, NLLLoss, _check_device, _empty, _Loss
 from .parameter import Parameter
 
 __all__ = [
     "PairwiseDistance", "CosineSimilarity", "MarginRankingLoss", "HingeEmbeddingLoss",
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
     "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
-    "MultiLabelMarginLoss", "NLLLoss2d", "Bilinear", "EmbeddingBag",
+    "MultiLabelMarginLoss", "NLLLoss2d", "Bilinear", "EmbeddingBag", "LazyLinear",
 ]
 
 
@@ -268,3 +268,51 @@ class EmbeddingBag(Module):
                   padding_idx=padding_idx)
         bag.weight.requires_grad = not freeze
         return bag
+
+
+class LazyLinear(Linear):
+    """Linear whose in_features is the last dim of its first input: until
+    then weight (and bias) are empty placeholders (PyTorch's are
+    UninitializedParameter); the first call gives them their shapes,
+    initialises them as Linear does and turns the module into a Linear.
+    Load a state_dict after that first call."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        warnings.warn("Lazy modules are a new feature under heavy development so changes to the "
+                      "API or functionality can happen at any moment.")
+        Module.__init__(self)
+        if device is not None:
+            _check_device(device)
+        self._lazy_dtype = dtype
+        self.in_features = 0
+        self.out_features = out_features
+        self.weight = Parameter(_empty((0,), dtype))
+        if bias:
+            self.bias = Parameter(_empty((0,), dtype))
+        else:
+            self.register_parameter("bias", None)
+
+    def has_uninitialized_params(self):
+        return self.in_features == 0 and self.weight.dim() == 1
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                dtype = self._lazy_dtype
+                self.weight = Parameter(_empty((self.out_features, self.in_features), dtype))
+                if self.bias is not None:
+                    self.bias = Parameter(_empty((self.out_features,), dtype))
+                self.reset_parameters()
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        del self._lazy_dtype
+        self.__class__ = self.cls_to_become
+        return self.forward(input)
