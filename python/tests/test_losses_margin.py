@@ -565,6 +565,80 @@ def test_embedding_bag_errors_match_torch(jg, torch):
         same_error(jf, tf)
 
 
+# ---------------------------------------------------------------- ctc_loss
+
+CTC = [
+    # (targets, input_lengths, target_lengths, blank, as tensors)
+    ([[1, 2, 2], [3, 1, 0], [4, 4, 4]], [7, 5, 6], [3, 2, 1], 0, False),
+    ([[1, 2, 2], [3, 1, 2], [4, 4, 4]], [7, 7, 7], [3, 3, 3], 0, True),
+    ([1, 2, 2, 3, 1, 4], [7, 5, 6], [3, 2, 1], 0, False),
+    ([1, 2, 2, 3, 1, 4], [7, 5, 6], [3, 2, 1], 0, True),
+    ([[0, 2, 2], [3, 0, 1], [1, 1, 3]], [7, 6, 2], [2, 3, 0], 4, False),
+    ([[2, 2, 2], [1, 2, 3], [1, 1, 1]], [3, 4, 7], [3, 3, 2], 0, False),  # infeasible ones
+]
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("case", CTC)
+@pytest.mark.parametrize("logits", [True, False])
+def test_ctc_loss_matches_torch(jg, torch, dtype, tol, reduction, case, logits):
+    tg, il, tl, blank, as_tensors = case
+    jt, tt = both(jg, torch, tg)
+    jil, til = both(jg, torch, il) if as_tensors else (il, il)
+    jtl, ttl = both(jg, torch, tl) if as_tensors else (tl, tl)
+    jx, tx = randn(jg, torch, (7, 3, 5), 1, dtype)
+    infeasible = case is CTC[-1]
+
+    def fn(F, x, t, il, tl, zero_infinity):
+        lp = x.log_softmax(2) if logits else x
+        return F.ctc_loss(lp, t, il, tl, blank=blank, reduction=reduction,
+                          zero_infinity=zero_infinity)
+
+    F, TF = jg.nn.functional, torch.nn.functional
+    check(jg, torch, lambda x: fn(F, x, jt, jil, jtl, True),
+          lambda x: fn(TF, x, tt, til, ttl, True), (jx,), (tx,), tol)
+    if infeasible:  # an infinite loss without zero_infinity (values only)
+        jy = fn(F, jx, jt, jil, jtl, False)
+        ty = fn(TF, tx, tt, til, ttl, False)
+        assert close(jy, ty, tol) and math.inf in vals(ty)
+    else:
+        check(jg, torch, lambda x: fn(F, x, jt, jil, jtl, False),
+              lambda x: fn(TF, x, tt, til, ttl, False), (jx,), (tx,), tol)
+
+
+def test_ctc_loss_unbatched_and_module(jg, torch):
+    jx, tx = randn(jg, torch, (6, 4), 2, "float64")
+    jt, tt = both(jg, torch, [1, 3, 3])
+    for red in REDUCTIONS:
+        check(jg, torch, lambda x: jg.nn.functional.ctc_loss(x.log_softmax(1), jt, [6], [3],
+                                                             reduction=red),
+              lambda x: torch.nn.functional.ctc_loss(x.log_softmax(1), tt, [6], [3],
+                                                     reduction=red), (jx,), (tx,), 1e-12)
+    for kw in ({}, {"blank": 2, "reduction": "sum", "zero_infinity": True}):
+        jm, tm = jg.nn.CTCLoss(**kw), torch.nn.CTCLoss(**kw)
+        assert repr(jm) == repr(tm)
+        assert (jm.blank, jm.reduction, jm.zero_infinity) == \
+            (tm.blank, tm.reduction, tm.zero_infinity)
+        jx, tx = randn(jg, torch, (5, 2, 4), 3, "float64")
+        jt, tt = both(jg, torch, [[1, 3], [3, 1]])
+        check(jg, torch, lambda x: jm(x.log_softmax(2), jt, [5, 4], [2, 1]),
+              lambda x: tm(x.log_softmax(2), tt, [5, 4], [2, 1]), (jx,), (tx,), 1e-12)
+
+
+def test_ctc_loss_errors_match_torch(jg, torch):
+    F, TF = jg.nn.functional, torch.nn.functional
+    jx, tx = randn(jg, torch, (6, 2, 5), 1, "float32", grad=False)
+    jt, tt = both(jg, torch, [[1, 2, 3], [1, 2, 3]])
+    for args in [([6, 6], [4, 3], {}), ([7, 6], [3, 3], {}), ([6, 6, 6], [3, 3], {}),
+                 ([6, 6], [3], {}), ([6, 6], [3, 3], {"blank": 5}),
+                 ([6, 6], [3, 3], {"reduction": "x"})]:
+        same_error(lambda: F.ctc_loss(jx, jt, *args[:2], **args[2]),
+                   lambda: TF.ctc_loss(tx, tt, *args[:2], **args[2]))
+    same_error(lambda: F.ctc_loss(jx, jg.tensor([1, 2, 3, 1]), [6, 6], [3, 3]),
+               lambda: TF.ctc_loss(tx, torch.tensor([1, 2, 3, 1]), [6, 6], [3, 3]))
+
+
 # ---------------------------------------------------------------- compiled == eager
 
 def _net(jg, dtype):
@@ -590,7 +664,8 @@ def _step(jg, m, x, y, idx, offs, cls, ml):
             F.gaussian_nll_loss(h, y, x * x, full=True) +
             F.multi_margin_loss(h, cls, p=2) + F.multilabel_margin_loss(h, ml) +
             F.pairwise_distance(h, y).sum() + F.pdist(h, 3).sum() +
-            F.cosine_similarity(h, y).sum())
+            F.cosine_similarity(h, y).sum() +
+            F.ctc_loss(h.unsqueeze(1).log_softmax(2), ml[:1, :2].clamp_min(1), [4], [2]))
     params = [p for p in m.parameters()]
     grads = jg.autograd.grad(loss, [x] + params)
     return [loss] + list(grads)

@@ -15,7 +15,7 @@ __all__ = [
     "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
     "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
     "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "bilinear",
-    "embedding_bag",
+    "embedding_bag", "ctc_loss",
 ]
 
 
@@ -451,3 +451,121 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if mode == "mean":
         out = out / counts.clamp_min(1).to(out.dtype)
     return out
+
+
+# ---- CTC
+
+def _lse(terms, neginf):
+    """log(sum(exp(terms))) as PyTorch's CTC kernel computes it: the largest
+    term m taken out (0 where all are -inf), log(sum exp(x - m)) + m.  The
+    all -inf case is a constant branch, so no NaN reaches the gradient."""
+    m = terms[0]
+    for x in terms[1:]:
+        m = m.maximum(x)
+    m = m.detach()
+    dead = m == -math.inf
+    m = _C.where(dead, _zeros_like(m), m)
+    u = (terms[0] - m).exp()
+    for x in terms[1:]:
+        u = u + (x - m).exp()
+    u = _C.where(dead, _zeros_like(u) + 1, u)
+    return _C.where(dead, neginf, u.log() + m)
+
+
+def _lengths(v, n, what):
+    from .. import tensor
+    if isinstance(v, _C.Tensor):
+        t = v.reshape(-1).to(_C.int64)
+    else:
+        t = tensor([int(e) for e in (v if isinstance(v, (list, tuple)) else [v])],
+                   dtype=_C.int64)
+    if t.numel() != n:
+        raise RuntimeError(f"{what} must be of size batch_size")
+    return t
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """Connectionist temporal classification: -log of the total probability
+    of the alignments of each target, by the forward (alpha) recursion over
+    the blank-extended target in log space, as PyTorch's CPU kernel (its
+    order of operations); autograd differentiates the recursion.  Like
+    PyTorch's, the gradient with respect to log_probs has exp(log_probs)
+    added at each step before the input's length (so that through a
+    log_softmax it is the usual softmax - posterior): a term of value 0.
+    'mean' divides each loss by its target length, then averages."""
+    from .. import arange, cat, stack
+    reduction = _check_reduction(reduction)
+    unbatched = log_probs.dim() == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if unbatched:
+        targets = targets.unsqueeze(0)
+    steps, n, classes = lp.shape
+    if blank < 0 or blank >= classes:
+        raise RuntimeError("blank must be in label range")
+    il = _lengths(input_lengths, n, "input_lengths")
+    tl = _lengths(target_lengths, n, "target_lengths")
+    targets = targets.to(_C.int64)
+    if targets.dim() == 1:
+        # concatenated targets: cut at the target lengths (read on the host)
+        lens = [int(v) for v in tl.tolist()]
+        if targets.size(0) != sum(lens):
+            raise RuntimeError(f"Expected tensor to have size {sum(lens)} at dimension 0, but "
+                               f"got size {targets.size(0)} for argument #2 'targets' (while "
+                               "checking arguments for ctc_loss_cpu)")
+        width = max(lens + [0])
+        rows, at = [], 0
+        for k in lens:
+            row = targets.narrow(0, at, k)
+            if k < width:
+                row = cat([row, row.new_full((width - k,), blank)])
+            rows.append(row)
+            at += k
+        targets = stack(rows) if rows else targets.reshape(0, 0)
+    smax = targets.size(1)
+    if tl.numel() and _any(tl > smax):
+        bad = int(tl.max().item())
+        raise RuntimeError(f"Expected tensor to have size at least {bad} at dimension 1, but got "
+                           f"size {smax} for argument #2 'targets' (while checking arguments for "
+                           "ctc_loss_cpu)")
+    if il.numel() and _any(il > steps):
+        bad = int(il.max().item())
+        raise RuntimeError(f"Expected input_lengths to have value at most {steps}, but got value "
+                           f"{bad} (while checking arguments for ctc_loss_cpu)")
+    # the extended target: blank, l1, blank, l2, ..., blank (padding as blank)
+    width = 2 * smax + 1
+    tgt = _C.where(arange(smax).unsqueeze(0) < tl.unsqueeze(1), targets,
+                   targets * 0 + blank)
+    ext = cat([stack([tgt * 0 + blank, tgt], 2).reshape(n, 2 * smax),
+               tl.unsqueeze(1) * 0 + blank], 1)
+    # the skip from s - 2 is allowed onto a label that differs from the one before
+    skip = (ext != blank).logical_and(
+        ext != cat([ext.narrow(1, 0, 2) * 0 + blank, ext.narrow(1, 0, width - 2)], 1)
+        if width > 2 else ext != ext)
+    neginf = _C.zeros(n, width, dtype=lp.dtype) - math.inf
+    pos = arange(width).unsqueeze(0)
+    lpe = [lp[t].gather(1, ext) for t in range(steps)]  # [N, width] per step
+    start = (pos == 0).logical_or((pos == 1).logical_and(tl.unsqueeze(1) > 0))
+    alpha = _C.where(start, lpe[0], neginf) if steps else neginf
+    for t in range(1, steps):
+        prev1 = cat([neginf.narrow(1, 0, 1), alpha.narrow(1, 0, width - 1)], 1)
+        prev2 = cat([neginf.narrow(1, 0, 2), alpha.narrow(1, 0, width - 2)], 1) \
+            if width > 2 else neginf
+        prev2 = _C.where(skip, prev2, neginf)
+        new = _lse([alpha, prev1, prev2], neginf) + lpe[t]
+        alpha = _C.where((il > t).unsqueeze(1), new, alpha)
+    last = alpha.gather(1, (2 * tl).unsqueeze(1)).squeeze(1)
+    before = alpha.gather(1, (2 * tl - 1).clamp_min(0).unsqueeze(1)).squeeze(1)
+    before = _C.where(tl > 0, before, neginf[:, 0])
+    nll = -_lse([last, before], neginf[:, 0])
+    # PyTorch's gradient adds exp(log_probs) for t < input_length: e - e.detach()
+    active = (arange(steps).unsqueeze(1) < il.unsqueeze(0)).unsqueeze(2)
+    e = lp.exp()
+    nll = nll + _C.where(active, e - e.detach(), _zeros_like(e)).sum((0, 2))
+    if zero_infinity:
+        nll = _C.where(nll == math.inf, _zeros_like(nll), nll)
+    if reduction == "none":
+        return nll.squeeze(0) if unbatched else nll
+    if reduction == "mean":
+        return (nll / tl.clamp_min(1).to(nll.dtype)).mean()
+    return nll.sum()

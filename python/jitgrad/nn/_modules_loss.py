@@ -15,7 +15,7 @@ __all__ = [
     "PairwiseDistance", "CosineSimilarity", "MarginRankingLoss", "HingeEmbeddingLoss",
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
     "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
-    "MultiLabelMarginLoss", "NLLLoss2d", "Bilinear", "EmbeddingBag", "LazyLinear",
+    "MultiLabelMarginLoss", "NLLLoss2d", "Bilinear", "EmbeddingBag", "LazyLinear", "CTCLoss",
 ]
 
 
@@ -168,6 +168,17 @@ class NLLLoss2d(NLLLoss):
                       "replacement and see https://pytorch.org/docs/master/nn.html#torch.nn."
                       "NLLLoss for more details.")
         super().__init__(weight, size_average, ignore_index, reduce, reduction)
+
+
+class CTCLoss(_Loss):
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
 
 
 class Bilinear(Module):
