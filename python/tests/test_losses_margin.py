@@ -558,6 +558,10 @@ def test_embedding_bag_errors_match_torch(jg, torch):
         (lambda: F.embedding_bag(ji, jw, jo + 1), lambda: TF.embedding_bag(ti, tw, to + 1)),
         (lambda: F.embedding_bag(ji, jw, jg.tensor([0, 5])),
          lambda: TF.embedding_bag(ti, tw, torch.tensor([0, 5]))),
+        (lambda: F.embedding_bag(ji.reshape(2, 2), jw, padding_idx=10),
+         lambda: TF.embedding_bag(ti.reshape(2, 2), tw, padding_idx=10)),
+        (lambda: F.embedding_bag(ji.reshape(2, 2), jw, padding_idx=-11),
+         lambda: TF.embedding_bag(ti.reshape(2, 2), tw, padding_idx=-11)),
         (lambda: jg.nn.EmbeddingBag(3, 2, padding_idx=3),
          lambda: torch.nn.EmbeddingBag(3, 2, padding_idx=3)),
     ]
@@ -637,6 +641,96 @@ def test_ctc_loss_errors_match_torch(jg, torch):
                    lambda: TF.ctc_loss(tx, tt, *args[:2], **args[2]))
     same_error(lambda: F.ctc_loss(jx, jg.tensor([1, 2, 3, 1]), [6, 6], [3, 3]),
                lambda: TF.ctc_loss(tx, torch.tensor([1, 2, 3, 1]), [6, 6], [3, 3]))
+
+
+# ---------------------------------------------------------------- edge cases
+
+def _edge_cases(lib):
+    F = lib.nn.functional
+    g = lib.Generator().manual_seed(0) if lib.__name__ == "torch" else None
+
+    def r(*shape):
+        if g is not None:
+            return lib.randn(*shape, generator=g, dtype=lib.float64)
+        return lib.tensor(_EDGE_RANDOM.pop(0), dtype=lib.float64).reshape(shape)
+
+    def t(v, **kw):
+        return lib.tensor(v, **kw)
+
+    return [
+        lambda: F.multi_margin_loss(t(0.5), t([0]), reduction="none"),
+        lambda: F.multi_margin_loss(r(4), t([2]), reduction="none"),
+        lambda: F.multi_margin_loss(r(4), t(2), reduction="none"),
+        lambda: F.multilabel_margin_loss(r(4), t([2, 0, -1, 1]), reduction="none"),
+        lambda: F.multilabel_margin_loss(t(0.3), t(0), reduction="none"),
+        lambda: F.multilabel_soft_margin_loss(r(4), t([1.0, 0, 1, 0]), reduction="none"),
+        lambda: F.pairwise_distance(t(1.0), t(3.0)),
+        lambda: F.pairwise_distance(r(3, 4), r(3, 4), 0),
+        lambda: F.pdist(r(4, 3).t()),
+        lambda: F.gaussian_nll_loss(r(3, 4), r(3, 4), lib.ones(3), reduction="none"),
+        lambda: F.poisson_nll_loss(r(4), t([1, 2, 3, 0]), full=True),
+        lambda: F.hinge_embedding_loss(r(4), t([1, -1, 1, -1])),
+        lambda: F.embedding_bag(t([1, 2, 3, 4], dtype=lib.int32), r(10, 3),
+                                t([0, 2], dtype=lib.int32)),
+        lambda: F.embedding_bag(t([[1, 1], [2, 3]]), r(10, 3), padding_idx=1),
+        lambda: F.embedding_bag(t([[1, 1], [2, 3]]), r(10, 3), mode="sum", padding_idx=1,
+                                per_sample_weights=t([[2.0, 3], [4, 5]], dtype=lib.float64)),
+        lambda: F.embedding_bag(t([], dtype=lib.int64), r(10, 3), t([0, 0]), mode="max"),
+        lambda: F.embedding_bag(r(10, 3), t([[1, 1], [2, 3]])),  # PyTorch swaps them
+        lambda: F.ctc_loss(r(5, 2, 4).log_softmax(2), t([[1, 2], [3, 3]]), [0, 5], [0, 1],
+                           reduction="none"),
+        lambda: F.ctc_loss(r(5, 2, 4).log_softmax(2), t([[1, 2], [3, 3]], dtype=lib.int32),
+                           t([5, 4], dtype=lib.int32), t([2, 1], dtype=lib.int32)),
+        lambda: F.ctc_loss(r(5, 4).log_softmax(1), t([[1, 2]]), [5], [2], reduction="none"),
+        lambda: F.ctc_loss(r(5, 4).log_softmax(1), t([1, 2]), t(5), t(2), reduction="none"),
+    ]
+
+
+_EDGE_RANDOM = []
+
+
+@pytest.mark.parametrize("index", range(21))
+def test_edge_cases_match_torch(jg, torch, index):
+    # the random inputs drawn for PyTorch are replayed for jitgrad
+    drawn = []
+    real = torch.randn
+
+    def record(*a, **k):
+        out = real(*a, **k)
+        drawn.append(out.reshape(-1).tolist())
+        return out
+
+    torch.randn = record
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = _edge_cases(torch)[index]()
+    finally:
+        torch.randn = real
+    _EDGE_RANDOM[:] = drawn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _edge_cases(jg)[index]()
+    assert tuple(got.shape) == tuple(want.shape)
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    assert close(got, want, 1e-12), (vals(got), vals(want))
+
+
+def test_dtype_errors_match_torch(jg, torch):
+    F, TF = jg.nn.functional, torch.nn.functional
+    same_error(lambda: F.embedding_bag(jg.tensor([[1, 1]]), jg.ones(10, 3), mode="sum",
+                                       per_sample_weights=jg.ones(1, 2, dtype=jg.float64)),
+               lambda: TF.embedding_bag(torch.tensor([[1, 1]]), torch.ones(10, 3), mode="sum",
+                                        per_sample_weights=torch.ones(1, 2,
+                                                                      dtype=torch.float64)))
+    for d1, d2, dw in [("float32", "float64", "float32"), ("float32", "float32", "float64"),
+                       ("float64", "float32", "float32")]:
+        same_error(lambda: F.bilinear(jg.ones(2, 3, dtype=getattr(jg, d1)),
+                                      jg.ones(2, 4, dtype=getattr(jg, d2)),
+                                      jg.ones(5, 3, 4, dtype=getattr(jg, dw))),
+                   lambda: TF.bilinear(torch.ones(2, 3, dtype=getattr(torch, d1)),
+                                       torch.ones(2, 4, dtype=getattr(torch, d2)),
+                                       torch.ones(5, 3, 4, dtype=getattr(torch, dw))))
 
 
 # ---------------------------------------------------------------- compiled == eager

@@ -263,8 +263,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     is_target = t.unsqueeze(1) == arange(dim).unsqueeze(0)
     h = _C.where(is_target, _zeros_like(h), h)
     loss = h.sum(1) / dim
-    if reduction == "none":
-        return loss.reshape(tuple(target.shape)) if input.dim() >= 2 else loss.reshape(())
+    if reduction == "none":  # (PyTorch's has the target's shape)
+        return loss.reshape(tuple(target.shape))
     return _reduce(loss, reduction)
 
 
@@ -310,6 +310,11 @@ def bilinear(input1, input2, weight, bias=None):
         if input1.size(i) != input2.size(i):
             raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: "
                                f"got {input1.size(i)} and {input2.size(i)}")
+    from .functional import _dtype_name
+    for t in (input2, weight):
+        if t.dtype != input1.dtype:
+            raise RuntimeError(f"expected scalar type {_dtype_name(input1.dtype)} but found "
+                               f"{_dtype_name(t.dtype)}")
     if input1.size(-1) != weight.size(1):
         raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
                            f"{input1.size(-1)} but expected {weight.size(1)}")
@@ -345,7 +350,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("jitgrad: embedding_bag supports no max_norm, "
                                   "scale_grad_by_freq or sparse")
-    if weight.dtype == input.dtype and input.dtype not in (_C.int64, _C.int32):
+    if weight.dtype == _C.int64 and input.dtype in (_C.float32, _C.float64):
         # PyTorch 1.13 swaps the two arguments then, with a warning
         import warnings
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
@@ -385,12 +390,19 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
                                   f"per_sample_weights is only supported for mode='sum' (got "
                                   f"mode='{mode}'). Please open a feature request on GitHub.")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        names = {_C.float32: "FloatTensor", _C.float64: "DoubleTensor"}
+        raise RuntimeError("Expected tensor for argument #1 'weight' to have the same type as "
+                           "tensor for argument #1 'per_sample_weights'; but type "
+                           f"torch.{names.get(weight.dtype)} does not equal "
+                           f"torch.{names.get(per_sample_weights.dtype)} (while checking "
+                           "arguments for embedding_bag)")
     num = weight.size(0)
     if padding_idx is not None:
-        if padding_idx > 0:
-            assert padding_idx < num, "padding_idx must be within num_embeddings"
-        elif padding_idx < 0:
-            assert padding_idx >= -num, "padding_idx must be within num_embeddings"
+        if not -num <= padding_idx < num:
+            raise RuntimeError(f"padding_idx must be within the number of embeddings, -{num} "
+                               f"through {num - 1}, but got {padding_idx}")
+        if padding_idx < 0:
             padding_idx = num + padding_idx
     dim = weight.size(1)
     if input.numel() and _any((input < 0).logical_or(input >= num)):
@@ -498,7 +510,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     reduction = _check_reduction(reduction)
     unbatched = log_probs.dim() == 2
     lp = log_probs.unsqueeze(1) if unbatched else log_probs
-    if unbatched:
+    if unbatched and targets.dim() == 1:
         targets = targets.unsqueeze(0)
     steps, n, classes = lp.shape
     if blank < 0 or blank >= classes:
@@ -558,6 +570,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     before = alpha.gather(1, (2 * tl - 1).clamp_min(0).unsqueeze(1)).squeeze(1)
     before = _C.where(tl > 0, before, neginf[:, 0])
     nll = -_lse([last, before], neginf[:, 0])
+    # no input steps: probability 1 for the empty target, else 0
+    empty = _C.where(tl == 0, _zeros_like(nll), _zeros_like(nll) - math.inf)
+    nll = _C.where(il == 0, -empty, nll)
     # PyTorch's gradient adds exp(log_probs) for t < input_length: e - e.detach()
     active = (arange(steps).unsqueeze(1) < il.unsqueeze(0)).unsqueeze(2)
     e = lp.exp()
