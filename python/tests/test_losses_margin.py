@@ -733,6 +733,42 @@ def test_dtype_errors_match_torch(jg, torch):
                                        torch.ones(5, 3, 4, dtype=getattr(torch, dw))))
 
 
+# ---------------------------------------------------------------- torch.* names
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_top_level_ops_match_torch(jg, torch, reduction):
+    r = lambda shape, seed: randn(jg, torch, shape, seed, "float64")  # noqa: E731
+    a, b, c = r((5, 4), 1), r((5, 4), 2), r((5, 4), 3)
+    y = both(jg, torch, _pm1(torch, (5,), 4), "float64")
+    y4 = both(jg, torch, _pm1(torch, (5, 4), 5), "float64")
+    lam = both(jg, torch, torch.rand(5, 4, generator=torch.Generator().manual_seed(6)) * 3,
+               "float64")
+    w = r((3, 4, 4), 7)
+    tg = both(jg, torch, [[1, 2], [3, 3], [1, 0], [2, 1], [3, 2]])
+    cases = [
+        ("cosine_similarity", (a, b), {"dim": 0, "eps": 1e-6}),
+        ("pairwise_distance", (a, b), {"p": 1.5, "keepdim": True}),
+        ("pdist", (a,), {"p": 3}),
+        ("bilinear", (a, b, w), {}),
+        ("margin_ranking_loss", (r((5,), 9), r((5,), 10), y), {"margin": 0.3,
+                                                               "reduction": reduction}),
+        ("hinge_embedding_loss", (a, y4), {"margin": 0.5, "reduction": reduction}),
+        ("poisson_nll_loss", (a, lam, True, True, 1e-8, reduction), {}),
+        ("cosine_embedding_loss", (a, b, y), {"margin": 0.1, "reduction": reduction}),
+        ("triplet_margin_loss", (a, b, c), {"p": 1, "swap": True, "reduction": reduction}),
+    ]
+    for name, args, kw in cases:
+        jargs = [x[0] if isinstance(x, tuple) else x for x in args]
+        targs = [x[1] if isinstance(x, tuple) else x for x in args]
+        check(jg, torch, lambda *v: getattr(jg, name)(*v, **kw),
+              lambda *v: getattr(torch, name)(*v, **kw), jargs, targs, 1e-12)
+    jx, tx = r((6, 5, 4), 8)
+    check(jg, torch, lambda x: jg.ctc_loss(x.log_softmax(2), tg[0], [6, 5, 4, 6, 3],
+                                           [2, 2, 1, 2, 0], 0, reduction, True),
+          lambda x: torch.ctc_loss(x.log_softmax(2), tg[1], [6, 5, 4, 6, 3], [2, 2, 1, 2, 0], 0,
+                                   reduction, True), (jx,), (tx,), 1e-12)
+
+
 # ---------------------------------------------------------------- compiled == eager
 
 def _net(jg, dtype):
