@@ -343,10 +343,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                   padding_idx=None):
     """Sums, means or maxima of bags of embedding rows: a 2-D input is one
     bag per row, a 1-D input is cut into bags at offsets.  Entries equal to
-    padding_idx do not count, an empty bag gives zeros.  Only tensor ops on
-    the indices and offsets (no values read back), so compile captures it;
-    with offsets the max mode holds a [bags, positions, dim] tensor.
-    Gradients reach weight (and per_sample_weights)."""
+    padding_idx do not count, an empty bag gives zeros.  The bag of each
+    position comes from tensor ops on the offsets (no values read back), so
+    compile captures it; the rows are summed into their bags by index_add.
+    The max mode pads the bags to the longest in eager mode; compiled, it
+    holds a [bags, positions, dim] tensor.  Gradients reach weight (and
+    per_sample_weights)."""
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("jitgrad: embedding_bag supports no max_norm, "
                                   "scale_grad_by_freq or sparse")
@@ -426,9 +428,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             return _C.where(counts > 0, m, _zeros_like(m))
         out = _C.where(keep, rows, _zeros_like(rows)).sum(1)
     else:
-        # bag b holds the positions offsets[b] <= k < offsets[b + 1] (the
-        # input's end for the last one): a [bags, positions] mask, then a
-        # matrix product (or a masked maximum) over the positions
         total = input.size(0)
         if offsets.numel() and _any((offsets[0] != 0).logical_or(offsets[-1] > total)):
             first, last = offsets[0].item(), offsets[-1].item()
@@ -450,16 +449,45 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         else:
             starts = offsets
             ends = cat([offsets[1:], offsets.new_full((1,), total)]) if nb else offsets
-        pos = arange(total).unsqueeze(0)
-        member = (pos >= starts.unsqueeze(1)).logical_and(pos < ends.unsqueeze(1)) \
-            .logical_and(keep_idx.unsqueeze(0))
-        counts = member.sum(1, keepdim=True)
+        if nb == 0:
+            return _C.zeros(0, dim, dtype=rows.dtype)
+        # bag b holds the positions offsets[b] <= k < offsets[b + 1] (the
+        # input's end for the last one): each position's bag is the number
+        # of starts at or before it, less one
+        pos = arange(total)
+        bag = (pos.unsqueeze(0) >= starts.unsqueeze(1)).sum(0) - 1
+        bag0 = bag.clamp_min(0)
+        inside = (bag >= 0).logical_and(pos < ends.index_select(0, bag0)).logical_and(keep_idx)
+        counts = _C.zeros(nb, dtype=_C.int64).index_add(0, bag0, inside.to(_C.int64)) \
+            .unsqueeze(1)
         if mode == "max":
-            big = _C.where(member.unsqueeze(2), rows.unsqueeze(0),
-                           _C.zeros(nb, total, dim, dtype=rows.dtype) - math.inf)
-            m = big.max(1).values if total else _C.zeros(nb, dim, dtype=rows.dtype)
+            neg = _zeros_like(rows) - math.inf
+            m = None
+            if _C._has_data(bag):
+                # eager: the bags padded to the longest, [bags, longest, dim]
+                bags = [[] for _ in range(nb)]
+                for k, (g, ok) in enumerate(zip(bag.tolist(), inside.tolist())):
+                    if ok:
+                        bags[g].append(k)
+                longest = max(len(g) for g in bags)
+                if longest:
+                    from .. import tensor
+                    at = tensor([g + [0] * (longest - len(g)) for g in bags], dtype=_C.int64)
+                    ok = tensor([[True] * len(g) + [False] * (longest - len(g)) for g in bags])
+                    m = _C.where(ok.unsqueeze(2), rows.index_select(0, at.reshape(-1))
+                                 .reshape(nb, longest, dim),
+                                 neg.narrow(0, 0, 1).unsqueeze(0)).max(1).values
+            if m is None:
+                # traced (or every bag empty): a [bags, positions, dim] mask
+                # over all positions; the same maximum, and the same (first)
+                # position gets its gradient
+                member = (bag0.unsqueeze(0) == arange(nb).unsqueeze(1)).logical_and(inside)
+                m = _C.where(member.unsqueeze(2), rows.unsqueeze(0), neg.unsqueeze(0)) \
+                    .max(1).values if total else _C.zeros(nb, dim, dtype=rows.dtype)
             return _C.where(counts > 0, m, _zeros_like(m))
-        out = member.to(rows.dtype).matmul(rows)
+        # each bag's rows added in order, as PyTorch's kernel
+        out = _C.zeros(nb, dim, dtype=rows.dtype).index_add(
+            0, bag0, _C.where(inside.unsqueeze(1), rows, _zeros_like(rows)))
     if mode == "mean":
         out = out / counts.clamp_min(1).to(out.dtype)
     return out
