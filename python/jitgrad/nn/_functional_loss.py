@@ -1,9 +1,12 @@
 """Distance functions, the margin / embedding / likelihood losses, bilinear
 and embedding_bag of torch.nn.functional: compositions of library ops with
 PyTorch 1.13's formulas (ATen's Loss.cpp, Distance.cpp and its Python
-functional), so autograd and compile need nothing new.  Index arithmetic
-that needs a target's values (multilabel_margin_loss, embedding_bag) is
-done in Python on the host, as a constant of the traced program."""
+functional), so autograd and compile need nothing new.  Index logic that
+depends on a target's or an offset's values (multi_margin_loss,
+multilabel_margin_loss, embedding_bag, ctc_loss) is made of tensor ops
+too, so a compiled program captures it instead of reading values back
+(ctc_loss's concatenated 1-D targets excepted: they are cut on the host);
+the checks on values run in eager mode only (see _any)."""
 
 import math
 
@@ -97,7 +100,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return _reduce((-input * target).exp().log1p(), reduction)
 
 
-def _reduce_py(loss, reduction, input):
+def _reduce_py(loss, reduction):
     """The reduction of PyTorch's Python-level losses: checked last, with
     their message."""
     if reduction == "none":
@@ -121,7 +124,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
         loss = loss * weight
     class_dim = input.dim() - 1
     loss = loss.sum(class_dim) / input.size(class_dim)
-    return _reduce_py(loss, reduction, input)
+    return _reduce_py(loss, reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
@@ -226,7 +229,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 # ---- multi-class margin losses
 
-def _class_input(input, fn):
+def _class_input(input):
     if not ((input.dim() == 2 and input.size(1) != 0) or
             (input.dim() == 1 and input.size(0) != 0) or input.dim() == 0):
         raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "
@@ -245,7 +248,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("only p == 1 and p == 2 supported")
     if weight is not None and weight.dim() != 1:
         raise ValueError("weight must be one-dimensional")
-    nframe, dim = _class_input(input, "multi_margin_loss")
+    nframe, dim = _class_input(input)
     if not (target.dim() <= 1 and target.numel() == nframe):
         raise RuntimeError(f"inconsistent target size, got: {list(target.shape)}")
     if target.numel() and _any((target < 0).logical_or(target >= dim)):
@@ -273,7 +276,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     (x[j] - x[i])), over the number of classes; each target row lists its
     classes up to the first -1."""
     reduction = _legacy(size_average, reduce, reduction)
-    nframe, dim = _class_input(input, "multilabel_margin_loss")
+    nframe, dim = _class_input(input)
     if input.dim() <= 1:
         if not (target.dim() <= 1 and target.numel() == dim):
             raise RuntimeError(f"inconsistent size {list(target.shape)} for argument #2 'target'")
