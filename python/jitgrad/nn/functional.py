@@ -1002,3 +1002,4 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, args[0]),
                            (0, args[1]), (0, args[2]), groups, (1, args[3])).squeeze(2)
     return out if batched else out.squeeze(0)
+from ._functional_loss import *  # noqa: E402,F401,F403
