@@ -80,3 +80,4 @@ from .transformer import (  # noqa: F401
     TransformerEncoderLayer,
 )
 from . import parallel  # noqa: F401,E402
+from ._modules_act import *  # noqa: F401,F403,E402

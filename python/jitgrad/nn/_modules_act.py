@@ -1,0 +1,242 @@
+"""More torch.nn modules: ParameterList and ParameterDict, the remaining
+activations, padding, pixel/channel shuffles, dropout variants, adaptive
+max pooling and local response normalization (PyTorch 1.13's behaviour,
+arguments and repr).  The functional forms live in _functional_act.py."""
+import operator
+from collections import OrderedDict
+from collections import abc as container_abcs
+
+from .._C import Tensor
+from .modules import Module
+from .parameter import Parameter
+
+__all__ = ["ParameterList", "ParameterDict"]
+
+_TYPENAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor",
+              "int32": "IntTensor", "bool": "BoolTensor"}
+
+
+def _dtype_str(t):
+    return "torch." + str(t.dtype).rsplit(".", 1)[-1]
+
+
+def _param_line(k, p, typename):
+    """One line of ParameterList / ParameterDict's repr."""
+    if isinstance(p, Tensor):
+        size_str = "x".join(str(s) for s in p.size())
+        kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+        if typename:
+            name = "torch." + _TYPENAMES.get(str(p.dtype).rsplit(".", 1)[-1], "Tensor")
+        else:
+            name = _dtype_str(p)
+        return f"  ({k}): {kind} containing: [{name} of size {size_str}]"
+    return f"  ({k}): Object of type: {type(p).__name__}"
+
+
+class ParameterList(Module):
+    """A list whose tensors are registered parameters (named "0", "1", ...);
+    a plain tensor put in becomes a Parameter, other objects are kept as
+    attributes, as in PyTorch."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _get_abs_string_index(self, idx):
+        idx = operator.index(idx)
+        if not (-len(self) <= idx < len(self)):
+            raise IndexError(f"index {idx} is out of range")
+        if idx < 0:
+            idx += len(self)
+        return str(idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = self.__class__()
+            for i in range(*idx.indices(len(self))):
+                out.append(self[i])
+            return out
+        return getattr(self, self._get_abs_string_index(idx))
+
+    def __setitem__(self, idx, param):
+        # every way of adding an entry ends here: the one place that wraps
+        # a tensor into a Parameter
+        idx = self._get_abs_string_index(idx)
+        if isinstance(param, Tensor) and not isinstance(param, Parameter):
+            param = Parameter(param)
+        return setattr(self, idx, param)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def __dir__(self):
+        return [key for key in super().__dir__() if not key.isdigit()]
+
+    def append(self, value):
+        new_idx = len(self)
+        self._size += 1
+        self[new_idx] = value
+        return self
+
+    def extend(self, values):
+        # a Tensor is iterable, but is never unpacked here
+        if not isinstance(values, container_abcs.Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " +
+                            type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def insert(self, index, value):
+        """Inserts value before index (list.insert; PyTorch 1.13's
+        ParameterList has none): the entries are registered again in their
+        new order, so names and state_dict order follow the positions."""
+        values = list(self)
+        values.insert(operator.index(index), value)
+        for i in range(len(self)):
+            self._parameters.pop(str(i), None)
+            self.__dict__.pop(str(i), None)
+        self._size = 0
+        return self.extend(values)
+
+    def extra_repr(self):
+        return "\n".join(_param_line(k, p, False) for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """An ordered dict whose tensors are registered parameters under their
+    keys; a plain tensor put in becomes a Parameter, other objects are kept
+    as attributes, as in PyTorch."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def _key_to_attr(self, key):
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a "
+                            f"string (type is '{type(key).__name__}'). Open an issue on github if "
+                            "you need non-string keys.")
+        return key
+
+    def __getitem__(self, key):
+        return getattr(self, self._key_to_attr(key))
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        attr = self._key_to_attr(key)
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, attr, value)
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, self._key_to_attr(key))
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(list(self._keys))
+
+    def copy(self):
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for k in self._keys.copy():
+            del self[k]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k, _ = self._keys.popitem()
+        self._keys[k] = None
+        val = self[k]
+        del self[k]
+        return k, val
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters):
+        """Adds the pairs of a mapping or an iterable of pairs; a plain
+        dict's keys are taken sorted (PyTorch's rule), an OrderedDict's,
+        a ParameterDict's and a sequence's in their order."""
+        if not isinstance(parameters, container_abcs.Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of "
+                            "key/value pairs, but got " + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, parameter in parameters.items():
+                self[key] = parameter
+        elif isinstance(parameters, container_abcs.Mapping):
+            for key, parameter in sorted(parameters.items()):
+                self[key] = parameter
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, container_abcs.Iterable):
+                    raise TypeError("ParameterDict update sequence element #" + str(j) +
+                                    " should be Iterable; is" + type(p).__name__)
+                if not len(p) == 2:
+                    raise ValueError("ParameterDict update sequence element #" + str(j) +
+                                     " has length " + str(len(p)) + "; 2 is required")
+                self[p[0]] = p[1]
+
+    def extra_repr(self):
+        return "\n".join(_param_line(k, p, True) for k, p in self.items())
+
+    def __call__(self, input):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other):
+        copy = self.copy()
+        copy.update(other)
+        return copy
+
+    def __ror__(self, other):
+        copy = other.copy()
+        copy.update(self)
+        return copy
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
