@@ -155,7 +155,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def elu(input, alpha=1.0, inplace=False):
     return _write(input, inplace,
-                  lambda x: _C.where(x > 0, x, x.clamp_max(0).expm1() * alpha))
+                  lambda x: _C.where(x <= 0, x.clamp_max(0).expm1() * alpha, x))
 
 
 def softplus(input, beta=1, threshold=20):
@@ -559,7 +559,7 @@ def _neg_logsigmoid(x):
     """log1p(exp(-|x|)) + max(-x, 0) = -logsigmoid(x), exp never overflowing."""
     nonneg = x >= 0
     a = _C.where(nonneg, x, -x)
-    return a.neg().exp().log1p() + _C.where(nonneg, x * 0, -x)
+    return a.neg().exp().log1p() + _C.where(nonneg, 0.0, -x)
 
 
 def logsigmoid(input):
@@ -1002,3 +1002,6 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, args[0]),
                            (0, args[1]), (0, args[2]), groups, (1, args[3])).squeeze(2)
     return out if batched else out.squeeze(0)
+
+
+from ._functional_act import *  # noqa: F401,F403,E402
