@@ -179,3 +179,164 @@ def hardshrink(input, lambd=0.5):
 def tanhshrink(input):
     return input - input.tanh()
 
+
+# ---- padding: reflect, replicate, circular (F.pad's other modes)
+
+def _pad_index(size, before, after, mode):
+    """The source position of each output position along one dim."""
+    if mode == "reflect":
+        idx = []
+        for j in range(-before, size + after):
+            j = -j if j < 0 else j
+            idx.append(2 * (size - 1) - j if j >= size else j)
+        return idx
+    if mode == "replicate":
+        return [min(max(j, 0), size - 1) for j in range(-before, size + after)]
+    # circular: the input cropped by the negative amounts, then wrapped
+    start, stop = max(-before, 0), size - max(-after, 0)
+    n = stop - start
+    return [start + (j % n) for j in range(-max(before, 0), n + max(after, 0))]
+
+
+_NONCONST_DIMS = {2: (2, 3), 4: (3, 4), 6: (4, 5)}
+
+
+def _pad_mode(input, pad, mode, value):
+    """F.pad for mode 'reflect', 'replicate' or 'circular': PyTorch 1.13's
+    checks in its order, then one index_select per padded dim (its
+    gradient sums into the source positions)."""
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    pad = [int(p) for p in pad]
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length too large")
+    if value is not None and value != 0:
+        raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+    ndim, k = input.dim(), len(pad) // 2
+    if input.dim() not in _NONCONST_DIMS.get(len(pad), ()):
+        raise NotImplementedError("Only 2D, 3D, 4D, 5D padding with non-constant padding are "
+                                  "supported for now")
+    shape = list(input.shape)
+    if mode == "circular":
+        if len(pad) != 2 * (ndim - 2):
+            raise RuntimeError(f"Invalid padding size, expected {2 * (ndim - 2)} but got "
+                               f"{len(pad)}")
+        for i in range(k):
+            size, (lo, hi) = shape[ndim - k + i], pad[2 * (k - 1 - i):2 * (k - i)]
+            if not (lo <= size and hi <= size):
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            if size + lo + hi < 0:
+                raise RuntimeError("Negative padding value is resulting in an empty dimension")
+    else:
+        _check_pad_shape(input, pad, mode, k)
+    from .. import tensor
+    out = input
+    for i in range(k):
+        d = ndim - 1 - i
+        idx = _pad_index(shape[d], pad[2 * i], pad[2 * i + 1], mode)
+        out = out.index_select(d, tensor(idx, dtype=_C.int64))
+    return out
+
+
+def _check_pad_shape(input, pad, mode, k):
+    """reflect / replicate: the input's sizes and the amounts (PyTorch's
+    checks and messages, which differ between its 1-D, 2-D and 3-D
+    kernels)."""
+    shape, ndim = list(input.shape), input.dim()
+    batched = ndim == k + 2
+    spatial = shape[1:] if batched else shape
+    if any(s == 0 for s in spatial):
+        if mode == "reflect" and k < 3:
+            sizes = ",".join(str(s) for s in shape)
+            typ = {_C.float32: "Float", _C.float64: "Double"}.get(input.dtype, "")
+            raise RuntimeError(f"{k + 1}D or {k + 2}D (batch mode) tensor expected for input, "
+                               f"but got: [ torch.{typ}Tensor{{{sizes}}} ]")
+        raise RuntimeError(f"Expected {k + 1}D or {k + 2}D (batch mode) tensor with possibly 0 "
+                           "batch size and other non-zero dimensions for input, but got: "
+                           f"{shape}")
+    kernel = ("reflection_pad%dd" if mode == "reflect" else "replication_pad%dd_cpu") % k
+    if mode == "reflect" and k == 3:
+        kernel += "_cpu"
+    if mode == "reflect":
+        for i in range(k):  # width first
+            d = ndim - 1 - i
+            lo, hi = pad[2 * i], pad[2 * i + 1]
+            if not (lo < shape[d] and hi < shape[d]):
+                where = ndim if k == 2 else shape
+                raise RuntimeError(f"Argument #{4 + 2 * i}: Padding size should be less than the "
+                                   "corresponding input dimension, but got: padding "
+                                   f"({lo}, {hi}) at dimension {d} of input {where}")
+    for i, name in enumerate("WHD"[:k]):
+        d = ndim - 1 - i
+        o = shape[d] + pad[2 * i] + pad[2 * i + 1]
+        if o < 1:
+            raise RuntimeError(f"input ({name}: {shape[d]}) is too small. Calculated output "
+                               f"{name}: {o}")
+    _check_float(input, kernel)
+
+
+# ---- shuffles
+__all__ += ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"]
+
+def pixel_shuffle(input, upscale_factor):
+    """[*, C * r * r, H, W] -> [*, C, H * r, W * r]."""
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_shuffle expects input to have at least 3 dimensions, but got "
+                           f"input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    n = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """[*, C, H * r, W * r] -> [*, C * r * r, H, W]."""
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if h % r:
+        raise RuntimeError("pixel_unshuffle expects height to be divisible by downscale_factor, "
+                           f"but input.size(-2)={h} is not divisible by {r}")
+    if w % r:
+        raise RuntimeError("pixel_unshuffle expects width to be divisible by downscale_factor, "
+                           f"but input.size(-1)={w} is not divisible by {r}")
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(input, groups):
+    """[N, g * k, *] -> channels reordered as [N, k, g, *] flattened."""
+    groups = int(groups)
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError("Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{groups}")
+    shape = list(input.shape)
+    c = shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    x = input.reshape(shape[0], groups, c // groups, *shape[2:]).transpose(1, 2)
+    return x.reshape(*shape)
+
+
+native_channel_shuffle = channel_shuffle
+

@@ -364,3 +364,126 @@ class RReLU(Module):
         inplace_str = ", inplace=True" if self.inplace else ""
         return f"lower={self.lower}, upper={self.upper}{inplace_str}"
 
+
+# ---- padding
+__all__ += ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad2d", "ReflectionPad1d",
+            "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+            "ReplicationPad3d"]
+
+def _ntuple(x, n):
+    if isinstance(x, container_abcs.Iterable):
+        return tuple(x)
+    return (x,) * n
+
+
+class _ConstantPadNd(Module):
+    _n = 0
+
+    def __init__(self, padding, value):
+        super().__init__()
+        self.padding = _ntuple(padding, 2 * self._n)
+        self.value = value
+
+    def forward(self, input):
+        return F.pad(input, self.padding, "constant", self.value)
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPadNd):
+    _n = 1
+
+
+class ConstantPad2d(_ConstantPadNd):
+    _n = 2
+
+
+class ConstantPad3d(_ConstantPadNd):
+    _n = 3
+
+
+class ZeroPad2d(ConstantPad2d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class _ModePadNd(Module):
+    _n, _mode = 0, ""
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _ntuple(padding, 2 * self._n)
+
+    def forward(self, input):
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ReflectionPad1d(_ModePadNd):
+    _n, _mode = 1, "reflect"
+
+
+class ReflectionPad2d(_ModePadNd):
+    _n, _mode = 2, "reflect"
+
+
+class ReflectionPad3d(_ModePadNd):
+    _n, _mode = 3, "reflect"
+
+
+class ReplicationPad1d(_ModePadNd):
+    _n, _mode = 1, "replicate"
+
+
+class ReplicationPad2d(_ModePadNd):
+    _n, _mode = 2, "replicate"
+
+
+class ReplicationPad3d(_ModePadNd):
+    _n, _mode = 3, "replicate"
+
+
+# ---- shuffles
+__all__ += ["PixelShuffle", "PixelUnshuffle", "ChannelShuffle"]
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+

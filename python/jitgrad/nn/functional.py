@@ -675,12 +675,12 @@ def one_hot(tensor, num_classes=-1):
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Constant padding; pad lists (before, after) pairs from the last dim
-    backwards; a negative amount crops."""
+    """pad lists (before, after) pairs from the last dim backwards; a
+    negative amount crops.  Modes other than 'constant': _functional_act."""
     from .. import cat
     if mode != "constant":
-        raise NotImplementedError(f"jitgrad: F.pad mode '{mode}' is not implemented (only "
-                                  "'constant')")
+        from ._functional_act import _pad_mode
+        return _pad_mode(input, pad, mode, value)
     pad = list(pad)
     assert len(pad) % 2 == 0, "Padding length must be divisible by 2"
     assert len(pad) // 2 <= input.dim(), "Padding length too large"
