@@ -340,3 +340,212 @@ def channel_shuffle(input, groups):
 
 native_channel_shuffle = channel_shuffle
 
+
+# ---- dropout variants
+__all__ += ["dropout1d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
+
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _dropout_impl(input, p, training, inplace, feature, alpha):
+    """PyTorch's _dropout_impl: a Bernoulli(1 - p) mask (one value per
+    channel when feature), then input * mask / (1 - p), or for alpha
+    dropout input * a * mask + b that keeps zero mean and unit variance
+    under SELU (a dropped value becomes -alpha * a * (1 - p))."""
+    if p == 0 or not training or input.numel() == 0:
+        return input
+    from .. import zeros
+    if p == 1:
+        z = zeros((), dtype=input.dtype)
+        return input.mul_(z) if inplace else input * z
+    shape = tuple(input.shape)
+    if feature:
+        if len(shape) < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        shape = shape[:2] + (1,) * (len(shape) - 2)
+    from .. import bernoulli, full
+    mask = bernoulli(full(shape, 1.0 - p, dtype=input.dtype))
+    if not alpha:
+        mask = mask / (1.0 - p)
+        return input.mul_(mask) if inplace else input * mask
+    a_ = 1.7580993408473766
+    a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
+    b = (mask - 1) * (a_ * a) + a_ * a * p
+    mask = mask * a
+    return input.mul_(mask).add_(b) if inplace else input * mask + b
+
+
+def _feature_dropout_nd(input, p, training, inplace, batched):
+    x = input if batched else input.unsqueeze(0)
+    out = _dropout_impl(x, p, training, False, True, False)
+    out = out if batched else out.squeeze(0)
+    return input.copy_(out) if inplace and out is not input else out
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, L] (or [C, L]) input, scaling the
+    rest by 1 / (1 - p)."""
+    _check_p(p)
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D "
+                           "input. Note that dropout1d exists to provide channel-wise dropout on "
+                           "inputs with 1 spatial dimension, a channel dimension, and an optional "
+                           "batch dimension (i.e. 2D or 3D inputs).")
+    return _feature_dropout_nd(input, p, training, inplace, input.dim() == 3)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of [N, C, D, H, W] (or [C, D, H, W]) input,
+    scaling the rest by 1 / (1 - p)."""
+    _check_p(p)
+    d = input.dim()
+    if d not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {d}-D input to dropout3d, which is deprecated and "
+                      "will result in an error in a future release. To retain the behavior and "
+                      "silence this warning, please use dropout instead. Note that dropout3d "
+                      "exists to provide channel-wise dropout on inputs with 3 spatial "
+                      "dimensions, a channel dimension, and an optional batch dimension (i.e. 4D "
+                      "or 5D inputs).")
+    return _feature_dropout_nd(input, p, training, inplace, d == 5)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    _check_p(p)
+    return _dropout_impl(input, p, training, inplace, False, True)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    _check_p(p)
+    return _dropout_impl(input, p, training, inplace, True, True)
+
+
+# ---- adaptive max pooling
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d",
+            "adaptive_max_pool2d_with_indices"]
+
+def _adaptive_windows(n_in, n_out):
+    """(start, end) of each output position's window (PyTorch's
+    start_index / end_index)."""
+    return [((i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)) for i in range(n_out)]
+
+
+def _adaptive_max_table(h, w, oh, ow):
+    """For each output cell, the flat (h * W + w) input positions of its
+    window in PyTorch's scan order, padded to one length by repeating the
+    window's first position (a repeat never wins a tie: the scan keeps the
+    first maximum)."""
+    rows, cols = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
+    k = max([e - s for s, e in rows] + [1]) * max([e - s for s, e in cols] + [1])
+    table = []
+    for hs, he in rows:
+        for ws, we in cols:
+            cell = [ih * w + iw for ih in range(hs, he) for iw in range(ws, we)]
+            table.extend(cell + [cell[0]] * (k - len(cell)))
+    return table, k
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """The maximum of each adaptive window (rows floor(i * H / oh) to
+    ceil((i + 1) * H / oh), columns alike) and its flat position h * W + w;
+    the gradient goes to that position."""
+    sizes = list(input.shape)
+    if isinstance(output_size, int):
+        out = [output_size, output_size]
+    else:
+        out = list(output_size)
+        if len(out) > len(sizes) - 1:
+            raise ValueError(f"Input dimension should be at least {len(out) + 1}")
+        out = [v if v is not None else sizes[len(sizes) - len(out) + i]
+               for i, v in enumerate(out)]
+        if len(out) != 2:
+            raise RuntimeError("adaptive_max_pool2d(): internal error: output_size.size() must "
+                               "be 2")
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: {sizes}")
+    for d in range(1, input.dim()):
+        if sizes[d] == 0:
+            raise RuntimeError("adaptive_max_pool2d(): Expected input to have non-zero size for "
+                               f"non-batch dimensions, but input has sizes {sizes} with "
+                               f"dimension {d} being empty")
+    oh, ow = int(out[0]), int(out[1])
+    if oh < 0 or ow < 0:
+        neg = oh if oh < 0 else ow
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg}: "
+                           f"{sizes[:-2] + [oh, ow]}")
+    _check_float(input, "adaptive_max_pool2d")
+    from .. import tensor
+    lead, (h, w) = sizes[:-2], sizes[-2:]
+    table, k = _adaptive_max_table(h, w, oh, ow)
+    windows = input.reshape(*lead, h * w).index_select(-1, tensor(table, dtype=_C.int64))
+    windows = windows.reshape(*lead, oh, ow, k)
+    from .. import no_grad
+    with no_grad():
+        # the first maximum, or where a window holds NaN its last NaN (the
+        # scan's val > max || isnan(val))
+        win = windows.detach()
+        pos = win.max(-1)[1]
+        isnan = win.isnan()
+        last_nan = (k - 1) - isnan.flip(-1).to(_C.int64).argmax(-1)
+        pos = _C.where(isnan.any(-1), last_nan, pos)
+    values = windows.gather(-1, pos.unsqueeze(-1)).squeeze(-1)
+    if not return_indices:
+        return values, None
+    flat = tensor(table, dtype=_C.int64).reshape(oh, ow, k).expand(*lead, oh, ow, k)
+    return values, flat.gather(-1, pos.unsqueeze(-1)).squeeze(-1)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    values, indices = adaptive_max_pool2d_with_indices(input, output_size, return_indices)
+    return (values, indices) if return_indices else values
+
+
+def _adaptive_max_pool1d_input(input, output_size):
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional tensor "
+                           "for argument #1 'self' (while checking arguments for "
+                           "adaptive_max_pool1d)")
+    if not isinstance(output_size, int):
+        v = list(output_size)
+        if len(v) != 1:
+            raise RuntimeError("adaptive_max_pool1d() argument 'output_size' should contain one "
+                               f"int (got {len(v)})")
+        output_size = v[0]
+    return input.unsqueeze(-2), int(output_size)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """adaptive_max_pool2d over a unit height: indices are positions along L."""
+    x, n = _adaptive_max_pool1d_input(input, output_size)
+    values, indices = adaptive_max_pool2d_with_indices(x, (1, n), True)
+    return values.squeeze(-2), indices.squeeze(-2)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    if return_indices:
+        return adaptive_max_pool1d_with_indices(input, output_size)
+    x, n = _adaptive_max_pool1d_input(input, output_size)
+    return adaptive_max_pool2d(x, (1, n)).squeeze(-2)
+
+
+# ---- local response normalization
+__all__ += ["local_response_norm"]
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """input / (k + alpha * mean of x^2 over `size` neighbouring channels,
+    zero-padded)^beta, as PyTorch computes it (an average pool over the
+    padded squares)."""
+    from .functional import avg_pool2d, pad
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError("Expected 3D or higher dimensionality" + " " * 26 +
+                         f"input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sizes = list(input.shape)
+    div = (input * input).reshape(sizes[0], 1, sizes[1], -1)
+    div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(div, (size, 1), stride=1).reshape(*sizes)
+    div = (div * alpha + k).pow(beta)
+    return input / div
