@@ -549,3 +549,120 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     div = avg_pool2d(div, (size, 1), stride=1).reshape(*sizes)
     div = (div * alpha + k).pow(beta)
     return input / div
+
+
+# ---- unfold / fold (im2col / col2im)
+__all__ += ["unfold", "fold"]
+
+
+def _pair2(v, name):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) != 2:
+        raise RuntimeError(f"It is expected {name} equals to 2, but got size {len(v)}")
+    return tuple(int(e) for e in v)
+
+
+def _check_block_args(k, d, p, s, fold):
+    checks = [(k, "kernel size should be greater than zero, but got kernel_height: {} "
+                  "kernel_width: {}", lambda v: v > 0),
+              (d, "dilation should be greater than zero, but got dilation_height: {} "
+                  "dilation_width: {}", lambda v: v > 0),
+              (p, "padding should be non-negative, but got pad_height: {} pad_width: {}",
+               lambda v: v >= 0),
+              (s, "stride should be greater than zero, but got stride_height: {} "
+                  "stride_width: {}", lambda v: v > 0)]
+    if fold:  # col2im checks the stride second
+        checks = [checks[0], checks[3], checks[1], checks[2]]
+    for v, msg, ok in checks:
+        if not (ok(v[0]) and ok(v[1])):
+            raise RuntimeError(msg.format(*v))
+
+
+def _blocks(size, k, d, p, s):
+    """The number of block positions along a dim (floor division, as
+    PyTorch's div_rtn)."""
+    return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+
+
+def _block_index(hp, wp, oh, ow, k, d, s):
+    """Flat positions in the padded [hp, wp] plane of each kernel offset's
+    (rows) block positions (columns), in im2col's order."""
+    return [(i * s[0] + ki * d[0]) * wp + (j * s[1] + kj * d[1])
+            for ki in range(k[0]) for kj in range(k[1]) for i in range(oh) for j in range(ow)]
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: [N, C, H, W] (or [C, H, W]) -> [N, C * kh * kw, L], each
+    column one block of the zero-padded input, as one index_select (whose
+    gradient is col2im)."""
+    k, d = _pair2(kernel_size, "kernel_size"), _pair2(dilation, "dilation")
+    p, s = _pair2(padding, "padding"), _pair2(stride, "stride")
+    _check_block_args(k, d, p, s, False)
+    ndim, sizes = input.dim(), list(input.shape)
+    if ndim < 3:
+        bad = 1 if ndim == 1 else 2
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {bad})")
+    if ndim not in (3, 4) or 0 in sizes[1:] or (ndim == 3 and sizes[0] == 0):
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and "
+                           f"other non-zero dimensions for input, but got: {sizes}")
+    h, w = sizes[-2:]
+    oh, ow = _blocks(h, k[0], d[0], p[0], s[0]), _blocks(w, k[1], d[1], p[1], s[1])
+    if oh < 1 or ow < 1:
+        raise RuntimeError(f"Given input with spatial size ({h}, {h}), kernel_size=({k[0]}, "
+                           f"{k[1]}), dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), "
+                           f"calculated shape of the array of sliding blocks as ({oh}, {ow}), "
+                           "but its components must be at least one.")
+    _check_float(input, "im2col_out_cpu")
+    from .. import tensor
+    from .functional import pad
+    x = input if ndim == 4 else input.unsqueeze(0)
+    if p != (0, 0):
+        x = pad(x, (p[1], p[1], p[0], p[0]))
+    n, c, hp, wp = x.shape
+    idx = tensor(_block_index(hp, wp, oh, ow, k, d, s), dtype=_C.int64)
+    out = x.reshape(n, c, hp * wp).index_select(2, idx).reshape(n, c * k[0] * k[1], oh * ow)
+    return out if ndim == 4 else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im: [N, C * kh * kw, L] (or [C * kh * kw, L]) -> [N, C, H, W],
+    overlapping blocks summed (index_add in im2col's order, then the
+    padding cropped); the gradient is im2col."""
+    o = _pair2(output_size, "output_size")
+    k, d = _pair2(kernel_size, "kernel_size"), _pair2(dilation, "dilation")
+    p, s = _pair2(padding, "padding"), _pair2(stride, "stride")
+    _check_block_args(k, d, p, s, True)
+    ndim, sizes = input.dim(), list(input.shape)
+    if not ((ndim == 2 and 0 not in sizes) or (ndim == 3 and 0 not in sizes[1:])):
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch "
+                           f"size and non-zero dimensions for input, but got: {sizes}")
+    planes, length = sizes[-2:]
+    if planes % (k[0] * k[1]):
+        raise RuntimeError("Expected size of input's dimension 1 to be divisible by the product "
+                           f"of kernel_size, but got input.size(1)={planes} and "
+                           f"kernel_size=({k[0]}, {k[1]}).")
+    bh, bw = _blocks(o[0], k[0], d[0], p[0], s[0]), _blocks(o[1], k[1], d[1], p[1], s[1])
+    desc = (f"Given output_size=({o[0]}, {o[1]}), kernel_size=({k[0]}, {k[1]}), "
+            f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), stride=({s[0]}, {s[1]}), ")
+    if length != bh * bw:
+        raise RuntimeError(desc + "expected size of input's dimension 2 to match the calculated "
+                           f"number of sliding blocks {bh} * {bw} = {bh * bw}, but got "
+                           f"input.size(2)={length}.")
+    if bh < 1 or bw < 1:
+        raise RuntimeError(desc + f"calculated shape of the array of sliding blocks as ({bh}, "
+                           f"{bw}), which is too small (non-positive)")
+    _check_float(input, "col2im_out_cpu")
+    from .. import tensor, zeros
+    x = input if ndim == 3 else input.unsqueeze(0)
+    n = x.size(0)
+    c = planes // (k[0] * k[1])
+    hp, wp = o[0] + 2 * p[0], o[1] + 2 * p[1]
+    idx = tensor(_block_index(hp, wp, bh, bw, k, d, s), dtype=_C.int64)
+    out = zeros(n, c, hp * wp, dtype=input.dtype).index_add(2, idx, x.reshape(n, c, -1))
+    out = out.reshape(n, c, hp, wp)
+    if p != (0, 0):
+        out = out[:, :, p[0]:p[0] + o[0], p[1]:p[1] + o[1]]
+    return out if ndim == 3 else out.squeeze(0)

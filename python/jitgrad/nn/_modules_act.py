@@ -554,3 +554,34 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)
+
+
+# ---- im2col / col2im
+__all__ += ["Unfold", "Fold"]
+
+
+class Unfold(Module):
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return "kernel_size={kernel_size}, dilation={dilation}, padding={padding}, " \
+            "stride={stride}".format(**self.__dict__)
+
+
+class Fold(Unfold):
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__(kernel_size, dilation, padding, stride)
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return "output_size={output_size}, ".format(**self.__dict__) + super().extra_repr()
