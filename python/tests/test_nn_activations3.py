@@ -260,3 +260,9 @@ def test_compiled_equals_eager_bitwise(jg, backend):
         (gg,) = jg.autograd.grad(got, [x])
         assert vals(got) == vals(want)
         assert vals(gg) == vals(wg)
+
+
+def test_shrink_modules_are_separate_classes(jg, torch):
+    for t in (jg, torch):
+        assert not isinstance(t.nn.Hardshrink(), t.nn.Softshrink)
+        assert t.nn.Hardshrink().lambd == t.nn.Softshrink().lambd == 0.5

@@ -224,3 +224,20 @@ def test_compiled_module_with_parameter_containers_equals_eager(jg, backend):
     # a parameter rebound in the dict is seen by the compiled module
     m.extra["scale"] = jg.tensor([1.0, 1.0, 1.0, 1.0])
     assert vals(cm(x)) == vals(m(x))
+
+
+def test_nested_repr_and_deepcopy(jg, torch):
+    import copy
+
+    def build(t):
+        m = t.nn.Module()
+        m.pl = t.nn.ParameterList([t.ones(2), "x"])
+        m.pd = t.nn.ParameterDict({"a": t.zeros(3)})
+        return m
+
+    jm, tm = build(jg), build(torch)
+    assert repr(jm) == repr(tm)
+    c = copy.deepcopy(jm)
+    assert [n for n, _ in c.named_parameters()] == ["pl.0", "pd.a"]
+    assert c.pl[0] is not jm.pl[0] and vals(c.pl[0]) == vals(jm.pl[0]) and c.pl[1] == "x"
+    assert len(c.pl) == 2 and list(c.pd.keys()) == ["a"]

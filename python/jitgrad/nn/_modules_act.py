@@ -339,9 +339,16 @@ class Softshrink(Module):
         return str(self.lambd)
 
 
-class Hardshrink(Softshrink):
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
     def forward(self, input):
         return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return str(self.lambd)
 
 
 class Tanhshrink(Module):
