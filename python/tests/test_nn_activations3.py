@@ -266,3 +266,24 @@ def test_shrink_modules_are_separate_classes(jg, torch):
     for t in (jg, torch):
         assert not isinstance(t.nn.Hardshrink(), t.nn.Softshrink)
         assert t.nn.Hardshrink().lambd == t.nn.Softshrink().lambd == 0.5
+
+
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-14), ("float32", 1e-6)])
+@pytest.mark.parametrize("name,kw", [("selu", {}), ("celu", {"alpha": 0.5}), ("elu", {}),
+                                     ("elu", {"alpha": 0.3})])
+def test_elu_family_relative_precision(jg, torch, name, kw, dtype, tol):
+    # PyTorch computes exp(x) - 1 (not expm1): tiny negative inputs give
+    # its values, and far below 0 the gradient keeps its relative precision.
+    # (celu's alpha is one a float32 holds: PyTorch's celu gradient uses
+    # 1 / float32(alpha), derivatives.yaml's 1.0/alpha.toFloat(), which for
+    # alpha = 0.7 is 2.4e-8 relative off the exact derivative used here, the
+    # error growing with |x| in exp(x / alpha))
+    xs = [-(1.3 ** k) for k in range(-80, 25)] + [-1e-30, -1e-10]
+    jx = jg.tensor(xs, dtype=getattr(jg, dtype), requires_grad=True)
+    tx = torch.tensor(xs, dtype=getattr(torch, dtype), requires_grad=True)
+    jy = getattr(jg.nn.functional, name)(jx, **kw)
+    ty = getattr(torch.nn.functional, name)(tx, **kw)
+    jy.sum().backward()
+    ty.sum().backward()
+    for a, b in ((vals(jy), vals(ty)), (vals(jx.grad), vals(tx.grad))):
+        assert all(x == y or abs(x - y) <= tol * abs(y) for x, y in zip(a, b)), (a, b)

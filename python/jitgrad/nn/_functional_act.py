@@ -76,15 +76,17 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
 
 
 def _elu(x, alpha, scale, input_scale, kernel="elu_cpu"):
-    """PyTorch's elu kernel: expm1(x * input_scale) * alpha * scale for
-    x <= 0, else x * scale (at 0 the gradient is that of the negative
-    branch, alpha * scale * input_scale; NaN takes the other)."""
+    """PyTorch's elu kernel: (exp(x * input_scale) - 1) * alpha * scale
+    for x <= 0 (exp - 1 as PyTorch 1.13 computes it, not expm1: the same
+    values, and exp's gradient keeps its relative precision far below 0),
+    else x * scale; at 0 the gradient is the negative branch's, NaN takes
+    the other.  The clamp keeps exp finite where the branch is unused."""
     _check_float(x, kernel)
     neg = x.clamp_max(0)
     if input_scale != 1.0:
         neg = neg * input_scale
     pos = x * scale if scale != 1.0 else x
-    return _C.where(x <= 0, neg.expm1() * (alpha * scale), pos)
+    return _C.where(x <= 0, (neg.exp() - 1) * (alpha * scale), pos)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717

@@ -155,7 +155,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def elu(input, alpha=1.0, inplace=False):
     return _write(input, inplace,
-                  lambda x: _C.where(x <= 0, x.clamp_max(0).expm1() * alpha, x))
+                  lambda x: _C.where(x <= 0, (x.clamp_max(0).exp() - 1) * alpha, x))
 
 
 def softplus(input, beta=1, threshold=20):
