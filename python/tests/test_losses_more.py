@@ -269,9 +269,8 @@ def test_pad_errors(jg):
         F.pad(x, (1, 1, 1, 1, 1, 1))
     with pytest.raises(RuntimeError, match="resulted in a negative output size"):
         F.pad(x, (-2, -2))
-    for mode in ("reflect", "replicate", "circular"):
-        with pytest.raises(NotImplementedError, match=mode):
-            F.pad(x, (1, 1), mode=mode)
+    with pytest.raises(NotImplementedError, match="Unrecognised padding mode foo"):
+        F.pad(x, (1, 1), mode="foo")  # (the other modes: test_nn_pad_shuffle.py)
 
 
 @pytest.mark.parametrize("backend", ["interp", "c"])

@@ -81,3 +81,4 @@ from .transformer import (  # noqa: F401
 )
 from . import parallel  # noqa: F401,E402
 from ._modules_loss import *  # noqa: E402,F401,F403
+from ._modules_act import *  # noqa: F401,F403,E402

@@ -155,7 +155,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def elu(input, alpha=1.0, inplace=False):
     return _write(input, inplace,
-                  lambda x: _C.where(x > 0, x, x.clamp_max(0).expm1() * alpha))
+                  lambda x: _C.where(x <= 0, (x.clamp_max(0).exp() - 1) * alpha, x))
 
 
 def softplus(input, beta=1, threshold=20):
@@ -559,7 +559,7 @@ def _neg_logsigmoid(x):
     """log1p(exp(-|x|)) + max(-x, 0) = -logsigmoid(x), exp never overflowing."""
     nonneg = x >= 0
     a = _C.where(nonneg, x, -x)
-    return a.neg().exp().log1p() + _C.where(nonneg, x * 0, -x)
+    return a.neg().exp().log1p() + _C.where(nonneg, 0.0, -x)
 
 
 def logsigmoid(input):
@@ -675,12 +675,12 @@ def one_hot(tensor, num_classes=-1):
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Constant padding; pad lists (before, after) pairs from the last dim
-    backwards; a negative amount crops."""
+    """pad lists (before, after) pairs from the last dim backwards; a
+    negative amount crops.  Modes other than 'constant': _functional_act."""
     from .. import cat
     if mode != "constant":
-        raise NotImplementedError(f"jitgrad: F.pad mode '{mode}' is not implemented (only "
-                                  "'constant')")
+        from ._functional_act import _pad_mode
+        return _pad_mode(input, pad, mode, value)
     pad = list(pad)
     assert len(pad) % 2 == 0, "Padding length must be divisible by 2"
     assert len(pad) // 2 <= input.dim(), "Padding length too large"
@@ -1003,3 +1003,4 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            (0, args[1]), (0, args[2]), groups, (1, args[3])).squeeze(2)
     return out if batched else out.squeeze(0)
 from ._functional_loss import *  # noqa: E402,F401,F403
+from ._functional_act import *  # noqa: F401,F403,E402
