@@ -56,7 +56,7 @@ class finfo:
         self.max = float(np_info.max)
         self.min = float(np_info.min)
         self.tiny = self.smallest_normal = float(np_info.tiny)
-        self.resolution = float(np_info.resolution)
+        self.resolution = 10.0 ** -int(np_info.precision)
         self.dtype = _NAMES[type]
 
     def __eq__(self, other):
@@ -380,15 +380,23 @@ def _new(self, *args, **kwargs):
         a = args[0]
         if isinstance(a, Tensor):
             if a.dtype is not self.dtype:
-                raise TypeError(f"expected {_TENSOR_TYPES[self.dtype].split('.')[1][:-6]} "
-                                f"tensor (got {_TENSOR_TYPES[a.dtype].split('.')[1][:-6]} "
-                                "tensor)")
+                raise TypeError(f"expected {_options(self.dtype)} (got {_options(a.dtype)})")
             return a.detach()
         if isinstance(a, (_numbers.Number, _np.number)):
             raise TypeError(f"new(): data must be a sequence (got {type(a).__name__})")
         return _C.tensor(a, dtype=self.dtype)
     raise TypeError("new() received an invalid combination of arguments - got "
                     f"({', '.join(type(a).__name__ for a in args)})")
+
+
+_CPP_NAMES = {_F32: "float", _F64: "double", _I64: "long int", _I32: "int", _BOOL: "bool"}
+
+
+def _options(dtype):
+    """PyTorch's spelling of a tensor's options in Tensor.new's error."""
+    return (f"TensorOptions(dtype={_CPP_NAMES[dtype]}, device=cpu, layout=Strided, "
+            "requires_grad=false (default), pinned_memory=false (default), "
+            "memory_format=(nullopt))")
 
 
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None,
@@ -488,14 +496,14 @@ def is_inference(input):
 
 # ----------------------------------------------------------- Tensor methods
 
-_LEAF_MSG = "a Leaf Variable that requires grad is being used in an in-place operation."
+_LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
 def _set_view(self, view):
     """self becomes view (a view of its storage) in place: PyTorch's
     in-place view ops change a tensor's metadata, not its values."""
     if self.requires_grad and self.is_leaf and _C.is_grad_enabled():
-        raise RuntimeError(_LEAF_MSG.replace("Leaf", "leaf"))
+        raise RuntimeError(_LEAF_MSG)
     if self.is_leaf:
         self.data = view  # keeps requires_grad and (when it fits) .grad
     else:
@@ -535,6 +543,8 @@ def fill_diagonal_(self, fill_value, wrap=False):
         raise RuntimeError("dimensions must larger than 1")
     if len(shape) > 2 and any(s != shape[0] for s in shape):
         raise RuntimeError("all dimensions of input must be of equal length")
+    if self.requires_grad and self.is_leaf and _C.is_grad_enabled():
+        raise RuntimeError("a view of " + _LEAF_MSG)
     numel = int(_np.prod(shape))
     if len(shape) == 2:
         h, w = shape
@@ -604,10 +614,9 @@ def exponential_(self, lambd=1.0, *, generator=None):
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    """Cauchy(median, sigma) samples, in place: median + sigma tan(pi (U - 1/2))."""
+    """Cauchy(median, sigma) samples, in place: median + sigma tan(pi (U - 1/2))
+    (sigma is not checked, as in PyTorch)."""
     _floating_only(self, "cauchy")
-    if sigma <= 0:
-        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     u = _uniform(self, generator, "cauchy_")
     return _fill_samples(self, (pi * (u - 0.5)).tan() * sigma + median)
 
@@ -708,9 +717,9 @@ def _H(self):
         return self
     if self.dim() != 2:
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
-                           f"{self.dim()}-D tensor. "
-                           + ("For batches of matrices, consider using tensor.mH"
-                              if self.dim() > 2 else "").rstrip())
+                           f"{self.dim()}-D tensor."
+                           + (" For batches of matrices, consider using tensor.mH"
+                              if self.dim() > 2 else ""))
     return self.transpose(0, 1)
 
 
