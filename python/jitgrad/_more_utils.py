@@ -502,6 +502,9 @@ _LEAF_MSG = "a leaf Variable that requires grad is being used in an in-place ope
 def _set_view(self, view):
     """self becomes view (a view of its storage) in place: PyTorch's
     in-place view ops change a tensor's metadata, not its values."""
+    # a tensor changing identity cannot be traced: inside a compiled
+    # function the call runs eagerly (nothing happens outside a trace)
+    _C._graph_break("an in-place view op (squeeze_, unsqueeze_, t_, transpose_) runs eagerly")
     if self.requires_grad and self.is_leaf and _C.is_grad_enabled():
         raise RuntimeError(_LEAF_MSG)
     if self.is_leaf:
@@ -543,8 +546,6 @@ def fill_diagonal_(self, fill_value, wrap=False):
         raise RuntimeError("dimensions must larger than 1")
     if len(shape) > 2 and any(s != shape[0] for s in shape):
         raise RuntimeError("all dimensions of input must be of equal length")
-    if self.requires_grad and self.is_leaf and _C.is_grad_enabled():
-        raise RuntimeError("a view of " + _LEAF_MSG)
     numel = int(_np.prod(shape))
     if len(shape) == 2:
         h, w = shape
@@ -556,7 +557,12 @@ def fill_diagonal_(self, fill_value, wrap=False):
         flat = _np.arange(shape[0]) * step
     mask = _np.zeros(numel, dtype=bool)
     mask[flat] = True
-    return self.masked_fill_(_C.from_numpy(mask.reshape(shape)), fill_value)
+    try:
+        return self.masked_fill_(_C.from_numpy(mask.reshape(shape)), fill_value)
+    except RuntimeError as e:
+        if str(e) == _LEAF_MSG:  # PyTorch writes through a view of self
+            raise RuntimeError("a view of " + _LEAF_MSG) from None
+        raise
 
 
 _TYPE_NAMES = {_F32: "Float", _F64: "Double", _I64: "Long", _I32: "Int", _BOOL: "Bool"}
@@ -579,7 +585,10 @@ def _fill_samples(self, values):
     return self.copy_(values.to(self.dtype))
 
 
-def random_(self, from_=0, to=None, *, generator=None, **kw):
+_UNSET = object()
+
+
+def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
     """Integers uniform in [from, to) (to=None: up to the dtype's largest
     exactly representable integer, 2^24 for float32, 2^53 for float64),
     cast to self's dtype, in place."""
@@ -587,9 +596,11 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
         from_ = kw.pop("from")
     if kw:
         raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kw))}'")
-    if to is None and from_ != 0 and "to" not in kw:
+    if to is _UNSET and from_ is not _UNSET:
         from_, to = 0, from_  # random_(to)
-    if to is None:
+    if from_ is _UNSET:
+        from_ = 0
+    if to is _UNSET or to is None:
         to = {_F32: (1 << 24) + 1, _F64: (1 << 53) + 1, _I64: (1 << 63) - 1, _I32: (1 << 31) - 1,
               _BOOL: 2}[self.dtype]
     if from_ >= to:
@@ -650,6 +661,7 @@ def resize_(self, *sizes, memory_format=None):
     Tensors that require grad are refused, as PyTorch does."""
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
+    _C._graph_break("resize_ runs eagerly")
     shape = _size_args(sizes, "resize_")
     if shape == tuple(self.shape):
         return self

@@ -101,7 +101,8 @@ def test_eye(shape, dt):
 
 def test_eye_errors():
     raises_like(lambda: init.eye_(jg.empty(3)), lambda: torch.nn.init.eye_(torch.empty(3)))
-    raises_like(lambda: init.eye_(jg.empty(2, 2, 2)), lambda: torch.nn.init.eye_(torch.empty(2, 2, 2)))
+    raises_like(lambda: init.eye_(jg.empty(2, 2, 2)),
+                lambda: torch.nn.init.eye_(torch.empty(2, 2, 2)))
 
 
 @pytest.mark.parametrize("shape,groups", [((4, 2, 3), 1), ((4, 2, 3), 2), ((3, 16, 5, 5), 1),
@@ -119,7 +120,8 @@ def test_dirac(shape, groups):
 
 
 def test_dirac_errors():
-    raises_like(lambda: init.dirac_(jg.empty(3, 3)), lambda: torch.nn.init.dirac_(torch.empty(3, 3)))
+    raises_like(lambda: init.dirac_(jg.empty(3, 3)),
+                lambda: torch.nn.init.dirac_(torch.empty(3, 3)))
     raises_like(lambda: init.dirac_(jg.empty(5, 2, 3), 2),
                 lambda: torch.nn.init.dirac_(torch.empty(5, 2, 3), 2))
 

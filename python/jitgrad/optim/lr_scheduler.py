@@ -814,7 +814,8 @@ class PolynomialLR(_LRScheduler):
 
     def _get_closed_form_lr(self):
         return [
-            base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+            base_lr
+            * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
             for base_lr in self.base_lrs
         ]
 
