@@ -279,6 +279,10 @@ int jgp_generator_arg(PyObject *o, const char *fn, jg_generator **g) {
     if (!o || o == Py_None)
         return 0;
     PyObject *cap = PyObject_GetAttrString(o, "_cap");
+    if (cap == Py_None) { /* jitgrad.default_generator: the global one */
+        Py_DECREF(cap);
+        return 0;
+    }
     if (!cap || !PyCapsule_IsValid(cap, GEN_CAPSULE)) {
         Py_XDECREF(cap);
         PyErr_Clear();

@@ -447,6 +447,59 @@ def seed():
     return s
 
 
+def _global_generator():
+    """jitgrad.default_generator: a Generator whose state is the global
+    one (manual_seed, get_rng_state ... act on the same numbers)."""
+    from ._generator import Generator
+
+    class _DefaultGenerator(Generator):
+        def __init__(self):
+            self._cap = None  # draws with generator=default_generator: the global one
+
+        def manual_seed(self, seed):
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                try:
+                    seed = int(seed)
+                except (TypeError, ValueError):
+                    raise TypeError(f"manual_seed expected a long, but got "
+                                    f"{type(seed).__name__}") from None
+            _C.manual_seed(seed & _MASK)
+            return self
+
+        def seed(self):
+            return seed()
+
+        def initial_seed(self):
+            return initial_seed()
+
+        def get_state(self):
+            return get_rng_state()
+
+        def set_state(self, new_state):
+            set_rng_state(new_state)
+            return self
+
+        def __reduce__(self):
+            raise TypeError("cannot pickle the default generator")
+
+    _DefaultGenerator.__name__ = _DefaultGenerator.__qualname__ = "Generator"
+    _DefaultGenerator.__module__ = "jitgrad"
+    return _DefaultGenerator()
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """Integers uniform in [low, high) with input's size (and dtype unless
+    given); randint_like(input, high) as PyTorch's."""
+    _tensor_arg(input, "randint_like")
+    if high is None:
+        low, high = 0, low
+    if device is not None:
+        _C.zeros(0, device=device)
+    return _finish(random_(_C.zeros(tuple(input.shape), dtype=dtype or input.dtype), low, high,
+                           generator=generator), requires_grad)
+
+
 # ------------------------------------------------------------ inference mode
 
 _inference = [False]
@@ -748,12 +801,43 @@ def _return_self(self, *args, **kwargs):
     return self
 
 
+def is_complex(input):
+    """False: jitgrad has no complex dtypes."""
+    _tensor_arg(input, "is_complex")
+    return False
+
+
+def is_conj(input):
+    """False: real tensors are never conjugated views."""
+    _tensor_arg(input, "is_conj")
+    return False
+
+
+def is_neg(input):
+    """False: jitgrad makes no lazily negated views."""
+    _tensor_arg(input, "is_neg")
+    return False
+
+
+def resolve_conj(input):
+    """input itself (a real tensor has no conjugate bit to resolve)."""
+    _tensor_arg(input, "resolve_conj")
+    return input
+
+
+def resolve_neg(input):
+    """input itself (no negative bit to resolve)."""
+    _tensor_arg(input, "resolve_neg")
+    return input
+
+
 def install(T, namespace):
     """The Tensor methods and the torch.* functions of this module."""
     for name in ("squeeze_", "unsqueeze_", "t_", "transpose_", "fill_diagonal_", "random_",
                  "exponential_", "cauchy_", "log_normal_", "geometric_", "resize_",
                  "resize_as_", "is_signed", "is_same_size", "is_nonzero", "get_device",
-                 "adjoint", "is_inference"):
+                 "adjoint", "is_inference", "is_complex", "is_conj", "is_neg", "resolve_conj",
+                 "resolve_neg"):
         setattr(T, name, globals()[name])
     T.swapdims_ = T.swapaxes_ = transpose_
     T.new = _new
@@ -770,5 +854,11 @@ def install(T, namespace):
                  "empty_strided", "full_like", "as_tensor", "asarray", "scalar_tensor",
                  "get_rng_state", "set_rng_state", "initial_seed", "seed", "inference_mode",
                  "is_inference_mode_enabled", "is_inference", "is_nonzero", "get_device",
-                 "adjoint", "is_same_size", "is_signed"):
+                 "adjoint", "is_same_size", "is_signed", "randint_like", "is_complex", "is_conj",
+                 "is_neg", "resolve_conj", "resolve_neg"):
         namespace[name] = globals()[name]
+    global default_generator
+    default_generator = namespace["default_generator"] = _global_generator()
+    from . import random
+
+    namespace["random"] = random

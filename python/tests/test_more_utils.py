@@ -672,3 +672,78 @@ def test_compiled_inplace_views_run_eagerly(backend, capfd):
         (gb,) = jg.autograd.grad(rb.sum(), [xb])
         assert ga.tolist() == gb.tolist()
     capfd.readouterr()
+
+
+def test_default_generator_and_random_module():
+    g = jg.default_generator
+    assert isinstance(g, jg.Generator)
+    assert jg.random.default_generator is g
+    jg.manual_seed(17)
+    assert g.initial_seed() == 17 == jg.random.initial_seed()
+    state = g.get_state()
+    a = jg.rand(3)
+    assert g.set_state(state) is g
+    assert jg.rand(3).tolist() == a.tolist()
+    assert g.manual_seed(17) is g
+    assert jg.rand(3, generator=g).tolist() == a.tolist()  # draws from the global state
+    assert jg.random.manual_seed(17) is g
+    assert jg.rand(3).tolist() == a.tolist()
+    jg.random.set_rng_state(state)
+    assert jg.random.get_rng_state().tolist() == state.tolist()
+    s = g.seed()
+    assert jg.initial_seed() == s
+
+
+def test_fork_rng():
+    jg.manual_seed(2)
+    with jg.random.fork_rng():
+        inside = jg.rand(4)
+    assert jg.rand(4).tolist() == inside.tolist()
+    jg.manual_seed(2)
+    with jg.random.fork_rng(enabled=False):
+        jg.rand(4)
+    assert jg.rand(4).tolist() != inside.tolist()
+    for T in (jg, torch):  # restored also when the block raises
+        T.manual_seed(3)
+        with pytest.raises(KeyError):
+            with T.random.fork_rng():
+                T.rand(2)
+                raise KeyError
+        first = T.rand(2)
+        T.manual_seed(3)
+        assert T.rand(2).tolist() == first.tolist()
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int64", "int32"])
+def test_randint_like(dt):
+    x = jg.ones(2000, dtype=getattr(jg, dt))
+    v = jg.randint_like(x, 5)
+    assert v.dtype is x.dtype and tuple(v.shape) == (2000,)
+    assert set(v.tolist()) == {0, 1, 2, 3, 4}
+    v = jg.randint_like(x, 2, 5, dtype=jg.int64)
+    assert v.dtype is jg.int64 and set(v.tolist()) == {2, 3, 4}
+    assert set(jg.randint_like(x, high=3).tolist()) == {0, 1, 2}
+    t = torch.ones(3, dtype=getattr(torch, dt))
+    assert dname(jg.randint_like(jg.ones(3, dtype=getattr(jg, dt)), 4).dtype) == \
+        dname(torch.randint_like(t, 4).dtype)
+    a = jg.randint_like(x, 9, generator=jg.Generator().manual_seed(1))
+    b = jg.randint_like(x, 9, generator=jg.Generator().manual_seed(1))
+    assert a.tolist() == b.tolist()
+
+
+def test_randint_like_errors_and_grad():
+    raises_like(lambda: jg.randint_like(jg.ones(3), 5, 2),
+                lambda: torch.randint_like(torch.ones(3), 5, 2))
+    raises_like(lambda: jg.randint_like(jg.ones(3), 0),
+                lambda: torch.randint_like(torch.ones(3), 0))
+    assert jg.randint_like(jg.ones(3), 4, requires_grad=True).requires_grad
+
+
+def test_real_only_predicates():
+    for dt in DTYPES:
+        j, t = jg.ones(2, dtype=getattr(jg, dt)), torch.ones(2, dtype=getattr(torch, dt))
+        for name in ("is_complex", "is_conj", "is_neg"):
+            assert getattr(j, name)() == getattr(t, name)()
+            assert getattr(jg, name)(j) == getattr(torch, name)(t)
+        assert j.resolve_conj() is j and jg.resolve_neg(j) is j
+        assert t.resolve_conj() is t and torch.resolve_neg(t) is t
