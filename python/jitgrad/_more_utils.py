@@ -500,6 +500,108 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
                            generator=generator), requires_grad)
 
 
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None,
+           device=None, pin_memory=False, requires_grad=False):
+    """Normal(mean, std) samples: tensor mean and/or std broadcast together
+    (the result's size), or two numbers and size.  As in PyTorch 1.13 the
+    result of tensor arguments carries their history with zero gradients."""
+    from ._generator import _drawing
+
+    if out is not None:
+        raise TypeError("normal(): jitgrad does not support out=")
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if not mt and not st:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments - got "
+                            f"({type(mean).__name__}, {type(std).__name__}), but expected "
+                            "(Tensor mean, Tensor std), (Tensor mean, float std), "
+                            "(float mean, Tensor std) or (float mean, float std, tuple of ints "
+                            "size)")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+        if device is not None:
+            _C.zeros(0, device=device)
+        with _drawing(generator, "normal"):
+            z = _C.randn(tuple(size), dtype=dtype or _F32)
+        return _finish(z * std + mean, requires_grad)
+    if st:
+        if (std.detach() < 0).any().item():
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    md = mean.detach() if mt else mean
+    sd = std.detach() if st else std
+    ref = (md * 0 if mt else 0) + (sd * 0 if st else 0)
+    shape = tuple(ref.shape)
+    with _drawing(generator, "normal"):
+        z = _C.randn(shape, dtype=ref.dtype)
+    sample = z * sd + md
+    tracked = [t for t in (mean, std) if isinstance(t, Tensor) and t.requires_grad]
+    for t in tracked:  # the history, with zero gradients (PyTorch's NormalBackward)
+        sample = sample + t * 0
+    return sample
+
+
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """steps values base ** x for x evenly spaced from start to end."""
+    if out is not None:
+        raise TypeError("logspace(): jitgrad does not support out=")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    d = dtype or _F32
+    x = _np.linspace(float(start), float(end), int(steps))
+    v = _np.power(float(base), x)
+    return _finish(_C.from_numpy(_np.ascontiguousarray(v)).to(d), requires_grad)
+
+
+def range_(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False):
+    """Deprecated: values from start to end inclusive, step apart (float32
+    unless dtype says); arange is the half-open form."""
+    import warnings
+
+    warnings.warn("torch.range is deprecated and will be removed in a future release because "
+                  "its behavior is inconsistent with Python's range builtin. Instead, use "
+                  "torch.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=2)
+    if out is not None:
+        raise TypeError("range(): jitgrad does not support out=")
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    n = int(_math.floor((end - start) / step)) + 1
+    v = start + _np.arange(n, dtype=_np.float64) * step
+    return _finish(_C.from_numpy(v).to(dtype or _F32), requires_grad)
+
+
+range_.__name__ = "range"
+
+
+def _tri_indices(row, col, offset, dtype, fn, lower):
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+    r, c = _np.indices((row, col))
+    keep = (c - r <= offset) if lower else (c - r >= offset)
+    idx = _np.stack([r[keep], c[keep]]).astype(_np.int64).reshape(2, -1)
+    return _C.from_numpy(_np.ascontiguousarray(idx)).to(dtype or _I64)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The 2 x N (row, column) indices of the lower triangle of a row x col
+    matrix (diagonal offset), row by row."""
+    return _tri_indices(row, col, offset, dtype, "tril_indices", True)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The 2 x N (row, column) indices of the upper triangle of a row x col
+    matrix (diagonal offset), row by row."""
+    return _tri_indices(row, col, offset, dtype, "triu_indices", False)
+
+
 # ------------------------------------------------------------ inference mode
 
 _inference = [False]
@@ -855,8 +957,14 @@ def install(T, namespace):
                  "get_rng_state", "set_rng_state", "initial_seed", "seed", "inference_mode",
                  "is_inference_mode_enabled", "is_inference", "is_nonzero", "get_device",
                  "adjoint", "is_same_size", "is_signed", "randint_like", "is_complex", "is_conj",
-                 "is_neg", "resolve_conj", "resolve_neg"):
+                 "is_neg", "resolve_conj", "resolve_neg", "normal", "logspace", "tril_indices",
+                 "triu_indices"):
         namespace[name] = globals()[name]
+    namespace["range"] = range_
+    for name in ("is_sparse", "is_quantized", "is_meta", "is_mkldnn", "is_nested",
+                 "is_sparse_csr", "is_vulkan", "is_xpu", "is_ipu", "is_mps", "is_ort"):
+        setattr(T, name, property(lambda self: False))  # a dense CPU tensor
+    T.is_shared = lambda self: False
     global default_generator
     default_generator = namespace["default_generator"] = _global_generator()
     from . import random

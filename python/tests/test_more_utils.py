@@ -2,6 +2,7 @@
 promotion, creation functions, RNG state, inference_mode and Tensor
 utilities (in-place view ops, fill_diagonal_, random fills, resize_ ...)."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -747,3 +748,132 @@ def test_real_only_predicates():
             assert getattr(jg, name)(j) == getattr(torch, name)(t)
         assert j.resolve_conj() is j and jg.resolve_neg(j) is j
         assert t.resolve_conj() is t and torch.resolve_neg(t) is t
+
+
+def test_normal_forms():
+    jg.manual_seed(5)
+    v = np.array(jg.normal(2.0, 3.0, size=(40000,)).tolist())
+    assert abs(v.mean() - 2.0) < 0.05 and abs(v.std() - 3.0) < 0.05
+    for args, kw in [((2.0, 3.0, (2,)), {}), ((2.0, 3.0, (2,)), {"dtype": "float64"})]:
+        jkw = {k: getattr(jg, v) for k, v in kw.items()}
+        tkw = {k: getattr(torch, v) for k, v in kw.items()}
+        j, t = jg.normal(*args, **jkw), torch.normal(*args, **tkw)
+        assert dname(j.dtype) == dname(t.dtype) and tuple(j.shape) == tuple(t.shape)
+    for mk in (lambda T: (T.normal(T.zeros(2, dtype=T.float64)),),
+               lambda T: (T.normal(0.0, T.ones(2)),),
+               lambda T: (T.normal(T.zeros(2, 1), T.ones(3)),),
+               lambda T: (T.normal(T.zeros(3), 2.0),)):
+        (j,), (t,) = mk(jg), mk(torch)
+        assert dname(j.dtype) == dname(t.dtype) and tuple(j.shape) == tuple(t.shape)
+    m = jg.tensor([0.0, 10.0, -5.0], dtype=jg.float64)
+    s = jg.tensor([1.0, 0.5, 2.0], dtype=jg.float64)
+    draws = np.array([jg.normal(m, s).tolist() for _ in range(4000)])
+    np.testing.assert_allclose(draws.mean(0), [0.0, 10.0, -5.0], atol=0.1)
+    np.testing.assert_allclose(draws.std(0), [1.0, 0.5, 2.0], atol=0.1)
+    a = jg.normal(m, s, generator=jg.Generator().manual_seed(2))
+    b = jg.normal(m, s, generator=jg.Generator().manual_seed(2))
+    assert a.tolist() == b.tolist()
+
+
+def test_normal_grad_and_errors():
+    grads = []
+    for T in (jg, torch):
+        m = T.zeros(3, requires_grad=True)
+        s = T.ones(3, requires_grad=True)
+        y = T.normal(m, s)
+        assert y.requires_grad
+        (y * 2).sum().backward()
+        grads.append((m.grad.tolist(), s.grad.tolist()))
+    assert grads[0] == grads[1] == ([0.0] * 3, [0.0] * 3)
+    for c in (lambda T: T.normal(T.zeros(2), T.ones(3)),
+              lambda T: T.normal(T.zeros(2), -1.0),
+              lambda T: T.normal(0.0, -1.0, (2,)),
+              lambda T: T.normal(T.zeros(2), T.tensor([1.0, -1.0]))):
+        raises_like(lambda: c(jg), lambda: c(torch))
+    with pytest.raises(TypeError, match="normal"):
+        jg.normal(2.0, 3.0)
+
+
+@pytest.mark.parametrize("args,kw", [((0, 2, 3), {}),
+                                     ((0, 2, 3), {"base": 2, "dtype": "float64"}),
+                                     ((0, 2, 3), {"dtype": "int64"}), ((-1, 1.5, 6), {}),
+                                     ((1, 1, 1), {}), ((0, 3, 0), {}), ((2, 0, 5), {"base": 3.0})])
+def test_logspace(args, kw):
+    jkw = {k: getattr(jg, v) if k == "dtype" else v for k, v in kw.items()}
+    tkw = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}
+    j, t = jg.logspace(*args, **jkw), torch.logspace(*args, **tkw)
+    assert dname(j.dtype) == dname(t.dtype) and tuple(j.shape) == tuple(t.shape)
+    np.testing.assert_allclose(np.array(j.tolist(), dtype=float),
+                               np.array(t.tolist(), dtype=float),
+                               rtol=1e-6)
+    raises_like(lambda: jg.logspace(0, 1, -1), lambda: torch.logspace(0, 1, -1))
+
+
+@pytest.mark.parametrize("args,kw", [((0, 3), {}), ((0, 1, 0.25), {"dtype": "float64"}),
+                                     ((3, -1, -1), {}), ((1, 2, 0.3), {}),
+                                     ((0, 4, 2), {"dtype": "int64"})])
+def test_range(args, kw):
+    jkw = {k: getattr(jg, v) if k == "dtype" else v for k, v in kw.items()}
+    tkw = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}
+    with pytest.warns(UserWarning, match="torch.range is deprecated"):
+        j = jg.range(*args, **jkw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = torch.range(*args, **tkw)
+    assert dname(j.dtype) == dname(t.dtype) and tuple(j.shape) == tuple(t.shape)
+    np.testing.assert_allclose(np.array(j.tolist()), np.array(t.tolist()), rtol=1e-6)
+
+
+def test_range_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raises_like(lambda: jg.range(1, 0), lambda: torch.range(1, 0))
+        with pytest.raises(TypeError):
+            jg.range(5)
+        with pytest.raises(TypeError):
+            torch.range(5)
+
+
+@pytest.mark.parametrize("fn", ["tril_indices", "triu_indices"])
+@pytest.mark.parametrize("args", [(3, 3), (3, 4, 1), (3, 4, -1), (4, 3, 2), (0, 4), (5, 2, -7),
+                                  (2, 5, 9), (1, 1)])
+def test_tri_indices(fn, args):
+    j, t = getattr(jg, fn)(*args), getattr(torch, fn)(*args)
+    same(j, t)
+    same(getattr(jg, fn)(*args, dtype=jg.int32), getattr(torch, fn)(*args, dtype=torch.int32))
+
+
+def test_tri_indices_errors():
+    for fn in ("tril_indices", "triu_indices"):
+        raises_like(lambda: getattr(jg, fn)(-1, 4), lambda: getattr(torch, fn)(-1, 4))
+        raises_like(lambda: getattr(jg, fn)(2, -4), lambda: getattr(torch, fn)(2, -4))
+
+
+def test_layout_predicates():
+    j, t = jg.ones(2), torch.ones(2)
+    for name in ("is_sparse", "is_quantized", "is_meta", "is_mkldnn", "is_nested",
+                 "is_sparse_csr", "is_vulkan", "is_xpu", "is_ipu", "is_mps", "is_ort"):
+        assert getattr(j, name) is getattr(t, name) is False
+    assert j.is_shared() is t.is_shared() is False
+
+
+@pytest.mark.skipif(not jg.HAS_COMPILER, reason="no compiler")
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_compiled_normal(backend):
+    def f(m, s):
+        return (jg.normal(m, s) * m).sum() + jg.normal(0.5, 2.0, size=(3,)).sum()
+
+    m0 = jg.tensor([0.5, -1.0, 2.0], dtype=jg.float64)
+    s0 = jg.tensor([1.0, 0.5, 2.0], dtype=jg.float64)
+    cf = jg.compile(f, backend=backend)
+    for _ in range(2):
+        ma, sa = m0.detach().requires_grad_(), s0.detach().requires_grad_()
+        mb, sb = m0.detach().requires_grad_(), s0.detach().requires_grad_()
+        jg.manual_seed(11)
+        ra = f(ma, sa)
+        jg.manual_seed(11)
+        rb = cf(mb, sb)
+        assert ra.tolist() == rb.tolist()
+        ga = jg.autograd.grad(ra, [ma, sa])
+        gb = jg.autograd.grad(rb, [mb, sb])
+        assert [g.tolist() for g in ga] == [g.tolist() for g in gb]
