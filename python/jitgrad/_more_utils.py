@@ -602,6 +602,86 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     return _tri_indices(row, col, offset, dtype, "triu_indices", False)
 
 
+# ------------------------------------------------------------ global flags
+# jitgrad's kernels are deterministic and its float32 matmuls always run in
+# full float32: these record PyTorch's switches so that scripts setting and
+# reading them behave as with PyTorch.
+
+_flags = {"deterministic": False, "warn_only": False, "matmul": "highest", "warn_always": False}
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Records the switch (every jitgrad kernel is deterministic already)."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"_set_deterministic_algorithms(): argument 'mode' (position 1) must be "
+                        f"bool, not {type(mode).__name__}")
+    _flags["deterministic"] = mode
+    _flags["warn_only"] = _b.bool(warn_only) and mode
+
+
+def are_deterministic_algorithms_enabled():
+    return _flags["deterministic"]
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _flags["warn_only"]
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """0 / 'default', 1 / 'warn', 2 / 'error': use_deterministic_algorithms
+    off, on with warn_only, on."""
+    if isinstance(debug_mode, str):
+        names = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in names:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, "
+                               f"`error`, but got {debug_mode}")
+        debug_mode = names[debug_mode]
+    if not isinstance(debug_mode, int) or isinstance(debug_mode, bool):
+        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode).__name__}")
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got "
+                           f"{debug_mode}")
+    use_deterministic_algorithms(debug_mode > 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode():
+    if not _flags["deterministic"]:
+        return 0
+    return 1 if _flags["warn_only"] else 2
+
+
+def set_float32_matmul_precision(precision):
+    """Records 'highest', 'high' or 'medium' (jitgrad always computes float32
+    matmuls in float32); another string warns and changes nothing."""
+    if not isinstance(precision, str):
+        raise RuntimeError(f"set_float32_matmul_precision expects a str, but got "
+                           f"{type(precision).__name__}")
+    if precision not in ("highest", "high", "medium"):
+        import warnings
+
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      "setFloat32MatmulPrecision call has no effect.", stacklevel=2)
+        return
+    _flags["matmul"] = precision
+
+
+def get_float32_matmul_precision():
+    return _flags["matmul"]
+
+
+def set_warn_always(b):
+    _flags["warn_always"] = _b.bool(b)
+
+
+def is_warn_always_enabled():
+    return _flags["warn_always"]
+
+
+def is_storage(obj):
+    """False: jitgrad exposes no storage objects."""
+    return False
+
+
 # ------------------------------------------------------------ inference mode
 
 _inference = [False]
@@ -958,7 +1038,12 @@ def install(T, namespace):
                  "is_inference_mode_enabled", "is_inference", "is_nonzero", "get_device",
                  "adjoint", "is_same_size", "is_signed", "randint_like", "is_complex", "is_conj",
                  "is_neg", "resolve_conj", "resolve_neg", "normal", "logspace", "tril_indices",
-                 "triu_indices"):
+                 "triu_indices", "use_deterministic_algorithms",
+                 "are_deterministic_algorithms_enabled",
+                 "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
+                 "get_deterministic_debug_mode", "set_float32_matmul_precision",
+                 "get_float32_matmul_precision", "set_warn_always", "is_warn_always_enabled",
+                 "is_storage"):
         namespace[name] = globals()[name]
     namespace["range"] = range_
     for name in ("is_sparse", "is_quantized", "is_meta", "is_mkldnn", "is_nested",

@@ -877,3 +877,39 @@ def test_compiled_normal(backend):
         ga = jg.autograd.grad(ra, [ma, sa])
         gb = jg.autograd.grad(rb, [mb, sb])
         assert [g.tolist() for g in ga] == [g.tolist() for g in gb]
+
+
+def _flag_trace(T):
+    out = [T.are_deterministic_algorithms_enabled(),
+           T.is_deterministic_algorithms_warn_only_enabled(), T.get_deterministic_debug_mode()]
+    T.use_deterministic_algorithms(True)
+    out += [T.are_deterministic_algorithms_enabled(), T.get_deterministic_debug_mode()]
+    T.use_deterministic_algorithms(True, warn_only=True)
+    out += [T.is_deterministic_algorithms_warn_only_enabled(), T.get_deterministic_debug_mode()]
+    for mode in ("error", 0, "warn", 2, "default", 1, 0):
+        T.set_deterministic_debug_mode(mode)
+        out += [T.get_deterministic_debug_mode(), T.are_deterministic_algorithms_enabled(),
+                T.is_deterministic_algorithms_warn_only_enabled()]
+    T.use_deterministic_algorithms(False)
+    out.append(T.get_float32_matmul_precision())
+    for p in ("high", "medium", "highest"):
+        T.set_float32_matmul_precision(p)
+        out.append(T.get_float32_matmul_precision())
+    out.append(T.is_warn_always_enabled())
+    T.set_warn_always(True)
+    out.append(T.is_warn_always_enabled())
+    T.set_warn_always(False)
+    out.append(T.is_storage(T.ones(1)))
+    return out
+
+
+def test_global_flags():
+    assert _flag_trace(jg) == _flag_trace(torch)
+    for c in (lambda T: T.use_deterministic_algorithms("x"),
+              lambda T: T.set_deterministic_debug_mode("x"),
+              lambda T: T.set_deterministic_debug_mode(3),
+              lambda T: T.set_float32_matmul_precision(1)):
+        raises_like(lambda: c(jg), lambda: c(torch))
+    with pytest.warns(UserWarning, match="is not one of 'highest', 'high', or 'medium'"):
+        jg.set_float32_matmul_precision("x")
+    assert jg.get_float32_matmul_precision() == "highest"
