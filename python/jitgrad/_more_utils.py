@@ -324,10 +324,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         if copy is False and not shared:
             raise ValueError("can't alias tensor from a different dtype or device without "
                              "copying it")
-        if copy:
-            t = t.clone() if t is obj or shared else t
-            if isinstance(obj, Tensor):
-                t = t.detach() if not obj.requires_grad else t
+        if isinstance(obj, Tensor) and t is not obj:
+            t = t.detach()  # a converted tensor has no history (PyTorch's neither)
+        if copy:  # a copy without history (PyTorch's too)
+            t = (t.detach().clone() if t is obj or shared else t.detach())
     else:
         if copy is False:
             raise ValueError("can't alias a Python sequence or number without copying it")

@@ -212,6 +212,12 @@ def test_as_tensor_grad():
 def test_asarray():
     a = jg.ones(3)
     assert jg.asarray(a) is a
+    for T in (jg, torch):
+        g = T.ones(2, requires_grad=True)
+        gc = T.asarray(g, copy=True)
+        assert not gc.requires_grad and gc.grad_fn is None
+        assert T.asarray(g) is g
+        assert not T.asarray(g, dtype=T.float64).requires_grad
     c = jg.asarray(a, copy=True)
     assert c is not a and c.tolist() == a.tolist()
     c[0] = 7
