@@ -1045,7 +1045,18 @@ def install(T, namespace):
                  "get_float32_matmul_precision", "set_warn_always", "is_warn_always_enabled",
                  "is_storage"):
         namespace[name] = globals()[name]
-    namespace["range"] = range_
+    # jitgrad.range through the module's __getattr__: a global named range
+    # would shadow the builtin in jitgrad/__init__.py's own code
+    prev_getattr = namespace.get("__getattr__")
+
+    def __getattr__(name):
+        if name == "range":
+            return range_
+        if prev_getattr is not None:
+            return prev_getattr(name)
+        raise AttributeError(f"module 'jitgrad' has no attribute '{name}'")
+
+    namespace["__getattr__"] = __getattr__
     for name in ("is_sparse", "is_quantized", "is_meta", "is_mkldnn", "is_nested",
                  "is_sparse_csr", "is_vulkan", "is_xpu", "is_ipu", "is_mps", "is_ort"):
         setattr(T, name, property(lambda self: False))  # a dense CPU tensor

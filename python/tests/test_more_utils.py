@@ -919,3 +919,17 @@ def test_global_flags():
     with pytest.warns(UserWarning, match="is not one of 'highest', 'high', or 'medium'"):
         jg.set_float32_matmul_precision("x")
     assert jg.get_float32_matmul_precision() == "highest"
+
+
+def test_builtin_range_not_shadowed():
+    """jitgrad.range exists, yet the package's own code still finds the
+    builtin range (Tensor.T, iteration)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuple(jg.ones(2, 3).T.shape) == (3, 2)
+        assert [v.item() for v in jg.arange(3)] == [0, 1, 2]
+    from jitgrad import range as jrange
+
+    assert jrange is jg.range
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        jg.nope
