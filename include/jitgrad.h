@@ -889,6 +889,11 @@ uint64_t jg_generator_initial_seed(const jg_generator *g);
 uint64_t jg_generator_get_state(const jg_generator *g);
 void jg_generator_set_state(jg_generator *g, uint64_t state);
 jg_generator *jg_generator_use(jg_generator *g);
+/* The calling thread's global generator: its initial seed (the last
+ * jg_manual_seed) and state, read and written whatever generator is
+ * installed (get_rng_state / set_rng_state / initial_seed). */
+void jg_global_rng_get(uint64_t *initial, uint64_t *state);
+void jg_global_rng_set(uint64_t initial, uint64_t state);
 /* Views of consecutive pieces of a along dim, into out[]: of split_size
  * each (the last may be smaller; at most max_out pieces), of the n listed
  * sizes (summing to the dim's size), or every index with dim removed

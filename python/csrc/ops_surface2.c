@@ -279,6 +279,10 @@ int jgp_generator_arg(PyObject *o, const char *fn, jg_generator **g) {
     if (!o || o == Py_None)
         return 0;
     PyObject *cap = PyObject_GetAttrString(o, "_cap");
+    if (cap == Py_None) { /* jitgrad.default_generator: the global one */
+        Py_DECREF(cap);
+        return 0;
+    }
     if (!cap || !PyCapsule_IsValid(cap, GEN_CAPSULE)) {
         Py_XDECREF(cap);
         PyErr_Clear();
@@ -359,6 +363,55 @@ static PyObject *f_generator_restore(PyObject *mod, PyObject *h) {
     if (!p && PyErr_Occurred())
         return NULL;
     jg_generator_use(p);
+    Py_RETURN_NONE;
+}
+
+/* _rng_get() -> (initial seed, state) of the global generator as unsigned
+ * ints; _rng_set(initial, state) */
+static PyObject *f_rng_get(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    uint64_t initial, state;
+    jg_global_rng_get(&initial, &state);
+    return Py_BuildValue("(KK)", (unsigned long long)initial, (unsigned long long)state);
+}
+
+static PyObject *f_rng_set(PyObject *mod, PyObject *args) {
+    (void)mod;
+    unsigned long long initial, state;
+    if (!PyArg_ParseTuple(args, "KK", &initial, &state))
+        return NULL;
+    jg_global_rng_set(initial, state);
+    Py_RETURN_NONE;
+}
+
+/* _rebind_view(t, v): t becomes v, a view of t's storage with history
+ * (squeeze_, unsqueeze_, t_, transpose_ of a tensor with history: PyTorch
+ * moves such a tensor onto the view's node).  Traced tensors are refused. */
+static PyObject *f_rebind_view(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *self, *v;
+    if (!PyArg_ParseTuple(args, "OO", &self, &v))
+        return NULL;
+    if (!jgp_is_tensor(self) || !jgp_is_tensor(v)) {
+        PyErr_SetString(PyExc_TypeError, "_rebind_view: expected two tensors");
+        return NULL;
+    }
+    jg_tensor *old = jgp_t(self), *src = jgp_t(v);
+    if (old == src)
+        Py_RETURN_NONE;
+    if (jg_is_traced(old) || jg_is_traced(src)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "jitgrad: an in-place view op (squeeze_, unsqueeze_, t_, transpose_) "
+                        "on a tensor with history is not supported inside a compiled function");
+        return NULL;
+    }
+    if (!jg_same_storage(old, src) || jg_dtype_of(old) != jg_dtype_of(src)) {
+        PyErr_SetString(PyExc_RuntimeError, "_rebind_view: v must be a view of t");
+        return NULL;
+    }
+    ((JGTensor *)self)->t = jg_retain(src);
+    jg_release(old);
     Py_RETURN_NONE;
 }
 
@@ -470,5 +523,8 @@ PyMethodDef jgp_module_surface2_functions[] = {
     {"_generator_set", f_generator_set, METH_VARARGS, NULL},
     {"_generator_use", f_generator_use, METH_O, NULL},
     {"_generator_restore", f_generator_restore, METH_O, NULL},
+    {"_rng_get", f_rng_get, METH_NOARGS, NULL},
+    {"_rng_set", f_rng_set, METH_VARARGS, NULL},
+    {"_rebind_view", f_rebind_view, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -34,6 +34,16 @@ void jg_manual_seed(uint64_t seed) {
     *gen_state(&global_gen) = global_gen.initial = seed;
 }
 
+void jg_global_rng_get(uint64_t *initial, uint64_t *state) {
+    *initial = global_gen.initial;
+    *state = *gen_state(&global_gen);
+}
+
+void jg_global_rng_set(uint64_t initial, uint64_t state) {
+    global_gen.initial = initial;
+    *gen_state(&global_gen) = state;
+}
+
 uint64_t jg_rng_state(void) {
     return *state_ptr();
 }

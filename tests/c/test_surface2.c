@@ -193,6 +193,31 @@ static void test_surface2_generator(void **state) {
     jg_generator_free(h);
 }
 
+/* the global generator's seed and state read and written back replay the
+ * same numbers, whichever generator is installed meanwhile */
+static void test_surface2_global_rng_state(void **state) {
+    (void)state;
+    jg_manual_seed(21);
+    uint64_t init, st;
+    jg_global_rng_get(&init, &st);
+    assert_int_equal(init, 21);
+    double a[3], b[3];
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(3)), a, sizeof a);
+    jg_generator *g = jg_generator_new(5);
+    jg_generator_use(g);
+    jg_global_rng_set(init, st); /* the global one, not g */
+    jg_generator_use(NULL);
+    jg_generator_free(g);
+    jg_manual_seed(1);
+    jg_global_rng_set(init, st);
+    jg_copy_to(jg_rand(JG_F64, 1, TU_SHAPE(3)), b, sizeof b);
+    assert_memory_equal(a, b, sizeof a);
+    uint64_t init2, st2;
+    jg_global_rng_get(&init2, &st2);
+    assert_int_equal(init2, 21);
+    assert_true(st2 != st);
+}
+
 /* views of the pieces, named as PyTorch's nodes; the gradient reaches the
  * input through them */
 static void test_surface2_split_unbind(void **state) {
@@ -218,10 +243,11 @@ static void test_surface2_split_unbind(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        TU_TEST(test_surface2_min_values),    TU_TEST(test_surface2_gradcheck),
-        TU_TEST(test_surface2_min_ties),      TU_TEST(test_surface2_errors),
-        TU_TEST(test_surface2_clamp_inplace), TU_TEST(test_surface2_cross_entropy_probs),
-        TU_TEST(test_surface2_generator),     TU_TEST(test_surface2_split_unbind),
+        TU_TEST(test_surface2_min_values),       TU_TEST(test_surface2_gradcheck),
+        TU_TEST(test_surface2_min_ties),         TU_TEST(test_surface2_errors),
+        TU_TEST(test_surface2_clamp_inplace),    TU_TEST(test_surface2_cross_entropy_probs),
+        TU_TEST(test_surface2_generator),        TU_TEST(test_surface2_split_unbind),
+        TU_TEST(test_surface2_global_rng_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

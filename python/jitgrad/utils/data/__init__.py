@@ -2,8 +2,16 @@
 batches in the calling process (num_workers is accepted; the order and
 contents of batches are those PyTorch's loader gives with workers, but the
 work is not parallel)."""
-from .dataloader import DataLoader, default_collate, default_convert  # noqa: F401
-from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split  # noqa: F401
+from .dataloader import DataLoader, default_collate, default_convert, get_worker_info  # noqa: F401
+from .dataset import (  # noqa: F401
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
 from .sampler import (  # noqa: F401
     BatchSampler,
     DistributedSampler,
@@ -11,4 +19,5 @@ from .sampler import (  # noqa: F401
     Sampler,
     SequentialSampler,
     SubsetRandomSampler,
+    WeightedRandomSampler,
 )

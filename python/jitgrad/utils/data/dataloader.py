@@ -4,7 +4,14 @@ import numbers
 
 import jitgrad
 
+from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
+
+
+def get_worker_info():
+    """None: jitgrad's DataLoader reads every sample in the calling process
+    (PyTorch returns None there too)."""
+    return None
 
 
 def _stack(batch):
@@ -94,12 +101,26 @@ class DataLoader:
     Iterates over batches of dataset, as PyTorch's: shuffle=True draws a new
     permutation from jitgrad's generator each epoch (the same after the same
     manual_seed; not PyTorch's numbers); batch_size=None yields single samples
-    uncollated.  Everything runs in the calling process."""
+    uncollated.  Everything runs in the calling process.  An IterableDataset
+    is read once, in order, batch_size samples at a time (shuffle, sampler
+    and batch_sampler are refused as PyTorch does; with num_workers > 0
+    PyTorch would read one replica per worker, jitgrad reads it once)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=2, persistent_workers=False, pin_memory_device=""):
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")
@@ -116,7 +137,9 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
-        if sampler is None:
+        if self._iterable:
+            sampler = _InfiniteConstantSampler()
+        elif sampler is None:
             sampler = RandomSampler(dataset, generator=generator) if shuffle \
                 else SequentialSampler(dataset)
         if batch_size is not None and batch_sampler is None:
@@ -136,6 +159,9 @@ class DataLoader:
         self.collate_fn = collate_fn
 
     def __iter__(self):
+        if self._iterable:
+            yield from self._iter_stream()
+            return
         if self.batch_sampler is None:
             for i in self.sampler:
                 yield self.collate_fn(self.dataset[i])
@@ -143,7 +169,38 @@ class DataLoader:
             for idx in self.batch_sampler:
                 yield self.collate_fn([self.dataset[i] for i in idx])
 
+    def _iter_stream(self):
+        """An IterableDataset's samples in order, batch_size at a time (the
+        last, shorter batch dropped with drop_last)."""
+        if self.batch_size is None:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
     def __len__(self):
+        if self._iterable:  # the dataset's own length, in batches
+            length = len(self.dataset)
+            if self.batch_size is not None:
+                length = length // self.batch_size if self.drop_last \
+                    else -(-length // self.batch_size)
+            return length
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         return len(self.sampler)
+
+
+class _InfiniteConstantSampler:
+    """The sampler of a loader over an IterableDataset: None forever (the
+    dataset itself decides what comes next)."""
+
+    def __iter__(self):
+        while True:
+            yield None
