@@ -198,11 +198,21 @@ def einsum(*args):
         _t(o, "einsum", "operands", i + 2)
     labels, out = _einsum_parse(equation, ops)
     sizes = {}
-    for lab, op in zip(labels, ops):
+    for k, (lab, op) in enumerate(zip(labels, ops)):
+        own = {}
         for c, s in zip(lab, op.shape):
+            if c in own and own[c] != s:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but "
+                                   f"the sizes don't match, {s} != {own[c]}")
+            own[c] = s
+        for c, s in own.items():
             if c in sizes and sizes[c] != s and s != 1 and sizes[c] != 1:
-                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
-                                   f"(original->remapped): {list(ops[0].shape)}")
+                if c.isalpha():
+                    raise RuntimeError(f"einsum(): subscript {c} has size {s} for operand {k} "
+                                       "which does not broadcast with previously seen size "
+                                       f"{sizes[c]}")
+                raise RuntimeError("einsum(): operands do not broadcast with remapped shapes "
+                                   f"(original->remapped): {list(op.shape)}")
             sizes[c] = s if c not in sizes or sizes[c] == 1 else sizes[c]
     # repeated subscripts within an operand: its diagonal
     terms = []
@@ -212,10 +222,6 @@ def einsum(*args):
             c = next(c for c in lab if lab.count(c) > 1)
             i = lab.index(c)
             j = lab.index(c, i + 1)
-            if op.shape[i] != op.shape[j]:
-                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand "
-                                   f"{labels.index(labels[len(terms)])} but the sizes don't match, "
-                                   f"{op.shape[i]} != {op.shape[j]}")
             op = _diag_last(op, i, j)
             lab = [x for k, x in enumerate(lab) if k not in (i, j)] + [c]
         terms.append((op, lab))
@@ -244,6 +250,14 @@ def einsum(*args):
     if list(res.shape) != target:
         res = res.expand(*target)
     return res
+
+
+def _mm(a, b):
+    """matmul; integer operands as a broadcast product and sum, so that the
+    result stays integer (jitgrad's matmul computes in floating point)."""
+    if a.is_floating_point() or b.is_floating_point():
+        return a.matmul(b)
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(dim=-2)
 
 
 def _contract(a, la, b, lb, keep):
@@ -279,7 +293,7 @@ def _contract(a, la, b, lb, keep):
         # an outer product per batch: broadcast multiply
         r = pa.reshape(nb, nl, 1) * pb.reshape(nb, 1, nr)
     else:
-        r = pa.reshape(nb, nl, nk).matmul(pb.reshape(nb, nk, nr))
+        r = _mm(pa.reshape(nb, nl, nk), pb.reshape(nb, nk, nr))
     return r.reshape(*bs, *ls, *rs), batch + left + right
 
 
@@ -319,7 +333,7 @@ def tensordot(a, b, dims=2, out=None):
     k = _math.prod(a.shape[i] for i in da)
     pa = a.permute(*(ra + da)).reshape(_math.prod(a.shape[i] for i in ra), k)
     pb = b.permute(*(db + rb)).reshape(k, _math.prod(b.shape[i] for i in rb))
-    return pa.matmul(pb).reshape(*[a.shape[i] for i in ra], *[b.shape[i] for i in rb])
+    return _mm(pa, pb).reshape(*[a.shape[i] for i in ra], *[b.shape[i] for i in rb])
 
 
 def inner(input, other, *, out=None):
@@ -552,8 +566,6 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     _t(input, "diff")
     if input.dim() == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
-    if n < 0:
-        raise RuntimeError(f"order must be non-negative but got {n}")
     dim = _wrap(dim, input.dim())
     parts = []
     for extra in (prepend, input, append):
@@ -561,10 +573,9 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
             continue
         if extra is not input:
             _t(extra, "diff", "prepend" if extra is prepend else "append", 4)
-            if extra.dim() == 0:
-                shape = list(input.shape)
-                shape[dim] = 1
-                extra = extra.expand(*shape)
+            if extra.dim() != input.dim():
+                raise RuntimeError("diff expects prepend or append to be the same dimension as "
+                                   "input")
         parts.append(extra)
     x = _cat(parts, dim) if len(parts) > 1 else input
     for _ in range(n):
@@ -644,14 +655,21 @@ def logaddexp2(input, other, *, out=None):
 
 
 def hypot(input, other, *, out=None):
-    """sqrt(input**2 + other**2) (formed directly: it overflows where the
-    squares do, unlike C's hypot)."""
+    """sqrt(input**2 + other**2) as max * sqrt(1 + (min / max)**2), so it
+    neither overflows nor underflows (an infinity wins over NaN, as C's
+    hypot); its gradient at (0, 0) is 0 where PyTorch's is NaN."""
     if out is not None:
         raise TypeError("hypot(): jitgrad does not support out=")
     _t(input, "hypot")
     _t(other, "hypot", "other", 2)
-    a, b = _promote(input, other)
-    return (a * a + b * b).sqrt()
+    a, b = _promote(_float(input), _float(other))
+    aa, bb = a.abs(), b.abs()
+    m, n = aa.maximum(bb), aa.minimum(bb)
+    zero = m == 0
+    q = n / _C.where(zero, _C.ones_like(m), m)
+    r = m * (q * q + 1.0).sqrt()
+    inf = aa.isinf() | bb.isinf()
+    return _C.where(inf, _C.full(tuple(r.shape), _math.inf, dtype=r.dtype), r)
 
 
 def float_power(input, exponent, *, out=None):
@@ -688,8 +706,7 @@ def copysign(input, other, *, out=None):
 
 
 def _fmaxmin(input, other, fn, keep_first):
-    if not isinstance(other, Tensor):
-        _t(other, fn, "other", 2)
+    _t(other, fn, "other", 2)
     a, b = _binary(input, other, fn)
     if a.is_floating_point():
         cond = keep_first(a, b) | b.isnan()
@@ -722,7 +739,7 @@ def heaviside(input, values, *, out=None):
     _t(input, "heaviside")
     _t(values, "heaviside", "values", 2)
     if input.dtype != values.dtype:
-        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     x, v = input.detach(), values.detach()
     shape = tuple(_np.broadcast_shapes(_shape(x), _shape(v)))
     pos = (x > 0).to(x.dtype).expand(*shape)
@@ -884,7 +901,8 @@ def logcumsumexp(input, dim, *, out=None):
 
 
 def aminmax(input, *, dim=None, keepdim=False):
-    """(min, max) over all elements or along dim."""
+    """(min, max) over all elements or along dim (amin and amax, so it has
+    their gradients where PyTorch 1.13 has none)."""
     _t(input, "aminmax")
     T = _return_type("aminmax", ["min", "max"])
     if input.numel() == 0:
