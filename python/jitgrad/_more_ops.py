@@ -975,8 +975,8 @@ def tensor_split(input, indices_or_sections, dim=0):
     ios = indices_or_sections
     if isinstance(ios, Tensor):
         if ios.dtype != _C.int64:
-            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have Long "
-                               f"dtype, but got {_type_name(ios.dtype)}")
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {_type_name(ios.dtype)}")
         if ios.dim() > 1:
             raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
                                f"zero-dimensional or one-dimensional tensor, but got a tensor "
@@ -997,9 +997,8 @@ def tensor_split(input, indices_or_sections, dim=0):
     bounds, s = [], 0
     for p in pts + [L]:
         p = _b.min(_b.max(p + L if p < 0 else p, 0), L)
-        e = _b.max(p, s)
-        bounds.append((s, e))
-        s = e
+        bounds.append((s, _b.max(p, s)))  # as slicing: [3:1] is empty, the next starts at 1
+        s = p
     return _narrows(input, d, bounds)
 
 
@@ -1172,8 +1171,7 @@ def meshgrid(*tensors, indexing=None):
                                f"but got: {t}")
     for t in tensors[1:]:
         if t.dtype != tensors[0].dtype:
-            raise RuntimeError("torch.meshgrid: Expected all tensors in the tensor list to "
-                               "have the same dtype")
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     ts = list(tensors)
     swap = indexing == "xy" and len(ts) >= 2
     if swap:
@@ -1187,7 +1185,6 @@ def meshgrid(*tensors, indexing=None):
         out.append(t.reshape(*shape).expand(*sizes))
     if swap:
         out[0], out[1] = out[1], out[0]
-        out = [o.transpose(0, 1) for o in out]
     return tuple(out)
 
 
@@ -1219,9 +1216,8 @@ def combinations(input, r=2, with_replacement=False):
            else _itertools.combinations)
     combos = list(gen(range(n), r))
     if not combos:
-        return _C.zeros(0, r, dtype=input.dtype) if r > 1 else _C.zeros(0, dtype=input.dtype)
-    cols = [input.index_select(0, _long(c[j] for c in combos)) for j in range(r)]
-    return _stack(cols, 1) if r > 1 else cols[0]
+        return _C.zeros(0, r, dtype=input.dtype)
+    return _stack([input.index_select(0, _long(c[j] for c in combos)) for j in range(r)], 1)
 
 
 def _tri_indices(row, col, offset, dtype, lower, name):
@@ -1481,7 +1477,9 @@ def bincount(input, weights=None, minlength=0):
     """How often each value of a 1-D non-negative integer tensor occurs
     (summing weights instead when given): on the host (numpy)."""
     _t(input, "bincount")
-    if input.dim() != 1 or input.is_floating_point() or input.dtype == _C.bool:
+    if input.is_floating_point() or input.dtype == _C.bool:
+        raise RuntimeError(f"\"bincount_cpu\" not implemented for '{_type_name(input.dtype)}'")
+    if input.dim() != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
@@ -1508,7 +1506,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     if not input.is_floating_point():
         raise RuntimeError(f"\"histogram_cpu\" not implemented for '{_type_name(input.dtype)}'")
     if bins <= 0:
-        raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) +
+        raise RuntimeError("torch.histogram(): bins must be > 0, but got " + str(bins) +
                            " for dimension 0")
     a = _np_of(input).reshape(-1)
     lo, hi = float(min), float(max)
@@ -1517,7 +1515,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if lo > hi:
-        raise RuntimeError("torch.histc(): max must be larger than min")
+        raise RuntimeError("torch.histc: max must be larger than min")
     if not (_math.isfinite(lo) and _math.isfinite(hi)):
         raise RuntimeError(f"torch.histc(): range of [{lo}, {hi}] is not finite")
     a = a[(a >= lo) & (a <= hi)].astype(_np.float64)
@@ -1749,7 +1747,7 @@ def renorm(input, p, dim, maxnorm, *, out=None):
     if p <= 0:
         raise RuntimeError(f"renorm: non-positive-norm not supported")
     if maxnorm < 0:
-        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm:g}")
     if input.dim() <= 1:
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.dim()} "
                            "dimensions")
