@@ -1296,7 +1296,7 @@ def _sum_to_size(self, *size):
         s == t or s == 1 for s, t in zip(size[::-1], shape[::-1]))
     if not ok:
         raise RuntimeError(f"size {{{list(size)}}} is not expandable to size "
-                           f"{{{list(shape)}}}.".replace("[", "[").replace("]", "]"))
+                           f"{{{list(shape)}}}.")
     lead = len(shape) - len(size)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and
                                 shape[lead + i] != 1]
@@ -1419,7 +1419,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     """The distinct elements (or slices along dim), in ascending order,
     with the inverse indices and counts if asked: computed on the host
     (numpy; a graph break under compile), not differentiable.  sorted=False
-    also sorts."""
+    sorts too (PyTorch's CPU order for it is its hash set's)."""
     _t(input, "unique")
     a = _np_of(input)
     if dim is None:
