@@ -52,13 +52,6 @@ def _float(x):
     return x if x.is_floating_point() else x.to(_C.float32)
 
 
-def _as_tensor(v, like):
-    if isinstance(v, Tensor):
-        return v
-    return _C.tensor(v, dtype=like.dtype if like.is_floating_point() or isinstance(
-        v, (bool, _numbers.Integral)) else _C.float32)
-
-
 def _promote(a, b):
     """a and b as one dtype (PyTorch's promotion among jitgrad's dtypes)."""
     if a.dtype == b.dtype:
@@ -1427,8 +1420,6 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         inv = inv.reshape(a.shape)
     else:
         d = _wrap(dim, input.dim())
-        if a.shape[d] == 0 and a.size == 0 and input.dim() > 1:
-            pass
         u, inv, cnt = _np.unique(a, return_inverse=True, return_counts=True, axis=d)
         inv = inv.reshape(-1)
     res = [_from_np(u, input.dtype)]
@@ -1518,8 +1509,12 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
         raise RuntimeError("torch.histc: max must be larger than min")
     if not (_math.isfinite(lo) and _math.isfinite(hi)):
         raise RuntimeError(f"torch.histc(): range of [{lo}, {hi}] is not finite")
-    a = a[(a >= lo) & (a <= hi)].astype(_np.float64)
-    pos = ((a - lo) * bins / (hi - lo)).astype(_np.int64)
+    ft = a.dtype.type
+    a = a[(a >= lo) & (a <= hi)]
+    # PyTorch's histc: the position (elt - min) / (max - min) * bins in the
+    # input's dtype, truncated (no correction against the bin edges), the
+    # last bin closed
+    pos = ((a - ft(lo)) / (ft(hi) - ft(lo)) * ft(bins)).astype(_np.int64)
     pos = _np.minimum(pos, bins - 1)
     r = _np.bincount(pos, minlength=bins).astype(_np.float64)
     return _from_np(r, input.dtype)
@@ -1731,7 +1726,7 @@ def corrcoef(input):
     c = cov(input)
     if c.dim() == 0:
         return c / c
-    d = c.diagonal() if False else diagonal(c)
+    d = diagonal(c)
     sd = d.sqrt()
     c = c / sd.unsqueeze(1)
     c = c / sd.unsqueeze(0)

@@ -411,3 +411,11 @@ def test_inplace_methods(jg, torch):
         assert r is jx
         np.testing.assert_allclose(np.array(jx.tolist()), tx.numpy(), rtol=1e-12, atol=1e-12)
     _raises_like(jg, torch, lambda M: M.tensor([1, 2]).sinc_(), exact=False)
+
+
+@pytest.mark.parametrize("dtype", F)
+def test_histc_bin_edges(jg, torch, dtype):
+    x = np.linspace(-1.0, 2.0, 301)
+    for bins, lo, hi in ((7, -1.0, 2.0), (3, 0.1, 0.7), (10, 0.0, 0.0), (13, -0.3, 1.9),
+                         (100, -1.0, 2.0), (37, -0.9, 1.3)):
+        compare(jg, torch, lambda M, a: M.histc(a, bins, lo, hi), [x], dtype, grad=False)
