@@ -176,11 +176,33 @@ def _einsum_parse(equation, operands):
 
 
 def einsum(*args):
-    """einsum(equation, *operands) or einsum(equation, [operands]): repeated
-    subscripts within an operand take its diagonal, subscripts appearing
-    only once are summed first, and the operands are contracted left to
-    right, each pair as one batched matmul (size-1 dims broadcast)."""
-    if len(args) < 1 or not isinstance(args[0], str):
+    """einsum(equation, *operands), einsum(equation, [operands]) or the
+    sublist form einsum(op1, [0, 1], op2, [1, 2], [0, 2]): repeated
+    subscripts within an operand take its diagonal, subscripts no other
+    operand nor the output has are summed first, and the operands are
+    contracted left to right, each pair as one batched matmul (size-1 dims
+    broadcast)."""
+    if len(args) < 2:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
+    if isinstance(args[0], Tensor):
+        def sub(n):
+            if n is Ellipsis:
+                return "..."
+            if 0 <= n < 26:
+                return chr(ord("A") + n)
+            if 26 <= n < 52:
+                return chr(ord("a") + n - 26)
+            raise ValueError("einsum(): subscript in subscript list is not within the valid "
+                             "range [0, 52)")
+
+        equation = ",".join("".join(sub(n) for n in lst) for lst in args[1::2])
+        if len(args) % 2 == 1:
+            equation += "->" + "".join(sub(n) for n in args[-1])
+            args = (equation,) + tuple(args[:-1:2])
+        else:
+            args = (equation,) + tuple(args[::2])
+    if not isinstance(args[0], str):
         raise TypeError("einsum(): argument 'equation' (position 1) must be str")
     equation, ops = args[0], list(args[1:])
     if len(ops) == 1 and isinstance(ops[0], (list, tuple)):

@@ -138,6 +138,16 @@ def test_einsum_operand_list_and_errors(jg, torch):
     _raises_like(jg, torch, lambda M: M.einsum("ii", M.ones(2, 3)))
 
 
+def test_einsum_sublist_form(jg, torch):
+    a, b = rn(3, 4), rn(4, 5)
+    compare(jg, torch, lambda M, x, y: M.einsum(x, [0, 1], y, [1, 2], [0, 2]), [a, b])
+    compare(jg, torch, lambda M, x, y: M.einsum(x, [0, 1], y, [1, 2]), [a, b])
+    compare(jg, torch, lambda M, x, y: M.einsum(x, [..., 1], y, [1, 51]), [rn(2, 3, 4), b])
+    compare(jg, torch, lambda M, x: M.einsum(x, [27, 0], [0, 27]), [a])
+    _raises_like(jg, torch, lambda M: M.einsum(M.ones(2, 2), [0, 60]), ValueError)
+    _raises_like(jg, torch, lambda M: M.einsum("ij"), ValueError)
+
+
 def test_einsum_int(jg, torch):
     a = np.arange(12).reshape(3, 4)
     compare(jg, torch, lambda M, x: M.einsum("ij,kj->ik", x, x), [a], grad=False)
