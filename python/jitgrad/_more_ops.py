@@ -523,8 +523,9 @@ _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 [..., P, M] and each row of
     x2 [..., R, M]: [..., P, R].  p == 2 with P or R above 25 (or
-    compute_mode 'use_mm_for_euclid_dist') uses PyTorch's matmul expansion
-    |a|^2 - 2 a.b + |b|^2; otherwise the differences are formed."""
+    compute_mode 'use_mm_for_euclid_dist') takes its values from PyTorch's
+    matmul expansion |a|^2 - 2 a.b + |b|^2 and, as PyTorch's backward, its
+    gradient from the differences; otherwise the differences are formed."""
     _t(x1, "cdist", "x1", 1)
     _t(x2, "cdist", "x2", 2)
     if not x1.is_floating_point():
@@ -559,8 +560,16 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         bn = (b * b).sum(dim=-1, keepdim=True)
         a_ = _cat([a * -2.0, an, _C.ones_like(an)], -1)
         b_ = _cat([b, _C.ones_like(bn), bn], -1)
-        sq = a_.matmul(b_.transpose(-1, -2)).clamp_min(0.0)
-        return _safe_root(sq, 2)
+        with _no_grad():
+            sq = a_.matmul(b_.transpose(-1, -2)).clamp_min(0.0)
+            dist = _safe_root(sq, 2)
+        if not (_C.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+            return dist
+        # PyTorch's backward uses the differences, not the expansion (whose
+        # rounding near a zero distance would blow up sqrt's derivative):
+        # the value of the expansion, the gradient of the exact distance
+        exact = _pnorm(a.unsqueeze(-2) - b.unsqueeze(-3), 2.0, -1)
+        return dist + (exact - exact.detach())
     d = a.unsqueeze(-2) - b.unsqueeze(-3)
     return _pnorm(d, float(p), -1)
 
