@@ -853,15 +853,16 @@ def cumprod(input, dim, *, dtype=None, out=None):
     return _scan(x, _wrap(dim, x.dim()), lambda a, b: a * b)
 
 
-_ValuesIndices = {}
+_RETURN_TYPES = {}
 
 
 def _return_type(name, fields):
-    if name not in _ValuesIndices:
+    """PyTorch's torch.return_types.<name>: a named tuple."""
+    if name not in _RETURN_TYPES:
         t = _collections.namedtuple(name, fields)
         t.__module__ = "jitgrad.return_types"
-        _ValuesIndices[name] = t
-    return _ValuesIndices[name]
+        _RETURN_TYPES[name] = t
+    return _RETURN_TYPES[name]
 
 
 def _cumext(input, dim, fn, later_wins):
