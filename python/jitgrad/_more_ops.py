@@ -915,7 +915,9 @@ def cummin(input, dim, *, out=None):
 
 
 def logcumsumexp(input, dim, *, out=None):
-    """log(cumsum(exp(input))) along dim, each step a stable logaddexp."""
+    """log(cumsum(exp(input))) along dim, each step a stable logaddexp.
+    Gradients at infinite inputs are the composite's (e.g. 1 for a leading
+    -inf) where PyTorch's formula gives NaN."""
     if out is not None:
         raise TypeError("logcumsumexp(): jitgrad does not support out=")
     x = _float(_t(input, "logcumsumexp"))
