@@ -1,0 +1,271 @@
+/* LAPACK-backed linear algebra: the inverse and (sign, log|det|) of
+ * batches of square matrices, by LU factorisation (OpenBLAS ships LAPACK;
+ * Debian has no lapacke.h, so the Fortran entry points are declared here).
+ *
+ * Each matrix is copied into a column-major buffer (LAPACK's layout), so
+ * getrf factors A itself, as PyTorch does: the pivots, and so the index of
+ * a zero diagonal element in a singular matrix's error, are PyTorch's.
+ * Float32 matrices are factored in single precision, as PyTorch does.
+ *
+ * The gradients are written with jitgrad ops (so they serve double
+ * backward and compiled programs): inv's is -A^-T G A^-T, and log|det|'s is
+ * g A^-T (PyTorch's formulas for real inputs); the sign has none. */
+#include "core/tensor.h"
+#include "ops/decls.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *ipiv, int *info);
+void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
+void sgetri_(const int *n, float *a, const int *lda, const int *ipiv, float *work, const int *lwork,
+             int *info);
+void dgetri_(const int *n, double *a, const int *lda, const int *ipiv, double *work,
+             const int *lwork, int *info);
+
+/* The shape rule shared by both ops: a float batch of square matrices. */
+static int square_batch(const char *fn, const jg_meta *A) {
+    if (A->ndim < 2)
+        return jg_errorf("%s: The input tensor A must have at least 2 dimensions.", fn);
+    if (A->dtype != JG_F32 && A->dtype != JG_F64)
+        return jg_errorf("%s: Expected a floating point or complex tensor as input. Got %s", fn,
+                         jg_dtype_torch_name(A->dtype));
+    int64_t r = A->shape[A->ndim - 2], c = A->shape[A->ndim - 1];
+    if (r != c)
+        return jg_errorf("%s: A must be batches of square matrices, but they are %lld by %lld "
+                         "matrices",
+                         fn, (long long)r, (long long)c);
+    return 0;
+}
+
+int jg_infer_linalg_inv(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    if (square_batch("linalg.inv", &in[0]) < 0)
+        return -1;
+    out[0] = in[0];
+    return 0;
+}
+
+int jg_infer_linalg_slogdet(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    if (square_batch("linalg.slogdet", &in[0]) < 0)
+        return -1;
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = in[0].dtype;
+    out[0].ndim = in[0].ndim - 2;
+    memcpy(out[0].shape, in[0].shape, sizeof(int64_t) * (size_t)out[0].ndim);
+    out[1] = out[0];
+    return 0;
+}
+
+/* The element offset of batch matrix b (row-major batch index) in t. */
+static int64_t batch_offset(const jg_tensor *t, int64_t b) {
+    int64_t off = t->offset;
+    for (int d = t->ndim - 3; d >= 0; d--) {
+        off += (b % t->shape[d]) * t->stride[d];
+        b /= t->shape[d];
+    }
+    return off;
+}
+
+/* Matrix b of A into buf, column-major. */
+static void load_colmajor(const jg_tensor *A, int64_t b, int64_t n, void *buf) {
+    int64_t off = batch_offset(A, b);
+    int64_t rs = A->stride[A->ndim - 2], cs = A->stride[A->ndim - 1];
+    if (A->dtype == JG_F32) {
+        const float *p = (const float *)A->storage->data + off;
+        float *q = buf;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < n; i++)
+                q[j * n + i] = p[i * rs + j * cs];
+    } else {
+        const double *p = (const double *)A->storage->data + off;
+        double *q = buf;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < n; i++)
+                q[j * n + i] = p[i * rs + j * cs];
+    }
+}
+
+static int getrf(jg_dtype dt, int n, void *buf, int *ipiv) {
+    int info = 0;
+    if (dt == JG_F32)
+        sgetrf_(&n, &n, buf, &n, ipiv, &info);
+    else
+        dgetrf_(&n, &n, buf, &n, ipiv, &info);
+    return info;
+}
+
+int jg_k_linalg_inv(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *A = in[0];
+    jg_tensor *Y = out[0];
+    int64_t n = A->shape[A->ndim - 1];
+    int64_t nb = jg_shape_numel(A->ndim - 2, A->shape);
+    if (n == 0 || nb == 0)
+        return 0;
+    if (n > 46340)
+        return jg_errorf("linalg.inv: matrices of %lld rows are too large", (long long)n);
+    size_t es = jg_dtype_size(A->dtype);
+    void *buf = malloc((size_t)(n * n) * es * 2);
+    int *ipiv = malloc(sizeof(int) * (size_t)n);
+    if (!buf || !ipiv) {
+        free(buf);
+        free(ipiv);
+        return jg_errorf("linalg.inv: out of memory");
+    }
+    void *work = (char *)buf + (size_t)(n * n) * es;
+    int ni = (int)n, lwork = (int)(n * n), rc = 0;
+    for (int64_t b = 0; b < nb && rc == 0; b++) {
+        load_colmajor(A, b, n, buf);
+        int info = getrf(A->dtype, ni, buf, ipiv);
+        if (info > 0) {
+            if (A->ndim > 2)
+                rc = jg_errorf("linalg.inv: (Batch element %lld): The diagonal element %d is "
+                               "zero, the inversion could not be completed because the input "
+                               "matrix is singular.",
+                               (long long)b, info);
+            else
+                rc = jg_errorf("linalg.inv: The diagonal element %d is zero, the inversion could "
+                               "not be completed because the input matrix is singular.",
+                               info);
+            break;
+        }
+        if (A->dtype == JG_F32)
+            sgetri_(&ni, buf, &ni, ipiv, work, &lwork, &info);
+        else
+            dgetri_(&ni, buf, &ni, ipiv, work, &lwork, &info);
+        if (info != 0) {
+            rc = jg_errorf("linalg.inv: LAPACK getri failed (info %d)", info);
+            break;
+        }
+        /* column-major inverse -> row-major output */
+        char *dst = jg_tensor_ptr(Y) + (size_t)(b * n * n) * es;
+        if (A->dtype == JG_F32) {
+            const float *q = buf;
+            float *y = (float *)dst;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++)
+                    y[i * n + j] = q[j * n + i];
+        } else {
+            const double *q = buf;
+            double *y = (double *)dst;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++)
+                    y[i * n + j] = q[j * n + i];
+        }
+    }
+    free(buf);
+    free(ipiv);
+    return rc;
+}
+
+/* sign and log|det| from the LU factors: the product of U's diagonal
+ * signs and of the pivots' swaps, the sum of log|u_ii| (a zero u_ii: sign
+ * 0, log|det| -inf, as PyTorch gives for a singular matrix). */
+int jg_k_linalg_slogdet(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *A = in[0];
+    int64_t n = A->shape[A->ndim - 1];
+    int64_t nb = jg_shape_numel(A->ndim - 2, A->shape);
+    if (nb == 0)
+        return 0;
+    if (n > 46340)
+        return jg_errorf("linalg.slogdet: matrices of %lld rows are too large", (long long)n);
+    size_t es = jg_dtype_size(A->dtype);
+    void *buf = malloc((size_t)(n * n) * es + 1);
+    int *ipiv = malloc(sizeof(int) * (size_t)n + 1);
+    if (!buf || !ipiv) {
+        free(buf);
+        free(ipiv);
+        return jg_errorf("linalg.slogdet: out of memory");
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        double sign = 1.0, logabs = 0.0;
+        if (n > 0) {
+            load_colmajor(A, b, n, buf);
+            getrf(A->dtype, (int)n, buf, ipiv);
+        }
+        if (A->dtype == JG_F32) {
+            const float *q = buf;
+            float s = 1.0f, l = 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                float u = q[i * n + i];
+                if (ipiv[i] != i + 1)
+                    s = -s;
+                if (u < 0)
+                    s = -s;
+                if (u == 0)
+                    s = 0.0f;
+                l += logf(fabsf(u));
+            }
+            ((float *)jg_tensor_ptr(out[0]))[b] = s;
+            ((float *)jg_tensor_ptr(out[1]))[b] = l;
+        } else {
+            const double *q = buf;
+            for (int64_t i = 0; i < n; i++) {
+                double u = q[i * n + i];
+                if (ipiv[i] != i + 1)
+                    sign = -sign;
+                if (u < 0)
+                    sign = -sign;
+                if (u == 0)
+                    sign = 0.0;
+                logabs += log(fabs(u));
+            }
+            ((double *)jg_tensor_ptr(out[0]))[b] = sign;
+            ((double *)jg_tensor_ptr(out[1]))[b] = logabs;
+        }
+    }
+    free(buf);
+    free(ipiv);
+    return 0;
+}
+
+/* d(A^-1) = -A^-1 dA A^-1, so A's gradient is -Y^T G Y^T (Y = A^-1). */
+int jg_vjp_linalg_inv(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (!needs[0])
+        return 0;
+    jg_tensor *yt = jg_transpose(out[0], -2, -1);
+    jg_tensor *p = yt ? jg_matmul(yt, gout[0]) : NULL;
+    p = p ? jg_matmul(p, yt) : NULL;
+    gin[0] = p ? jg_neg(p) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+/* d log|det A| = tr(A^-1 dA): A's gradient is g A^-T (each batch matrix
+ * scaled by its g); the sign is piecewise constant. */
+int jg_vjp_linalg_slogdet(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (!needs[0] || !gout[1])
+        return 0;
+    jg_tensor *g = gout[1];
+    int64_t shape[JG_MAX_DIMS];
+    memcpy(shape, g->shape, sizeof(int64_t) * (size_t)g->ndim);
+    shape[g->ndim] = 1;
+    shape[g->ndim + 1] = 1;
+    jg_tensor *inv = jg_linalg_inv(in[0]);
+    jg_tensor *it = inv ? jg_transpose(inv, -2, -1) : NULL;
+    jg_tensor *gs = jg_reshape(g, g->ndim + 2, shape);
+    gin[0] = it && gs ? jg_mul(gs, it) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+jg_tensor *jg_linalg_inv(jg_tensor *a) {
+    if (!a)
+        return jg_errorf_null("jg_linalg_inv: NULL argument");
+    return jg_op1(JG_OP_LINALG_INV, &(jg_attrs){0}, a, NULL);
+}
+
+int jg_linalg_slogdet(jg_tensor *a, jg_tensor **sign, jg_tensor **logabsdet) {
+    if (!a || !sign || !logabsdet)
+        return jg_errorf("jg_linalg_slogdet: NULL argument");
+    jg_tensor *out[2];
+    if (jg_op_call(JG_OP_LINALG_SLOGDET, &(jg_attrs){0}, &a, out) < 0)
+        return -1;
+    *sign = out[0];
+    *logabsdet = out[1];
+    return 0;
+}
