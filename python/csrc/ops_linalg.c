@@ -1,0 +1,42 @@
+/* jitgrad.linalg's bindings to the LAPACK-backed ops (src/ops/lapack.c);
+ * the Python side (jitgrad/linalg.py) checks arguments and names errors. */
+#include "jgpy.h"
+
+static jg_tensor *tensor_arg(PyObject *o, const char *fn) {
+    if (!jgp_is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'A' (position 1) must be Tensor, not %s", fn,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return jgp_t(o);
+}
+
+static PyObject *linalg_inv(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "linalg_inv");
+    return t ? jgp_wrap_new(jg_linalg_inv(t)) : NULL;
+}
+
+static PyObject *linalg_slogdet(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "linalg_slogdet");
+    if (!t)
+        return NULL;
+    jg_tensor *sign, *logabsdet;
+    if (jg_linalg_slogdet(t, &sign, &logabsdet) < 0)
+        return jgp_raise();
+    PyObject *s = jgp_wrap_new(sign);
+    PyObject *l = s ? jgp_wrap_new(logabsdet) : NULL;
+    if (!l) {
+        Py_XDECREF(s);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", s, l);
+}
+
+PyMethodDef jgp_module_linalg_functions[] = {
+    {"_linalg_inv", linalg_inv, METH_O, "_linalg_inv(A): the inverse of each matrix"},
+    {"_linalg_slogdet", linalg_slogdet, METH_O,
+     "_linalg_slogdet(A): (sign, log|det|) of each matrix"},
+    {NULL, NULL, 0, NULL},
+};
