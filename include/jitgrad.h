@@ -908,6 +908,10 @@ int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value);
  * shape [...] (a singular matrix: 0 and -inf).  Gradients as PyTorch's. */
 jg_tensor *jg_linalg_inv(jg_tensor *a);
 int jg_linalg_slogdet(jg_tensor *a, jg_tensor **sign, jg_tensor **logabsdet);
+/* the lower Cholesky factor L (A = L L^T) of each matrix, read from its
+ * lower triangle; fails with PyTorch's message when one is not
+ * positive-definite */
+jg_tensor *jg_linalg_cholesky(jg_tensor *a);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,12 @@ static PyObject *linalg_inv(PyObject *mod, PyObject *x) {
     return t ? jgp_wrap_new(jg_linalg_inv(t)) : NULL;
 }
 
+static PyObject *linalg_cholesky(PyObject *mod, PyObject *x) {
+    (void)mod;
+    jg_tensor *t = tensor_arg(x, "linalg_cholesky");
+    return t ? jgp_wrap_new(jg_linalg_cholesky(t)) : NULL;
+}
+
 static PyObject *linalg_slogdet(PyObject *mod, PyObject *x) {
     (void)mod;
     jg_tensor *t = tensor_arg(x, "linalg_slogdet");
@@ -38,5 +44,7 @@ PyMethodDef jgp_module_linalg_functions[] = {
     {"_linalg_inv", linalg_inv, METH_O, "_linalg_inv(A): the inverse of each matrix"},
     {"_linalg_slogdet", linalg_slogdet, METH_O,
      "_linalg_slogdet(A): (sign, log|det|) of each matrix"},
+    {"_linalg_cholesky", linalg_cholesky, METH_O,
+     "_linalg_cholesky(A): the lower Cholesky factor of each matrix"},
     {NULL, NULL, 0, NULL},
 };

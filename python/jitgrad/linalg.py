@@ -2,13 +2,13 @@
 tensors, batched over leading dims.
 
 The norms, cross, vecdot, multi_dot, matrix_power and diagonal are composed
-of jitgrad ops, so autograd and the compiler need nothing of their own.  inv
-and slogdet are LAPACK-backed op-table rows (src/ops/lapack.c, by LU) with
-PyTorch's gradients; det, logdet, solve and negative matrix powers are
-composed of them.  The argument checks come first, here, so that errors name
-the function called with PyTorch's text.
+of jitgrad ops, so autograd and the compiler need nothing of their own.
+inv, slogdet (by LU) and cholesky are LAPACK-backed op-table rows
+(src/ops/lapack.c) with PyTorch's gradients; det, logdet, solve and negative
+matrix powers are composed of them.  The argument checks come first, here,
+so that errors name the function called with PyTorch's text.
 
-Not provided (no LAPACK row yet): cholesky, qr, eigh/eigvalsh, svd/svdvals,
+Not provided (no LAPACK row yet): qr, eigh/eigvalsh, svd/svdvals,
 pinv, lstsq, and the matrix norms that need singular values ('nuc', 2,
 -2)."""
 import builtins as _b
@@ -19,7 +19,8 @@ import sys as _sys
 from . import _C
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "multi_dot",
-           "matrix_power", "diagonal", "inv", "det", "slogdet", "solve", "LinAlgError"]
+           "matrix_power", "diagonal", "inv", "det", "slogdet", "solve", "cholesky",
+           "LinAlgError"]
 
 
 class LinAlgError(RuntimeError):
@@ -403,7 +404,7 @@ def _diagonal(A, offset, dim1, dim2):
 def _singular(err, fn):
     """Re-raises a LAPACK singular-matrix failure as LinAlgError."""
     msg = str(err)
-    if "singular" in msg:
+    if "singular" in msg or "positive-definite" in msg:
         if fn is not None:
             raise LinAlgError(fn) from None
         raise LinAlgError(msg) from None
@@ -505,6 +506,34 @@ def solve(A, B, *, left=True, out=None):
     return Ai @ B if left else B @ Ai
 
 
+def cholesky(A, *, upper=False, out=None):
+    """The Cholesky factor of each symmetric positive-definite matrix of A,
+    read from its lower triangle: L with A = L L^T (upper: U = L^T with A =
+    U^T U); LinAlgError when one is not positive-definite."""
+    _tensor(A, "linalg_cholesky")
+    if out is not None:
+        raise TypeError("linalg.cholesky: out= is not supported by jitgrad")
+    _float_square(A, "linalg.cholesky")
+    try:
+        L = _C._linalg_cholesky(A)
+    except RuntimeError as e:
+        _singular(e, None)
+    return L.transpose(-2, -1) if upper else L
+
+
+def _cholesky(input, upper=False, *, out=None):
+    """torch.cholesky (deprecated in PyTorch for linalg.cholesky): its
+    errors say "cholesky:"."""
+    _tensor(input, "cholesky", "input")
+    try:
+        return cholesky(input, upper=upper, out=out)
+    except RuntimeError as e:
+        msg = str(e)
+        if msg.startswith("linalg.cholesky: "):
+            raise type(e)(msg[len("linalg."):]) from None
+        raise
+
+
 def _check_batches(a, b):
     """PyTorch's error when batch shapes a and b do not broadcast."""
     a, b = list(a), list(b)
@@ -522,11 +551,13 @@ def _install(torch):
     torch.inverse = inv
     torch.logdet = _logdet
     torch.slogdet = slogdet
+    torch.cholesky = _cholesky
     T = torch.Tensor
     T.det = lambda self: det(self)
     T.inverse = lambda self: inv(self)
     T.logdet = lambda self: _logdet(self)
     T.slogdet = lambda self: slogdet(self)
+    T.cholesky = lambda self, upper=False: _cholesky(self, upper)
 
 
 _install(_sys.modules[__package__])

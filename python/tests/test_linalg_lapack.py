@@ -193,3 +193,80 @@ def test_compiled_training_step_equals_eager(jg, torch, backend):
                 we -= 0.05 * ge
                 wc -= 0.05 * gc
         assert not math.isnan(vals(le)[0])
+
+
+def spd(jg, torch, shape, dtype="float64", seed=0):
+    """M M^T + n I for a random M: symmetric positive-definite."""
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(*shape, generator=g, dtype=torch.float64)
+    a = (m @ m.transpose(-2, -1) + torch.eye(shape[-1], dtype=torch.float64) * shape[-1])
+    t = a.to(getattr(torch, dtype)).requires_grad_()
+    j = jg.tensor(t.tolist(), dtype=getattr(jg, dtype)).reshape(*shape).requires_grad_()
+    return j, t
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 4, 4), (2, 1, 5, 5)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(jg, torch, shape, dtype, upper):
+    ja, ta = spd(jg, torch, shape, dtype)
+    jl = jg.linalg.cholesky(ja, upper=upper)
+    tl = torch.linalg.cholesky(ta, upper=upper)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    assert tuple(jl.shape) == tuple(tl.shape) and jl.dtype == getattr(jg, dtype)
+    assert close(vals(jl), vals(tl), tol)
+    w = [0.5 + 0.25 * i for i in range(tl.numel())]
+    (jl * jg.tensor(w, dtype=jl.dtype).reshape(*jl.shape)).sum().backward()
+    (tl * torch.tensor(w, dtype=tl.dtype).reshape(tl.shape)).sum().backward()
+    assert close(vals(ja.grad), vals(ta.grad), tol * 10)
+
+
+def test_cholesky_aliases_lower_triangle_and_double_backward(jg, torch):
+    ja, ta = spd(jg, torch, (3, 3))
+    # only the lower triangle is read
+    ju = ja.detach() + jg.triu(jg.ones(3, 3, dtype=jg.float64), 1) * 7
+    tu = ta.detach() + torch.triu(torch.ones(3, 3, dtype=torch.float64), 1) * 7
+    assert close(vals(jg.linalg.cholesky(ju)), vals(torch.linalg.cholesky(tu)), 1e-12)
+    assert close(vals(jg.cholesky(ja)), vals(torch.linalg.cholesky(ta)), 1e-12)
+    assert close(vals(jg.cholesky(ja, upper=True)), vals(torch.linalg.cholesky(ta, upper=True)),
+                 1e-12)
+    assert close(vals(ja.cholesky()), vals(torch.linalg.cholesky(ta)), 1e-12)
+    (jg1,) = jg.autograd.grad(jg.linalg.cholesky(ja).pow(2).sum(), [ja], create_graph=True)
+    (tg1,) = torch.autograd.grad(torch.linalg.cholesky(ta).pow(2).sum(), [ta],
+                                 create_graph=True)
+    assert close(vals(jg1), vals(tg1), 1e-12)
+    (jgg,) = jg.autograd.grad((jg1 * jg1).sum(), [ja])
+    (tgg,) = torch.autograd.grad((tg1 * tg1).sum(), [ta])
+    assert close(vals(jgg), vals(tgg), 1e-10)
+
+
+def test_cholesky_errors(jg, torch):
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(t.tensor([[1., 2.], [2., 1.]])))
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(t.tensor([[-1., 0.], [0., 1.]])))
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(
+        t.tensor([[[1., 0.], [0., 1.]], [[1., 2.], [2., 1.]]])))
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(t.ones(2, 3)))
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(t.ones(3)))
+    raises_same(jg, torch, lambda t: t.linalg.cholesky(t.ones(2, 2, dtype=t.int64)))
+    raises_same(jg, torch, lambda t: t.cholesky(t.tensor([[1., 2.], [2., 1.]])))
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_compiled_cholesky_step_equals_eager(jg, torch, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    for dtype in ("float64", "float32"):
+        ja, _ = spd(jg, torch, (2, 4, 4), dtype, 5)
+
+        def prog(a):
+            L = jg.linalg.cholesky(a)
+            U = jg.linalg.cholesky(a, upper=True)
+            return jg.linalg.diagonal(L).log().sum() + (U * U).mean()
+
+        want = prog(ja)
+        (wg,) = jg.autograd.grad(want, [ja])
+        f = jg.compile(prog, backend=backend, fullgraph=True)
+        got = f(ja)
+        (gg,) = jg.autograd.grad(got, [ja])
+        assert vals(got) == vals(want)
+        assert vals(gg) == vals(wg)

@@ -24,7 +24,10 @@ void sgetri_(const int *n, float *a, const int *lda, const int *ipiv, float *wor
 void dgetri_(const int *n, double *a, const int *lda, const int *ipiv, double *work,
              const int *lwork, int *info);
 
-/* The shape rule shared by both ops: a float batch of square matrices. */
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, size_t uplo_len);
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t uplo_len);
+
+/* The shape rule shared by the ops: a float batch of square matrices. */
 static int square_batch(const char *fn, const jg_meta *A) {
     if (A->ndim < 2)
         return jg_errorf("%s: The input tensor A must have at least 2 dimensions.", fn);
@@ -251,6 +254,90 @@ int jg_vjp_linalg_slogdet(VJP_ARGS) {
     jg_tensor *gs = jg_reshape(g, g->ndim + 2, shape);
     gin[0] = it && gs ? jg_mul(gs, it) : NULL;
     return gin[0] ? 0 : -1;
+}
+
+int jg_infer_linalg_cholesky(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    if (square_batch("linalg.cholesky", &in[0]) < 0)
+        return -1;
+    out[0] = in[0];
+    return 0;
+}
+
+/* L with A = L L^T from A's lower triangle (potrf 'L' on the column-major
+ * copy); the strict upper triangle of L is zero. */
+int jg_k_linalg_cholesky(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    (void)a;
+    const jg_tensor *A = in[0];
+    int64_t n = A->shape[A->ndim - 1];
+    int64_t nb = jg_shape_numel(A->ndim - 2, A->shape);
+    if (n == 0 || nb == 0)
+        return 0;
+    if (n > 46340)
+        return jg_errorf("linalg.cholesky: matrices of %lld rows are too large", (long long)n);
+    size_t es = jg_dtype_size(A->dtype);
+    void *buf = malloc((size_t)(n * n) * es);
+    if (!buf)
+        return jg_errorf("linalg.cholesky: out of memory");
+    int ni = (int)n, rc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        load_colmajor(A, b, n, buf);
+        int info = 0;
+        if (A->dtype == JG_F32)
+            spotrf_("L", &ni, buf, &ni, &info, 1);
+        else
+            dpotrf_("L", &ni, buf, &ni, &info, 1);
+        if (info > 0) {
+            if (A->ndim > 2)
+                rc = jg_errorf("linalg.cholesky: (Batch element %lld): The factorization could "
+                               "not be completed because the input is not positive-definite "
+                               "(the leading minor of order %d is not positive-definite).",
+                               (long long)b, info);
+            else
+                rc = jg_errorf("linalg.cholesky: The factorization could not be completed "
+                               "because the input is not positive-definite (the leading minor "
+                               "of order %d is not positive-definite).",
+                               info);
+            break;
+        }
+        char *dst = jg_tensor_ptr(out[0]) + (size_t)(b * n * n) * es;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                if (A->dtype == JG_F32)
+                    ((float *)dst)[i * n + j] = j <= i ? ((const float *)buf)[j * n + i] : 0.0f;
+                else
+                    ((double *)dst)[i * n + j] = j <= i ? ((const double *)buf)[j * n + i] : 0.0;
+            }
+    }
+    free(buf);
+    return rc;
+}
+
+/* PyTorch's cholesky_backward: phi = tril(L^T G) with its diagonal
+ * halved, then L^-T phi L^-1, symmetrised. */
+int jg_vjp_linalg_cholesky(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (!needs[0])
+        return 0;
+    jg_tensor *L = out[0];
+    int64_t n = L->shape[L->ndim - 1];
+    jg_tensor *Lt = jg_transpose(L, -2, -1);
+    jg_tensor *P = Lt ? jg_matmul(Lt, gout[0]) : NULL;
+    jg_tensor *I = jg_eye(L->dtype, n, n);
+    jg_tensor *half = P && I ? jg_mul_scalar(jg_mul(P, I), 0.5) : NULL;
+    jg_tensor *phi = half ? jg_sub(jg_tril(P, 0), half) : NULL;
+    jg_tensor *Li = phi ? jg_linalg_inv(L) : NULL;
+    jg_tensor *Lit = Li ? jg_transpose(Li, -2, -1) : NULL;
+    jg_tensor *G = Lit ? jg_matmul(jg_matmul(Lit, phi), Li) : NULL;
+    jg_tensor *Gt = G ? jg_transpose(G, -2, -1) : NULL;
+    gin[0] = Gt ? jg_mul_scalar(jg_add(G, Gt), 0.5) : NULL;
+    return gin[0] ? 0 : -1;
+}
+
+jg_tensor *jg_linalg_cholesky(jg_tensor *a) {
+    if (!a)
+        return jg_errorf_null("jg_linalg_cholesky: NULL argument");
+    return jg_op1(JG_OP_LINALG_CHOLESKY, &(jg_attrs){0}, a, NULL);
 }
 
 jg_tensor *jg_linalg_inv(jg_tensor *a) {

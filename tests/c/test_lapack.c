@@ -1,4 +1,4 @@
-/* jg_linalg_inv and jg_linalg_slogdet (LAPACK by LU): values and gradients
+/* jg_linalg_inv, jg_linalg_slogdet (LAPACK by LU) and jg_linalg_cholesky: values and gradients
  * against PyTorch 1.13, batches, float32, a singular matrix and bad
  * shapes. */
 #include "testutil.h"
@@ -95,12 +95,35 @@ static void test_bad_input(void **state) {
     TU_ERROR("linalg.slogdet: A must be batches of square matrices");
 }
 
+static void test_cholesky(void **state) {
+    (void)state;
+    /* PyTorch 1.13 in f64: linalg.cholesky(A) and A's gradient of its sum;
+     * the 9 above the diagonal is never read */
+    static const double spd[9] = {4, 9, 0, 2, 5, 9, 0, 1, 3};
+    static const double want_l[9] = {2, 0, 0, 1, 2, 0, 0, 0.5, 1.6583123951777};
+    static const double want_g[9] = {0.17658611475902755, 0.1468277704819449,  0.16268891807222047,
+                                     0.1468277704819449,  0.20634445903611023, 0.1746221638555591,
+                                     0.16268891807222047, 0.1746221638555591,  0.30151134457776363};
+    jg_tensor *A = tu_tensor(JG_F64, 2, TU_SHAPE(3, 3), spd);
+    jg_set_requires_grad(A, true);
+    jg_tensor *L = jg_linalg_cholesky(A);
+    TU_CHECK(L, 2, TU_SHAPE(3, 3), want_l, 1e-14);
+    assert_int_equal(jg_backward(jg_sum(L), NULL, 0), 0);
+    TU_CHECK(jg_grad(A), 2, TU_SHAPE(3, 3), want_g, 1e-13);
+    jg_tensor *B = tu_tensor(JG_F32, 3, TU_SHAPE(2, 2, 2), TU_VALS(1, 0, 0, 1, 1, 2, 2, 1));
+    assert_null(jg_linalg_cholesky(B));
+    TU_ERROR("linalg.cholesky: (Batch element 1): The factorization could not be completed "
+             "because the input is not positive-definite (the leading minor of order 2 is not "
+             "positive-definite).");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_inv_values_and_gradient),
         TU_TEST(test_inv_batched_and_strided),
         TU_TEST(test_slogdet),
         TU_TEST(test_bad_input),
+        TU_TEST(test_cholesky),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
