@@ -912,6 +912,10 @@ int jg_linalg_slogdet(jg_tensor *a, jg_tensor **sign, jg_tensor **logabsdet);
  * lower triangle; fails with PyTorch's message when one is not
  * positive-definite */
 jg_tensor *jg_linalg_cholesky(jg_tensor *a);
+/* the eigenvalues [..., n] (ascending) and eigenvectors [..., n, n] (as
+ * columns) of each symmetric matrix, read from its lower triangle (upper:
+ * its upper one); gradients as PyTorch's */
+int jg_linalg_eigh(jg_tensor *a, bool upper, jg_tensor **eigenvalues, jg_tensor **eigenvectors);
 
 #ifdef __cplusplus
 }

@@ -3,12 +3,12 @@ tensors, batched over leading dims.
 
 The norms, cross, vecdot, multi_dot, matrix_power and diagonal are composed
 of jitgrad ops, so autograd and the compiler need nothing of their own.
-inv, slogdet (by LU) and cholesky are LAPACK-backed op-table rows
+inv, slogdet (by LU), cholesky and eigh are LAPACK-backed op-table rows
 (src/ops/lapack.c) with PyTorch's gradients; det, logdet, solve and negative
 matrix powers are composed of them.  The argument checks come first, here,
 so that errors name the function called with PyTorch's text.
 
-Not provided (no LAPACK row yet): qr, eigh/eigvalsh, svd/svdvals,
+Not provided (no LAPACK row yet): qr, svd/svdvals,
 pinv, lstsq, and the matrix norms that need singular values ('nuc', 2,
 -2)."""
 import builtins as _b
@@ -19,7 +19,8 @@ import sys as _sys
 from . import _C
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "vecdot", "multi_dot",
-           "matrix_power", "diagonal", "inv", "det", "slogdet", "solve", "cholesky",
+           "matrix_power", "diagonal", "inv", "det", "slogdet", "solve", "cholesky", "eigh",
+           "eigvalsh",
            "LinAlgError"]
 
 
@@ -532,6 +533,46 @@ def _cholesky(input, upper=False, *, out=None):
         if msg.startswith("linalg.cholesky: "):
             raise type(e)(msg[len("linalg."):]) from None
         raise
+
+
+class _EighResult(tuple):
+    """torch.return_types.linalg_eigh: (eigenvalues, eigenvectors)."""
+
+    @property
+    def eigenvalues(self):
+        return self[0]
+
+    @property
+    def eigenvectors(self):
+        return self[1]
+
+    def __repr__(self):
+        return (f"torch.return_types.linalg_eigh(\neigenvalues={self[0]!r},\n"
+                f"eigenvectors={self[1]!r})")
+
+
+def _eigh(A, UPLO, fn):
+    _tensor(A, fn)
+    _square(A, "linalg.eigh")
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return _C._linalg_eigh(A, UPLO == "U")
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """The eigenvalues (ascending) and eigenvectors (columns, each up to
+    sign) of each symmetric matrix of A, read from its lower (UPLO='L') or
+    upper ('U') triangle."""
+    if out is not None:
+        raise TypeError("linalg.eigh: out= is not supported by jitgrad")
+    return _EighResult(_eigh(A, UPLO, "linalg_eigh"))
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """The eigenvalues (ascending) of each symmetric matrix of A."""
+    if out is not None:
+        raise TypeError("linalg.eigvalsh: out= is not supported by jitgrad")
+    return _eigh(A, UPLO, "linalg_eigvalsh")[0]
 
 
 def _check_batches(a, b):

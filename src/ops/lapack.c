@@ -27,6 +27,13 @@ void dgetri_(const int *n, double *a, const int *lda, const int *ipiv, double *w
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, size_t uplo_len);
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t uplo_len);
 
+void ssyevd_(const char *jobz, const char *uplo, const int *n, float *a, const int *lda, float *w,
+             float *work, const int *lwork, int *iwork, const int *liwork, int *info,
+             size_t jobz_len, size_t uplo_len);
+void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w,
+             double *work, const int *lwork, int *iwork, const int *liwork, int *info,
+             size_t jobz_len, size_t uplo_len);
+
 /* The shape rule shared by the ops: a float batch of square matrices. */
 static int square_batch(const char *fn, const jg_meta *A) {
     if (A->ndim < 2)
@@ -332,6 +339,146 @@ int jg_vjp_linalg_cholesky(VJP_ARGS) {
     jg_tensor *Gt = G ? jg_transpose(G, -2, -1) : NULL;
     gin[0] = Gt ? jg_mul_scalar(jg_add(G, Gt), 0.5) : NULL;
     return gin[0] ? 0 : -1;
+}
+
+/* eigh: attrs.i[0] 1 reads the upper triangle (UPLO='U'), else the lower */
+int jg_infer_linalg_eigh(const jg_attrs *a, const jg_meta *in, jg_meta *out) {
+    (void)a;
+    const jg_meta *A = &in[0];
+    if (A->ndim < 2)
+        return jg_errorf("linalg.eigh: The input tensor A must have at least 2 dimensions.");
+    int64_t r = A->shape[A->ndim - 2], c = A->shape[A->ndim - 1];
+    if (r != c)
+        return jg_errorf("linalg.eigh: A must be batches of square matrices, but they are %lld by "
+                         "%lld matrices",
+                         (long long)r, (long long)c);
+    if (A->dtype != JG_F32 && A->dtype != JG_F64)
+        return jg_errorf("\"linalg_eigh_cpu\" not implemented for '%s'",
+                         jg_dtype_torch_name(A->dtype));
+    memset(&out[0], 0, sizeof out[0]);
+    out[0].dtype = A->dtype;
+    out[0].ndim = A->ndim - 1;
+    memcpy(out[0].shape, A->shape, sizeof(int64_t) * (size_t)out[0].ndim);
+    out[1] = *A;
+    return 0;
+}
+
+/* eigenvalues ascending and the eigenvectors as columns (syevd on the
+ * column-major copy: the triangle read is A's own) */
+int jg_k_linalg_eigh(const jg_attrs *a, jg_tensor *const *in, jg_tensor **out) {
+    const jg_tensor *A = in[0];
+    int64_t n = A->shape[A->ndim - 1];
+    int64_t nb = jg_shape_numel(A->ndim - 2, A->shape);
+    if (n == 0 || nb == 0)
+        return 0;
+    if (n > 46340)
+        return jg_errorf("linalg.eigh: matrices of %lld rows are too large", (long long)n);
+    const char *uplo = a->i[0] == 1 ? "U" : "L";
+    int ni = (int)n, info = 0, lwork = -1, liwork = -1, iw = 0;
+    size_t es = jg_dtype_size(A->dtype);
+    double wq = 0, dd[2] = {0, 0};
+    float wqf = 0, df[2] = {0, 0};
+    /* workspace query */
+    if (A->dtype == JG_F32)
+        ssyevd_("V", uplo, &ni, df, &ni, df + 1, &wqf, &lwork, &iw, &liwork, &info, 1, 1);
+    else
+        dsyevd_("V", uplo, &ni, dd, &ni, dd + 1, &wq, &lwork, &iw, &liwork, &info, 1, 1);
+    lwork = A->dtype == JG_F32 ? (int)wqf : (int)wq;
+    liwork = iw;
+    if (lwork < 1)
+        lwork = 1 + 6 * ni + 2 * ni * ni;
+    if (liwork < 1)
+        liwork = 3 + 5 * ni;
+    void *buf = malloc((size_t)(n * n) * es);
+    void *w = malloc((size_t)n * es);
+    void *work = malloc((size_t)lwork * es);
+    int *iwork = malloc(sizeof(int) * (size_t)liwork);
+    int rc = 0;
+    if (!buf || !w || !work || !iwork) {
+        rc = jg_errorf("linalg.eigh: out of memory");
+        nb = 0;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        load_colmajor(A, b, n, buf);
+        if (A->dtype == JG_F32)
+            ssyevd_("V", uplo, &ni, buf, &ni, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+        else
+            dsyevd_("V", uplo, &ni, buf, &ni, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+        if (info != 0) {
+            rc = jg_errorf("linalg.eigh: The algorithm failed to converge because the input "
+                           "matrix is ill-conditioned or has too many repeated eigenvalues "
+                           "(error code: %d).",
+                           info);
+            break;
+        }
+        memcpy(jg_tensor_ptr(out[0]) + (size_t)(b * n) * es, w, (size_t)n * es);
+        char *dst = jg_tensor_ptr(out[1]) + (size_t)(b * n * n) * es;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                if (A->dtype == JG_F32)
+                    ((float *)dst)[i * n + j] = ((const float *)buf)[j * n + i];
+                else
+                    ((double *)dst)[i * n + j] = ((const double *)buf)[j * n + i];
+            }
+    }
+    free(buf);
+    free(w);
+    free(work);
+    free(iwork);
+    return rc;
+}
+
+/* PyTorch's linalg_eig_backward for a symmetric A: with X = V^T gV,
+ * gA = V (diag(gL) + skew(X) / E) V^T, E_ij = L_j - L_i (1 on the
+ * diagonal, where skew(X) is 0); repeated eigenvalues give inf / NaN, as
+ * PyTorch's. */
+int jg_vjp_linalg_eigh(VJP_ARGS) {
+    UNUSED_ARGS;
+    if (!needs[0])
+        return 0;
+    jg_tensor *L = out[0], *V = out[1], *gL = gout[0], *gV = gout[1];
+    int nd = L->ndim;
+    int64_t n = L->shape[nd - 1];
+    int64_t row[JG_MAX_DIMS], col[JG_MAX_DIMS];
+    memcpy(row, L->shape, sizeof(int64_t) * (size_t)nd);
+    memcpy(col, L->shape, sizeof(int64_t) * (size_t)nd);
+    row[nd - 1] = 1;
+    row[nd] = n;
+    col[nd] = 1;
+    jg_tensor *I = jg_eye(L->dtype, n, n);
+    jg_tensor *Vt = jg_transpose(V, -2, -1);
+    jg_tensor *M = NULL;
+    if (!I || !Vt)
+        return -1;
+    if (gV) {
+        jg_tensor *X = jg_matmul(Vt, gV);
+        jg_tensor *K = X ? jg_mul_scalar(jg_sub(X, jg_transpose(X, -2, -1)), 0.5) : NULL;
+        jg_tensor *E = jg_sub(jg_reshape(L, nd + 1, row), jg_reshape(L, nd + 1, col));
+        M = K && E ? jg_div(K, jg_add(E, I)) : NULL;
+        if (!M)
+            return -1;
+    }
+    if (gL) {
+        jg_tensor *D = jg_mul(jg_reshape(gL, nd + 1, col), I);
+        M = D && M ? jg_add(M, D) : D;
+        if (!M)
+            return -1;
+    }
+    gin[0] = jg_matmul(jg_matmul(V, M), Vt);
+    return gin[0] ? 0 : -1;
+}
+
+int jg_linalg_eigh(jg_tensor *a, bool upper, jg_tensor **eigenvalues, jg_tensor **eigenvectors) {
+    if (!a || !eigenvalues || !eigenvectors)
+        return jg_errorf("jg_linalg_eigh: NULL argument");
+    jg_attrs at = {.n = 1};
+    at.i[0] = upper ? 1 : 0;
+    jg_tensor *out[2];
+    if (jg_op_call(JG_OP_LINALG_EIGH, &at, &a, out) < 0)
+        return -1;
+    *eigenvalues = out[0];
+    *eigenvectors = out[1];
+    return 0;
 }
 
 jg_tensor *jg_linalg_cholesky(jg_tensor *a) {

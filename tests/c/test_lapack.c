@@ -1,6 +1,5 @@
-/* jg_linalg_inv, jg_linalg_slogdet (LAPACK by LU) and jg_linalg_cholesky: values and gradients
- * against PyTorch 1.13, batches, float32, a singular matrix and bad
- * shapes. */
+/* jg_linalg_inv, jg_linalg_slogdet (LAPACK by LU), jg_linalg_cholesky and jg_linalg_eigh: values
+ * and gradients against PyTorch 1.13, batches, float32, a singular matrix and bad shapes. */
 #include "testutil.h"
 
 #include <math.h>
@@ -117,6 +116,31 @@ static void test_cholesky(void **state) {
              "positive-definite).");
 }
 
+static void test_eigh(void **state) {
+    (void)state;
+    /* [[2, 1], [1, 2]]: eigenvalues 1, 3, eigenvectors (1, -1) / sqrt 2 and
+     * (1, 1) / sqrt 2 up to sign; the gradient of their sum is I (the
+     * trace's), of the larger one v v^T; the 9 is outside the lower
+     * triangle and never read */
+    jg_tensor *A = tu_tensor(JG_F64, 2, TU_SHAPE(2, 2), TU_VALS(2, 9, 1, 2));
+    jg_set_requires_grad(A, true);
+    jg_tensor *L, *V;
+    assert_int_equal(jg_linalg_eigh(A, false, &L, &V), 0);
+    TU_CHECK(L, 1, TU_SHAPE(2), TU_VALS(1, 3), 1e-14);
+    double v[4];
+    tu_values(V, v);
+    double r = sqrt(0.5);
+    assert_true(fabs(fabs(v[0]) - r) < 1e-14 && fabs(fabs(v[3]) - r) < 1e-14);
+    assert_true(fabs(v[0] + v[2]) < 1e-14 && fabs(v[1] - v[3]) < 1e-14);
+    assert_int_equal(jg_backward(jg_sum(L), NULL, 0), 0);
+    TU_CHECK(jg_grad(A), 2, TU_SHAPE(2, 2), TU_VALS(1, 0, 0, 1), 1e-14);
+    /* upper: reads the 9 */
+    assert_int_equal(jg_linalg_eigh(A, true, &L, &V), 0);
+    TU_CHECK(L, 1, TU_SHAPE(2), TU_VALS(-7, 11), 1e-13);
+    assert_int_equal(jg_linalg_eigh(jg_full(JG_F32, 2, TU_SHAPE(2, 3), 0.0), false, &L, &V), -1);
+    TU_ERROR("linalg.eigh: A must be batches of square matrices, but they are 2 by 3 matrices");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         TU_TEST(test_inv_values_and_gradient),
@@ -124,6 +148,7 @@ int main(void) {
         TU_TEST(test_slogdet),
         TU_TEST(test_bad_input),
         TU_TEST(test_cholesky),
+        TU_TEST(test_eigh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
