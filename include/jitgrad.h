@@ -906,6 +906,21 @@ int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out);
  * IndexPutBackward0) */
 int jg_masked_fill_(jg_tensor *a, jg_tensor *mask, double value);
 int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value);
+/* ---- linear algebra (LAPACK, by LU) ----
+ * jg_linalg_inv: the inverse of each matrix of a float32/float64 batch
+ * [..., n, n]; fails with PyTorch's message on a singular matrix.
+ * jg_linalg_slogdet: the sign (-1, 0, 1) and log|det| of each, both of
+ * shape [...] (a singular matrix: 0 and -inf).  Gradients as PyTorch's. */
+jg_tensor *jg_linalg_inv(jg_tensor *a);
+int jg_linalg_slogdet(jg_tensor *a, jg_tensor **sign, jg_tensor **logabsdet);
+/* the lower Cholesky factor L (A = L L^T) of each matrix, read from its
+ * lower triangle; fails with PyTorch's message when one is not
+ * positive-definite */
+jg_tensor *jg_linalg_cholesky(jg_tensor *a);
+/* the eigenvalues [..., n] (ascending) and eigenvectors [..., n, n] (as
+ * columns) of each symmetric matrix, read from its lower triangle (upper:
+ * its upper one); gradients as PyTorch's */
+int jg_linalg_eigh(jg_tensor *a, bool upper, jg_tensor **eigenvalues, jg_tensor **eigenvectors);
 
 #ifdef __cplusplus
 }

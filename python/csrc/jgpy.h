@@ -137,6 +137,8 @@ extern PyMethodDef jgp_tensor_opsshape_methods[];
 extern PyMethodDef jgp_module_opsshape_functions[];
 /* ---- nn: ops_nn.c ---- */
 extern PyMethodDef jgp_module_nn_functions[];
+/* ---- linalg: ops_linalg.c (LAPACK-backed ops, src/ops/lapack.c) ---- */
+extern PyMethodDef jgp_module_linalg_functions[];
 /* ---- ops_conv.c: convolution and pooling ---- */
 extern PyMethodDef jgp_module_conv_functions[];
 

@@ -721,7 +721,8 @@ PyMODINIT_FUNC PyInit__C(void) {
                             jgp_module_conv_functions,
                             jgp_module_opsmath_functions,
                             jgp_module_surface2_functions,
-                            jgp_module_dist_functions};
+                            jgp_module_dist_functions,
+                            jgp_module_linalg_functions};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
         jgp_docs_apply(lists[l]);
         if (PyModule_AddFunctions(m, lists[l]) < 0)

@@ -502,6 +502,7 @@ from ._loss_ops import *  # noqa: E402,F401,F403
 from . import _more_ops  # noqa: E402  (einsum, cdist, cumprod, median ...)
 _more_ops.install(Tensor, globals())
 from . import _more_utils; _more_utils.install(Tensor, globals())  # noqa: E402,E702 empty, finfo, get_rng_state ...
+from . import linalg  # noqa: E402,F401
 from . import _docs  # noqa: E402
 
 _docs.install()  # last: gives the callables above that lack one a docstring
