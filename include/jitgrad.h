@@ -902,6 +902,16 @@ int jg_unbind(jg_tensor *a, int dim, int max_out, jg_tensor **out);
 int jg_masked_fill_(jg_tensor *a, jg_tensor *mask, double value);
 int jg_index_put_mask_(jg_tensor *a, jg_tensor *mask, double value);
 
+/* bitwise ops of integer and bool tensors (PyTorch's bitwise_*, & | ^ ~
+ * << >>); float operands are refused with PyTorch's message, the shifts
+ * refuse bool too.  No gradient. */
+jg_tensor *jg_bitwise_and(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_or(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_xor(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_not(jg_tensor *a);
+jg_tensor *jg_bitwise_left_shift(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_right_shift(jg_tensor *a, jg_tensor *b);
+
 #ifdef __cplusplus
 }
 #endif
