@@ -498,6 +498,8 @@ from .serialization import save, load  # noqa: E402,F401
 from ._legacy import get_default_dtype  # noqa: E402,F401
 from . import backends, cuda, utils  # noqa: E402,F401
 from ._C import from_dlpack  # noqa: E402,F401
+from . import _more_ops2  # noqa: E402
+_more_ops2.install(Tensor, globals())  # bitwise ops, quantile, jitgrad.special ...
 from . import _docs  # noqa: E402
 
 _docs.install()  # last: gives the callables above that lack one a docstring
