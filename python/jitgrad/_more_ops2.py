@@ -291,6 +291,287 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", ou
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
 
+# ---- index_put, put, masked_scatter, scatter_reduce, scatter(reduce=) ----
+
+def _tensor(x, fn, arg, pos):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {pos}) must be Tensor, not "
+                        f"{type(x).__name__}")
+    return x
+
+
+def _flat_index(self, indices, fn):
+    """The index tensors of self[indices] (bool masks as their nonzero
+    positions) as one int64 index into self's first k dims flattened, and
+    the shape that indexing gives (the broadcast index shape, then the
+    remaining dims)."""
+    idx = []
+    for t in indices:
+        if t is None:
+            raise RuntimeError(f"{fn}(): None indices are not supported by jitgrad")
+        _tensor(t, fn, "indices", 2)
+        if _dname(t.dtype) == "bool":
+            idx.extend(t.nonzero().unbind(1))
+        elif _dname(t.dtype) == "int64":
+            idx.append(t)
+        else:
+            raise IndexError("tensors used as indices must be long, byte or bool tensors")
+    k = len(idx)
+    if k > _b.max(self.dim(), 1) or (self.dim() == 0 and k):
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {k})")
+    if k > 1:
+        from ._aliases import broadcast_tensors
+
+        idx = list(broadcast_tensors(*idx))
+    shape = tuple(self.shape)
+    lin = None
+    for j, t in enumerate(idx):
+        n = shape[j]
+        bad = ((t >= n) | (t < -n)).nonzero()
+        if bad.numel():
+            v = t[tuple(bad[0].tolist())].item()
+            raise IndexError(f"index {v} is out of bounds for dimension {j} with size {n}")
+        t = t + (t < 0).to(_C.int64) * n
+        lin = t if lin is None else lin * n + t
+    ishape = tuple(idx[0].shape) if k else ()
+    return lin.reshape(-1), ishape + shape[k:], k
+
+
+def index_put(input, indices, values, accumulate=False):
+    """input with input[indices] = values (accumulate=True: += values, the
+    repeated positions summed), out of place."""
+    _tensor(input, "index_put", "input", 1)
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError("index_put(): argument 'indices' (position 2) must be tuple of Tensors, "
+                        f"not {type(indices).__name__}")
+    _tensor(values, "index_put", "values", 3)
+    if values.dtype != input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_type_name(input.dtype)} for the destination and "
+                           f"{_type_name(values.dtype)} for the source.")
+    if not indices:  # input[()] = values: the whole tensor
+        if accumulate:
+            return input + values
+        return _C.where(input.new_ones(input.shape).to(_C.bool), values, input)
+    lin, shape, k = _flat_index(input, indices, "index_put")
+    rest = tuple(input.shape[k:])
+    flat = input.reshape((-1,) + rest)
+    src = values.expand(shape).reshape((-1,) + rest)
+    out = flat.index_add(0, lin, src) if accumulate else flat.index_copy(0, lin, src)
+    return out.reshape(tuple(input.shape))
+
+
+def _type_name(dtype):
+    from ._inplace import _type_name as name
+
+    return name(dtype)
+
+
+def put(input, index, source, accumulate=False):
+    """input with the elements at index (into input as if flattened) set to
+    source's (accumulate=True: added), out of place."""
+    _tensor(input, "put", "input", 1)
+    _tensor(index, "put", "index", 2)
+    _tensor(source, "put", "source", 3)
+    if index.numel() != source.numel():
+        raise IndexError("put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source.numel()}, "
+                         f"index.numel() = {index.numel()}")
+    if _dname(index.dtype) != "int64":
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got "
+                           f"{_type_name(index.dtype)}")
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_type_name(input.dtype)} and source.dtype = "
+                           f"{_type_name(source.dtype)}")
+    n = input.numel()
+    idx = index.reshape(-1)
+    bad = ((idx >= n) | (idx < -n)).nonzero()
+    if bad.numel():
+        raise IndexError(f"out of range: tried to access index {idx[bad[0, 0]].item()} on a "
+                         f"tensor of {n} elements.")
+    idx = idx + (idx < 0).to(_C.int64) * n
+    flat, src = input.reshape(-1), source.reshape(-1)
+    out = flat.index_add(0, idx, src) if accumulate else flat.index_copy(0, idx, src)
+    return out.reshape(tuple(input.shape))
+
+
+def masked_scatter(input, mask, source):
+    """input with the positions where mask (broadcast to input) is set
+    taking source's elements in order, out of place: where(mask, the source
+    element numbered by the mask's running count, input)."""
+    _tensor(input, "masked_scatter", "input", 1)
+    _tensor(mask, "masked_scatter", "mask", 2)
+    _tensor(source, "masked_scatter", "source", 3)
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got {_type_name(input.dtype)} and {_type_name(source.dtype)}")
+    m = mask.to(_C.bool).expand_as(input).reshape(-1)
+    pos = m.to(_C.int64).cumsum(0) - 1
+    if input.numel() and pos[-1].item() + 1 > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    pos = pos.clamp(min=0)
+    src = source.reshape(-1)
+    if src.numel() == 0:
+        return input.clone()
+    taken = src.gather(0, pos.clamp(max=src.numel() - 1))
+    return _C.where(m, taken, input.reshape(-1)).reshape(tuple(input.shape))
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=None):
+    """input with src's elements reduced into the positions index names
+    along dim ('sum', 'prod', 'mean', 'amax', 'amin'; include_self=False:
+    input's own value at those positions left out), as PyTorch 1.13 computes
+    it, with its gradients."""
+    if out is not None:
+        raise TypeError("scatter_reduce(): jitgrad does not support out=")
+    _tensor(input, "scatter_reduce", "input", 1)
+    _tensor(index, "scatter_reduce", "index", 3)
+    _tensor(src, "scatter_reduce", "src", 4)
+    if reduce not in _REDUCES:
+        raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    if reduce in ("sum", "mean"):
+        base = input if include_self else input.scatter(dim, index, 0)
+        total = base.scatter_add(dim, index, src)
+        if reduce == "sum":
+            return total
+        count = (input.new_ones(input.shape) if include_self else input.new_zeros(input.shape))
+        count = count.scatter_add(dim, index, input.new_ones(tuple(index.shape)))
+        count = count.masked_fill(count == 0, 1)
+        if _dname(input.dtype) in _FLOATS:
+            return total / count
+        return total.div(count, rounding_mode="floor")
+    return _ScatterExtreme.apply(input, dim, index, src, reduce, include_self)
+
+
+def _np_reduce(input, dim, index, src, reduce, include_self):
+    """The value of scatter_reduce prod / amax / amin (numpy's ufunc.at in
+    index order)."""
+    a = input.detach().numpy().copy()
+    idx = index.numpy()
+    sv = src.detach().numpy()[tuple(slice(0, n) for n in idx.shape)]
+    d = dim % _b.max(a.ndim, 1)
+    grid = list(_np.indices(idx.shape, sparse=True))
+    grid[d] = idx
+    pos = tuple(_np.broadcast_to(g, idx.shape) for g in grid)
+    ufunc = {"prod": _np.multiply, "amax": _np.fmax, "amin": _np.fmin}[reduce]
+    if reduce != "prod":
+        # PyTorch's scatter max/min propagate NaN
+        ufunc = _np.maximum if reduce == "amax" else _np.minimum
+    if not include_self:
+        ident = {"prod": 1, "amax": -_np.inf, "amin": _np.inf}[reduce]
+        if a.dtype.kind != "f" and reduce != "prod":
+            info = _np.iinfo(a.dtype)
+            ident = info.min if reduce == "amax" else info.max
+        a[pos] = ident
+    ufunc.at(a, pos, sv)
+    return a
+
+
+def _lead(t, shape):
+    """The leading block of t with the given shape (src beyond index's
+    extent takes no part)."""
+    return t if tuple(t.shape) == tuple(shape) else t[tuple(slice(0, n) for n in shape)]
+
+
+def _pad_to(t, shape):
+    """t (a leading block of shape) zero-padded to shape."""
+    for d, (a, b) in enumerate(zip(tuple(t.shape), tuple(shape))):
+        if a != b:
+            pad = list(t.shape)
+            pad[d] = b - a
+            from ._opsshape import cat
+
+            t = cat([t, t.new_zeros(pad)], d)
+    return t
+
+
+def _extreme_function():
+    from .autograd import Function
+
+    def reduced(input, dim, index, src, reduce, include_self):
+        return _C.tensor(_np_reduce(input, dim, index, src, reduce, include_self),
+                         dtype=input.dtype)
+
+    class ScatterReduceBackward(Function):
+        """scatter_reduce prod / amax / amin: the value by numpy's ufunc.at,
+        the gradients PyTorch 1.13's scatter_reduce_backward computes."""
+
+        @staticmethod
+        def forward(ctx, input, dim, index, src, reduce, include_self):
+            r = reduced(input, dim, index, src, reduce, include_self)
+            ctx.save_for_backward(input, index, src, r)
+            ctx.args = (dim, reduce, include_self)
+            return r
+
+        @staticmethod
+        def backward(ctx, grad):
+            input, index, src, result = ctx.saved_tensors
+            dim, reduce, include_self = ctx.args
+            srcv = _lead(src, index.shape)
+            if reduce == "prod":
+                # exclusive products where self or a single src element is 0
+                masked_self = input.masked_fill(input == 0, 1)
+                grad_self = grad * reduced(masked_self, dim, index, src, "prod",
+                                           include_self) / masked_self
+                src_zero = srcv == 0
+                nzero = input.new_zeros(input.shape).scatter_add(
+                    dim, index, src_zero.to(input.dtype)).gather(dim, index)
+                single = src_zero & (nzero == 1)
+                masked_src = reduced(input, dim, index, srcv.masked_fill(single, 1), "prod",
+                                     include_self)
+                grad_src = _C.where(single, (grad * masked_src).gather(dim, index),
+                                    (grad * result).gather(dim, index)
+                                    / srcv.masked_fill(src_zero, 1))
+            else:
+                # shared evenly among the elements equal to the result
+                value = result.gather(dim, index)
+                self_is = (input == result).to(input.dtype)
+                src_is = (srcv == value).to(input.dtype)
+                dist = grad / self_is.scatter_add(dim, index, src_is)
+                grad_self = (input == result) * dist
+                grad_src = (srcv == value) * dist.gather(dim, index)
+            if not include_self:
+                grad_self = grad_self.scatter(dim, index, 0)
+            return grad_self, None, None, _pad_to(grad_src, src.shape), None, None
+
+    return ScatterReduceBackward
+
+
+class _ScatterExtreme:
+    _fn = None
+
+    @classmethod
+    def apply(cls, *args):
+        if cls._fn is None:
+            cls._fn = _extreme_function()
+        return cls._fn.apply(*args)
+
+
+def _scatter_method(old):
+    def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+        """scatter, and scatter(..., reduce='add' / 'multiply'): the values
+        reduced into self's (no gradient, as in PyTorch)."""
+        if reduce is None:
+            return old(self, dim, index, src, value)
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError("reduce argument must be either add or multiply.")
+        if not isinstance(src, Tensor):
+            v = src if value is None else value
+            src = self.new_full(tuple(index.shape), float(v))
+        from . import no_grad
+
+        with no_grad():
+            r = scatter_reduce(self, dim, index, src, "sum" if reduce == "add" else "prod")
+        return r
+
+    return scatter
+
+
 def install(T, namespace):
     """The Tensor methods and the jitgrad.* functions of this module."""
     T.__array__ = _array
@@ -298,8 +579,32 @@ def install(T, namespace):
     T.__contains__ = _contains
     T.mT = property(_mT)
     _install_bitwise(T, namespace)
-    for f in (quantile, nanquantile):
+    for f in (quantile, nanquantile, index_put, put, masked_scatter, scatter_reduce):
         namespace[f.__name__] = f
+    from . import _inplace
+
+    T.index_put = lambda self, indices, values, accumulate=False: index_put(
+        self, indices, values, accumulate)
+    T.put = lambda self, index, source, accumulate=False: put(self, index, source, accumulate)
+    T.masked_scatter = lambda self, mask, source: masked_scatter(self, mask, source)
+    T.scatter_reduce = lambda self, dim, index, src, reduce, *, include_self=True: (
+        scatter_reduce(self, dim, index, src, reduce, include_self=include_self))
+    T.scatter = _scatter_method(T.scatter)
+    old_fn = namespace["scatter"]
+
+    def scatter(input, dim, index, src=None, value=None, *, reduce=None, out=None):
+        if reduce is None:
+            return old_fn(input, dim, index, src, value, out=out)
+        if out is not None:
+            raise TypeError("scatter(): jitgrad does not support out=")
+        return T.scatter(input, dim, index, src, value, reduce=reduce)
+
+    scatter.__doc__ = old_fn.__doc__
+    namespace["scatter"] = scatter
+    for name in ("index_put", "put", "masked_scatter", "scatter_reduce", "scatter"):
+        setattr(T, name + "_", _inplace._inplace(name))
+    namespace["index_put_"] = lambda input, indices, values, accumulate=False: (
+        input.index_put_(indices, values, accumulate))
     T.quantile = lambda self, q, dim=None, keepdim=False, *, interpolation="linear": quantile(
         self, q, dim, keepdim, interpolation=interpolation)
     T.nanquantile = lambda self, q, dim=None, keepdim=False, *, interpolation="linear": (

@@ -299,3 +299,166 @@ def test_quantile_compiled_equals_eager(jg, backend):
         (gg,) = jg.autograd.grad(got, [x])
         assert vals(got) == vals(want)
         assert vals(gg) == vals(wg)
+
+
+# ---- index_put, put, masked_scatter, scatter_reduce, scatter(reduce=) ----
+
+def _grads_match(jg, torch, f, dtype="float64"):
+    """f(T, x, v) on both libraries: values, x's and v's gradients."""
+    out = []
+    for T in (jg, torch):
+        x = T.tensor([[1.0, 2, 3, 4], [5, 6, 0, 8], [9, 10, 11, 12]], dtype=getattr(T, dtype),
+                     requires_grad=True)
+        v = T.tensor([0.5, -2, 3], dtype=getattr(T, dtype), requires_grad=True)
+        y = f(T, x, v)
+        y.backward(T.arange(y.numel(), dtype=y.dtype).reshape(y.shape) + 1)
+        out.append((y, x.grad, v.grad))
+    for j, t in zip(*out):
+        if t is None:
+            assert j is None or not j.abs().sum().item()
+        else:
+            same(j, t)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_index_put(jg, torch, dtype):
+    cases = [
+        lambda T, x, v: x.index_put((T.tensor([0, 2, 0]), T.tensor([1, 3, 1])), v,
+                                    accumulate=True),
+        lambda T, x, v: x.index_put((T.tensor([0, 2, 1]), T.tensor([1, -1, 1])), v),
+        lambda T, x, v: x.index_put((T.tensor([0, 2]),), v[:1] * 1),
+        lambda T, x, v: x.index_put((T.tensor([-1]),), v[:1] * 1, True),
+        lambda T, x, v: x.index_put((T.tensor([[True, False, True, False]] * 3),), v[:1], True),
+        lambda T, x, v: x.index_put((T.tensor([[0], [2]]), T.tensor([1, 3, 0])), v),
+        lambda T, x, v: T.index_put(x, (T.tensor([1]),), v[0]),
+    ]
+    for f in cases:
+        _grads_match(jg, torch, f, dtype)
+    for T in (jg, torch):  # in place
+        a = T.zeros(3)
+        r = a.index_put_((T.tensor([1, 1]),), T.tensor([1.0, 2.0]), accumulate=True)
+        assert r is a and a.tolist() == [0.0, 3.0, 0.0]
+        T.index_put_(a, (T.tensor([0]),), T.tensor([5.0]))
+        assert a.tolist() == [5.0, 3.0, 0.0]
+    raises_like(lambda: jg.zeros(3).index_put_((jg.tensor([5]),), jg.ones(1)),
+                lambda: torch.zeros(3).index_put_((torch.tensor([5]),), torch.ones(1)))
+    raises_like(lambda: jg.zeros(3).index_put((jg.tensor([1]),), jg.ones(1, dtype=jg.float64)),
+                lambda: torch.zeros(3).index_put((torch.tensor([1]),),
+                                                 torch.ones(1, dtype=torch.float64)))
+    raises_like(lambda: jg.zeros(3).index_put((jg.tensor([1], dtype=jg.int32),), jg.ones(1)),
+                lambda: torch.zeros(3).index_put((torch.tensor([1], dtype=torch.int32),),
+                                                 torch.ones(1)))
+    raises_like(lambda: jg.zeros(3).index_put((jg.tensor([1.0]),), jg.ones(1)),
+                lambda: torch.zeros(3).index_put((torch.tensor([1.0]),), torch.ones(1)))
+
+
+def test_put(jg, torch):
+    for acc in (False, True):
+        _grads_match(jg, torch, lambda T, x, v: x.put(T.tensor([0, -1, 5]), v, accumulate=acc))
+        _grads_match(jg, torch, lambda T, x, v: T.put(x, T.tensor([[7], [7], [2]]), v.reshape(3, 1),
+                                                      acc))
+    for T in (jg, torch):
+        a = T.zeros(2, 2)
+        assert a.put_(T.tensor([3, 3]), T.tensor([1.0, 2.0]), accumulate=True) is a
+        assert a.tolist() == [[0.0, 0.0], [0.0, 3.0]]
+    raises_like(lambda: jg.zeros(3).put_(jg.tensor([5]), jg.ones(1)),
+                lambda: torch.zeros(3).put_(torch.tensor([5]), torch.ones(1)))
+    raises_like(lambda: jg.zeros(3).put_(jg.tensor([1, 2]), jg.ones(1)),
+                lambda: torch.zeros(3).put_(torch.tensor([1, 2]), torch.ones(1)))
+
+
+def test_masked_scatter(jg, torch):
+    _grads_match(jg, torch, lambda T, x, v: x.masked_scatter(
+        T.tensor([True, False, True, True]), T.cat([v, v, v, v])))
+    _grads_match(jg, torch, lambda T, x, v: T.masked_scatter(
+        x, T.tensor([[True], [False], [True]]), T.cat([v, v, v]).reshape(3, 3) * 2))
+    _grads_match(jg, torch, lambda T, x, v: x.masked_scatter(x > 100, v))  # no position set
+    for T in (jg, torch):
+        a = T.zeros(4)
+        assert a.masked_scatter_(T.tensor([False, True, False, True]), T.tensor([7.0, 8, 9])) is a
+        assert a.tolist() == [0.0, 7.0, 0.0, 8.0]
+    raises_like(lambda: jg.zeros(3).masked_scatter(jg.tensor([True] * 3), jg.ones(2)),
+                lambda: torch.zeros(3).masked_scatter(torch.tensor([True] * 3), torch.ones(2)))
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_scatter_reduce(jg, torch, reduce, include_self, dtype):
+    for dim, idx in ((1, [[0, 1, 0], [2, 2, 3], [1, 1, 1]]), (0, [[0, 2, 0], [0, 2, 1]]),
+                     (-1, [[3], [3], [0]])):
+        def f(T, x, v):
+            i = T.tensor(idx)
+            src = T.stack([v, v * 2, v + 1, v * v])[:len(idx), :len(idx[0])]
+            if reduce == "amax":  # ties with self and among src: shared gradients
+                src = T.stack([v, v * 0 + 6, v * 0 + 11, v])[:len(idx), :len(idx[0])]
+            return x.scatter_reduce(dim, i, src, reduce, include_self=include_self)
+        _grads_match(jg, torch, f, dtype)
+    # zeros in self and src: prod's exclusive products
+    if reduce == "prod":
+        _grads_match(jg, torch, lambda T, x, v: (x - 6).scatter_reduce(
+            1, T.tensor([[0, 0, 1], [2, 2, 2], [1, 1, 3]]),
+            T.stack([v, v * 0, v * v]) * T.tensor([[1.0, 0, 1], [1, 0, 0], [1, 1, 1]],
+                                                  dtype=v.dtype), reduce,
+            include_self=include_self), dtype)
+    # integer tensors (mean divides flooring), and the in-place form
+    i = [[0, 1, 0], [1, 1, 1]]
+    got = jg.tensor([[5, 7], [2, -9]]).scatter_reduce(1, jg.tensor(i)[:, :2], jg.tensor(
+        [[3, 4], [-6, 1]]), reduce, include_self=include_self)
+    want = torch.tensor([[5, 7], [2, -9]]).scatter_reduce(1, torch.tensor(i)[:, :2], torch.tensor(
+        [[3, 4], [-6, 1]]), reduce, include_self=include_self)
+    same(got, want)
+    for T in (jg, torch):
+        a = T.tensor([1.0, 2.0, 3.0])
+        assert a.scatter_reduce_(0, T.tensor([2, 2]), T.tensor([4.0, 5.0]), reduce,
+                                 include_self=include_self) is a
+    same(a, torch.tensor([1.0, 2.0, 3.0]).scatter_reduce(0, torch.tensor([2, 2]), torch.tensor(
+        [4.0, 5.0]), reduce, include_self=include_self))
+
+
+def test_scatter_reduce_errors_and_scatter_reduce_argument(jg, torch):
+    raises_like(lambda: jg.zeros(3).scatter_reduce(0, jg.tensor([0]), jg.ones(1), "foo"),
+                lambda: torch.zeros(3).scatter_reduce(0, torch.tensor([0]), torch.ones(1), "foo"),
+                RuntimeError)
+    for reduce in ("add", "multiply"):
+        for T in (jg, torch):
+            x = T.ones(3, 4) * 2
+            idx = T.tensor([[0, 1, 0, 2], [0, 0, 0, 0]])
+            a = x.scatter(0, idx, T.arange(8.0).reshape(2, 4), reduce=reduce)
+            b = T.scatter(x, 0, idx, 3.0, reduce=reduce)
+            c = x.clone()
+            assert c.scatter_(0, idx, 1.5, reduce=reduce) is c
+            if T is jg:
+                got = (a, b, c)
+            else:
+                want = (a, b, c)
+        for g, w in zip(got, want):
+            same(g, w)
+    raises_like(lambda: jg.zeros(3).scatter(0, jg.tensor([0]), jg.ones(1), reduce="foo"),
+                lambda: torch.zeros(3).scatter(0, torch.tensor([0]), torch.ones(1), reduce="foo"))
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_scatter_reduce_compiled_equals_eager(jg, backend):
+    if backend == "c" and not jg.HAS_COMPILER:
+        pytest.skip("no C compiler")
+    idx = jg.tensor([[0, 1, 0], [2, 2, 3], [1, 1, 1]])
+    for dtype in (jg.float32, jg.float64):
+        x = jg.tensor([[1.0, 2, 3, 4], [5, 6, 0, 8], [9, 10, 11, 12]], dtype=dtype,
+                      requires_grad=True)
+        s = jg.tensor([[0.5, -2, 3], [1, 7, 2], [4, 4, 5]], dtype=dtype, requires_grad=True)
+
+        def prog(x, s):
+            a = x.scatter_reduce(1, idx, s, "sum", include_self=False)
+            b = x.scatter_reduce(1, idx, s * s, "mean")
+            c = x.scatter_reduce(1, idx, s, "mean", include_self=False)
+            return (a * b).sum() + (c * c).sum()
+
+        want = prog(x, s)
+        wg = jg.autograd.grad(want, [x, s])
+        got = jg.compile(prog, backend=backend, fullgraph=True)(x, s)
+        gg = jg.autograd.grad(got, [x, s])
+        assert vals(got) == vals(want)
+        for g, w in zip(gg, wg):
+            assert vals(g) == vals(w)
