@@ -603,6 +603,9 @@ def install(T, namespace):
     namespace["scatter"] = scatter
     for name in ("index_put", "put", "masked_scatter", "scatter_reduce", "scatter"):
         setattr(T, name + "_", _inplace._inplace(name))
+    from . import special
+
+    namespace["special"] = special
     namespace["index_put_"] = lambda input, indices, values, accumulate=False: (
         input.index_put_(indices, values, accumulate))
     T.quantile = lambda self, q, dim=None, keepdim=False, *, interpolation="linear": quantile(

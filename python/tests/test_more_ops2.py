@@ -252,8 +252,9 @@ def test_quantile_values_and_gradients(jg, torch, fn, interpolation, dtype):
          getattr(t, fn)(torch.tensor(0.25, dtype=t.dtype), dim=1, keepdim=True))
     same(getattr(jg, fn)(jg.tensor(3.0, dtype=j.dtype), 0.5, dim=0, keepdim=True),
          getattr(torch, fn)(torch.tensor(3.0, dtype=t.dtype), 0.5, dim=0, keepdim=True))
-    same(getattr(jg, fn)(jg.tensor(3.0, dtype=j.dtype), [0.5] and jg.tensor([0.5, 1.0], dtype=j.dtype)),
-         getattr(torch, fn)(torch.tensor(3.0, dtype=t.dtype), torch.tensor([0.5, 1.0], dtype=t.dtype)))
+    same(getattr(jg, fn)(jg.tensor(3.0, dtype=j.dtype), jg.tensor([0.5, 1.0], dtype=j.dtype)),
+         getattr(torch, fn)(torch.tensor(3.0, dtype=t.dtype),
+                            torch.tensor([0.5, 1.0], dtype=t.dtype)))
 
 
 @pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
