@@ -911,6 +911,12 @@ jg_tensor *jg_bitwise_xor(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_bitwise_not(jg_tensor *a);
 jg_tensor *jg_bitwise_left_shift(jg_tensor *a, jg_tensor *b);
 jg_tensor *jg_bitwise_right_shift(jg_tensor *a, jg_tensor *b);
+/* lgamma (libm's), digamma and trigamma (PyTorch's polygamma(1, x)) as
+ * PyTorch computes them; integer inputs give float32.  Gradients digamma
+ * and trigamma; trigamma has none. */
+jg_tensor *jg_lgamma(jg_tensor *a);
+jg_tensor *jg_digamma(jg_tensor *a);
+jg_tensor *jg_trigamma(jg_tensor *a);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,17 @@ static PyObject *m_bitwise_not(PyObject *self, PyObject *unused) {
     return jgp_wrap_new(jg_bitwise_not(jgp_t(self)));
 }
 
+/* lgamma, digamma, trigamma: Tensor._lgamma() etc. (jitgrad/_more_ops2.py
+ * gives the public spellings) */
+#define UNARY(name)                                                                                \
+    static PyObject *m_##name(PyObject *self, PyObject *unused) {                                  \
+        (void)unused;                                                                              \
+        return jgp_wrap_new(jg_##name(jgp_t(self)));                                               \
+    }
+UNARY(lgamma)
+UNARY(digamma)
+UNARY(trigamma)
+
 PyMethodDef jgp_tensor_bitwise_methods[] = {
     {"_bitwise_and", m_bitwise_and, METH_O, "_bitwise_and(other) -> Tensor (tensors only)"},
     {"_bitwise_or", m_bitwise_or, METH_O, "_bitwise_or(other) -> Tensor (tensors only)"},
@@ -32,5 +43,8 @@ PyMethodDef jgp_tensor_bitwise_methods[] = {
     {"_bitwise_right_shift", m_bitwise_right_shift, METH_O,
      "_bitwise_right_shift(other) -> Tensor (tensors only)"},
     {"_bitwise_not", m_bitwise_not, METH_NOARGS, "_bitwise_not() -> Tensor"},
+    {"_lgamma", m_lgamma, METH_NOARGS, "_lgamma() -> Tensor"},
+    {"_digamma", m_digamma, METH_NOARGS, "_digamma() -> Tensor"},
+    {"_trigamma", m_trigamma, METH_NOARGS, "_trigamma() -> Tensor: polygamma(1, x)"},
     {NULL, NULL, 0, NULL},
 };

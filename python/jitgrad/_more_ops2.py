@@ -572,6 +572,62 @@ def _scatter_method(old):
     return scatter
 
 
+# ---- lgamma, digamma, polygamma, mvlgamma ----
+
+def _unary(x, fn):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(x).__name__}")
+    return x
+
+
+def lgamma(input, *, out=None):
+    """log |Gamma(x)| (libm's lgamma, as PyTorch); gradient digamma(x)."""
+    if out is not None:
+        raise TypeError("lgamma(): jitgrad does not support out=")
+    return _unary(input, "lgamma")._lgamma()
+
+
+def digamma(input, *, out=None):
+    """The logarithmic derivative of Gamma (PyTorch's calc_digamma: -inf /
+    +inf at -0 / +0, NaN at the negative integers); gradient polygamma(1, x)."""
+    if out is not None:
+        raise TypeError("digamma(): jitgrad does not support out=")
+    return _unary(input, "digamma")._digamma()
+
+
+def polygamma(n, input, *, out=None):
+    """The n-th derivative of digamma; jitgrad has n = 0 (digamma) and n = 1
+    (trigamma, whose own gradient jitgrad does not have)."""
+    if out is not None:
+        raise TypeError("polygamma(): jitgrad does not support out=")
+    if not isinstance(n, _numbers.Integral) or isinstance(n, _b.bool):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not "
+                        f"{type(n).__name__}")
+    _unary(input, "polygamma")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if n == 0:
+        return input._digamma()
+    if n == 1:
+        return input._trigamma()
+    raise RuntimeError(f"jitgrad: polygamma(n, x) is implemented for n = 0 and 1, not {n}")
+
+
+def mvlgamma(input, p):
+    """The multivariate log-gamma function of dimension p:
+    sum over i < p of lgamma(x - i / 2), plus p (p - 1) / 4 log(pi)."""
+    _unary(input, "mvlgamma")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if _dname(input.dtype) not in _FLOATS:
+        input = input.to(_C.float32)
+    import math
+
+    args = input.unsqueeze(-1) + _C.tensor([-i / 2 for i in range(p)], dtype=input.dtype)
+    return args._lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
 def install(T, namespace):
     """The Tensor methods and the jitgrad.* functions of this module."""
     T.__array__ = _array
@@ -603,6 +659,15 @@ def install(T, namespace):
     namespace["scatter"] = scatter
     for name in ("index_put", "put", "masked_scatter", "scatter_reduce", "scatter"):
         setattr(T, name + "_", _inplace._inplace(name))
+    for f in (lgamma, digamma, polygamma, mvlgamma):
+        namespace[f.__name__] = f
+    T.lgamma = lambda self: lgamma(self)
+    T.digamma = lambda self: digamma(self)
+    T.polygamma = lambda self, n: polygamma(n, self)
+    T.mvlgamma = lambda self, p: mvlgamma(self, p)
+    for name in ("lgamma", "digamma", "mvlgamma"):
+        setattr(T, name + "_", _inplace._inplace(name))
+    T.polygamma_ = lambda self, n: self.copy_(polygamma(n, self))
     from . import special
 
     namespace["special"] = special

@@ -1,10 +1,11 @@
 """jitgrad.special: PyTorch 1.13's torch.special names that jitgrad's ops
 compose: expit, logit, erf, erfc, expm1, exp2, log1p, round, xlogy,
-xlog1py, entr, sinc, ndtr, softmax, log_softmax, logsumexp.
+xlog1py, entr, sinc, ndtr, softmax, log_softmax, logsumexp; gammaln,
+digamma / psi, polygamma (n = 0, 1) and multigammaln over jitgrad's lgamma,
+digamma and trigamma rows.
 
 Each is built from existing Tensor methods, so autograd and the compiler see
-the ops they are made of.  (gammaln, digamma / psi, polygamma, erfinv,
-ndtri, log_ndtr, i0 and the other Bessel and orthogonal-polynomial functions
+the ops they are made of.  (erfinv, ndtri, log_ndtr, i0 and the other Bessel and orthogonal-polynomial functions
 need elementwise kernels jitgrad does not have yet.)
 """
 import math as _math
@@ -161,5 +162,33 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
     return _jg().logsumexp(_tensor_arg(input, "logsumexp"), dim, keepdim)
 
 
-__all__ = ["expit", "logit", "erf", "erfc", "expm1", "log1p", "exp2", "round", "xlogy",
+def gammaln(input, *, out=None):
+    """log |Gamma(x)|."""
+    _no_out("gammaln", out)
+    return _jg().lgamma(_tensor_arg(input, "gammaln"))
+
+
+def digamma(input, *, out=None):
+    """The logarithmic derivative of Gamma."""
+    _no_out("digamma", out)
+    return _jg().digamma(_tensor_arg(input, "digamma"))
+
+
+psi = digamma
+
+
+def polygamma(n, input, *, out=None):
+    """The n-th derivative of digamma (n = 0 and 1 in jitgrad)."""
+    _no_out("polygamma", out)
+    return _jg().polygamma(n, input)
+
+
+def multigammaln(input, p, *, out=None):
+    """The multivariate log-gamma function of dimension p."""
+    _no_out("multigammaln", out)
+    return _jg().mvlgamma(_tensor_arg(input, "multigammaln"), p)
+
+
+__all__ = ["gammaln", "digamma", "psi", "polygamma", "multigammaln",
+           "expit", "logit", "erf", "erfc", "expm1", "log1p", "exp2", "round", "xlogy",
            "xlog1py", "entr", "sinc", "ndtr", "softmax", "log_softmax", "logsumexp"]
