@@ -1,6 +1,7 @@
-/* Bindings of the bitwise ops: Tensor._bitwise_and(other) etc., both
- * operands tensors.  jitgrad/_more_ops2.py gives them PyTorch's
- * signatures (numbers as operands, dtype promotion, the operators). */
+/* Bindings of the bitwise ops (Tensor._bitwise_and(other) etc., both
+ * operands tensors) and of lgamma / digamma / trigamma.
+ * jitgrad/_more_ops2.py gives them PyTorch's signatures (numbers as
+ * operands, dtype promotion, the operators). */
 #include "jgpy.h"
 
 #define BINARY(name)                                                                               \
