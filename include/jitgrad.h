@@ -922,6 +922,22 @@ jg_tensor *jg_linalg_cholesky(jg_tensor *a);
  * its upper one); gradients as PyTorch's */
 int jg_linalg_eigh(jg_tensor *a, bool upper, jg_tensor **eigenvalues, jg_tensor **eigenvectors);
 
+/* bitwise ops of integer and bool tensors (PyTorch's bitwise_*, & | ^ ~
+ * << >>); float operands are refused with PyTorch's message, the shifts
+ * refuse bool too.  No gradient. */
+jg_tensor *jg_bitwise_and(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_or(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_xor(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_not(jg_tensor *a);
+jg_tensor *jg_bitwise_left_shift(jg_tensor *a, jg_tensor *b);
+jg_tensor *jg_bitwise_right_shift(jg_tensor *a, jg_tensor *b);
+/* lgamma (libm's), digamma and trigamma (PyTorch's polygamma(1, x)) as
+ * PyTorch computes them; integer inputs give float32.  Gradients digamma
+ * and trigamma; trigamma has none. */
+jg_tensor *jg_lgamma(jg_tensor *a);
+jg_tensor *jg_digamma(jg_tensor *a);
+jg_tensor *jg_trigamma(jg_tensor *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -145,4 +145,7 @@ extern PyMethodDef jgp_module_conv_functions[];
 /* ---- dist.c: gradient hooks, jitgrad.distributed ---- */
 extern PyMethodDef jgp_module_dist_functions[];
 
+/* ---- ops_bitwise.c: bitwise and shift ops ---- */
+extern PyMethodDef jgp_tensor_bitwise_methods[];
+
 #endif

@@ -567,7 +567,14 @@ static PyObject *m_numpy(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *np = jgp_import_numpy();
     if (!np)
         return NULL;
-    return PyObject_CallMethod(np, "asarray", "O", self);
+    if (!jg_requires_grad(jgp_t(self)))
+        return PyObject_CallMethod(np, "asarray", "O", self);
+    PyObject *alias = jgp_wrap_new(jg_detach(jgp_t(self))); /* force=True: shares memory */
+    if (!alias)
+        return NULL;
+    PyObject *r = PyObject_CallMethod(np, "asarray", "O", alias);
+    Py_DECREF(alias);
+    return r;
 }
 
 static PyObject *m_float_(PyObject *self) {
@@ -627,6 +634,14 @@ static Py_ssize_t m_len(PyObject *self) {
 
 static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     jg_tensor *t = jgp_t(self);
+    /* as PyTorch: no array of a tensor that requires grad (numpy refuses it
+     * through Tensor.__array__, which it asks once the buffer is refused;
+     * numpy(force=True) takes the buffer of a detached alias) */
+    if (jg_requires_grad(t)) {
+        PyErr_SetString(PyExc_BufferError, "Can't call numpy() on Tensor that requires grad. "
+                                           "Use tensor.detach().numpy() instead.");
+        return -1;
+    }
     void *data = jg_data(t);
     if (!data) {
         PyErr_SetString(PyExc_BufferError, jg_last_error());
@@ -1000,7 +1015,8 @@ int jgp_tensor_init_type(PyObject *module) {
                             jgp_tensor_opsmath_methods,
                             jgp_tensor_surface2_methods,
                             jgp_tensor_math2_methods,
-                            jgp_tensor_index_methods};
+                            jgp_tensor_index_methods,
+                            jgp_tensor_bitwise_methods};
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
         for (PyMethodDef *p = lists[l]; p->ml_name; p++) {
             if (m + 1 >= (int)(sizeof all / sizeof *all)) {

@@ -503,6 +503,8 @@ from . import _more_ops  # noqa: E402  (einsum, cdist, cumprod, median ...)
 _more_ops.install(Tensor, globals())
 from . import _more_utils; _more_utils.install(Tensor, globals())  # noqa: E402,E702 empty, finfo, get_rng_state ...
 from . import linalg  # noqa: E402,F401
+from . import _more_ops2  # noqa: E402
+_more_ops2.install(Tensor, globals())  # bitwise ops, quantile, jitgrad.special ...
 from . import _docs  # noqa: E402
 
 _docs.install()  # last: gives the callables above that lack one a docstring

@@ -619,4 +619,89 @@ JG_EW_INLINE int64_t jg_ew_floordivi(int64_t a, int64_t b) {
              : jg_ew_floordivd, default                                                            \
              : jg_ew_floordivi)(x, y)
 
+/* ---- special functions ----
+ * digamma and trigamma as PyTorch 1.13's calc_digamma / calc_trigamma
+ * (ATen/native/Math.h) compute them, in the element's type: reflection
+ * below 0 (poles at 0 and the negative integers), recurrence up to 10 (6
+ * for trigamma), then the asymptotic series.  (libm through the compiler's
+ * builtins: this file is pasted into generated code and included where
+ * <math.h> is not.) */
+#define JG_EW_DIGAMMA_BODY(T, TRUNC, LOG, SUF)                                                     \
+    static const T A[] = {8.33333333333333333333E-2##SUF, -2.10927960927960927961E-2##SUF,         \
+                          7.57575757575757575758E-3##SUF, -4.16666666666666666667E-3##SUF,         \
+                          3.96825396825396825397E-3##SUF, -8.33333333333333333333E-3##SUF,         \
+                          8.33333333333333333333E-2##SUF};                                         \
+    T result = 0;                                                                                  \
+    while (x < 10) {                                                                               \
+        result -= 1 / x;                                                                           \
+        x += 1;                                                                                    \
+    }                                                                                              \
+    if (x == 10)                                                                                   \
+        return result + 2.25175258906672110764##SUF;                                               \
+    T y = 0;                                                                                       \
+    if (x < 1.0e17##SUF) {                                                                         \
+        T z = 1 / (x * x), p = A[0];                                                               \
+        for (int i = 1; i <= 6; i++)                                                               \
+            p = p * z + A[i];                                                                      \
+        y = z * p;                                                                                 \
+    }                                                                                              \
+    return result + LOG(x) - (0.5##SUF / x) - y;
+
+static inline double jg_ew_digamma_posd(double x) {
+    JG_EW_DIGAMMA_BODY(double, __builtin_trunc, __builtin_log, )
+}
+static inline float jg_ew_digamma_posf(float x) {
+    JG_EW_DIGAMMA_BODY(float, __builtin_truncf, __builtin_logf, f)
+}
+static inline double jg_ew_digammad(double x) {
+    const double pi = 3.14159265358979323846;
+    if (x == 0)
+        return __builtin_copysign(__builtin_inf(), -x);
+    if (x < 0) {
+        if (x == __builtin_trunc(x))
+            return __builtin_nan("");
+        double r = x - __builtin_trunc(x);
+        return jg_ew_digamma_posd(1 - x) - pi / __builtin_tan(pi * r);
+    }
+    return jg_ew_digamma_posd(x);
+}
+static inline float jg_ew_digammaf(float x) {
+    const double pi = 3.14159265358979323846;
+    if (x == 0)
+        return __builtin_copysignf(__builtin_inff(), -x);
+    if (x < 0) {
+        if (x == __builtin_truncf(x))
+            return __builtin_nanf("");
+        double r = (double)x - __builtin_trunc((double)x);
+        float pi_over_tan = (float)(pi / __builtin_tan(pi * r));
+        return jg_ew_digamma_posf(1 - x) - pi_over_tan;
+    }
+    return jg_ew_digamma_posf(x);
+}
+
+#define JG_EW_TRIGAMMA_BODY(T, SIN, PI)                                                            \
+    T sign = +1, result = 0;                                                                       \
+    if (x < (T)0.5) {                                                                              \
+        sign = -1;                                                                                 \
+        const T s = SIN(PI * x);                                                                   \
+        result -= (PI * PI) / (s * s);                                                             \
+        x = 1 - x;                                                                                 \
+    }                                                                                              \
+    for (int i = 0; i < 6; ++i) {                                                                  \
+        result += 1 / (x * x);                                                                     \
+        x += 1;                                                                                    \
+    }                                                                                              \
+    const T ixx = 1 / (x * x);                                                                     \
+    result += (1 + 1 / (2 * x) + ixx * ((T)1 / 6 - ixx * ((T)1 / 30 - ixx * ((T)1 / 42)))) / x;    \
+    return sign * result;
+
+static inline double jg_ew_trigammad(double x) {
+    JG_EW_TRIGAMMA_BODY(double, __builtin_sin, 3.14159265358979323846)
+}
+static inline float jg_ew_trigammaf(float x) {
+    JG_EW_TRIGAMMA_BODY(float, __builtin_sinf, 3.14159265358979323846f)
+}
+#define jg_ew_digamma(x) _Generic((x), float : jg_ew_digammaf, default : jg_ew_digammad)(x)
+#define jg_ew_trigamma(x) _Generic((x), float : jg_ew_trigammaf, default : jg_ew_trigammad)(x)
+
 #endif
